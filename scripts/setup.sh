@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs every Debian package tfm needs to build, test and run (idempotent), then builds the
+# release preset. Usage: scripts/setup.sh [--with-torch] [--no-build]
+#   --with-torch  also installs python3-torch, needed only for tools/ (reference fixtures) and the
+#                 PyTorch side of bench/; the build and the tests never need it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+with_torch=0
+build=1
+for arg in "$@"; do
+  case "$arg" in
+    --with-torch) with_torch=1 ;;
+    --no-build) build=0 ;;
+    *) echo "setup.sh: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+
+packages=(
+  build-essential cmake ninja-build pkg-config clang-format
+  libgtest-dev libbenchmark-dev
+  libdnnl-dev            # oneDNN: CPU matrix products (f32, bf16)
+  libsentencepiece-dev   # subword vocabulary
+  nlohmann-json3-dev     # config.json, safetensors headers
+  libcli11-dev           # command line
+  libfmt-dev libspdlog-dev
+  libyaml-cpp-dev        # training recipes
+  zlib1g-dev             # gzipped corpora
+  python3 python3-numpy
+)
+if [ "$with_torch" = 1 ]; then
+  packages+=(python3-torch libgoogle-perftools4)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup.sh: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if [ "$build" = 1 ]; then
+  cmake --preset release -G Ninja >/dev/null
+  cmake --build --preset release
+fi

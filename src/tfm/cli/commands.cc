@@ -1,0 +1,7 @@
+#include "tfm/cli/commands.h"
+
+namespace tfm::cli {
+
+void register_commands(CLI::App& app) { register_info(app); }
+
+}  // namespace tfm::cli

@@ -1,0 +1,13 @@
+// Each subcommand registers itself on the app; its callback does the work and throws tfm::Error on
+// bad input (main prints it as one line and exits non-zero).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tfm::cli {
+
+void register_commands(CLI::App& app);
+
+void register_info(CLI::App& app);
+
+}  // namespace tfm::cli

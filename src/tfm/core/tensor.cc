@@ -1,0 +1,148 @@
+#include "tfm/core/tensor.h"
+
+#include <cstring>
+
+#include "tfm/core/allocator.h"
+
+namespace tfm {
+
+Storage::Storage(size_t size, Device dev) : bytes(size), device(dev) {
+  TFM_CHECK(dev == Device::cpu, "device {} is not available in this build", device_name(dev));
+  data = CachingAllocator::cpu().allocate(size);
+}
+
+Storage::~Storage() { CachingAllocator::cpu().release(data, bytes); }
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.storage_ = std::make_shared<Storage>(t.nbytes(), device);
+  return t;
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  std::memset(t.raw(), 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::full(const Shape& shape, float value) {
+  Tensor t = empty(shape);
+  t.fill(value);
+  return t;
+}
+
+Tensor Tensor::from_floats(const Shape& shape, const std::vector<float>& values) {
+  TFM_CHECK(static_cast<int64_t>(values.size()) == shape.numel(),
+            "{} values given for a tensor of shape {}", values.size(), shape.str());
+  Tensor t = empty(shape);
+  std::memcpy(t.raw(), values.data(), t.nbytes());
+  return t;
+}
+
+Tensor Tensor::from_ints(const Shape& shape, const std::vector<int32_t>& values) {
+  TFM_CHECK(static_cast<int64_t>(values.size()) == shape.numel(),
+            "{} values given for a tensor of shape {}", values.size(), shape.str());
+  Tensor t = empty(shape, DType::i32);
+  std::memcpy(t.raw(), values.data(), t.nbytes());
+  return t;
+}
+
+Tensor Tensor::view(const Shape& shape) const {
+  TFM_CHECK(shape.numel() == numel(), "cannot view {} as {}", describe(), shape.str());
+  Tensor t = *this;
+  t.shape_ = shape;
+  t.meta_.reset();
+  return t;
+}
+
+Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
+  TFM_CHECK(rank() >= 1 && begin >= 0 && begin <= end && end <= dim(0),
+            "row slice [{}, {}) out of range for {}", begin, end, describe());
+  Tensor t = *this;
+  t.meta_.reset();
+  int64_t row = dim(0) == 0 ? 0 : numel() / dim(0);
+  t.offset_ += static_cast<size_t>(begin * row) * dtype_size(dtype_);
+  t.shape_[0] = end - begin;
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t = empty(shape_, dtype_, device());
+  std::memcpy(t.raw(), raw(), nbytes());
+  return t;
+}
+
+void Tensor::fill(float value) {
+  int64_t n = numel();
+  switch (dtype_) {
+    case DType::f32: {
+      float* p = data<float>();
+      for (int64_t i = 0; i < n; ++i) p[i] = value;
+      break;
+    }
+    case DType::bf16: {
+      bf16* p = data<bf16>();
+      bf16 v = float_to_bf16(value);
+      for (int64_t i = 0; i < n; ++i) p[i] = v;
+      break;
+    }
+    case DType::i32: {
+      int32_t* p = data<int32_t>();
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int32_t>(value);
+      break;
+    }
+  }
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  TFM_CHECK(src.numel() == numel() && src.dtype() == dtype_, "cannot copy {} into {}",
+            src.describe(), describe());
+  std::memmove(raw(), src.raw(), nbytes());
+}
+
+std::vector<float> Tensor::to_floats() const {
+  std::vector<float> out(static_cast<size_t>(numel()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    switch (dtype_) {
+      case DType::f32:
+        out[i] = data<float>()[i];
+        break;
+      case DType::bf16:
+        out[i] = bf16_to_float(data<bf16>()[i]);
+        break;
+      case DType::i32:
+        out[i] = static_cast<float>(data<int32_t>()[i]);
+        break;
+    }
+  }
+  return out;
+}
+
+std::vector<int32_t> Tensor::to_ints() const {
+  const int32_t* p = data<int32_t>();
+  return {p, p + numel()};
+}
+
+std::string Tensor::describe() const {
+  return std::string(dtype_name(dtype_)) + shape_.str();
+}
+
+bool Tensor::requires_grad() const { return meta_ && meta_->requires_grad; }
+
+void Tensor::set_requires_grad(bool enabled) {
+  if (!meta_) meta_ = std::make_shared<AutogradMeta>();
+  meta_->requires_grad = enabled;
+}
+
+Tensor Tensor::grad() const {
+  if (!meta_ || !meta_->grad_valid) return {};
+  return meta_->grad;
+}
+
+void Tensor::zero_grad() {
+  if (meta_) meta_->grad_valid = false;
+}
+
+}  // namespace tfm

@@ -1,0 +1,87 @@
+// The device-neutral op API. Each op checks shapes and dtypes, dispatches to a device kernel, and,
+// when a tape is current and an input requires a gradient, records its backward (autograd/tape.h).
+// Every op's gradient formula sits above the code that computes it, in ops/<op>.cc.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tfm/core/tensor.h"
+
+namespace tfm::ops {
+
+// ---- matrix products (kernels/cpu/matmul_cpu: oneDNN) ----
+
+// c = op(a) @ op(b), batched over leading dimensions. a: [..., M, K] ([..., K, M] when trans_a),
+// b: [..., K, N] ([..., N, K] when trans_b) with the same leading dimensions, or rank 2 (shared by
+// every batch). f32 in, f32 out.
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+
+// y = x W^T + bias, as torch.nn.Linear. x: [..., in], weight: [out, in], bias: [out] or undefined.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+
+// ---- element-wise and normalisation ----
+
+Tensor add(const Tensor& a, const Tensor& b);  // same shapes
+Tensor relu(const Tensor& x);
+
+// Inverted dropout: keeps an element with probability 1-p and scales it by 1/(1-p). The keep mask is
+// a pure function of (seed, element index): reproducible, independent of threading, never stored
+// (the backward recomputes it). p = 0 returns x itself.
+Tensor dropout(const Tensor& x, float p, uint64_t seed);
+
+// LayerNorm over the last dimension: y = (x - mean) / sqrt(var + eps) * gamma + beta (biased var).
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
+
+// Softmax over the last dimension.
+Tensor softmax(const Tensor& x);
+
+// A view with another shape (same number of elements); the gradient is reshaped back.
+Tensor reshape(const Tensor& x, const Shape& shape);
+
+// ---- embeddings ----
+
+// out[..., :] = scale * table[ids[...], :]; ids: i32 of any shape, table: [V, d]. The gradient of
+// rows used several times is accumulated.
+Tensor embedding(const Tensor& ids, const Tensor& table, float scale);
+
+// out[b, t, :] = x[b, t, :] + table[t, :]: positional encodings added to x: [B, T, d] from a
+// table [T_max, d] (T <= T_max). The table gets a gradient when it requires one (learned positions).
+// `offset` shifts the positions (incremental decoding: position offset + t).
+Tensor add_positions(const Tensor& x, const Tensor& table, int64_t offset = 0);
+
+// ---- attention ----
+
+struct AttentionMask {
+  // Keys at or past key_lengths[b] are padding and get no weight (empty: no padding).
+  std::vector<int32_t> key_lengths;
+  // Query t may attend to keys <= t + query_offset (decoder self-attention).
+  bool causal = false;
+  int64_t query_offset = 0;
+};
+
+// Scaled dot-product attention with `heads` heads on projected inputs laid out as projections
+// produce them: q: [B, Tq, h*dk], k: [B, Tk, h*dk], v: [B, Tk, h*dv]. Head i uses columns
+// [i*dk, (i+1)*dk). For each head: softmax(q k^T / sqrt(dk) + mask) v; output [B, Tq, h*dv] with the
+// heads concatenated. dropout_p > 0 drops attention weights (Table 3's optional attention dropout).
+// When `probs_out` is given it receives the attention weights [B, h, Tq, Tk] (before dropout).
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
+                 const AttentionMask& mask, float dropout_p = 0.0f, uint64_t seed = 0,
+                 Tensor* probs_out = nullptr);
+
+// ---- loss ----
+
+struct CrossEntropyResult {
+  Tensor loss;         // scalar: the label-smoothed loss summed over counted rows / normalizer
+  int64_t tokens = 0;  // rows whose target is not ignore_index
+  double nll_sum = 0;  // sum of -log p(target) over counted rows (for perplexity)
+};
+
+// Label-smoothed cross-entropy as torch.nn.functional.cross_entropy(label_smoothing=eps): for a row
+// with target y, q = (1 - eps) onehot(y) + eps / V and loss_row = -sum_j q_j log softmax(z)_j.
+// logits: [N, V] f32, targets: [N] i32. Rows with target == ignore_index count nothing.
+// normalizer <= 0 means the number of counted rows (the mean).
+CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, float label_smoothing,
+                                 int32_t ignore_index, double normalizer = 0.0);
+
+}  // namespace tfm::ops

@@ -1,0 +1,72 @@
+#include <gtest/gtest.h>
+
+#include "tfm/autograd/tape.h"
+#include "tfm/core/allocator.h"
+#include "tfm/core/tensor.h"
+
+namespace tfm {
+namespace {
+
+TEST(Shape, NumelRankAndNegativeIndex) {
+  Shape s{2, 3, 4};
+  EXPECT_EQ(s.rank(), 3);
+  EXPECT_EQ(s.numel(), 24);
+  EXPECT_EQ(s[-1], 4);
+  EXPECT_EQ(s.str(), "[2, 3, 4]");
+  EXPECT_THROW(s[3], Error);
+  EXPECT_EQ(Shape{}.numel(), 1);
+}
+
+TEST(Bf16, RoundTripAndRounding) {
+  EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f)), 1.0f);
+  EXPECT_EQ(bf16_to_float(float_to_bf16(-3.5f)), -3.5f);
+  // 1 + 2^-8 lies exactly between two bf16 values (1 and 1 + 2^-7): ties go to even (1).
+  EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f + 1.0f / 256)), 1.0f);
+  EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f + 3.0f / 256)), 1.0f + 1.0f / 64);
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::nanf("")))));
+}
+
+TEST(Tensor, CreationViewsAndCopies) {
+  Tensor t = Tensor::from_floats({2, 3}, {1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(t.describe(), "f32[2, 3]");
+  Tensor rows = t.slice_rows(1, 2);
+  EXPECT_EQ(rows.to_floats(), (std::vector<float>{4, 5, 6}));
+  Tensor v = t.view({3, 2});
+  EXPECT_TRUE(v.same_storage(t));
+  Tensor c = t.clone();
+  c.fill(7);
+  EXPECT_EQ(t.to_floats()[0], 1.0f);
+  EXPECT_THROW(t.view({4, 2}), Error);
+  EXPECT_THROW(t.data<int32_t>(), Error);
+  EXPECT_THROW(Tensor::from_floats({2, 2}, {1, 2, 3}), Error);
+}
+
+TEST(CachingAllocator, ReusesReleasedBlocks) {
+  auto& alloc = CachingAllocator::cpu();
+  { Tensor warm = Tensor::empty({1000, 37}); }
+  int64_t before = alloc.stats().system_allocations;
+  for (int i = 0; i < 10; ++i) {
+    Tensor a = Tensor::empty({1000, 37});
+    Tensor b = Tensor::empty({999, 37});  // same size class
+  }
+  // The first loop iteration may need one new block for b; after that, none.
+  EXPECT_LE(alloc.stats().system_allocations - before, 1);
+  EXPECT_EQ(CachingAllocator::size_class(4097), 5120u);
+  EXPECT_EQ(CachingAllocator::size_class(1 << 20), size_t{1} << 20);
+  EXPECT_EQ(CachingAllocator::size_class((1 << 20) + 1), (size_t{1} << 20) * 5 / 4);
+}
+
+TEST(Tape, GradTargetOverwritesThenAccumulates) {
+  Tensor t = Tensor::zeros({3});
+  t.set_requires_grad(true);
+  GradTarget first = grad_target(t);
+  EXPECT_FALSE(first.accumulate);
+  GradTarget second = grad_target(t);
+  EXPECT_TRUE(second.accumulate);
+  t.zero_grad();
+  EXPECT_FALSE(t.grad().defined());
+  EXPECT_FALSE(grad_target(t).accumulate);
+}
+
+}  // namespace
+}  // namespace tfm
