@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "tfm/cli/commands.h"
 #include "tfm/core/error.h"
@@ -10,6 +11,10 @@
 int main(int argc, char** argv) {
   CLI::App app{"tfm: the Transformer of \"Attention Is All You Need\""};
   app.require_subcommand(1);
+  // Usage errors are one line on stderr, like every other error.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "tfm: error: " + std::string(e.what()) + " (see --help)\n";
+  });
   tfm::cli::register_commands(app);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,326 @@
+#include "tfm/model/config.h"
+
+#include <array>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tfm/core/error.h"
+#include "tfm/io/atomic_file.h"
+
+namespace tfm {
+
+namespace {
+
+// Every dimension is capped so that products of a few of them cannot overflow int64 (and the whole
+// model is checked against a parameter budget in validate()).
+constexpr int64_t kMaxDimension = int64_t{1} << 24;
+
+constexpr std::array<std::string_view, 19> kKeys = {"layers",
+                                                    "d_model",
+                                                    "d_ff",
+                                                    "heads",
+                                                    "d_k",
+                                                    "d_v",
+                                                    "dropout",
+                                                    "attention_dropout",
+                                                    "label_smoothing",
+                                                    "positional",
+                                                    "max_positions",
+                                                    "vocab_size",
+                                                    "norm",
+                                                    "attention_bias",
+                                                    "layer_norm_eps",
+                                                    "pad_id",
+                                                    "unk_id",
+                                                    "bos_id",
+                                                    "eos_id"};
+
+std::string joined_keys() {
+  std::string out;
+  for (std::string_view key : kKeys) out += (out.empty() ? "" : ", ") + std::string(key);
+  return out;
+}
+
+void check_dimension(std::string_view key, int64_t value) {
+  TFM_CHECK(value > 0, "configuration key '{}' must be positive, got {}", key, value);
+  TFM_CHECK(value <= kMaxDimension, "configuration key '{}' must be at most {}, got {}", key,
+            kMaxDimension, value);
+}
+
+void check_probability(std::string_view key, double value) {
+  TFM_CHECK(value >= 0.0 && value < 1.0, "configuration key '{}' must be in [0, 1), got {}", key,
+            value);
+}
+
+void check_token_id(std::string_view key, int32_t id, int64_t vocab_size) {
+  TFM_CHECK(id >= 0 && id < vocab_size,
+            "configuration key '{}' must be a token id in [0, vocab_size) = [0, {}), got {}", key,
+            vocab_size, id);
+}
+
+template <typename Json>
+int64_t read_integer(std::string_view key, const Json& value) {
+  TFM_CHECK(value.is_number_integer(), "configuration key '{}' must be an integer, got {} {}", key,
+            value.type_name(), value.dump());
+  if (value.is_number_unsigned()) {
+    auto u = value.template get<uint64_t>();
+    TFM_CHECK(u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
+              "configuration key '{}' is out of range: {}", key, u);
+    return static_cast<int64_t>(u);
+  }
+  return value.template get<int64_t>();
+}
+
+template <typename Json>
+int32_t read_token_id(std::string_view key, const Json& value) {
+  int64_t id = read_integer(key, value);
+  TFM_CHECK(id >= 0 && id <= std::numeric_limits<int32_t>::max(),
+            "configuration key '{}' must be a non-negative token id, got {}", key, id);
+  return static_cast<int32_t>(id);
+}
+
+template <typename Json>
+double read_number(std::string_view key, const Json& value) {
+  TFM_CHECK(value.is_number(), "configuration key '{}' must be a number, got {} {}", key,
+            value.type_name(), value.dump());
+  return value.template get<double>();
+}
+
+template <typename Json>
+std::string read_string(std::string_view key, const Json& value) {
+  TFM_CHECK(value.is_string(), "configuration key '{}' must be a string, got {} {}", key,
+            value.type_name(), value.dump());
+  return value.template get<std::string>();
+}
+
+template <typename Json>
+bool read_bool(std::string_view key, const Json& value) {
+  TFM_CHECK(value.is_boolean(), "configuration key '{}' must be true or false, got {} {}", key,
+            value.type_name(), value.dump());
+  return value.template get<bool>();
+}
+
+template <typename Json>
+ModelConfig from_json(const Json& json, const ModelConfig& defaults) {
+  TFM_CHECK(json.is_object(), "a model configuration must be a JSON object, got {}",
+            json.type_name());
+  ModelConfig c = defaults;
+  for (auto it = json.begin(); it != json.end(); ++it) {
+    const std::string& key = it.key();
+    const Json& v = it.value();
+    if (key == "layers")
+      c.layers = read_integer(key, v);
+    else if (key == "d_model")
+      c.d_model = read_integer(key, v);
+    else if (key == "d_ff")
+      c.d_ff = read_integer(key, v);
+    else if (key == "heads")
+      c.heads = read_integer(key, v);
+    else if (key == "d_k")
+      c.d_k = read_integer(key, v);
+    else if (key == "d_v")
+      c.d_v = read_integer(key, v);
+    else if (key == "dropout")
+      c.dropout = read_number(key, v);
+    else if (key == "attention_dropout")
+      c.attention_dropout = read_number(key, v);
+    else if (key == "label_smoothing")
+      c.label_smoothing = read_number(key, v);
+    else if (key == "positional")
+      c.positional = read_string(key, v);
+    else if (key == "max_positions")
+      c.max_positions = read_integer(key, v);
+    else if (key == "vocab_size")
+      c.vocab_size = read_integer(key, v);
+    else if (key == "norm")
+      c.norm = read_string(key, v);
+    else if (key == "attention_bias")
+      c.attention_bias = read_bool(key, v);
+    else if (key == "layer_norm_eps")
+      c.layer_norm_eps = read_number(key, v);
+    else if (key == "pad_id")
+      c.pad_id = read_token_id(key, v);
+    else if (key == "unk_id")
+      c.unk_id = read_token_id(key, v);
+    else if (key == "bos_id")
+      c.bos_id = read_token_id(key, v);
+    else if (key == "eos_id")
+      c.eos_id = read_token_id(key, v);
+    else
+      fail("unknown configuration key '{}' (valid keys: {})", key, joined_keys());
+  }
+  validate(c);
+  return c;
+}
+
+struct Preset {
+  std::string_view name;
+  void (*apply)(ModelConfig&);
+  std::optional<int> paper_params_millions;
+};
+
+// Table 3, top to bottom; unlisted values are those of base.
+const std::vector<Preset>& presets() {
+  static const std::vector<Preset> table = {
+      {"base", [](ModelConfig&) {}, 65},
+      {"A1", [](ModelConfig& c) { c.heads = 1, c.d_k = 512, c.d_v = 512; }, std::nullopt},
+      {"A2", [](ModelConfig& c) { c.heads = 4, c.d_k = 128, c.d_v = 128; }, std::nullopt},
+      {"A3", [](ModelConfig& c) { c.heads = 16, c.d_k = 32, c.d_v = 32; }, std::nullopt},
+      {"A4", [](ModelConfig& c) { c.heads = 32, c.d_k = 16, c.d_v = 16; }, std::nullopt},
+      {"B1", [](ModelConfig& c) { c.d_k = 16; }, 58},
+      {"B2", [](ModelConfig& c) { c.d_k = 32; }, 60},
+      {"C1", [](ModelConfig& c) { c.layers = 2; }, 36},
+      {"C2", [](ModelConfig& c) { c.layers = 4; }, 50},
+      {"C3", [](ModelConfig& c) { c.layers = 8; }, 80},
+      {"C4", [](ModelConfig& c) { c.d_model = 256, c.d_k = 32, c.d_v = 32; }, 28},
+      {"C5", [](ModelConfig& c) { c.d_model = 1024, c.d_k = 128, c.d_v = 128; }, 168},
+      {"C6", [](ModelConfig& c) { c.d_ff = 1024; }, 53},
+      {"C7", [](ModelConfig& c) { c.d_ff = 4096; }, 90},
+      {"D1", [](ModelConfig& c) { c.dropout = 0.0; }, std::nullopt},
+      {"D2", [](ModelConfig& c) { c.dropout = 0.2; }, std::nullopt},
+      {"D3", [](ModelConfig& c) { c.label_smoothing = 0.0; }, std::nullopt},
+      {"D4", [](ModelConfig& c) { c.label_smoothing = 0.2; }, std::nullopt},
+      {"E", [](ModelConfig& c) { c.positional = "learned"; }, std::nullopt},
+      {"big",
+       [](ModelConfig& c) {
+         c.d_model = 1024, c.d_ff = 4096, c.heads = 16, c.d_k = 64, c.d_v = 64, c.dropout = 0.3;
+       },
+       213},
+  };
+  return table;
+}
+
+const Preset& find_preset(std::string_view name) {
+  for (const Preset& p : presets())
+    if (p.name == name) return p;
+  std::string valid;
+  for (const std::string& n : preset_names()) valid += (valid.empty() ? "" : ", ") + n;
+  fail("unknown preset '{}' (valid presets: {})", name, valid);
+}
+
+}  // namespace
+
+void validate(const ModelConfig& c) {
+  check_dimension("layers", c.layers);
+  check_dimension("d_model", c.d_model);
+  check_dimension("d_ff", c.d_ff);
+  check_dimension("heads", c.heads);
+  check_dimension("d_k", c.d_k);
+  check_dimension("d_v", c.d_v);
+  check_dimension("max_positions", c.max_positions);
+  check_dimension("vocab_size", c.vocab_size);
+  check_probability("dropout", c.dropout);
+  check_probability("attention_dropout", c.attention_dropout);
+  check_probability("label_smoothing", c.label_smoothing);
+  TFM_CHECK(c.positional == "sinusoidal" || c.positional == "learned",
+            "configuration key 'positional' must be \"sinusoidal\" or \"learned\", got \"{}\"",
+            c.positional);
+  // The interleaved sin/cos encoding fills dimensions in pairs.
+  TFM_CHECK(c.positional != "sinusoidal" || c.d_model % 2 == 0,
+            "configuration key 'd_model' must be even with sinusoidal positional encoding, got {}",
+            c.d_model);
+  TFM_CHECK(c.norm == "post" || c.norm == "pre",
+            "configuration key 'norm' must be \"post\" or \"pre\", got \"{}\"", c.norm);
+  TFM_CHECK(std::isfinite(c.layer_norm_eps) && c.layer_norm_eps > 0.0,
+            "configuration key 'layer_norm_eps' must be positive, got {}", c.layer_norm_eps);
+  const std::array<std::pair<std::string_view, int32_t>, 4> ids = {
+      {{"pad_id", c.pad_id}, {"unk_id", c.unk_id}, {"bos_id", c.bos_id}, {"eos_id", c.eos_id}}};
+  for (size_t i = 0; i < ids.size(); ++i) {
+    check_token_id(ids[i].first, ids[i].second, c.vocab_size);
+    for (size_t j = 0; j < i; ++j)
+      TFM_CHECK(ids[i].second != ids[j].second,
+                "configuration keys '{}' and '{}' must be different token ids, both are {}",
+                ids[j].first, ids[i].first, ids[i].second);
+  }
+  // A generous upper bound on the parameter count, in floating point so that it cannot overflow.
+  double d = static_cast<double>(c.d_model);
+  double projections = static_cast<double>(c.heads) * static_cast<double>(c.d_k + c.d_v) * d * 4;
+  double per_layer = 2 * projections + 4 * d * static_cast<double>(c.d_ff) + 16 * d;
+  double estimate = static_cast<double>(c.vocab_size + 2 * c.max_positions) * d +
+                    2 * static_cast<double>(c.layers) * per_layer;
+  TFM_CHECK(estimate < 1e15, "configuration describes about {:.3g} parameters, too many", estimate);
+}
+
+ModelConfig preset(std::string_view name) {
+  ModelConfig config;
+  find_preset(name).apply(config);
+  return config;
+}
+
+const std::vector<std::string>& preset_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const Preset& p : presets()) out.emplace_back(p.name);
+    return out;
+  }();
+  return names;
+}
+
+std::optional<int> paper_params_millions(std::string_view preset_name) {
+  return find_preset(preset_name).paper_params_millions;
+}
+
+nlohmann::ordered_json config_to_json(const ModelConfig& c) {
+  nlohmann::ordered_json j;
+  j["layers"] = c.layers;
+  j["d_model"] = c.d_model;
+  j["d_ff"] = c.d_ff;
+  j["heads"] = c.heads;
+  j["d_k"] = c.d_k;
+  j["d_v"] = c.d_v;
+  j["dropout"] = c.dropout;
+  j["attention_dropout"] = c.attention_dropout;
+  j["label_smoothing"] = c.label_smoothing;
+  j["positional"] = c.positional;
+  j["max_positions"] = c.max_positions;
+  j["vocab_size"] = c.vocab_size;
+  j["norm"] = c.norm;
+  j["attention_bias"] = c.attention_bias;
+  j["layer_norm_eps"] = c.layer_norm_eps;
+  j["pad_id"] = c.pad_id;
+  j["unk_id"] = c.unk_id;
+  j["bos_id"] = c.bos_id;
+  j["eos_id"] = c.eos_id;
+  return j;
+}
+
+ModelConfig config_from_json(const nlohmann::json& json, const ModelConfig& defaults) {
+  return from_json(json, defaults);
+}
+
+ModelConfig config_from_json(const nlohmann::ordered_json& json, const ModelConfig& defaults) {
+  return from_json(json, defaults);
+}
+
+ModelConfig load_config(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  TFM_CHECK(in.good(), "{}: cannot open the model configuration (no such file or not readable)",
+            path.string());
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::ordered_json json;
+  try {
+    json = nlohmann::ordered_json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    fail("{}: not valid JSON: {}", path.string(), e.what());
+  }
+  try {
+    return from_json(json, ModelConfig{});
+  } catch (const Error& e) {
+    fail("{}: {}", path.string(), e.what());
+  }
+}
+
+void save_config(const std::filesystem::path& path, const ModelConfig& config) {
+  try {
+    validate(config);
+  } catch (const Error& e) {
+    fail("{}: refusing to save an invalid configuration: {}", path.string(), e.what());
+  }
+  write_file_atomically(path, config_to_json(config).dump(2) + "\n");
+}
+
+}  // namespace tfm

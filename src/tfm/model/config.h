@@ -1,0 +1,67 @@
+// The model configuration: the columns of the paper's Table 3 plus vocabulary, positional encoding,
+// norm placement and the special token ids. Stored as config.json in a model directory
+// (docs/MODEL_FORMAT.md documents every key). The defaults are the paper's base model.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tfm {
+
+struct ModelConfig {
+  int64_t layers = 6;  // N: encoder layers, and as many decoder layers
+  int64_t d_model = 512;
+  int64_t d_ff = 2048;
+  int64_t heads = 8;                      // h
+  int64_t d_k = 64;                       // per head, queries and keys
+  int64_t d_v = 64;                       // per head, values
+  double dropout = 0.1;                   // P_drop: sub-layer outputs and embedding + position sums
+  double attention_dropout = 0.0;         // on the attention weights
+  double label_smoothing = 0.1;           // eps_ls
+  std::string positional = "sinusoidal";  // "sinusoidal" or "learned" (Table 3 row E)
+  int64_t max_positions = 1024;  // rows of the learned tables, and the longest sequence accepted
+  int64_t vocab_size = 37000;
+  std::string norm = "post";    // "post": LayerNorm(x + Sublayer(x)) as in the paper; "pre": option
+  bool attention_bias = false;  // biases on W^Q, W^K, W^V, W^O (off as in the paper)
+  double layer_norm_eps = 1e-5;
+  int32_t pad_id = 0;
+  int32_t unk_id = 1;
+  int32_t bos_id = 2;
+  int32_t eos_id = 3;
+
+  bool learned_positions() const { return positional == "learned"; }
+  bool pre_norm() const { return norm == "pre"; }
+
+  bool operator==(const ModelConfig&) const = default;
+};
+
+// Throws tfm::Error naming the first field that is out of its range (sizes not positive, dropout
+// outside [0, 1), odd d_model with sinusoidal encoding, token ids outside the vocabulary or
+// equal...).
+void validate(const ModelConfig& config);
+
+// The named presets: "base", "big" and the Table 3 rows "A1".."A4", "B1", "B2", "C1".."C7",
+// "D1".."D4", "E". Unknown names throw tfm::Error listing the valid ones.
+ModelConfig preset(std::string_view name);
+const std::vector<std::string>& preset_names();
+// The paper's Table 3 "params x 10^6" cell for a preset; empty where the paper leaves it blank
+// (which the paper defines as "identical to the base model").
+std::optional<int> paper_params_millions(std::string_view preset_name);
+
+// JSON: every key of ModelConfig, by its field name. Reading starts from `defaults` and overrides
+// the keys present; unknown keys, wrong types and invalid values throw tfm::Error naming the key.
+// config_to_json keeps the keys in the order above (the order of config.json files).
+nlohmann::ordered_json config_to_json(const ModelConfig& config);
+ModelConfig config_from_json(const nlohmann::json& json, const ModelConfig& defaults = {});
+ModelConfig config_from_json(const nlohmann::ordered_json& json, const ModelConfig& defaults = {});
+
+// config.json files. Errors name the file. Saving is atomic (temporary file + rename).
+ModelConfig load_config(const std::filesystem::path& path);
+void save_config(const std::filesystem::path& path, const ModelConfig& config);
+
+}  // namespace tfm

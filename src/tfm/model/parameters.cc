@@ -1,0 +1,121 @@
+#include "tfm/model/parameters.h"
+
+#include "tfm/core/error.h"
+
+namespace tfm {
+
+namespace {
+
+void add_attention(std::vector<ParameterSpec>& specs, const std::string& prefix,
+                   const ModelConfig& c) {
+  const int64_t qk = c.heads * c.d_k;
+  const int64_t v = c.heads * c.d_v;
+  const std::pair<const char*, Shape> projections[] = {{"q_proj", Shape{qk, c.d_model}},
+                                                       {"k_proj", Shape{qk, c.d_model}},
+                                                       {"v_proj", Shape{v, c.d_model}},
+                                                       {"out_proj", Shape{c.d_model, v}}};
+  for (const auto& [name, shape] : projections) {
+    specs.push_back({prefix + name + ".weight", shape});
+    if (c.attention_bias) specs.push_back({prefix + name + ".bias", Shape{shape[0]}});
+  }
+}
+
+void add_norm(std::vector<ParameterSpec>& specs, const std::string& prefix, const ModelConfig& c) {
+  specs.push_back({prefix + ".weight", Shape{c.d_model}});
+  specs.push_back({prefix + ".bias", Shape{c.d_model}});
+}
+
+void add_ffn(std::vector<ParameterSpec>& specs, const std::string& prefix, const ModelConfig& c) {
+  specs.push_back({prefix + "ffn.fc1.weight", Shape{c.d_ff, c.d_model}});
+  specs.push_back({prefix + "ffn.fc1.bias", Shape{c.d_ff}});
+  specs.push_back({prefix + "ffn.fc2.weight", Shape{c.d_model, c.d_ff}});
+  specs.push_back({prefix + "ffn.fc2.bias", Shape{c.d_model}});
+}
+
+void add_stack(std::vector<ParameterSpec>& specs, const std::string& side, const ModelConfig& c) {
+  if (c.learned_positions())
+    specs.push_back({side + ".positions.weight", Shape{c.max_positions, c.d_model}});
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string prefix = side + ".layers." + std::to_string(i) + ".";
+    add_attention(specs, prefix + "self_attn.", c);
+    add_norm(specs, prefix + "self_attn_norm", c);
+    if (side == "decoder") {
+      add_attention(specs, prefix + "cross_attn.", c);
+      add_norm(specs, prefix + "cross_attn_norm", c);
+    }
+    add_ffn(specs, prefix, c);
+    add_norm(specs, prefix + "ffn_norm", c);
+  }
+  if (c.pre_norm()) add_norm(specs, side + ".final_norm", c);
+}
+
+}  // namespace
+
+std::vector<ParameterSpec> parameter_specs(const ModelConfig& config) {
+  validate(config);
+  std::vector<ParameterSpec> specs;
+  specs.push_back({"embedding.weight", Shape{config.vocab_size, config.d_model}});
+  add_stack(specs, "encoder", config);
+  add_stack(specs, "decoder", config);
+  return specs;
+}
+
+ParameterBreakdown parameter_breakdown(const ModelConfig& config) {
+  ParameterBreakdown parts;
+  for (const ParameterSpec& spec : parameter_specs(config)) {
+    const int64_t n = spec.shape.numel();
+    const std::string_view name = spec.name;
+    if (name == "embedding.weight")
+      parts.embedding += n;
+    else if (name.ends_with(".positions.weight"))
+      parts.positions += n;
+    else if (name.starts_with("encoder."))
+      parts.encoder += n;
+    else
+      parts.decoder += n;
+  }
+  return parts;
+}
+
+int64_t parameter_count(const ModelConfig& config) {
+  return parameter_breakdown(config).total();
+}
+
+ForwardFlops forward_flops(const ModelConfig& c, int64_t source_length, int64_t target_length) {
+  validate(c);
+  TFM_CHECK(source_length > 0 && target_length > 0,
+            "sequence lengths must be positive, got source {} and target {}", source_length,
+            target_length);
+  const double d = static_cast<double>(c.d_model);
+  const double h = static_cast<double>(c.heads);
+  const double dk = static_cast<double>(c.d_k);
+  const double dv = static_cast<double>(c.d_v);
+  const double ff = static_cast<double>(c.d_ff);
+  const double S = static_cast<double>(source_length);
+  const double T = static_cast<double>(target_length);
+  const double N = static_cast<double>(c.layers);
+
+  // Attention of `queries` positions over `keys` positions, with all four projections.
+  auto attention = [&](double queries, double keys) {
+    return 2 * queries * d * h * dk              // Q
+           + 2 * keys * d * h * (dk + dv)        // K, V
+           + 2 * queries * keys * h * (dk + dv)  // scores and weighted sum
+           + 2 * queries * h * dv * d;           // output projection
+  };
+  auto ffn = [&](double tokens) { return 4 * tokens * d * ff; };
+
+  ForwardFlops flops;
+  flops.source_length = source_length;
+  flops.target_length = target_length;
+  flops.encoder = N * (attention(S, S) + ffn(S));
+  flops.decoder = N * (attention(T, T) + attention(T, S) + ffn(T));
+  flops.output = 2 * T * d * static_cast<double>(c.vocab_size);
+  return flops;
+}
+
+double forward_flops_per_token(const ModelConfig& config, int64_t source_length,
+                               int64_t target_length) {
+  return forward_flops(config, source_length, target_length).per_token();
+}
+
+}  // namespace tfm
