@@ -177,6 +177,33 @@ TEST(OpsAccumulation, OutputsOffThePathToTheLossAreSkipped) {
   EXPECT_FALSE(unused.grad().defined());
 }
 
+// Empty batches (no rows) pass through every op, forward and backward.
+TEST(OpsEmptyTensors, EveryOpAcceptsZeroRows) {
+  Tensor x = Tensor::zeros({0, 4});
+  Tensor gamma = Tensor::full({4}, 1.5f), beta = Tensor::full({4}, 0.5f);
+  Tensor table = Tensor::full({3, 4}, 1.0f);
+  for (Tensor* t : {&x, &gamma, &beta, &table}) t->set_requires_grad(true);
+  Tape tape;
+  Tensor out;
+  ops::CrossEntropyResult loss;
+  {
+    TapeScope scope(tape);
+    Tensor h = ops::layer_norm(ops::relu(ops::add(x, x)), gamma, beta, 1e-5f);
+    h = ops::dropout(ops::softmax(h), 0.5f, 3);
+    h = ops::add(h, ops::embedding(Tensor::zeros({0}, DType::i32), table, 2.0f));
+    out = ops::reshape(h, {0, 2, 2});
+    loss = ops::cross_entropy(h, Tensor::zeros({0}, DType::i32), 0.1f, -100);
+  }
+  EXPECT_EQ(out.shape(), (Shape{0, 2, 2}));
+  EXPECT_EQ(loss.tokens, 0);
+  EXPECT_EQ(loss.loss.to_floats(), std::vector<float>{0.0f});
+  tape.backward(loss.loss);
+  EXPECT_EQ(x.grad().numel(), 0);
+  EXPECT_EQ(gamma.grad().to_floats(), std::vector<float>(4, 0.0f));
+  EXPECT_EQ(beta.grad().to_floats(), std::vector<float>(4, 0.0f));
+  EXPECT_EQ(table.grad().to_floats(), std::vector<float>(12, 0.0f));
+}
+
 TEST(OpsElementwise, BadArgumentsThrow) {
   Tensor a = Tensor::zeros({2, 3});
   Tensor ids = Tensor::zeros({2, 3}, DType::i32);
