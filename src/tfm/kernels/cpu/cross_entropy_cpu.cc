@@ -1,0 +1,87 @@
+#include "tfm/kernels/cpu/cross_entropy_cpu.h"
+
+#include <cmath>
+#include <limits>
+
+#include "tfm/core/tensor.h"
+#include "tfm/kernels/cpu/parallel.h"
+#include "tfm/kernels/cpu/vector_math.h"
+
+namespace tfm::cpu {
+
+// With lse = log sum_j e^{z_j}, log p_j = z_j - lse and q = (1 - eps) onehot(y) + eps / V:
+//   loss_row = -sum_j q_j log p_j = (1 - eps) (lse - z_y) + eps (lse - mean_j z_j)
+//   nll_row  = lse - z_y
+CrossEntropySums cross_entropy(const float* logits, const int32_t* targets, int64_t rows,
+                               int64_t vocab, float label_smoothing, int32_t ignore_index,
+                               float* lse) {
+  // Per-row results are summed after the parallel loop in row order, so the totals do not depend
+  // on the thread count.
+  Tensor row_sums = Tensor::empty({rows, 2});
+  float* row_loss_nll = row_sums.data<float>();
+  const double eps = label_smoothing;
+#pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t y = targets[r];
+    if (y == ignore_index) {
+      row_loss_nll[2 * r] = row_loss_nll[2 * r + 1] = 0.0f;
+      continue;
+    }
+    const float* z = logits + r * vocab;
+    float max = -std::numeric_limits<float>::infinity();
+    float sum_z = 0;
+#pragma omp simd reduction(max : max) reduction(+ : sum_z)
+    for (int64_t j = 0; j < vocab; ++j) {
+      max = z[j] > max ? z[j] : max;
+      sum_z += z[j];
+    }
+    float sum_exp = 0;
+#pragma omp simd reduction(+ : sum_exp)
+    for (int64_t j = 0; j < vocab; ++j) sum_exp += exp_f32(z[j] - max);
+    const double row_lse = static_cast<double>(max) + std::log(static_cast<double>(sum_exp));
+    lse[r] = static_cast<float>(row_lse);
+    const double nll = row_lse - z[y];
+    const double smooth = row_lse - static_cast<double>(sum_z) / static_cast<double>(vocab);
+    row_loss_nll[2 * r] = static_cast<float>((1.0 - eps) * nll + eps * smooth);
+    row_loss_nll[2 * r + 1] = static_cast<float>(nll);
+  }
+  CrossEntropySums sums;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (targets[r] == ignore_index) continue;
+    sums.loss += row_loss_nll[2 * r];
+    sums.nll += row_loss_nll[2 * r + 1];
+    ++sums.tokens;
+  }
+  return sums;
+}
+
+// d loss_row / d z_j = sum_k q_k (p_j - delta_jk) = p_j - q_j (q sums to 1), with p_j = e^{z_j -
+// lse}.
+void cross_entropy_backward(const float* logits, const int32_t* targets, const float* lse,
+                            int64_t rows, int64_t vocab, float label_smoothing,
+                            int32_t ignore_index, float scale, float* dlogits, bool accumulate) {
+  const float smooth = label_smoothing / static_cast<float>(vocab);
+  const float on_target = 1.0f - label_smoothing;
+#pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t y = targets[r];
+    float* dz = dlogits + r * vocab;
+    if (y == ignore_index) {
+      if (!accumulate)
+        for (int64_t j = 0; j < vocab; ++j) dz[j] = 0.0f;
+      continue;
+    }
+    const float* z = logits + r * vocab;
+    const float row_lse = lse[r];
+    if (accumulate) {
+#pragma omp simd
+      for (int64_t j = 0; j < vocab; ++j) dz[j] += scale * (exp_f32(z[j] - row_lse) - smooth);
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < vocab; ++j) dz[j] = scale * (exp_f32(z[j] - row_lse) - smooth);
+    }
+    dz[y] -= scale * on_target;
+  }
+}
+
+}  // namespace tfm::cpu

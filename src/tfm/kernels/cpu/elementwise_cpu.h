@@ -1,0 +1,18 @@
+// Element-wise CPU kernels on contiguous f32 arrays, and the gradient write every backward shares.
+#pragma once
+
+#include <cstdint>
+
+namespace tfm::cpu {
+
+// dst = scale * src when !accumulate (the first gradient written this pass), dst += scale * src
+// afterwards: a tensor used by several ops sums the gradients from each of them.
+void write_grad(float* dst, const float* src, int64_t n, bool accumulate, float scale = 1.0f);
+
+void add(const float* a, const float* b, float* out, int64_t n);
+
+void relu(const float* x, float* y, int64_t n);
+// dx (+)= g where y > 0 (y is relu's output).
+void relu_backward(const float* y, const float* g, float* dx, int64_t n, bool accumulate);
+
+}  // namespace tfm::cpu

@@ -1,0 +1,53 @@
+#include "tfm/kernels/cpu/softmax_cpu.h"
+
+#include <limits>
+
+#include "tfm/kernels/cpu/parallel.h"
+#include "tfm/kernels/cpu/vector_math.h"
+
+namespace tfm::cpu {
+
+void softmax_row(const float* x, float* y, int64_t n) {
+  float max = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : max)
+  for (int64_t j = 0; j < n; ++j) max = x[j] > max ? x[j] : max;
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    float e = exp_f32(x[j] - max);
+    y[j] = e;
+    sum += e;
+  }
+  const float inv = 1.0f / sum;
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) y[j] *= inv;
+}
+
+// y_i = e^{x_i} / sum_k e^{x_k}, so dy_i/dx_j = y_i (delta_ij - y_j) and
+// dx_j = sum_i g_i y_i (delta_ij - y_j) = y_j (g_j - sum_i g_i y_i).
+void softmax_backward_row(const float* y, const float* g, float* dx, int64_t n, bool accumulate) {
+  float dot = 0;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t j = 0; j < n; ++j) dot += g[j] * y[j];
+  if (accumulate) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) dx[j] += y[j] * (g[j] - dot);
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) dx[j] = y[j] * (g[j] - dot);
+  }
+}
+
+void softmax(const float* x, float* y, int64_t rows, int64_t n) {
+#pragma omp parallel for schedule(static) if (rows * n >= kParallelMinElements)
+  for (int64_t r = 0; r < rows; ++r) softmax_row(x + r * n, y + r * n, n);
+}
+
+void softmax_backward(const float* y, const float* g, float* dx, int64_t rows, int64_t n,
+                      bool accumulate) {
+#pragma omp parallel for schedule(static) if (rows * n >= kParallelMinElements)
+  for (int64_t r = 0; r < rows; ++r)
+    softmax_backward_row(y + r * n, g + r * n, dx + r * n, n, accumulate);
+}
+
+}  // namespace tfm::cpu

@@ -1,0 +1,73 @@
+// add, relu and reshape: ops whose backward passes the gradient through element by element.
+#include "tfm/autograd/tape.h"
+#include "tfm/kernels/cpu/elementwise_cpu.h"
+#include "tfm/ops/argument_checks.h"
+#include "tfm/ops/ops.h"
+
+namespace tfm::ops {
+
+using detail::check_input;
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  check_input(a, "add", "a");
+  check_input(b, "add", "b");
+  TFM_CHECK(a.shape() == b.shape(), "add: shapes differ: a is {}, b is {}", a.describe(),
+            b.describe());
+  Tensor out = Tensor::empty(a.shape());
+  cpu::add(a.data<float>(), b.data<float>(), out.data<float>(), out.numel());
+  if (needs_grad({&a, &b})) {
+    // The closure copies `out`: it must carry its autograd record first, so that the copy sees the
+    // gradient the tape writes into it.
+    out.set_requires_grad(true);
+    // out = a + b: da = g, db = g. add(x, x) sums both into x's gradient.
+    record_backward(out, [a, b, out] {
+      Tensor g = out.grad();
+      if (!g.defined()) return;
+      for (const Tensor* input : {&a, &b}) {
+        if (!input->requires_grad()) continue;
+        GradTarget target = grad_target(*input);
+        cpu::write_grad(target.tensor.data<float>(), g.data<float>(), g.numel(), target.accumulate);
+      }
+    });
+  }
+  return out;
+}
+
+Tensor relu(const Tensor& x) {
+  check_input(x, "relu", "x");
+  Tensor out = Tensor::empty(x.shape());
+  cpu::relu(x.data<float>(), out.data<float>(), out.numel());
+  if (needs_grad({&x})) {
+    out.set_requires_grad(true);
+    // y = max(x, 0): dx = g where y > 0 (the kink at 0 gets 0, as in PyTorch).
+    record_backward(out, [x, out] {
+      Tensor g = out.grad();
+      if (!g.defined()) return;
+      GradTarget target = grad_target(x);
+      cpu::relu_backward(out.data<float>(), g.data<float>(), target.tensor.data<float>(), g.numel(),
+                         target.accumulate);
+    });
+  }
+  return out;
+}
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  TFM_CHECK(x.defined(), "reshape: x is undefined");
+  TFM_CHECK(shape.numel() == x.numel(), "reshape: cannot view {} ({} elements) as {} ({} elements)",
+            x.describe(), x.numel(), shape.str(), shape.numel());
+  Tensor out = x.view(shape);
+  if (needs_grad({&x})) {
+    check_input(x, "reshape", "x");  // gradients are f32
+    out.set_requires_grad(true);
+    // The same elements in another shape: dx = g read in x's shape.
+    record_backward(out, [x, out] {
+      Tensor g = out.grad();
+      if (!g.defined()) return;
+      GradTarget target = grad_target(x);
+      cpu::write_grad(target.tensor.data<float>(), g.data<float>(), g.numel(), target.accumulate);
+    });
+  }
+  return out;
+}
+
+}  // namespace tfm::ops

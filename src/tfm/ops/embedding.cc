@@ -1,0 +1,81 @@
+// embedding and add_positions: the model's input layer.
+#include "tfm/autograd/tape.h"
+#include "tfm/kernels/cpu/elementwise_cpu.h"
+#include "tfm/kernels/cpu/embedding_cpu.h"
+#include "tfm/ops/argument_checks.h"
+#include "tfm/ops/ops.h"
+
+namespace tfm::ops {
+
+using detail::check_input;
+
+Tensor embedding(const Tensor& ids, const Tensor& table, float scale) {
+  check_input(ids, "embedding", "ids", DType::i32);
+  check_input(table, "embedding", "table");
+  TFM_CHECK(table.rank() == 2, "embedding: table must be [vocabulary, d], got {}",
+            table.describe());
+  TFM_CHECK(ids.rank() < Shape::kMaxRank, "embedding: ids {} leave no room for the d dimension",
+            ids.describe());
+  const int64_t vocab = table.dim(0);
+  const int64_t d = table.dim(1);
+  const int64_t n = ids.numel();
+  const int32_t* id = ids.data<int32_t>();
+  for (int64_t i = 0; i < n; ++i)
+    TFM_CHECK(id[i] >= 0 && id[i] < vocab,
+              "embedding: id {} at position {} is outside the vocabulary of size {}", id[i], i,
+              vocab);
+
+  std::vector<int64_t> dims = ids.shape().to_vector();
+  dims.push_back(d);
+  Tensor out = Tensor::empty(Shape(dims));
+  cpu::embedding(id, n, table.data<float>(), d, scale, out.data<float>());
+  if (needs_grad({&table})) {
+    out.set_requires_grad(true);
+    // Formula in kernels/cpu/embedding_cpu.cc: rows hit by several ids sum their gradients.
+    record_backward(out, [ids, table, out, scale] {
+      Tensor g = out.grad();
+      if (!g.defined()) return;
+      GradTarget target = grad_target(table);
+      cpu::embedding_backward(ids.data<int32_t>(), ids.numel(), g.data<float>(), table.dim(0),
+                              table.dim(1), scale, target.tensor.data<float>(), target.accumulate);
+    });
+  }
+  return out;
+}
+
+Tensor add_positions(const Tensor& x, const Tensor& table, int64_t offset) {
+  check_input(x, "add_positions", "x");
+  check_input(table, "add_positions", "table");
+  TFM_CHECK(x.rank() == 3, "add_positions: x must be [batch, steps, d], got {}", x.describe());
+  TFM_CHECK(table.rank() == 2 && table.dim(1) == x.dim(2),
+            "add_positions: table must be [max_positions, {}] for x {}, got {}", x.dim(2),
+            x.describe(), table.describe());
+  const int64_t batch = x.dim(0), steps = x.dim(1), d = x.dim(2);
+  TFM_CHECK(offset >= 0 && offset + steps <= table.dim(0),
+            "add_positions: positions [{}, {}) do not fit a table of {} positions", offset,
+            offset + steps, table.dim(0));
+
+  Tensor out = Tensor::empty(x.shape());
+  cpu::add_positions(x.data<float>(), table.data<float>(), batch, steps, d, offset,
+                     out.data<float>());
+  if (needs_grad({&x, &table})) {
+    out.set_requires_grad(true);
+    // out = x + table[offset + t]: dx = g; the table's formula is in kernels/cpu/embedding_cpu.cc.
+    record_backward(out, [x, table, out, batch, steps, d, offset] {
+      Tensor g = out.grad();
+      if (!g.defined()) return;
+      if (x.requires_grad()) {
+        GradTarget target = grad_target(x);
+        cpu::write_grad(target.tensor.data<float>(), g.data<float>(), g.numel(), target.accumulate);
+      }
+      if (table.requires_grad()) {
+        GradTarget target = grad_target(table);
+        cpu::add_positions_backward_table(g.data<float>(), batch, steps, d, offset, table.dim(0),
+                                          target.tensor.data<float>(), target.accumulate);
+      }
+    });
+  }
+  return out;
+}
+
+}  // namespace tfm::ops

@@ -1,0 +1,56 @@
+#include "tfm/autograd/tape.h"
+#include "tfm/kernels/cpu/layer_norm_cpu.h"
+#include "tfm/ops/argument_checks.h"
+#include "tfm/ops/ops.h"
+
+namespace tfm::ops {
+
+using detail::check_input;
+
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
+  check_input(x, "layer_norm", "x");
+  check_input(gamma, "layer_norm", "gamma");
+  check_input(beta, "layer_norm", "beta");
+  TFM_CHECK(x.rank() >= 1, "layer_norm: x must have at least one dimension, got {}", x.describe());
+  const int64_t d = x.dim(-1);
+  TFM_CHECK(gamma.shape() == Shape{d} && beta.shape() == Shape{d},
+            "layer_norm: gamma {} and beta {} must both be [{}] for x {}", gamma.describe(),
+            beta.describe(), d, x.describe());
+  TFM_CHECK(eps > 0.0f, "layer_norm: eps must be positive, got {}", eps);
+  const int64_t rows = d == 0 ? 0 : x.numel() / d;
+
+  Tensor out = Tensor::empty(x.shape());
+  Tensor mean = Tensor::empty({rows});
+  Tensor rstd = Tensor::empty({rows});
+  cpu::layer_norm(x.data<float>(), gamma.data<float>(), beta.data<float>(), out.data<float>(),
+                  mean.data<float>(), rstd.data<float>(), rows, d, eps);
+  if (needs_grad({&x, &gamma, &beta})) {
+    out.set_requires_grad(true);
+    // The gradient formulas are in kernels/cpu/layer_norm_cpu.cc, next to the code.
+    record_backward(out, [x, gamma, beta, mean, rstd, out, rows, d] {
+      Tensor g = out.grad();
+      if (!g.defined()) return;
+      cpu::LayerNormGrads grads;
+      if (x.requires_grad()) {
+        GradTarget t = grad_target(x);
+        grads.dx = t.tensor.data<float>();
+        grads.dx_accumulate = t.accumulate;
+      }
+      if (gamma.requires_grad()) {
+        GradTarget t = grad_target(gamma);
+        grads.dgamma = t.tensor.data<float>();
+        grads.dgamma_accumulate = t.accumulate;
+      }
+      if (beta.requires_grad()) {
+        GradTarget t = grad_target(beta);
+        grads.dbeta = t.tensor.data<float>();
+        grads.dbeta_accumulate = t.accumulate;
+      }
+      cpu::layer_norm_backward(x.data<float>(), gamma.data<float>(), mean.data<float>(),
+                               rstd.data<float>(), g.data<float>(), rows, d, grads);
+    });
+  }
+  return out;
+}
+
+}  // namespace tfm::ops

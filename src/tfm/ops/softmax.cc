@@ -1,0 +1,30 @@
+#include "tfm/autograd/tape.h"
+#include "tfm/kernels/cpu/softmax_cpu.h"
+#include "tfm/ops/argument_checks.h"
+#include "tfm/ops/ops.h"
+
+namespace tfm::ops {
+
+Tensor softmax(const Tensor& x) {
+  detail::check_input(x, "softmax", "x");
+  TFM_CHECK(x.rank() >= 1 && x.dim(-1) > 0, "softmax: x needs a non-empty last dimension, got {}",
+            x.describe());
+  const int64_t n = x.dim(-1);
+  const int64_t rows = x.numel() / n;
+  Tensor out = Tensor::empty(x.shape());
+  cpu::softmax(x.data<float>(), out.data<float>(), rows, n);
+  if (needs_grad({&x})) {
+    out.set_requires_grad(true);
+    // dx = y * (g - sum(g * y)) per row (derived in kernels/cpu/softmax_cpu.cc); only y is needed.
+    record_backward(out, [x, out, rows, n] {
+      Tensor g = out.grad();
+      if (!g.defined()) return;
+      GradTarget target = grad_target(x);
+      cpu::softmax_backward(out.data<float>(), g.data<float>(), target.tensor.data<float>(), rows,
+                            n, target.accumulate);
+    });
+  }
+  return out;
+}
+
+}  // namespace tfm::ops
