@@ -1,0 +1,121 @@
+// The machine's measured GEMM ceiling: f32 GFLOP/s of the products of a Transformer-base training
+// step (4096 tokens per batch, d_model 512, d_ff 2048, 37000-token vocabulary, 8 heads of 64)
+// through the same strided oneDNN matmul the ops use, on 2 threads.
+//
+//   ./build/rel/gemm_bench --benchmark_min_time=0.2
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <random>
+
+#include "tfm/core/tensor.h"
+#include "tfm/core/threading.h"
+#include "tfm/kernels/cpu/matmul_cpu.h"
+
+namespace {
+
+using tfm::DType;
+using tfm::Tensor;
+using tfm::cpu::GemmArgs;
+using tfm::cpu::GemmOperand;
+
+constexpr int kThreads = 2;
+
+Tensor random_tensor(const tfm::Shape& shape, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  Tensor t = Tensor::empty(shape);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
+  return t;
+}
+
+void run(benchmark::State& state, const GemmArgs& args, double flops) {
+  tfm::cpu::gemm(args);  // creates and caches the primitive outside the timed loop
+  for (auto _ : state) tfm::cpu::gemm(args);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// y [M, N] = x [M, K] W^T with W [N, K]: the layout of ops::linear's forward.
+void linear_forward(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  Tensor x = random_tensor({m, k}, 1), w = random_tensor({n, k}, 2), y = Tensor::empty({m, n});
+  GemmArgs args;
+  args.a = GemmOperand::dense(x.raw(), DType::f32, {m, k});
+  args.b = GemmOperand::dense(w.raw(), DType::f32, {n, k}).transposed();
+  args.c = GemmOperand::dense(y.raw(), DType::f32, {m, n});
+  run(state, args, 2.0 * m * k * n);
+}
+
+// dW [N, K] += g^T x with g [M, N], x [M, K]: ops::linear's weight gradient (transposed a, sum).
+void linear_weight_grad(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  Tensor g = random_tensor({m, n}, 3), x = random_tensor({m, k}, 4), dw = random_tensor({n, k}, 5);
+  GemmArgs args;
+  args.a = GemmOperand::dense(g.raw(), DType::f32, {m, n}).transposed();
+  args.b = GemmOperand::dense(x.raw(), DType::f32, {m, k});
+  args.c = GemmOperand::dense(dw.raw(), DType::f32, {n, k});
+  args.accumulate = true;
+  run(state, args, 2.0 * m * k * n);
+}
+
+// Attention products per (batch, head) on strided head views of [B, T, h*d] projections.
+constexpr int64_t kBatch = 128, kHeads = 8, kT = 32, kHeadDim = 64;
+
+GemmOperand head_view(const Tensor& t) {
+  return GemmOperand::strided(t.raw(), DType::f32, {kBatch, kHeads, kT, kHeadDim},
+                              {kT * kHeads * kHeadDim, kHeadDim, kHeads * kHeadDim, 1});
+}
+
+// S [B, h, T, T] = q k^T / sqrt(d).
+void attention_scores(benchmark::State& state) {
+  Tensor q = random_tensor({kBatch, kT, kHeads * kHeadDim}, 6);
+  Tensor k = random_tensor({kBatch, kT, kHeads * kHeadDim}, 7);
+  Tensor s = Tensor::empty({kBatch, kHeads, kT, kT});
+  GemmArgs args;
+  args.a = head_view(q);
+  args.b = head_view(k).transposed();
+  args.c = GemmOperand::dense(s.raw(), DType::f32, {kBatch, kHeads, kT, kT});
+  args.alpha = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  run(state, args, 2.0 * kBatch * kHeads * kT * kT * kHeadDim);
+}
+
+// O [B, T, h*d] = P v, written into the heads-concatenated layout.
+void attention_values(benchmark::State& state) {
+  Tensor p = random_tensor({kBatch, kHeads, kT, kT}, 8);
+  Tensor v = random_tensor({kBatch, kT, kHeads * kHeadDim}, 9);
+  Tensor o = Tensor::empty({kBatch, kT, kHeads * kHeadDim});
+  GemmArgs args;
+  args.a = GemmOperand::dense(p.raw(), DType::f32, {kBatch, kHeads, kT, kT});
+  args.b = head_view(v);
+  args.c = head_view(o);
+  run(state, args, 2.0 * kBatch * kHeads * kT * kT * kHeadDim);
+}
+
+BENCHMARK(linear_forward)
+    ->ArgNames({"M", "K", "N"})
+    ->Args({4096, 512, 512})
+    ->Args({4096, 512, 2048})
+    ->Args({4096, 2048, 512})
+    ->Args({4096, 512, 37000})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(linear_weight_grad)
+    ->ArgNames({"M", "K", "N"})
+    ->Args({4096, 512, 512})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(attention_scores)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(attention_values)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tfm::set_num_threads(kThreads);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,305 @@
+#include "tfm/kernels/cpu/matmul_cpu.h"
+
+#include <cstring>
+#include <list>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <unordered_map>
+
+#include "tfm/core/allocator.h"
+#include "tfm/core/error.h"
+
+namespace tfm::cpu {
+
+GemmOperand GemmOperand::strided(const void* data, DType dtype, std::initializer_list<int64_t> dims,
+                                 std::initializer_list<int64_t> strides) {
+  TFM_CHECK(dims.size() == strides.size() && dims.size() >= 2 && dims.size() <= kMaxGemmRank,
+            "gemm operand: {} dims with {} strides (rank 2 to {} expected)", dims.size(),
+            strides.size(), kMaxGemmRank);
+  GemmOperand op;
+  op.data = const_cast<void*>(data);
+  op.dtype = dtype;
+  op.rank = static_cast<int>(dims.size());
+  std::copy(dims.begin(), dims.end(), op.dims.begin());
+  std::copy(strides.begin(), strides.end(), op.strides.begin());
+  return op;
+}
+
+GemmOperand GemmOperand::dense(const void* data, DType dtype, std::initializer_list<int64_t> dims) {
+  GemmOperand op = strided(data, dtype, dims, dims);
+  int64_t stride = 1;
+  for (int i = op.rank - 1; i >= 0; --i) {
+    op.strides[i] = stride;
+    stride *= op.dims[i];
+  }
+  return op;
+}
+
+GemmOperand GemmOperand::transposed() const {
+  GemmOperand op = *this;
+  std::swap(op.dims[rank - 2], op.dims[rank - 1]);
+  std::swap(op.strides[rank - 2], op.strides[rank - 1]);
+  return op;
+}
+
+namespace {
+
+// Everything a oneDNN matmul primitive is specialised on. Plain data, zero-filled past `rank`, so
+// that equality and hashing can look at every field.
+struct GemmKey {
+  int rank = 0;
+  std::array<int64_t, kMaxGemmRank> dims[3]{};
+  std::array<int64_t, kMaxGemmRank> strides[3]{};
+  DType dtypes[3]{};
+  bool bias = false;
+  bool accumulate = false;
+  float alpha = 1.0f;
+
+  bool operator==(const GemmKey&) const = default;
+};
+
+struct GemmKeyHash {
+  size_t operator()(const GemmKey& key) const {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields
+    auto mix = [&h](uint64_t v) {
+      h ^= v;
+      h *= 1099511628211ull;
+    };
+    mix(static_cast<uint64_t>(key.rank));
+    for (int i = 0; i < 3; ++i) {
+      for (int d = 0; d < kMaxGemmRank; ++d) {
+        mix(static_cast<uint64_t>(key.dims[i][d]));
+        mix(static_cast<uint64_t>(key.strides[i][d]));
+      }
+      mix(static_cast<uint64_t>(key.dtypes[i]));
+    }
+    uint32_t alpha_bits;
+    std::memcpy(&alpha_bits, &key.alpha, 4);
+    mix(alpha_bits);
+    mix((key.bias ? 2u : 0u) | (key.accumulate ? 1u : 0u));
+    return static_cast<size_t>(h);
+  }
+};
+
+struct GemmPrimitive {
+  dnnl::matmul primitive;
+  dnnl::memory::desc a_md, b_md, c_md, bias_md;
+  size_t scratchpad_bytes = 0;
+};
+
+dnnl::memory::data_type dnnl_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return dnnl::memory::data_type::f32;
+    case DType::bf16:
+      return dnnl::memory::data_type::bf16;
+    case DType::i32:
+      break;
+  }
+  fail("gemm: element type {} is not supported", dtype_name(dtype));
+}
+
+dnnl::memory::desc memory_desc(int rank, const std::array<int64_t, kMaxGemmRank>& dims,
+                               const std::array<int64_t, kMaxGemmRank>& strides, DType dtype) {
+  dnnl::memory::dims d(dims.begin(), dims.begin() + rank);
+  dnnl::memory::dims s(strides.begin(), strides.begin() + rank);
+  return dnnl::memory::desc(d, dnnl_type(dtype), s);
+}
+
+std::string describe(const GemmOperand& op) {
+  std::string s = std::string(dtype_name(op.dtype)) + "[";
+  for (int i = 0; i < op.rank; ++i) s += (i ? ", " : "") + std::to_string(op.dims[i]);
+  s += "] strides [";
+  for (int i = 0; i < op.rank; ++i) s += (i ? ", " : "") + std::to_string(op.strides[i]);
+  return s + "]";
+}
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// A stream per thread: executions from different threads then share no stream state.
+dnnl::stream& cpu_stream() {
+  thread_local dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+GemmPrimitive create_primitive(const GemmKey& key) {
+  GemmPrimitive p;
+  p.a_md = memory_desc(key.rank, key.dims[0], key.strides[0], key.dtypes[0]);
+  p.b_md = memory_desc(key.rank, key.dims[1], key.strides[1], key.dtypes[1]);
+  p.c_md = memory_desc(key.rank, key.dims[2], key.strides[2], key.dtypes[2]);
+  dnnl::primitive_attr attr;
+  // Our caching allocator provides the scratchpad: no per-call system allocation, and concurrent
+  // executions of one primitive do not share a library-owned buffer.
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
+  if (key.accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  dnnl::matmul::primitive_desc pd;
+  if (key.bias) {
+    std::array<int64_t, kMaxGemmRank> bias_dims{}, bias_strides{};
+    for (int i = 0; i < key.rank; ++i) bias_dims[i] = 1;
+    bias_dims[key.rank - 1] = key.dims[2][key.rank - 1];
+    for (int i = 0; i < key.rank; ++i) bias_strides[i] = bias_dims[key.rank - 1];
+    bias_strides[key.rank - 1] = 1;
+    p.bias_md = memory_desc(key.rank, bias_dims, bias_strides, DType::f32);
+    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a_md, p.b_md, p.bias_md, p.c_md), attr,
+                                      cpu_engine());
+  } else {
+    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a_md, p.b_md, p.c_md), attr,
+                                      cpu_engine());
+  }
+  p.scratchpad_bytes = pd.scratchpad_desc().get_size();
+  p.primitive = dnnl::matmul(pd);
+  return p;
+}
+
+// Least-recently-used cache of primitives. Attention products change shape with every batch's
+// sequence lengths, so an unbounded map would grow for the whole run.
+class GemmCache {
+ public:
+  static constexpr size_t kCapacity = 1024;
+
+  GemmPrimitive get(const GemmKey& key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = index_.find(key);
+    if (found != index_.end()) {
+      entries_.splice(entries_.begin(), entries_, found->second);
+      return found->second->second;
+    }
+    entries_.emplace_front(key, create_primitive(key));
+    index_.emplace(key, entries_.begin());
+    if (entries_.size() > kCapacity) {
+      index_.erase(entries_.back().first);
+      entries_.pop_back();
+    }
+    return entries_.front().second;
+  }
+
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return entries_.size();
+  }
+
+ private:
+  using Entry = std::pair<GemmKey, GemmPrimitive>;
+  std::mutex mutex_;
+  std::list<Entry> entries_;
+  std::unordered_map<GemmKey, std::list<Entry>::iterator, GemmKeyHash> index_;
+};
+
+GemmCache& gemm_cache() {
+  static GemmCache cache;
+  return cache;
+}
+
+void check_shapes(const GemmArgs& args) {
+  const GemmOperand &a = args.a, &b = args.b, &c = args.c;
+  TFM_CHECK(a.rank == b.rank && b.rank == c.rank && a.rank >= 2 && a.rank <= kMaxGemmRank,
+            "gemm: operand ranks {}, {}, {} differ or are outside 2..{}", a.rank, b.rank, c.rank,
+            kMaxGemmRank);
+  bool ok = a.rows() == c.rows() && b.cols() == c.cols() && a.cols() == b.rows();
+  for (int i = 0; i < a.rank - 2; ++i) {
+    ok = ok && (a.dims[i] == c.dims[i] || a.dims[i] == 1) &&
+         (b.dims[i] == c.dims[i] || b.dims[i] == 1);
+  }
+  TFM_CHECK(ok, "gemm: a {} @ b {} cannot give c {}", describe(a), describe(b), describe(c));
+  bool f32_product = a.dtype == DType::f32 && b.dtype == DType::f32 && c.dtype == DType::f32;
+  bool bf16_product = a.dtype == DType::bf16 && b.dtype == DType::bf16 && c.dtype != DType::i32;
+  TFM_CHECK(f32_product || bf16_product, "gemm: unsupported element types {} @ {} -> {}",
+            dtype_name(a.dtype), dtype_name(b.dtype), dtype_name(c.dtype));
+}
+
+// c = bias or c += bias, element by element: the product of an empty inner dimension.
+void fill_empty_product(const GemmArgs& args) {
+  const GemmOperand& c = args.c;
+  TFM_CHECK(c.dtype == DType::f32, "gemm: an empty product into {} is not supported", describe(c));
+  std::array<int64_t, kMaxGemmRank> index{};
+  int64_t total = 1;
+  for (int i = 0; i < c.rank; ++i) total *= c.dims[i];
+  for (int64_t n = 0; n < total; ++n) {
+    int64_t offset = 0, rest = n;
+    for (int i = c.rank - 1; i >= 0; --i) {
+      index[i] = rest % c.dims[i];
+      rest /= c.dims[i];
+      offset += index[i] * c.strides[i];
+    }
+    float* element = static_cast<float*>(c.data) + offset;
+    float value = args.bias ? args.bias[index[c.rank - 1]] : 0.0f;
+    *element = args.accumulate ? *element + value : value;
+  }
+}
+
+}  // namespace
+
+void gemm(const GemmArgs& args) {
+  check_shapes(args);
+  const GemmOperand &a = args.a, &b = args.b, &c = args.c;
+  for (int i = 0; i < c.rank; ++i)
+    if (c.dims[i] == 0) return;
+  if (a.cols() == 0) {
+    fill_empty_product(args);
+    return;
+  }
+
+  GemmKey key;
+  key.rank = c.rank;
+  const GemmOperand* ops[3] = {&a, &b, &c};
+  for (int i = 0; i < 3; ++i) {
+    for (int d = 0; d < key.rank; ++d) {
+      key.dims[i][d] = ops[i]->dims[d];
+      key.strides[i][d] = ops[i]->strides[d];
+    }
+    key.dtypes[i] = ops[i]->dtype;
+  }
+  key.bias = args.bias != nullptr;
+  key.accumulate = args.accumulate;
+  key.alpha = args.alpha;
+
+  GemmPrimitive p;
+  try {
+    p = gemm_cache().get(key);
+  } catch (const dnnl::error& e) {
+    fail("gemm: oneDNN has no matmul for a {} @ b {} -> c {}: {}", describe(a), describe(b),
+         describe(c), e.what());
+  }
+
+  dnnl::engine& engine = cpu_engine();
+  std::unordered_map<int, dnnl::memory> exec_args = {
+      {DNNL_ARG_SRC, dnnl::memory(p.a_md, engine, a.data)},
+      {DNNL_ARG_WEIGHTS, dnnl::memory(p.b_md, engine, b.data)},
+      {DNNL_ARG_DST, dnnl::memory(p.c_md, engine, c.data)}};
+  if (args.bias)
+    exec_args.emplace(DNNL_ARG_BIAS,
+                      dnnl::memory(p.bias_md, engine, const_cast<float*>(args.bias)));
+  void* scratchpad = nullptr;
+  if (p.scratchpad_bytes > 0) {
+    scratchpad = CachingAllocator::cpu().allocate(p.scratchpad_bytes);
+    exec_args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory({{static_cast<int64_t>(p.scratchpad_bytes)},
+                                                         dnnl::memory::data_type::u8,
+                                                         dnnl::memory::format_tag::a},
+                                                        engine, scratchpad));
+  }
+  try {
+    dnnl::stream& stream = cpu_stream();
+    p.primitive.execute(stream, exec_args);
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    if (scratchpad) CachingAllocator::cpu().release(scratchpad, p.scratchpad_bytes);
+    fail("gemm: oneDNN matmul failed for a {} @ b {} -> c {}: {}", describe(a), describe(b),
+         describe(c), e.what());
+  }
+  if (scratchpad) CachingAllocator::cpu().release(scratchpad, p.scratchpad_bytes);
+}
+
+size_t gemm_cache_size() {
+  return gemm_cache().size();
+}
+
+}  // namespace tfm::cpu

@@ -1,0 +1,112 @@
+// ops::attention: shape and mask checks, then the CPU kernel (kernels/cpu/attention_cpu.h), whose
+// comments carry the gradient formulas. The backward keeps only P and the dropout seed: the
+// dropped weights are recomputed from the seed.
+#include "tfm/autograd/tape.h"
+#include "tfm/kernels/cpu/attention_cpu.h"
+#include "tfm/ops/ops.h"
+
+namespace tfm::ops {
+
+namespace {
+
+cpu::AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
+                                   const AttentionMask& mask, float dropout_p) {
+  TFM_CHECK(q.defined() && k.defined() && v.defined(), "attention: an input is undefined");
+  TFM_CHECK(q.dtype() == DType::f32 && k.dtype() == DType::f32 && v.dtype() == DType::f32,
+            "attention: q {}, k {}, v {} must be f32", q.describe(), k.describe(), v.describe());
+  TFM_CHECK(q.rank() == 3 && k.rank() == 3 && v.rank() == 3,
+            "attention: q {}, k {}, v {} must be [B, T, h*d]", q.describe(), k.describe(),
+            v.describe());
+  TFM_CHECK(heads > 0, "attention: {} heads", heads);
+  TFM_CHECK(q.dim(0) == k.dim(0) && k.dim(0) == v.dim(0) && k.dim(1) == v.dim(1),
+            "attention: q {}, k {}, v {} disagree on batch or key length", q.describe(),
+            k.describe(), v.describe());
+  TFM_CHECK(
+      q.dim(2) == k.dim(2) && q.dim(2) % heads == 0 && v.dim(2) % heads == 0,
+      "attention: q {} and k {} need equal widths, and they and v {} must split into {} heads",
+      q.describe(), k.describe(), v.describe(), heads);
+  cpu::AttentionDims dims;
+  dims.batch = q.dim(0);
+  dims.heads = heads;
+  dims.tq = q.dim(1);
+  dims.tk = k.dim(1);
+  dims.dk = q.dim(2) / heads;
+  dims.dv = v.dim(2) / heads;
+  TFM_CHECK(dims.tk > 0 && dims.dk > 0, "attention: k {} has no keys or q {} has zero width",
+            k.describe(), q.describe());
+  if (!mask.key_lengths.empty()) {
+    TFM_CHECK(static_cast<int64_t>(mask.key_lengths.size()) == dims.batch,
+              "attention: {} key lengths for a batch of {}", mask.key_lengths.size(), dims.batch);
+    for (size_t b = 0; b < mask.key_lengths.size(); ++b) {
+      TFM_CHECK(mask.key_lengths[b] >= 1 && mask.key_lengths[b] <= dims.tk,
+                "attention: key length {} of sentence {} is outside [1, {}] (k {})",
+                mask.key_lengths[b], b, dims.tk, k.describe());
+    }
+  }
+  TFM_CHECK(mask.query_offset >= 0, "attention: negative causal query offset {}",
+            mask.query_offset);
+  TFM_CHECK(dropout_p >= 0.0f && dropout_p < 1.0f, "attention: dropout {} is outside [0, 1)",
+            dropout_p);
+  return dims;
+}
+
+}  // namespace
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
+                 const AttentionMask& mask, float dropout_p, uint64_t seed, Tensor* probs_out) {
+  cpu::AttentionDims dims = check_attention(q, k, v, heads, mask, dropout_p);
+  cpu::AttentionDropout dropout{dropout_p, seed};
+
+  Tensor probs = Tensor::empty({dims.batch, dims.heads, dims.tq, dims.tk});
+  Tensor out = Tensor::empty({dims.batch, dims.tq, dims.heads * dims.dv});
+  Tensor dropped;
+  if (dropout_p > 0.0f) dropped = Tensor::empty(probs.shape());
+  {
+    cpu::AttentionMaskSpec spec{mask.key_lengths.empty() ? nullptr : mask.key_lengths.data(),
+                                mask.causal, mask.query_offset};
+    cpu::attention_forward(dims, spec, dropout, q.data<float>(), k.data<float>(), v.data<float>(),
+                           probs.data<float>(), dropped.defined() ? dropped.data<float>() : nullptr,
+                           out.data<float>());
+  }
+  bool record = needs_grad({&q, &k, &v});
+  // While recording, the backward owns P: the caller gets a copy it may change.
+  if (probs_out) *probs_out = record ? probs.clone() : probs;
+  if (!record) return out;
+
+  // The mask's key lengths are copied: the caller's AttentionMask may not outlive the tape.
+  // The closure's copy of `out` must share its autograd record, which this creates.
+  out.set_requires_grad(true);
+  record_backward(out, [q, k, v, out, probs, dims, dropout, mask]() {
+    Tensor g = out.grad();
+    if (!g.defined()) return;
+    Tensor d_probs = Tensor::empty(probs.shape());
+    Tensor dropped_again;
+    if (dropout.p > 0.0f) dropped_again = Tensor::empty(probs.shape());
+    // Targets in the kernel's write order (v, q, k), so a tensor passed twice accumulates.
+    cpu::AttentionGrads grads;
+    GradTarget target;
+    if (v.requires_grad()) {
+      target = grad_target(v);
+      grads.dv = target.tensor.data<float>();
+      grads.accumulate_v = target.accumulate;
+    }
+    if (q.requires_grad()) {
+      target = grad_target(q);
+      grads.dq = target.tensor.data<float>();
+      grads.accumulate_q = target.accumulate;
+    }
+    if (k.requires_grad()) {
+      target = grad_target(k);
+      grads.dk = target.tensor.data<float>();
+      grads.accumulate_k = target.accumulate;
+    }
+    cpu::AttentionMaskSpec spec{mask.key_lengths.empty() ? nullptr : mask.key_lengths.data(),
+                                mask.causal, mask.query_offset};
+    cpu::attention_backward(dims, spec, dropout, q.data<float>(), k.data<float>(), v.data<float>(),
+                            probs.data<float>(), g.data<float>(), d_probs.data<float>(),
+                            dropped_again.defined() ? dropped_again.data<float>() : nullptr, grads);
+  });
+  return out;
+}
+
+}  // namespace tfm::ops

@@ -1,0 +1,223 @@
+// ops::matmul and ops::linear: shape checks, the forward product, and the backward products. Every
+// product is one strided oneDNN matmul (kernels/cpu/matmul_cpu.h); transposes are views, and
+// gradients are written into their GradTarget directly, adding through oneDNN's sum post-op when
+// the buffer already holds a gradient from another use of the same tensor.
+#include <algorithm>
+
+#include "tfm/autograd/tape.h"
+#include "tfm/kernels/cpu/matmul_cpu.h"
+#include "tfm/ops/ops.h"
+
+namespace tfm::ops {
+
+namespace {
+
+using cpu::GemmArgs;
+using cpu::GemmOperand;
+
+// The product of the dimensions before the last two.
+int64_t batch_count(const Shape& shape) {
+  int64_t n = 1;
+  for (int i = 0; i < shape.rank() - 2; ++i) n *= shape[i];
+  return n;
+}
+
+// op(x) of a rank-3 [batch, r, c] block as a product operand: x itself, or each matrix's
+// transpose. batch 1 with a larger batch elsewhere broadcasts.
+GemmOperand operand(const Tensor& t, int64_t batch, bool transposed) {
+  GemmOperand op = GemmOperand::dense(t.raw(), t.dtype(), {batch, t.dim(-2), t.dim(-1)});
+  return transposed ? op.transposed() : op;
+}
+
+GemmOperand flat_rows(const Tensor& t, int64_t rows, int64_t cols) {
+  return GemmOperand::dense(t.raw(), t.dtype(), {rows, cols});
+}
+
+void run_gemm(const GemmOperand& a, const GemmOperand& b, const GemmOperand& c, bool accumulate) {
+  GemmArgs args;
+  args.a = a;
+  args.b = b;
+  args.c = c;
+  args.accumulate = accumulate;
+  cpu::gemm(args);
+}
+
+// Shapes of a matmul, after its checks. Leading dimensions are flattened into `batch`.
+struct MatmulDims {
+  int64_t batch, m, k, n;
+  bool shared_b;  // b is rank 2 and used by every batch
+};
+
+MatmulDims check_matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  TFM_CHECK(a.defined() && b.defined(), "matmul: an input is undefined");
+  TFM_CHECK(a.dtype() == DType::f32 && b.dtype() == DType::f32,
+            "matmul: a {} and b {} must both be f32", a.describe(), b.describe());
+  TFM_CHECK(a.rank() >= 2 && b.rank() >= 2, "matmul: a {} and b {} must have rank >= 2",
+            a.describe(), b.describe());
+  MatmulDims d;
+  d.shared_b = b.rank() == 2 && a.rank() > 2;
+  bool same_batch = a.rank() == b.rank();
+  for (int i = 0; same_batch && i < a.rank() - 2; ++i) same_batch = a.dim(i) == b.dim(i);
+  TFM_CHECK(d.shared_b || same_batch,
+            "matmul: b {} must be rank 2 or share the leading dimensions of a {}", b.describe(),
+            a.describe());
+  d.batch = batch_count(a.shape());
+  d.m = trans_a ? a.dim(-1) : a.dim(-2);
+  d.k = trans_a ? a.dim(-2) : a.dim(-1);
+  int64_t b_k = trans_b ? b.dim(-1) : b.dim(-2);
+  d.n = trans_b ? b.dim(-2) : b.dim(-1);
+  TFM_CHECK(d.k == b_k, "matmul: inner dimensions differ: a {}{} @ b {}{}", a.describe(),
+            trans_a ? "^T" : "", b.describe(), trans_b ? "^T" : "");
+  return d;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  MatmulDims d = check_matmul(a, b, trans_a, trans_b);
+  Shape out_shape = a.shape();
+  out_shape[-2] = d.m;
+  out_shape[-1] = d.n;
+  Tensor out = Tensor::empty(out_shape);
+  GemmOperand c = GemmOperand::dense(out.raw(), DType::f32, {d.batch, d.m, d.n});
+
+  // A shared b times a row-major a is one product over all rows of a: [batch*M, K] @ [K, N].
+  bool fold_rows = d.shared_b && !trans_a;
+  if (fold_rows) {
+    GemmOperand op_b = flat_rows(b, b.dim(0), b.dim(1));
+    run_gemm(flat_rows(a, d.batch * d.m, d.k), trans_b ? op_b.transposed() : op_b,
+             flat_rows(out, d.batch * d.m, d.n), false);
+  } else {
+    run_gemm(operand(a, d.batch, trans_a), operand(b, d.shared_b ? 1 : d.batch, trans_b), c, false);
+  }
+  if (!needs_grad({&a, &b})) return out;
+
+  // The closure's copy of `out` must share its autograd record, which this creates.
+  out.set_requires_grad(true);
+  record_backward(out, [a, b, out, d, trans_a, trans_b, fold_rows]() {
+    Tensor g = out.grad();
+    if (!g.defined()) return;
+    GemmOperand dc = operand(g, d.batch, false);
+    GemmOperand op_a = operand(a, d.batch, trans_a);
+    GemmOperand op_b = operand(b, d.shared_b ? 1 : d.batch, trans_b);
+    if (a.requires_grad()) {
+      // d op(A) = dC op(B)^T. When a is stored transposed, dA = (d op(A))^T = op(B) dC^T, so the
+      // result is always written row-major.
+      GradTarget da = grad_target(a);
+      GemmOperand out_a = operand(da.tensor, d.batch, false);
+      if (!trans_a) {
+        run_gemm(dc, op_b.transposed(), out_a, da.accumulate);
+      } else {
+        run_gemm(op_b, dc.transposed(), out_a, da.accumulate);
+      }
+    }
+    if (b.requires_grad()) {
+      // d op(B) = op(A)^T dC; when b is stored transposed, dB = dC^T op(A). A shared b sums this
+      // over the batch: one product over all rows when a is row-major, otherwise one product per
+      // batch adding into the first.
+      GradTarget db = grad_target(b);
+      if (fold_rows) {
+        GemmOperand rows_a = flat_rows(a, d.batch * d.m, d.k);
+        GemmOperand rows_g = flat_rows(g, d.batch * d.m, d.n);
+        GemmOperand out_b = flat_rows(db.tensor, db.tensor.dim(0), db.tensor.dim(1));
+        if (!trans_b) {
+          run_gemm(rows_a.transposed(), rows_g, out_b, db.accumulate);
+        } else {
+          run_gemm(rows_g.transposed(), rows_a, out_b, db.accumulate);
+        }
+      } else if (d.shared_b) {
+        GemmOperand out_b = flat_rows(db.tensor, db.tensor.dim(0), db.tensor.dim(1));
+        if (d.batch == 0 && !db.accumulate) db.tensor.fill(0.0f);
+        // Here a is stored transposed: a_i is [K, M] and op(A_i) = a_i^T.
+        for (int64_t i = 0; i < d.batch; ++i) {
+          GemmOperand a_i =
+              GemmOperand::dense(a.data<float>() + i * d.k * d.m, DType::f32, {d.k, d.m});
+          GemmOperand g_i =
+              GemmOperand::dense(g.data<float>() + i * d.m * d.n, DType::f32, {d.m, d.n});
+          bool accumulate = db.accumulate || i > 0;
+          if (!trans_b) {
+            run_gemm(a_i, g_i, out_b, accumulate);
+          } else {
+            run_gemm(g_i.transposed(), a_i.transposed(), out_b, accumulate);
+          }
+        }
+      } else {
+        GemmOperand out_b = operand(db.tensor, d.batch, false);
+        if (!trans_b) {
+          run_gemm(op_a.transposed(), dc, out_b, db.accumulate);
+        } else {
+          run_gemm(dc.transposed(), op_a, out_b, db.accumulate);
+        }
+      }
+    }
+  });
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  TFM_CHECK(x.defined() && weight.defined(), "linear: an input is undefined");
+  TFM_CHECK(x.dtype() == DType::f32 && weight.dtype() == DType::f32,
+            "linear: x {} and weight {} must both be f32", x.describe(), weight.describe());
+  TFM_CHECK(weight.rank() == 2 && x.rank() >= 1 && x.dim(-1) == weight.dim(1),
+            "linear: x {} does not fit weight {} (expected x [..., {}] and weight [out, in])",
+            x.describe(), weight.describe(), weight.rank() == 2 ? weight.dim(1) : -1);
+  int64_t in = weight.dim(1), out_features = weight.dim(0);
+  if (bias.defined()) {
+    TFM_CHECK(bias.dtype() == DType::f32 && bias.rank() == 1 && bias.dim(0) == out_features,
+              "linear: bias {} must be f32[{}] for weight {}", bias.describe(), out_features,
+              weight.describe());
+  }
+  int64_t rows = 1;
+  for (int i = 0; i < x.rank() - 1; ++i) rows *= x.dim(i);
+  Shape out_shape = x.shape();
+  out_shape[-1] = out_features;
+  Tensor out = Tensor::empty(out_shape);
+
+  // y = x W^T + b: W^T is a view of W with swapped strides.
+  GemmArgs args;
+  args.a = flat_rows(x, rows, in);
+  args.b = flat_rows(weight, out_features, in).transposed();
+  args.c = flat_rows(out, rows, out_features);
+  args.bias = bias.defined() ? bias.data<float>() : nullptr;
+  cpu::gemm(args);
+  if (!needs_grad({&x, &weight, &bias})) return out;
+
+  // The closure's copy of `out` must share its autograd record, which this creates.
+  out.set_requires_grad(true);
+  record_backward(out, [x, weight, bias, out, rows, in, out_features]() {
+    Tensor g = out.grad();
+    if (!g.defined()) return;
+    GemmOperand g_rows = flat_rows(g, rows, out_features);
+    if (x.requires_grad()) {
+      // dx = g W  ([rows, out] @ [out, in]).
+      GradTarget dx = grad_target(x);
+      run_gemm(g_rows, flat_rows(weight, out_features, in), flat_rows(dx.tensor, rows, in),
+               dx.accumulate);
+    }
+    if (weight.requires_grad()) {
+      // dW = g^T x, summed over every leading dimension of x  ([out, rows] @ [rows, in]).
+      GradTarget dw = grad_target(weight);
+      run_gemm(g_rows.transposed(), flat_rows(x, rows, in), flat_rows(dw.tensor, out_features, in),
+               dw.accumulate);
+    }
+    if (bias.defined() && bias.requires_grad()) {
+      // db = sum over rows of g. Threads own blocks of columns, so no two write one element.
+      GradTarget db = grad_target(bias);
+      float* dst = db.tensor.data<float>();
+      const float* src = g.data<float>();
+      bool accumulate = db.accumulate;
+      constexpr int64_t kBlock = 256;
+#pragma omp parallel for schedule(static)
+      for (int64_t j0 = 0; j0 < out_features; j0 += kBlock) {
+        int64_t j1 = std::min(j0 + kBlock, out_features);
+        if (!accumulate)
+          for (int64_t j = j0; j < j1; ++j) dst[j] = 0.0f;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = j0; j < j1; ++j) dst[j] += src[r * out_features + j];
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace tfm::ops
