@@ -1,0 +1,113 @@
+#!/usr/bin/python3
+"""PyTorch side of the training-step benchmark: forward + backward + Adam step of the reference model.
+
+  /usr/bin/python3 bench/train_step_pytorch.py [--preset base] [--batch 128] [--src-len 32]
+      [--tgt-len 32] [--steps 3] [--threads 2] [--modes f32,bf16]
+
+The batch has no padding (random word ids, fixed seed). Modes: f32, and bf16 = torch.autocast('cpu',
+dtype=torch.bfloat16) around forward and loss (parameters, gradients and Adam state stay f32). One warm-up
+step, then --steps timed steps. Prints one JSON line per mode with the same fields as tfm's
+bench_train_step. With several modes each runs in its own process so that peak_rss_mb is that mode's.
+Run it through bench/train_step.sh for PyTorch's best settings (tcmalloc, OMP_WAIT_POLICY=PASSIVE).
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+from reference_model import Transformer, learning_rate, make_optimizer, preset_config  # noqa: E402
+
+MODES = ("f32", "bf16")
+WARMUP_STEPS = 4000  # the paper's schedule; only sets the lr values, not the cost
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description="PyTorch training-step benchmark")
+    parser.add_argument("--preset", default="base")
+    parser.add_argument("--vocab", type=int, default=37000)
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--src-len", type=int, default=32)
+    parser.add_argument("--tgt-len", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--modes", default="f32,bf16", help="comma-separated: f32, bf16")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    args.modes = [m for m in args.modes.split(",") if m]
+    bad = [m for m in args.modes if m not in MODES]
+    if bad or not args.modes:
+        parser.error(f"--modes: unknown {bad}; choose from {', '.join(MODES)}")
+    if args.steps < 1 or args.batch < 1 or args.src_len < 1 or args.tgt_len < 1:
+        parser.error("--steps, --batch, --src-len and --tgt-len must be positive")
+    return args
+
+
+def run_mode(args, mode):
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    cfg = preset_config(args.preset, vocab_size=args.vocab, dropout=args.dropout)
+    model = Transformer(cfg)
+    model.train()
+    optimizer = make_optimizer(model)
+    # Word ids only (>= 4), so no pad anywhere: every position is a real token.
+    src = torch.randint(4, cfg["vocab_size"], (args.batch, args.src_len))
+    tgt_in = torch.randint(4, cfg["vocab_size"], (args.batch, args.tgt_len))
+    tgt_out = torch.randint(4, cfg["vocab_size"], (args.batch, args.tgt_len))
+
+    def step(number):
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mode == "bf16"):
+            logits = model(src, tgt_in)
+            loss = model.loss(logits, tgt_out)
+        loss.backward()
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(number, cfg["d_model"], WARMUP_STEPS)
+        optimizer.step()
+        return loss.item()
+
+    step(1)  # warm-up: allocator pools, oneDNN primitive caches, Adam state
+    start = time.perf_counter()
+    for i in range(args.steps):
+        loss = step(2 + i)
+    seconds = (time.perf_counter() - start) / args.steps
+    src_tokens = args.batch * args.src_len
+    tgt_tokens = args.batch * args.tgt_len
+    return {
+        "framework": "pytorch", "mode": mode, "preset": args.preset, "batch": args.batch,
+        "src_len": args.src_len, "tgt_len": args.tgt_len, "threads": args.threads,
+        "steps": args.steps, "seconds_per_step": seconds,
+        "tokens_per_second": (src_tokens + tgt_tokens) / seconds,
+        "target_tokens_per_second": tgt_tokens / seconds,
+        # ru_maxrss is in KiB on Linux.
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "loss": loss, "torch_version": torch.__version__,
+    }
+
+
+def main():
+    args = parse_args()
+    if len(args.modes) == 1:
+        print(json.dumps(run_mode(args, args.modes[0])), flush=True)
+        return
+    # One process per mode: peak RSS is per process, and the modes must not share allocator state.
+    argv = [a for a in sys.argv[1:]]
+    if "--modes" in argv:
+        i = argv.index("--modes")
+        del argv[i:i + 2]
+    argv = [a for a in argv if not a.startswith("--modes=")]
+    for mode in args.modes:
+        result = subprocess.run([sys.executable, os.path.abspath(__file__), *argv, "--modes", mode])
+        if result.returncode != 0:
+            sys.exit(result.returncode)
+
+
+if __name__ == "__main__":
+    main()

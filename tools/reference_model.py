@@ -1,0 +1,474 @@
+#!/usr/bin/python3
+"""Plain-PyTorch reference of the tfm Transformer (the model specification in the design notes).
+
+Written with our own modules instead of nn.Transformer so that every detail the C++ model must match is
+visible here: post-norm by default (pre-norm option), no attention biases by default, one embedding matrix
+shared by source, target and the pre-softmax projection and scaled by sqrt(d_model), interleaved sinusoidal
+positions (or learned tables), source padding masks derived from pad_id, a causal-only decoder
+self-attention mask, dropout on every sub-layer output and on the embedding+position sums, and
+label-smoothed cross entropy that ignores pad targets.
+
+`named_parameters()` yields exactly the spec's names, shapes and order; `check_parameter_names` asserts it
+against `expected_parameter_shapes`, which is written from the spec independently of the modules.
+
+Run directly (`/usr/bin/python3 tools/reference_model.py`) for a self-check of every preset's names and the
+spec's parameter counts.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# The spec's config.json keys with the base model's values.
+BASE_CONFIG = {
+    "layers": 6,
+    "d_model": 512,
+    "d_ff": 2048,
+    "heads": 8,
+    "d_k": 64,
+    "d_v": 64,
+    "dropout": 0.1,
+    "attention_dropout": 0.0,
+    "label_smoothing": 0.1,
+    "positional": "sinusoidal",
+    "max_positions": 1024,
+    "vocab_size": 37000,
+    "norm": "post",
+    "attention_bias": False,
+    "layer_norm_eps": 1e-5,
+    "pad_id": 0,
+    "unk_id": 1,
+    "bos_id": 2,
+    "eos_id": 3,
+}
+
+# Table 3 of the paper; unlisted values are the base model's.
+PRESETS = {
+    "base": {},
+    "big": {"d_model": 1024, "d_ff": 4096, "heads": 16, "d_k": 64, "d_v": 64, "dropout": 0.3},
+    "A1": {"heads": 1, "d_k": 512, "d_v": 512},
+    "A2": {"heads": 4, "d_k": 128, "d_v": 128},
+    "A3": {"heads": 16, "d_k": 32, "d_v": 32},
+    "A4": {"heads": 32, "d_k": 16, "d_v": 16},
+    "B1": {"d_k": 16},
+    "B2": {"d_k": 32},
+    "C1": {"layers": 2},
+    "C2": {"layers": 4},
+    "C3": {"layers": 8},
+    "C4": {"d_model": 256, "d_k": 32, "d_v": 32},
+    "C5": {"d_model": 1024, "d_k": 128, "d_v": 128},
+    "C6": {"d_ff": 1024},
+    "C7": {"d_ff": 4096},
+    "D1": {"dropout": 0.0},
+    "D2": {"dropout": 0.2},
+    "D3": {"label_smoothing": 0.0},
+    "D4": {"label_smoothing": 0.2},
+    "E": {"positional": "learned"},
+}
+
+
+def make_config(values=None):
+    """A full config from a dict of the spec's keys (missing keys take the base model's values)."""
+    values = dict(values or {})
+    unknown = sorted(set(values) - set(BASE_CONFIG))
+    if unknown:
+        raise ValueError(f"config: unknown keys {unknown}")
+    cfg = dict(BASE_CONFIG)
+    cfg.update(values)
+    for key in ("layers", "d_model", "d_ff", "heads", "d_k", "d_v", "max_positions", "vocab_size"):
+        if not isinstance(cfg[key], int) or cfg[key] <= 0:
+            raise ValueError(f"config: {key} must be a positive integer, got {cfg[key]!r}")
+    if cfg["positional"] not in ("sinusoidal", "learned"):
+        raise ValueError(f"config: positional must be sinusoidal or learned, got {cfg['positional']!r}")
+    if cfg["norm"] not in ("post", "pre"):
+        raise ValueError(f"config: norm must be post or pre, got {cfg['norm']!r}")
+    if cfg["d_model"] % 2 != 0:
+        raise ValueError("config: d_model must be even (sin/cos pairs of the positional encoding)")
+    for key in ("dropout", "attention_dropout", "label_smoothing"):
+        if not 0.0 <= cfg[key] < 1.0:
+            raise ValueError(f"config: {key} must be in [0, 1), got {cfg[key]!r}")
+    return cfg
+
+
+def preset_config(name, **overrides):
+    """The config of a named preset (base, big, A1..E) with optional key overrides."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
+    values = dict(PRESETS[name])
+    values.update(overrides)
+    return make_config(values)
+
+
+def expected_parameter_shapes(cfg):
+    """[(name, shape)] exactly as the spec lists them, independent of the modules below."""
+    d, dff, h, dk, dv = cfg["d_model"], cfg["d_ff"], cfg["heads"], cfg["d_k"], cfg["d_v"]
+    learned = cfg["positional"] == "learned"
+    pre = cfg["norm"] == "pre"
+
+    def attention(prefix):
+        out = []
+        for proj, shape in (("q_proj", [h * dk, d]), ("k_proj", [h * dk, d]),
+                            ("v_proj", [h * dv, d]), ("out_proj", [d, h * dv])):
+            out.append((f"{prefix}.{proj}.weight", shape))
+            if cfg["attention_bias"]:
+                out.append((f"{prefix}.{proj}.bias", [shape[0]]))
+        return out
+
+    def norm(prefix):
+        return [(f"{prefix}.weight", [d]), (f"{prefix}.bias", [d])]
+
+    def ffn(prefix):
+        return [(f"{prefix}.fc1.weight", [dff, d]), (f"{prefix}.fc1.bias", [dff]),
+                (f"{prefix}.fc2.weight", [d, dff]), (f"{prefix}.fc2.bias", [d])]
+
+    names = [("embedding.weight", [cfg["vocab_size"], d])]
+    if learned:
+        names.append(("encoder.positions.weight", [cfg["max_positions"], d]))
+    for i in range(cfg["layers"]):
+        p = f"encoder.layers.{i}"
+        names += attention(f"{p}.self_attn") + norm(f"{p}.self_attn_norm")
+        names += ffn(f"{p}.ffn") + norm(f"{p}.ffn_norm")
+    if pre:
+        names += norm("encoder.final_norm")
+    if learned:
+        names.append(("decoder.positions.weight", [cfg["max_positions"], d]))
+    for i in range(cfg["layers"]):
+        p = f"decoder.layers.{i}"
+        names += attention(f"{p}.self_attn") + norm(f"{p}.self_attn_norm")
+        names += attention(f"{p}.cross_attn") + norm(f"{p}.cross_attn_norm")
+        names += ffn(f"{p}.ffn") + norm(f"{p}.ffn_norm")
+    if pre:
+        names += norm("decoder.final_norm")
+    return names
+
+
+def sinusoidal_encoding(length, d_model, dtype, device=None):
+    """Interleaved PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same), pos from 0.
+
+    Computed in float64 and then cast, so the reference carries no float32 rounding of the angles.
+    """
+    pos = torch.arange(length, dtype=torch.float64, device=device).unsqueeze(1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64, device=device)
+    angle = pos / torch.pow(torch.tensor(10000.0, dtype=torch.float64, device=device), two_i / d_model)
+    pe = torch.empty(length, d_model, dtype=torch.float64, device=device)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle)
+    return pe.to(dtype)
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, cfg, device=None):
+        super().__init__()
+        d, h, dk, dv = cfg["d_model"], cfg["heads"], cfg["d_k"], cfg["d_v"]
+        bias = cfg["attention_bias"]
+        self.heads, self.d_k, self.d_v = h, dk, dv
+        self.attention_dropout = cfg["attention_dropout"]
+        self.q_proj = nn.Linear(d, h * dk, bias=bias, device=device)
+        self.k_proj = nn.Linear(d, h * dk, bias=bias, device=device)
+        self.v_proj = nn.Linear(d, h * dv, bias=bias, device=device)
+        self.out_proj = nn.Linear(h * dv, d, bias=bias, device=device)
+
+    def forward(self, query, memory, key_padding_mask=None, causal=False):
+        """query [B, Tq, d], memory [B, Tk, d]; key_padding_mask [B, Tk] bool, True = masked key."""
+        b, tq, _ = query.shape
+        tk = memory.shape[1]
+        # [B, T, h*dk] -> [B, h, T, dk]: head j owns columns j*dk .. (j+1)*dk-1 of the projection.
+        q = self.q_proj(query).view(b, tq, self.heads, self.d_k).transpose(1, 2)
+        k = self.k_proj(memory).view(b, tk, self.heads, self.d_k).transpose(1, 2)
+        v = self.v_proj(memory).view(b, tk, self.heads, self.d_v).transpose(1, 2)
+        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.d_k)
+        # -inf gives masked keys exactly zero weight after the softmax.
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        if causal:
+            future = torch.ones(tq, tk, dtype=torch.bool, device=scores.device).triu(1)
+            scores = scores.masked_fill(future, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        if self.attention_dropout > 0:
+            weights = F.dropout(weights, self.attention_dropout, self.training)
+        heads = torch.matmul(weights, v)  # [B, h, Tq, dv]
+        concat = heads.transpose(1, 2).reshape(b, tq, self.heads * self.d_v)
+        return self.out_proj(concat)
+
+
+class FeedForward(nn.Module):
+    def __init__(self, cfg, device=None):
+        super().__init__()
+        self.fc1 = nn.Linear(cfg["d_model"], cfg["d_ff"], device=device)
+        self.fc2 = nn.Linear(cfg["d_ff"], cfg["d_model"], device=device)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def _layer_norm(cfg, device):
+    return nn.LayerNorm(cfg["d_model"], eps=cfg["layer_norm_eps"], device=device)
+
+
+class _Residual:
+    """Post-norm: LN(x + dropout(f(x))). Pre-norm: x + dropout(f(LN(x)))."""
+
+    def __init__(self, cfg, training):
+        self.pre = cfg["norm"] == "pre"
+        self.p = cfg["dropout"]
+        self.training = training
+
+    def __call__(self, x, norm, sublayer):
+        if self.pre:
+            return x + F.dropout(sublayer(norm(x)), self.p, self.training)
+        return norm(x + F.dropout(sublayer(x), self.p, self.training))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg, device=None):
+        super().__init__()
+        self.cfg = cfg
+        self.self_attn = MultiHeadAttention(cfg, device)
+        self.self_attn_norm = _layer_norm(cfg, device)
+        self.ffn = FeedForward(cfg, device)
+        self.ffn_norm = _layer_norm(cfg, device)
+
+    def forward(self, x, src_pad_mask):
+        residual = _Residual(self.cfg, self.training)
+        x = residual(x, self.self_attn_norm, lambda h: self.self_attn(h, h, src_pad_mask))
+        return residual(x, self.ffn_norm, self.ffn)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg, device=None):
+        super().__init__()
+        self.cfg = cfg
+        self.self_attn = MultiHeadAttention(cfg, device)
+        self.self_attn_norm = _layer_norm(cfg, device)
+        self.cross_attn = MultiHeadAttention(cfg, device)
+        self.cross_attn_norm = _layer_norm(cfg, device)
+        self.ffn = FeedForward(cfg, device)
+        self.ffn_norm = _layer_norm(cfg, device)
+
+    def forward(self, y, memory, src_pad_mask):
+        residual = _Residual(self.cfg, self.training)
+        y = residual(y, self.self_attn_norm, lambda h: self.self_attn(h, h, None, causal=True))
+        y = residual(y, self.cross_attn_norm, lambda h: self.cross_attn(h, memory, src_pad_mask))
+        return residual(y, self.ffn_norm, self.ffn)
+
+
+class _Stack(nn.Module):
+    """Positions (learned only), the layers, and final_norm (pre-norm only), registered in spec order."""
+
+    def __init__(self, cfg, layer_type, device=None):
+        super().__init__()
+        self.cfg = cfg
+        if cfg["positional"] == "learned":
+            self.positions = nn.Embedding(cfg["max_positions"], cfg["d_model"], device=device)
+        self.layers = nn.ModuleList([layer_type(cfg, device) for _ in range(cfg["layers"])])
+        if cfg["norm"] == "pre":
+            self.final_norm = _layer_norm(cfg, device)
+
+    def embed(self, embedding, ids):
+        """dropout(E[ids] * sqrt(d) + P[0:len])."""
+        length = ids.shape[1]
+        if length > self.cfg["max_positions"]:
+            raise ValueError(f"sequence length {length} exceeds max_positions {self.cfg['max_positions']}")
+        x = embedding(ids) * math.sqrt(self.cfg["d_model"])
+        if self.cfg["positional"] == "learned":
+            x = x + self.positions.weight[:length]
+        else:
+            x = x + sinusoidal_encoding(length, self.cfg["d_model"], x.dtype, x.device)
+        return F.dropout(x, self.cfg["dropout"], self.training)
+
+    def finish(self, x):
+        return self.final_norm(x) if self.cfg["norm"] == "pre" else x
+
+
+class Encoder(_Stack):
+    def __init__(self, cfg, device=None):
+        super().__init__(cfg, EncoderLayer, device)
+
+    def forward(self, embedding, src, src_pad_mask):
+        x = self.embed(embedding, src)
+        for layer in self.layers:
+            x = layer(x, src_pad_mask)
+        return self.finish(x)
+
+
+class Decoder(_Stack):
+    def __init__(self, cfg, device=None):
+        super().__init__(cfg, DecoderLayer, device)
+
+    def forward(self, embedding, tgt_in, memory, src_pad_mask):
+        y = self.embed(embedding, tgt_in)
+        for layer in self.layers:
+            y = layer(y, memory, src_pad_mask)
+        return self.finish(y)
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg, device=None, init=True):
+        super().__init__()
+        self.cfg = make_config(cfg)
+        cfg = self.cfg
+        # Shared by source embedding, target embedding and the pre-softmax projection. No padding_idx:
+        # the pad row is an ordinary parameter (it receives gradient through the output projection).
+        self.embedding = nn.Embedding(cfg["vocab_size"], cfg["d_model"], device=device)
+        self.encoder = Encoder(cfg, device)
+        self.decoder = Decoder(cfg, device)
+        check_parameter_names(self)
+        if init:
+            self.reset_parameters()
+
+    def reset_parameters(self):
+        """Default initialisation: xavier-uniform weights, zero biases, embeddings normal(0, d^-0.5)."""
+        d = self.cfg["d_model"]
+        for name, p in self.named_parameters():
+            if name.endswith("norm.weight"):
+                nn.init.ones_(p)
+            elif name.endswith(".bias"):
+                nn.init.zeros_(p)
+            elif name == "embedding.weight" or name.endswith("positions.weight"):
+                nn.init.normal_(p, 0.0, d**-0.5)
+            else:
+                nn.init.xavier_uniform_(p)
+
+    def source_padding_mask(self, src):
+        """[B, S] bool, True where key position >= source length (count of non-pad tokens)."""
+        lengths = (src != self.cfg["pad_id"]).sum(dim=1)
+        if bool((lengths == 0).any()):
+            raise ValueError("source batch contains an empty sentence (all pad)")
+        positions = torch.arange(src.shape[1], device=src.device)
+        return positions[None, :] >= lengths[:, None]
+
+    def forward(self, src, tgt_in):
+        """src [B, S], tgt_in [B, T] int ids -> logits [B, T, V] = y E^T."""
+        src_pad_mask = self.source_padding_mask(src)
+        memory = self.encoder(self.embedding, src, src_pad_mask)
+        y = self.decoder(self.embedding, tgt_in, memory, src_pad_mask)
+        return torch.matmul(y, self.embedding.weight.t())
+
+    def loss(self, logits, tgt_out):
+        """Mean label-smoothed CE over non-pad targets (smoothing eps/V spread over all V classes)."""
+        v = logits.shape[-1]
+        return F.cross_entropy(logits.reshape(-1, v), tgt_out.reshape(-1),
+                               ignore_index=self.cfg["pad_id"],
+                               label_smoothing=self.cfg["label_smoothing"])
+
+
+def check_parameter_names(model):
+    """Asserts named_parameters() == the spec's list (names, shapes and order)."""
+    actual = [(n, list(p.shape)) for n, p in model.named_parameters()]
+    expected = expected_parameter_shapes(model.cfg)
+    if actual != expected:
+        diff = next((i for i, (a, e) in enumerate(zip(actual, expected)) if a != e),
+                    min(len(actual), len(expected)))
+        raise AssertionError(f"parameter list differs from the spec at index {diff}: "
+                             f"got {actual[diff:diff + 1]}, spec {expected[diff:diff + 1]} "
+                             f"({len(actual)} vs {len(expected)} parameters)")
+
+
+def learning_rate(step, d_model, warmup, lr_scale=1.0):
+    """The paper's schedule: lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), step 1-based."""
+    return lr_scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def make_optimizer(model, lr=1.0):
+    """The paper's Adam: betas (0.9, 0.98), eps 1e-9, no weight decay."""
+    return torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
+
+
+SPEC_COUNTS = {("base", False): 63_045_632, ("big", False): 214_171_648,
+               ("base", True): 63_082_496, ("big", True): 214_245_376}
+
+
+def _self_check():
+    for name in PRESETS:
+        for bias in (False, True):
+            for norm in ("post", "pre"):
+                model = Transformer(preset_config(name, attention_bias=bias, norm=norm), device="meta",
+                                    init=False)
+                count = sum(p.numel() for p in model.parameters())
+                if norm == "post" and (name, bias) in SPEC_COUNTS:
+                    assert count == SPEC_COUNTS[(name, bias)], (name, bias, count)
+    tiny = make_config({"layers": 2, "d_model": 16, "d_ff": 32, "heads": 2, "d_k": 8, "d_v": 8,
+                        "vocab_size": 20, "max_positions": 16, "dropout": 0.0})
+    model = Transformer(tiny)
+    src = torch.tensor([[5, 6, 7, 0], [8, 9, 10, 11]])
+    tgt_in = torch.tensor([[2, 5, 6], [2, 7, 0]])
+    tgt_out = torch.tensor([[5, 6, 3], [7, 3, 0]])
+    logits = model(src, tgt_in)
+    loss = model.loss(logits, tgt_out)
+    loss.backward()
+    assert logits.shape == (2, 3, 20) and torch.isfinite(loss)
+    for norm in ("post", "pre"):
+        _cross_check_with_torch_layers(norm)
+    print("reference_model self-check passed")
+
+
+def _cross_check_with_torch_layers(norm):
+    """Our encoder/decoder stack against PyTorch's nn.TransformerEncoderLayer/DecoderLayer.
+
+    PyTorch's layers always have attention biases (set to zero here) and nn.Transformer would add final
+    norms in post-norm mode, so the layers are chained by hand. Train mode with dropout 0 avoids the
+    eval-mode fast path (which zeroes padded rows).
+    """
+    torch.manual_seed(0)
+    cfg = make_config({"layers": 2, "d_model": 16, "d_ff": 32, "heads": 4, "d_k": 4, "d_v": 4,
+                       "vocab_size": 30, "max_positions": 16, "dropout": 0.0, "norm": norm})
+    model = Transformer(cfg).double()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name or name.endswith(".bias"):
+                p.add_(0.1 * torch.randn_like(p))
+
+    def attn(ours, theirs):
+        theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight,
+                                               ours.v_proj.weight]))
+        theirs.in_proj_bias.zero_()
+        theirs.out_proj.weight.copy_(ours.out_proj.weight)
+        theirs.out_proj.bias.zero_()
+
+    def common(ours, theirs, norms):
+        theirs.linear1.load_state_dict(ours.ffn.fc1.state_dict())
+        theirs.linear2.load_state_dict(ours.ffn.fc2.state_dict())
+        for i, our_norm in enumerate(norms):
+            getattr(theirs, f"norm{i + 1}").load_state_dict(our_norm.state_dict())
+
+    kwargs = dict(d_model=16, nhead=4, dim_feedforward=32, dropout=0.0, batch_first=True,
+                  norm_first=norm == "pre", layer_norm_eps=cfg["layer_norm_eps"], dtype=torch.float64)
+    enc = [nn.TransformerEncoderLayer(**kwargs) for _ in range(2)]
+    dec = [nn.TransformerDecoderLayer(**kwargs) for _ in range(2)]
+    with torch.no_grad():
+        for ours, theirs in zip(model.encoder.layers, enc):
+            attn(ours.self_attn, theirs.self_attn)
+            common(ours, theirs, (ours.self_attn_norm, ours.ffn_norm))
+        for ours, theirs in zip(model.decoder.layers, dec):
+            attn(ours.self_attn, theirs.self_attn)
+            attn(ours.cross_attn, theirs.multihead_attn)
+            common(ours, theirs, (ours.self_attn_norm, ours.cross_attn_norm, ours.ffn_norm))
+    src = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 0, 0], [13, 14, 0, 0, 0]])
+    tgt_in = torch.tensor([[2, 5, 6, 7], [2, 8, 9, 0], [2, 10, 0, 0]])
+    pad = model.source_padding_mask(src)
+    causal = torch.full((4, 4), float("-inf"), dtype=torch.float64).triu(1)
+    emb = model.embedding
+    x = emb(src) * 4.0 + sinusoidal_encoding(5, 16, torch.float64)
+    for layer in enc:
+        x = layer(x, src_key_padding_mask=pad)
+    y = emb(tgt_in) * 4.0 + sinusoidal_encoding(4, 16, torch.float64)
+    if norm == "pre":
+        x = model.encoder.final_norm(x)
+    for layer in dec:
+        y = layer(y, x, tgt_mask=causal, memory_key_padding_mask=pad)
+    if norm == "pre":
+        y = model.decoder.final_norm(y)
+    expected = y @ emb.weight.t()
+    actual = model(src, tgt_in)
+    err = (actual - expected).abs().max().item()
+    assert err < 1e-12, f"{norm}-norm stack differs from PyTorch's layers by {err}"
+    # The paper's PE: sin at even, cos at odd columns of pos / 10000^(2i/d).
+    pe = sinusoidal_encoding(3, 16, torch.float64)
+    assert abs(pe[2, 6].item() - math.sin(2 / 10000 ** (6 / 16))) < 1e-15
+    assert abs(pe[2, 7].item() - math.cos(2 / 10000 ** (6 / 16))) < 1e-15
+
+
+if __name__ == "__main__":
+    _self_check()
