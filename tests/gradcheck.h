@@ -1,7 +1,8 @@
 // The op test pattern: an op's f32 forward is compared with a plain double-precision reference on
 // random inputs, and its backward with central finite differences of that double reference.
 //
-//   loss(x) = sum_i r_i * f(x)_i  for a random r;  dloss/dx_j ~ (loss(x + h e_j) - loss(x - h e_j)) / 2h
+//   loss(x) = sum_i r_i * f(x)_i  for a random r;  dloss/dx_j ~ (loss(x + h e_j) - loss(x - h e_j))
+//   / 2h
 //
 // The op's analytic backward is seeded with d(out) = r through the tape and must match.
 #pragma once
@@ -41,7 +42,9 @@ inline Tensor to_tensor(const Input& in) {
   return t;
 }
 
-// Asserts |a - b| <= atol + rtol * |b| element-wise, naming the first mismatch.
+// Asserts |a - b| <= atol * max|b| + rtol * |b| element-wise, naming the first mismatch. The
+// absolute part is relative to the tensor's scale, so a tensor of small values is held to the same
+// standard as one of large values.
 inline void expect_close(const std::vector<float>& actual, const Values& expected, double rtol,
                          double atol, const std::string& what) {
   ASSERT_EQ(actual.size(), expected.size()) << what;
@@ -50,7 +53,7 @@ inline void expect_close(const std::vector<float>& actual, const Values& expecte
   ASSERT_GT(max_abs, 0.0) << what << ": the expected values are all zero, which tests nothing";
   for (size_t i = 0; i < actual.size(); ++i) {
     double diff = std::fabs(actual[i] - expected[i]);
-    ASSERT_LE(diff, atol + rtol * std::fabs(expected[i]))
+    ASSERT_LE(diff, atol * max_abs + rtol * std::fabs(expected[i]))
         << what << " differs at element " << i << ": got " << actual[i] << ", expected "
         << expected[i];
   }
@@ -86,8 +89,13 @@ inline void check_op(const std::vector<Input>& inputs,
   Values expected = reference(values);
   expect_close(out.to_floats(), expected, options.forward_rtol, options.forward_atol, "forward");
 
+  // Output weights of magnitude in [0.5, 1.5) with random signs: a weight near zero would shrink
+  // the gradient of a scalar output below any tolerance and test nothing.
   std::mt19937 rng(options.seed);
-  Values r = random_values(out.numel(), rng);
+  Values r = random_values(out.numel(), rng, 0.5, 1.5);
+  std::bernoulli_distribution negative(0.5);
+  for (double& w : r)
+    if (negative(rng)) w = -w;
   tape.backward(out, Tensor::from_floats(out.shape(), std::vector<float>(r.begin(), r.end())));
 
   auto weighted = [&](const std::vector<Values>& v) {

@@ -6,10 +6,16 @@ namespace {
 thread_local Tape* g_current_tape = nullptr;
 }
 
-Tape* current_tape() { return g_current_tape; }
+Tape* current_tape() {
+  return g_current_tape;
+}
 
-TapeScope::TapeScope(Tape& tape) : previous_(g_current_tape) { g_current_tape = &tape; }
-TapeScope::~TapeScope() { g_current_tape = previous_; }
+TapeScope::TapeScope(Tape& tape) : previous_(g_current_tape) {
+  g_current_tape = &tape;
+}
+TapeScope::~TapeScope() {
+  g_current_tape = previous_;
+}
 
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (g_current_tape == nullptr) return false;

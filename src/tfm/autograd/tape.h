@@ -1,10 +1,10 @@
 // Reverse-mode automatic differentiation with a tape.
 //
 // During a training forward pass a Tape is current (TapeScope). Each op whose inputs require a
-// gradient marks its output as requiring one and records a closure that, given the output's gradient,
-// adds the inputs' gradients. Tape::backward runs the closures in reverse order and destroys each one
-// after it ran, so activations are freed as early as possible. Without a current tape (inference) ops
-// record nothing and keep no activations.
+// gradient marks its output as requiring one and records a closure that, given the output's
+// gradient, adds the inputs' gradients. Tape::backward runs the closures in reverse order and
+// destroys each one after it ran, so activations are freed as early as possible. Without a current
+// tape (inference) ops record nothing and keep no activations.
 #pragma once
 
 #include <functional>
@@ -20,8 +20,8 @@ class Tape {
   using Backward = std::function<void()>;
 
   void record(Backward backward) { entries_.push_back(std::move(backward)); }
-  // Seeds d(output) with `seed` (ones when undefined, e.g. for a scalar loss) and runs every recorded
-  // backward in reverse. The tape is empty afterwards.
+  // Seeds d(output) with `seed` (ones when undefined, e.g. for a scalar loss) and runs every
+  // recorded backward in reverse. The tape is empty afterwards.
   void backward(const Tensor& output, const Tensor& seed = {});
   void clear() { entries_.clear(); }
   size_t size() const { return entries_.size(); }
@@ -49,10 +49,14 @@ class TapeScope {
 bool needs_grad(std::initializer_list<const Tensor*> inputs);
 
 // Marks an op's output as requiring a gradient and records its backward on the current tape.
+// A closure that captures the output by value must be built after output.set_requires_grad(true):
+// a copy taken before shares no AutogradMeta and would never see the gradient. Ops therefore write
+//   out.set_requires_grad(true); record_backward(out, [out, ...] { ... });
 void record_backward(Tensor& output, Tape::Backward backward);
 
 // Where a backward kernel writes the gradient of `t`. On the first write of a pass the buffer holds
-// nothing and `accumulate` is false (the kernel overwrites); afterwards it is true (the kernel adds).
+// nothing and `accumulate` is false (the kernel overwrites); afterwards it is true (the kernel
+// adds).
 struct GradTarget {
   Tensor tensor;
   bool accumulate = false;

@@ -2,6 +2,8 @@
 
 namespace tfm::cli {
 
-void register_commands(CLI::App& app) { register_info(app); }
+void register_commands(CLI::App& app) {
+  register_info(app);
+}
 
 }  // namespace tfm::cli

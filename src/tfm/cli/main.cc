@@ -1,6 +1,5 @@
 // tfm: the command line. Subcommands live in cli/<name>_command.cc; this file only wires them up.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <exception>
 #include <string>

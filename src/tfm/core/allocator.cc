@@ -14,7 +14,8 @@ constexpr size_t kAlignment = 64;
 }
 
 CachingAllocator& CachingAllocator::cpu() {
-  static CachingAllocator* allocator = new CachingAllocator();  // never destroyed: tensors may outlive main
+  static CachingAllocator* allocator =
+      new CachingAllocator();  // never destroyed: tensors may outlive main
   return *allocator;
 }
 
@@ -83,6 +84,8 @@ void CachingAllocator::reset_peak() {
   stats_.peak_bytes_in_use = stats_.bytes_in_use;
 }
 
-CachingAllocator::~CachingAllocator() { empty_cache(); }
+CachingAllocator::~CachingAllocator() {
+  empty_cache();
+}
 
 }  // namespace tfm

@@ -1,5 +1,5 @@
-// A caching allocator: freed blocks go back to per-size-class free lists and are reused, so a training
-// step in its steady state asks the system for no memory at all.
+// A caching allocator: freed blocks go back to per-size-class free lists and are reused, so a
+// training step in its steady state asks the system for no memory at all.
 #pragma once
 
 #include <cstddef>
@@ -30,7 +30,8 @@ class CachingAllocator {
   AllocatorStats stats() const;
   void reset_peak();
 
-  // Size classes: 2^k * {1, 1.25, 1.5, 1.75} above 4 KiB (waste below 25%), multiples of 64 B below.
+  // Size classes: 2^k * {1, 1.25, 1.5, 1.75} above 4 KiB (waste below 25%), multiples of 64 B
+  // below.
   static size_t size_class(size_t bytes);
 
   ~CachingAllocator();

@@ -21,9 +21,9 @@ template <typename... Args>
 }  // namespace tfm
 
 // TFM_CHECK(condition, "format {}", args...) throws tfm::Error when the condition is false.
-#define TFM_CHECK(condition, ...)  \
-  do {                             \
-    if (!(condition)) {            \
-      ::tfm::fail(__VA_ARGS__);    \
-    }                              \
+#define TFM_CHECK(condition, ...) \
+  do {                            \
+    if (!(condition)) {           \
+      ::tfm::fail(__VA_ARGS__);   \
+    }                             \
   } while (false)

@@ -11,7 +11,9 @@ Storage::Storage(size_t size, Device dev) : bytes(size), device(dev) {
   data = CachingAllocator::cpu().allocate(size);
 }
 
-Storage::~Storage() { CachingAllocator::cpu().release(data, bytes); }
+Storage::~Storage() {
+  CachingAllocator::cpu().release(data, bytes);
+}
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   Tensor t;
@@ -129,7 +131,9 @@ std::string Tensor::describe() const {
   return std::string(dtype_name(dtype_)) + shape_.str();
 }
 
-bool Tensor::requires_grad() const { return meta_ && meta_->requires_grad; }
+bool Tensor::requires_grad() const {
+  return meta_ && meta_->requires_grad;
+}
 
 void Tensor::set_requires_grad(bool enabled) {
   if (!meta_) meta_ = std::make_shared<AutogradMeta>();

@@ -1,0 +1,114 @@
+// Training-step throughput: forward + backward + Adam update of a preset on a synthetic batch of
+// `batch` pairs of src_len source and tgt_len target tokens (no padding), timed after one warm-up
+// step. Prints one JSON line with the fields bench/train_step_pytorch.py prints, so that
+// bench/train_step.sh can put both side by side.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "tfm/autograd/tape.h"
+#include "tfm/core/allocator.h"
+#include "tfm/core/threading.h"
+#include "tfm/model/config.h"
+#include "tfm/nn/transformer.h"
+#include "tfm/train/adam.h"
+#include "tfm/train/schedule.h"
+
+namespace {
+
+double peak_rss_mb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0.0;
+}
+
+tfm::Tensor random_ids(int64_t rows, int64_t cols, int32_t vocab, std::mt19937& rng,
+                       int32_t first) {
+  std::uniform_int_distribution<int32_t> dist(4, vocab - 1);
+  std::vector<int32_t> ids(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = (first >= 0 && i % cols == 0) ? first : dist(rng);
+  return tfm::Tensor::from_ints({rows, cols}, ids);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tfm training-step benchmark"};
+  std::string preset = "base";
+  int64_t vocab = 37000, batch_size = 128, src_len = 32, tgt_len = 32;
+  int steps = 3, threads = 2;
+  app.add_option("--preset", preset, "model preset");
+  app.add_option("--vocab", vocab, "vocabulary size");
+  app.add_option("--batch", batch_size, "sentence pairs per batch");
+  app.add_option("--src-len", src_len, "source tokens per sentence");
+  app.add_option("--tgt-len", tgt_len, "target tokens per sentence");
+  app.add_option("--steps", steps, "timed steps (after one warm-up step)");
+  app.add_option("--threads", threads, "threads");
+  CLI11_PARSE(app, argc, argv);
+
+  tfm::set_num_threads(threads);
+  tfm::ModelConfig config = tfm::preset(preset);
+  config.vocab_size = vocab;
+  tfm::nn::Transformer model(config);
+  model.init(7);
+  tfm::Adam adam(model.parameters());
+  tfm::NoamSchedule schedule{config.d_model, 4000, 1.0};
+
+  std::mt19937 rng(11);
+  tfm::Tensor src = random_ids(batch_size, src_len, static_cast<int32_t>(vocab), rng, -1);
+  tfm::Tensor tgt_out = random_ids(batch_size, tgt_len, static_cast<int32_t>(vocab), rng, -1);
+  tfm::Tensor tgt_in =
+      random_ids(batch_size, tgt_len, static_cast<int32_t>(vocab), rng, config.bos_id);
+  tfm::nn::Batch batch = tfm::nn::Batch::from_ids(src, tgt_in, tgt_out, config.pad_id);
+
+  using clock = std::chrono::steady_clock;
+  double forward_s = 0, backward_s = 0, update_s = 0, loss = 0;
+  int64_t allocations_before = 0;
+  for (int step = 0; step <= steps; ++step) {
+    if (step == 1) {
+      forward_s = backward_s = update_s = 0;
+      allocations_before = tfm::CachingAllocator::cpu().stats().system_allocations;
+    }
+    auto t0 = clock::now();
+    tfm::Tape tape;
+    tfm::ops::CrossEntropyResult result;
+    {
+      tfm::TapeScope scope(tape);
+      auto ctx = tfm::nn::ForwardContext::training(static_cast<uint64_t>(step) + 1);
+      result = model.loss(batch, ctx);
+    }
+    auto t1 = clock::now();
+    tape.backward(result.loss);
+    auto t2 = clock::now();
+    adam.step(schedule.learning_rate(step + 1));
+    adam.zero_grad();
+    auto t3 = clock::now();
+    forward_s += std::chrono::duration<double>(t1 - t0).count();
+    backward_s += std::chrono::duration<double>(t2 - t1).count();
+    update_s += std::chrono::duration<double>(t3 - t2).count();
+    loss = result.loss.to_floats()[0];
+    std::fprintf(stderr, "step %d: loss %.4f, %.2f s\n", step, loss,
+                 std::chrono::duration<double>(t3 - t0).count());
+  }
+  double per_step = (forward_s + backward_s + update_s) / steps;
+  double tokens = static_cast<double>(batch.src_tokens + batch.tgt_tokens);
+  int64_t steady_allocations =
+      tfm::CachingAllocator::cpu().stats().system_allocations - allocations_before;
+  std::printf(
+      "{\"framework\": \"tfm\", \"mode\": \"f32\", \"preset\": \"%s\", \"threads\": %d, "
+      "\"src_tokens\": %lld, \"tgt_tokens\": %lld, \"seconds_per_step\": %.4f, "
+      "\"forward_s\": %.4f, \"backward_s\": %.4f, \"update_s\": %.4f, "
+      "\"tokens_per_second\": %.1f, \"target_tokens_per_second\": %.1f, \"peak_rss_mb\": %.1f, "
+      "\"steady_state_system_allocations\": %lld, \"loss\": %.4f}\n",
+      preset.c_str(), threads, static_cast<long long>(batch.src_tokens),
+      static_cast<long long>(batch.tgt_tokens), per_step, forward_s / steps, backward_s / steps,
+      update_s / steps, tokens / per_step, static_cast<double>(batch.tgt_tokens) / per_step,
+      peak_rss_mb(), static_cast<long long>(steady_allocations), loss);
+  return 0;
+}

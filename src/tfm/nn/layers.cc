@@ -1,0 +1,89 @@
+#include "tfm/nn/layers.h"
+
+#include <cmath>
+
+#include "tfm/ops/ops.h"
+
+namespace tfm::nn {
+
+Tensor make_parameter(const Shape& shape) {
+  Tensor t = Tensor::zeros(shape);
+  t.set_requires_grad(true);
+  return t;
+}
+
+namespace {
+void fill_uniform(Tensor& t, float bound, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> dist(-bound, bound);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
+}
+}  // namespace
+
+Linear::Linear(int64_t in, int64_t out, bool has_bias) : weight(make_parameter({out, in})) {
+  if (has_bias) bias = make_parameter({out});
+}
+
+Tensor Linear::forward(const Tensor& x) const {
+  return ops::linear(x, weight, bias);
+}
+
+void Linear::init(std::mt19937_64& rng) {
+  // Glorot: U(-a, a) with a = sqrt(6 / (fan_in + fan_out)).
+  float bound = std::sqrt(6.0f / static_cast<float>(weight.dim(0) + weight.dim(1)));
+  fill_uniform(weight, bound, rng);
+  if (bias.defined()) bias.fill(0.0f);
+}
+
+void Linear::collect(const std::string& prefix, NamedTensors& out) const {
+  out.emplace_back(prefix + "weight", weight);
+  if (bias.defined()) out.emplace_back(prefix + "bias", bias);
+}
+
+LayerNorm::LayerNorm(int64_t dim, float epsilon)
+    : weight(make_parameter({dim})), bias(make_parameter({dim})), eps(epsilon) {
+  weight.fill(1.0f);
+}
+
+Tensor LayerNorm::forward(const Tensor& x) const {
+  return ops::layer_norm(x, weight, bias, eps);
+}
+
+void LayerNorm::collect(const std::string& prefix, NamedTensors& out) const {
+  out.emplace_back(prefix + "weight", weight);
+  out.emplace_back(prefix + "bias", bias);
+}
+
+FeedForward::FeedForward(int64_t d_model, int64_t d_ff)
+    : fc1(d_model, d_ff, true), fc2(d_ff, d_model, true) {}
+
+Tensor FeedForward::forward(const Tensor& x) const {
+  return fc2.forward(ops::relu(fc1.forward(x)));
+}
+
+void FeedForward::init(std::mt19937_64& rng) {
+  fc1.init(rng);
+  fc2.init(rng);
+}
+
+void FeedForward::collect(const std::string& prefix, NamedTensors& out) const {
+  fc1.collect(prefix + "fc1.", out);
+  fc2.collect(prefix + "fc2.", out);
+}
+
+Tensor sinusoidal_positions(int64_t positions, int64_t d_model) {
+  Tensor table = Tensor::empty({positions, d_model});
+  float* p = table.data<float>();
+  for (int64_t pos = 0; pos < positions; ++pos) {
+    for (int64_t i = 0; i < d_model; i += 2) {
+      // Computed in double: positions up to thousands times frequencies near 1 lose digits in f32.
+      double angle = static_cast<double>(pos) /
+                     std::pow(10000.0, static_cast<double>(i) / static_cast<double>(d_model));
+      p[pos * d_model + i] = static_cast<float>(std::sin(angle));
+      if (i + 1 < d_model) p[pos * d_model + i + 1] = static_cast<float>(std::cos(angle));
+    }
+  }
+  return table;
+}
+
+}  // namespace tfm::nn

@@ -1,0 +1,218 @@
+#include "tfm/nn/transformer.h"
+
+#include <cmath>
+#include <unordered_map>
+
+#include "tfm/ops/ops.h"
+
+namespace tfm::nn {
+
+template <typename Sublayer>
+Tensor ResidualNorm::apply(const Tensor& x, ForwardContext& ctx, Sublayer&& sublayer) const {
+  auto drop = [&](const Tensor& t) {
+    float p = ctx.dropout(dropout);
+    return p > 0 ? ops::dropout(t, p, ctx.next_seed()) : t;
+  };
+  if (pre_norm) return ops::add(x, drop(sublayer(norm.forward(x))));
+  return norm.forward(ops::add(x, drop(sublayer(x))));
+}
+
+namespace {
+ResidualNorm residual(const ModelConfig& c) {
+  return ResidualNorm{LayerNorm(c.d_model, static_cast<float>(c.layer_norm_eps)), c.pre_norm(),
+                      static_cast<float>(c.dropout)};
+}
+MultiHeadAttention attention(const ModelConfig& c) {
+  return MultiHeadAttention(c.d_model, static_cast<int>(c.heads), c.d_k, c.d_v, c.attention_bias,
+                            static_cast<float>(c.attention_dropout));
+}
+}  // namespace
+
+EncoderLayer::EncoderLayer(const ModelConfig& c)
+    : self_attn(attention(c)),
+      self_attn_block(residual(c)),
+      ffn(c.d_model, c.d_ff),
+      ffn_block(residual(c)) {}
+
+Tensor EncoderLayer::forward(const Tensor& x, const ops::AttentionMask& source_mask,
+                             ForwardContext& ctx) const {
+  Tensor h = self_attn_block.apply(
+      x, ctx, [&](const Tensor& in) { return self_attn.forward(in, in, source_mask, ctx); });
+  return ffn_block.apply(h, ctx, [&](const Tensor& in) { return ffn.forward(in); });
+}
+
+void EncoderLayer::init(std::mt19937_64& rng) {
+  self_attn.init(rng);
+  ffn.init(rng);
+}
+
+void EncoderLayer::collect(const std::string& prefix, NamedTensors& out) const {
+  self_attn.collect(prefix + "self_attn.", out);
+  self_attn_block.norm.collect(prefix + "self_attn_norm.", out);
+  ffn.collect(prefix + "ffn.", out);
+  ffn_block.norm.collect(prefix + "ffn_norm.", out);
+}
+
+DecoderLayer::DecoderLayer(const ModelConfig& c)
+    : self_attn(attention(c)),
+      self_attn_block(residual(c)),
+      cross_attn(attention(c)),
+      cross_attn_block(residual(c)),
+      ffn(c.d_model, c.d_ff),
+      ffn_block(residual(c)) {}
+
+Tensor DecoderLayer::forward(const Tensor& y, const Tensor& memory,
+                             const ops::AttentionMask& self_mask,
+                             const ops::AttentionMask& source_mask, ForwardContext& ctx) const {
+  Tensor h = self_attn_block.apply(
+      y, ctx, [&](const Tensor& in) { return self_attn.forward(in, in, self_mask, ctx); });
+  h = cross_attn_block.apply(
+      h, ctx, [&](const Tensor& in) { return cross_attn.forward(in, memory, source_mask, ctx); });
+  return ffn_block.apply(h, ctx, [&](const Tensor& in) { return ffn.forward(in); });
+}
+
+void DecoderLayer::init(std::mt19937_64& rng) {
+  self_attn.init(rng);
+  cross_attn.init(rng);
+  ffn.init(rng);
+}
+
+void DecoderLayer::collect(const std::string& prefix, NamedTensors& out) const {
+  self_attn.collect(prefix + "self_attn.", out);
+  self_attn_block.norm.collect(prefix + "self_attn_norm.", out);
+  cross_attn.collect(prefix + "cross_attn.", out);
+  cross_attn_block.norm.collect(prefix + "cross_attn_norm.", out);
+  ffn.collect(prefix + "ffn.", out);
+  ffn_block.norm.collect(prefix + "ffn_norm.", out);
+}
+
+Transformer::Transformer(const ModelConfig& config)
+    : config_(config), embedding_(make_parameter({config.vocab_size, config.d_model})) {
+  if (config.learned_positions()) {
+    encoder_positions_ = make_parameter({config.max_positions, config.d_model});
+    decoder_positions_ = make_parameter({config.max_positions, config.d_model});
+  }
+  for (int64_t i = 0; i < config.layers; ++i) {
+    encoder_layers_.emplace_back(config);
+    decoder_layers_.emplace_back(config);
+  }
+  if (config.pre_norm()) {
+    encoder_final_norm_ = LayerNorm(config.d_model, static_cast<float>(config.layer_norm_eps));
+    decoder_final_norm_ = LayerNorm(config.d_model, static_cast<float>(config.layer_norm_eps));
+  }
+  init(1);
+}
+
+void Transformer::init(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f,
+                                         1.0f / std::sqrt(static_cast<float>(config_.d_model)));
+  auto fill_normal = [&](Tensor& t) {
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = normal(rng);
+  };
+  fill_normal(embedding_);
+  if (encoder_positions_.defined()) {
+    fill_normal(encoder_positions_);
+    fill_normal(decoder_positions_);
+  }
+  for (auto& layer : encoder_layers_) layer.init(rng);
+  for (auto& layer : decoder_layers_) layer.init(rng);
+}
+
+NamedTensors Transformer::named_parameters() const {
+  NamedTensors out;
+  out.emplace_back("embedding.weight", embedding_);
+  if (encoder_positions_.defined())
+    out.emplace_back("encoder.positions.weight", encoder_positions_);
+  for (size_t i = 0; i < encoder_layers_.size(); ++i)
+    encoder_layers_[i].collect("encoder.layers." + std::to_string(i) + ".", out);
+  if (encoder_final_norm_.weight.defined()) encoder_final_norm_.collect("encoder.final_norm.", out);
+  if (decoder_positions_.defined())
+    out.emplace_back("decoder.positions.weight", decoder_positions_);
+  for (size_t i = 0; i < decoder_layers_.size(); ++i)
+    decoder_layers_[i].collect("decoder.layers." + std::to_string(i) + ".", out);
+  if (decoder_final_norm_.weight.defined()) decoder_final_norm_.collect("decoder.final_norm.", out);
+  return out;
+}
+
+std::vector<Tensor> Transformer::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, tensor] : named_parameters()) out.push_back(tensor);
+  return out;
+}
+
+void Transformer::load(const NamedTensors& values) {
+  std::unordered_map<std::string, const Tensor*> by_name;
+  for (const auto& [name, tensor] : values) by_name[name] = &tensor;
+  for (auto& [name, param] : named_parameters()) {
+    auto it = by_name.find(name);
+    TFM_CHECK(it != by_name.end(), "parameter '{}' is missing", name);
+    const Tensor& src = *it->second;
+    TFM_CHECK(src.shape() == param.shape() && src.dtype() == param.dtype(),
+              "parameter '{}' is {}, expected {}", name, src.describe(), param.describe());
+    param.copy_from(src);
+  }
+}
+
+const Tensor& Transformer::position_table(const Tensor& learned, int64_t length) const {
+  if (learned.defined()) {
+    TFM_CHECK(length <= learned.dim(0), "sequence of {} tokens exceeds max_positions {}", length,
+              learned.dim(0));
+    return learned;
+  }
+  if (!sinusoids_.defined() || sinusoids_.dim(0) < length)
+    sinusoids_ =
+        sinusoidal_positions(std::max<int64_t>(length, config_.max_positions), config_.d_model);
+  return sinusoids_;
+}
+
+Tensor Transformer::embed(const Tensor& ids, const Tensor& positions, ForwardContext& ctx) const {
+  float scale = std::sqrt(static_cast<float>(config_.d_model));
+  Tensor x = ops::add_positions(ops::embedding(ids, embedding_, scale), positions);
+  float p = ctx.dropout(static_cast<float>(config_.dropout));
+  return p > 0 ? ops::dropout(x, p, ctx.next_seed()) : x;
+}
+
+Tensor Transformer::encode(const Tensor& src, const std::vector<int32_t>& src_lengths,
+                           ForwardContext& ctx) const {
+  ops::AttentionMask mask;
+  mask.key_lengths = src_lengths;
+  Tensor x = embed(src, position_table(encoder_positions_, src.dim(1)), ctx);
+  for (const auto& layer : encoder_layers_) x = layer.forward(x, mask, ctx);
+  if (encoder_final_norm_.weight.defined()) x = encoder_final_norm_.forward(x);
+  return x;
+}
+
+Tensor Transformer::decode(const Tensor& tgt_in, const Tensor& memory,
+                           const std::vector<int32_t>& src_lengths, ForwardContext& ctx) const {
+  ops::AttentionMask self_mask;
+  self_mask.causal = true;
+  ops::AttentionMask source_mask;
+  source_mask.key_lengths = src_lengths;
+  Tensor y = embed(tgt_in, position_table(decoder_positions_, tgt_in.dim(1)), ctx);
+  for (const auto& layer : decoder_layers_)
+    y = layer.forward(y, memory, self_mask, source_mask, ctx);
+  if (decoder_final_norm_.weight.defined()) y = decoder_final_norm_.forward(y);
+  return y;
+}
+
+Tensor Transformer::output_logits(const Tensor& hidden) const {
+  return ops::linear(hidden, embedding_);
+}
+
+Tensor Transformer::forward(const Batch& batch, ForwardContext& ctx) const {
+  Tensor memory = encode(batch.src, batch.src_lengths, ctx);
+  return output_logits(decode(batch.tgt_in, memory, batch.src_lengths, ctx));
+}
+
+ops::CrossEntropyResult Transformer::loss(const Batch& batch, ForwardContext& ctx,
+                                          double normalizer) const {
+  Tensor logits = forward(batch, ctx);
+  int64_t rows = logits.numel() / config_.vocab_size;
+  return ops::cross_entropy(ops::reshape(logits, {rows, config_.vocab_size}),
+                            batch.tgt_out.view({rows}), static_cast<float>(config_.label_smoothing),
+                            config_.pad_id, normalizer);
+}
+
+}  // namespace tfm::nn

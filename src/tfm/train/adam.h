@@ -1,0 +1,42 @@
+// Adam (Kingma and Ba), as torch.optim.Adam without weight decay, with the paper's defaults
+// beta1 = 0.9, beta2 = 0.98, eps = 1e-9 (section 5.3). State (m, v) is f32.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tfm/core/tensor.h"
+
+namespace tfm {
+
+struct AdamOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.98;
+  double eps = 1e-9;
+};
+
+class Adam {
+ public:
+  Adam(std::vector<Tensor> parameters, AdamOptions options = {});
+
+  // One update with learning rate lr from each parameter's gradient; parameters without a gradient
+  // this step are left alone (their moments too).
+  //   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+  //   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+  void step(double lr);
+  void zero_grad();
+  int64_t steps() const { return steps_; }
+
+  // State for checkpoints: the moments in parameter order.
+  const std::vector<Tensor>& first_moments() const { return m_; }
+  const std::vector<Tensor>& second_moments() const { return v_; }
+  void restore(int64_t steps, const std::vector<Tensor>& m, const std::vector<Tensor>& v);
+
+ private:
+  std::vector<Tensor> parameters_;
+  std::vector<Tensor> m_, v_;
+  AdamOptions options_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace tfm

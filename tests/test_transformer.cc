@@ -1,0 +1,153 @@
+// Model-level behaviour: parameter layout, masking, causality, reproducible dropout, and no
+// allocation in a training step's steady state. (Numerical agreement with PyTorch:
+// test_reference_model.cc.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "tfm/autograd/tape.h"
+#include "tfm/core/allocator.h"
+#include "tfm/model/parameters.h"
+#include "tfm/nn/transformer.h"
+#include "tfm/train/adam.h"
+
+namespace tfm {
+namespace {
+
+ModelConfig tiny_config() {
+  ModelConfig c = preset("base");
+  c.layers = 2;
+  c.d_model = 16;
+  c.d_ff = 32;
+  c.heads = 2;
+  c.d_k = 8;
+  c.d_v = 4;
+  c.vocab_size = 40;
+  c.max_positions = 32;
+  c.dropout = 0.0;
+  return c;
+}
+
+nn::Batch make_batch(const std::vector<std::vector<int32_t>>& src,
+                     const std::vector<std::vector<int32_t>>& tgt, int64_t src_width,
+                     int64_t tgt_width) {
+  const int32_t pad = 0, bos = 2, eos = 3;
+  std::vector<int32_t> s, ti, to;
+  for (size_t b = 0; b < src.size(); ++b) {
+    for (int64_t t = 0; t < src_width; ++t)
+      s.push_back(t < static_cast<int64_t>(src[b].size()) ? src[b][t] : pad);
+    std::vector<int32_t> in{bos}, out;
+    in.insert(in.end(), tgt[b].begin(), tgt[b].end());
+    out.insert(out.end(), tgt[b].begin(), tgt[b].end());
+    out.push_back(eos);
+    for (int64_t t = 0; t < tgt_width; ++t) {
+      ti.push_back(t < static_cast<int64_t>(in.size()) ? in[t] : pad);
+      to.push_back(t < static_cast<int64_t>(out.size()) ? out[t] : pad);
+    }
+  }
+  auto rows = static_cast<int64_t>(src.size());
+  return nn::Batch::from_ids(Tensor::from_ints({rows, src_width}, s),
+                             Tensor::from_ints({rows, tgt_width}, ti),
+                             Tensor::from_ints({rows, tgt_width}, to), pad);
+}
+
+const std::vector<std::vector<int32_t>> kSrc{{5, 6, 7, 8, 9}, {10, 11, 12}};
+const std::vector<std::vector<int32_t>> kTgt{{13, 14, 15}, {16, 17, 18, 19, 20}};
+
+float loss_of(const nn::Transformer& model, const nn::Batch& batch) {
+  auto ctx = nn::ForwardContext::inference();
+  return model.loss(batch, ctx).loss.to_floats()[0];
+}
+
+TEST(Transformer, ParametersFollowTheDocumentedSpec) {
+  for (int variant = 0; variant < 4; ++variant) {
+    ModelConfig c = tiny_config();
+    if (variant == 1) c.norm = "pre";
+    if (variant == 2) c.positional = "learned";
+    if (variant == 3) c.attention_bias = true;
+    nn::Transformer model(c);
+    auto params = model.named_parameters();
+    auto specs = parameter_specs(c);
+    ASSERT_EQ(params.size(), specs.size()) << "variant " << variant;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      EXPECT_EQ(params[i].first, specs[i].name);
+      EXPECT_EQ(params[i].second.shape(), specs[i].shape) << specs[i].name;
+    }
+  }
+}
+
+TEST(Transformer, ExtraPaddingChangesNothing) {
+  nn::Transformer model(tiny_config());
+  model.init(3);
+  float tight = loss_of(model, make_batch(kSrc, kTgt, 5, 6));
+  float padded = loss_of(model, make_batch(kSrc, kTgt, 9, 11));
+  EXPECT_GT(tight, 0.5f);
+  EXPECT_NEAR(tight, padded, 1e-5f * std::fabs(tight));
+}
+
+TEST(Transformer, DecoderIsCausal) {
+  nn::Transformer model(tiny_config());
+  model.init(4);
+  auto ctx = nn::ForwardContext::inference();
+  auto changed = kTgt;
+  changed[0][2] = 30;  // the 4th decoder input of sentence 0
+  Tensor a = model.forward(make_batch(kSrc, kTgt, 5, 6), ctx);
+  Tensor b = model.forward(make_batch(kSrc, changed, 5, 6), ctx);
+  std::vector<float> va = a.to_floats(), vb = b.to_floats();
+  const int64_t V = 40;
+  for (int64_t t = 0; t < 6; ++t) {
+    float max_diff = 0;
+    for (int64_t j = 0; j < V; ++j)
+      max_diff = std::max(max_diff, std::fabs(va[t * V + j] - vb[t * V + j]));
+    if (t < 3)
+      EXPECT_EQ(max_diff, 0.0f) << "position " << t << " saw a later token";
+    else
+      EXPECT_GT(max_diff, 1e-4f) << "position " << t << " ignored its input";
+  }
+}
+
+TEST(Transformer, DropoutIsReproducibleFromTheSeed) {
+  ModelConfig c = tiny_config();
+  c.dropout = 0.3;
+  c.attention_dropout = 0.1;
+  nn::Transformer model(c);
+  nn::Batch batch = make_batch(kSrc, kTgt, 5, 6);
+  auto run = [&](uint64_t seed) {
+    auto ctx = nn::ForwardContext::training(seed);
+    return model.loss(batch, ctx).loss.to_floats()[0];
+  };
+  EXPECT_EQ(run(5), run(5));
+  EXPECT_NE(run(5), run(6));
+  EXPECT_NE(run(5), loss_of(model, batch));
+}
+
+TEST(Transformer, TrainingStepAllocatesNothingInSteadyState) {
+  ModelConfig c = tiny_config();
+  c.dropout = 0.1;
+  nn::Transformer model(c);
+  Adam adam(model.parameters());
+  nn::Batch batch = make_batch(kSrc, kTgt, 5, 6);
+  auto& allocator = CachingAllocator::cpu();
+  std::vector<float> losses;
+  int64_t before = 0;
+  for (int step = 0; step < 4; ++step) {
+    if (step == 2) before = allocator.stats().system_allocations;
+    Tape tape;
+    ops::CrossEntropyResult result;
+    {
+      TapeScope scope(tape);
+      auto ctx = nn::ForwardContext::training(step);
+      result = model.loss(batch, ctx);
+    }
+    tape.backward(result.loss);
+    adam.step(1e-3);
+    adam.zero_grad();
+    losses.push_back(result.loss.to_floats()[0]);
+  }
+  EXPECT_EQ(allocator.stats().system_allocations - before, 0);
+  EXPECT_LT(losses.back(), losses.front());
+}
+
+}  // namespace
+}  // namespace tfm
