@@ -25,8 +25,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 Tensor add(const Tensor& a, const Tensor& b);  // same shapes
 Tensor relu(const Tensor& x);
 
-// Inverted dropout: keeps an element with probability 1-p and scales it by 1/(1-p). The keep mask is
-// a pure function of (seed, element index): reproducible, independent of threading, never stored
+// Inverted dropout: keeps an element with probability 1-p and scales it by 1/(1-p). The keep mask
+// is a pure function of (seed, element index): reproducible, independent of threading, never stored
 // (the backward recomputes it). p = 0 returns x itself.
 Tensor dropout(const Tensor& x, float p, uint64_t seed);
 
@@ -46,8 +46,8 @@ Tensor reshape(const Tensor& x, const Shape& shape);
 Tensor embedding(const Tensor& ids, const Tensor& table, float scale);
 
 // out[b, t, :] = x[b, t, :] + table[t, :]: positional encodings added to x: [B, T, d] from a
-// table [T_max, d] (T <= T_max). The table gets a gradient when it requires one (learned positions).
-// `offset` shifts the positions (incremental decoding: position offset + t).
+// table [T_max, d] (T <= T_max). The table gets a gradient when it requires one (learned
+// positions). `offset` shifts the positions (incremental decoding: position offset + t).
 Tensor add_positions(const Tensor& x, const Tensor& table, int64_t offset = 0);
 
 // ---- attention ----
@@ -62,9 +62,10 @@ struct AttentionMask {
 
 // Scaled dot-product attention with `heads` heads on projected inputs laid out as projections
 // produce them: q: [B, Tq, h*dk], k: [B, Tk, h*dk], v: [B, Tk, h*dv]. Head i uses columns
-// [i*dk, (i+1)*dk). For each head: softmax(q k^T / sqrt(dk) + mask) v; output [B, Tq, h*dv] with the
-// heads concatenated. dropout_p > 0 drops attention weights (Table 3's optional attention dropout).
-// When `probs_out` is given it receives the attention weights [B, h, Tq, Tk] (before dropout).
+// [i*dk, (i+1)*dk). For each head: softmax(q k^T / sqrt(dk) + mask) v; output [B, Tq, h*dv] with
+// the heads concatenated. dropout_p > 0 drops attention weights (Table 3's optional attention
+// dropout). When `probs_out` is given it receives the attention weights [B, h, Tq, Tk] (before
+// dropout).
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
                  const AttentionMask& mask, float dropout_p = 0.0f, uint64_t seed = 0,
                  Tensor* probs_out = nullptr);
