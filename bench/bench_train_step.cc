@@ -1,6 +1,6 @@
 // Training-step throughput: forward + backward + Adam update of a preset on a synthetic batch of
-// `batch` pairs of src_len source and tgt_len target tokens (no padding), timed after one warm-up
-// step. Prints one JSON line with the fields bench/train_step_pytorch.py prints, so that
+// `batch` pairs of src_len source and tgt_len target tokens (no padding), timed after warm-up
+// steps. Prints one JSON line with the fields bench/train_step_pytorch.py prints, so that
 // bench/train_step.sh can put both side by side.
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -42,13 +42,15 @@ int main(int argc, char** argv) {
   CLI::App app{"tfm training-step benchmark"};
   std::string preset = "base";
   int64_t vocab = 37000, batch_size = 128, src_len = 32, tgt_len = 32;
-  int steps = 3, threads = 2;
+  int steps = 3, warmup = 2, threads = 2;
   app.add_option("--preset", preset, "model preset");
   app.add_option("--vocab", vocab, "vocabulary size");
   app.add_option("--batch", batch_size, "sentence pairs per batch");
   app.add_option("--src-len", src_len, "source tokens per sentence");
   app.add_option("--tgt-len", tgt_len, "target tokens per sentence");
-  app.add_option("--steps", steps, "timed steps (after one warm-up step)");
+  app.add_option("--steps", steps, "timed steps");
+  app.add_option("--warmup", warmup,
+                 "untimed steps first (the caching allocator fills during the first two)");
   app.add_option("--threads", threads, "threads");
   CLI11_PARSE(app, argc, argv);
 
@@ -70,8 +72,9 @@ int main(int argc, char** argv) {
   using clock = std::chrono::steady_clock;
   double forward_s = 0, backward_s = 0, update_s = 0, loss = 0;
   int64_t allocations_before = 0;
-  for (int step = 0; step <= steps; ++step) {
-    if (step == 1) {
+  for (int step = 0; step < warmup + steps; ++step) {
+    int64_t allocations_at_start = tfm::CachingAllocator::cpu().stats().system_allocations;
+    if (step == warmup) {
       forward_s = backward_s = update_s = 0;
       allocations_before = tfm::CachingAllocator::cpu().stats().system_allocations;
     }
@@ -93,8 +96,10 @@ int main(int argc, char** argv) {
     backward_s += std::chrono::duration<double>(t2 - t1).count();
     update_s += std::chrono::duration<double>(t3 - t2).count();
     loss = result.loss.to_floats()[0];
-    std::fprintf(stderr, "step %d: loss %.4f, %.2f s\n", step, loss,
-                 std::chrono::duration<double>(t3 - t0).count());
+    std::fprintf(stderr, "step %d: loss %.4f, %.2f s, %lld new blocks from the system\n", step,
+                 loss, std::chrono::duration<double>(t3 - t0).count(),
+                 static_cast<long long>(tfm::CachingAllocator::cpu().stats().system_allocations -
+                                        allocations_at_start));
   }
   double per_step = (forward_s + backward_s + update_s) / steps;
   double tokens = static_cast<double>(batch.src_tokens + batch.tgt_tokens);

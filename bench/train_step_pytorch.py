@@ -5,8 +5,8 @@
       [--tgt-len 32] [--steps 3] [--threads 2] [--modes f32,bf16]
 
 The batch has no padding (random word ids, fixed seed). Modes: f32, and bf16 = torch.autocast('cpu',
-dtype=torch.bfloat16) around forward and loss (parameters, gradients and Adam state stay f32). One warm-up
-step, then --steps timed steps. Prints one JSON line per mode with the same fields as tfm's
+dtype=torch.bfloat16) around forward and loss (parameters, gradients and Adam state stay f32). Two warm-up
+steps, then --steps timed steps. Prints one JSON line per mode with the same fields as tfm's
 bench_train_step. With several modes each runs in its own process so that peak_rss_mb is that mode's.
 Run it through bench/train_step.sh for PyTorch's best settings (tcmalloc, OMP_WAIT_POLICY=PASSIVE).
 """
@@ -73,10 +73,13 @@ def run_mode(args, mode):
         optimizer.step()
         return loss.item()
 
-    step(1)  # warm-up: allocator pools, oneDNN primitive caches, Adam state
+    # Warm-up, as many steps as tfm's bench_train_step: allocator pools, oneDNN primitive caches,
+    # Adam state.
+    for i in range(WARMUP_BENCH_STEPS):
+        step(1 + i)
     start = time.perf_counter()
     for i in range(args.steps):
-        loss = step(2 + i)
+        loss = step(1 + WARMUP_BENCH_STEPS + i)
     seconds = (time.perf_counter() - start) / args.steps
     src_tokens = args.batch * args.src_len
     tgt_tokens = args.batch * args.tgt_len
@@ -90,6 +93,9 @@ def run_mode(args, mode):
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "loss": loss, "torch_version": torch.__version__,
     }
+
+
+WARMUP_BENCH_STEPS = 2
 
 
 def main():
