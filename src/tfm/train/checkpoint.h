@@ -1,0 +1,69 @@
+// Training checkpoints. A checkpoint is a directory `step-NNNNNNNNN` inside a run's checkpoint
+// folder:
+//   config.json, model.safetensors   a complete model directory (translate and average read it)
+//   optimizer.safetensors            Adam's moments "m.<param>" / "v.<param>", its step count
+//   state.json                       where training stands: step, epoch, batch within the epoch,
+//                                    seed, and the trainer's own fields
+// It is written into `step-N.partial-<pid>` and renamed when complete, so a run killed while
+// writing leaves a partial folder that is ignored, never a damaged checkpoint under a final name.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tfm/model/config.h"
+#include "tfm/nn/layers.h"
+#include "tfm/train/adam.h"
+
+namespace tfm {
+
+struct TrainingState {
+  int64_t step = 0;            // optimizer updates done
+  int64_t epoch = 0;           // epoch in progress (0-based)
+  int64_t batch_in_epoch = 0;  // batches of that epoch already consumed
+  uint64_t seed = 0;
+  nlohmann::json extra = nlohmann::json::object();  // trainer fields (elapsed time, best loss...)
+};
+
+struct Checkpoint {
+  std::filesystem::path dir;
+  ModelConfig config;
+  nn::NamedTensors parameters;
+  std::vector<Tensor> adam_m,
+      adam_v;  // in parameter order; empty when the optimizer file is absent
+  int64_t adam_steps = 0;
+  TrainingState state;
+};
+
+// Writes a checkpoint of the model and optimizer under `folder` and returns its directory. Files
+// that sit beside the model (the vocabulary) are copied from `extra_files`.
+std::filesystem::path save_checkpoint(const std::filesystem::path& folder,
+                                      const ModelConfig& config, const nn::NamedTensors& parameters,
+                                      const Adam& optimizer, const TrainingState& state,
+                                      const std::vector<std::filesystem::path>& extra_files = {});
+
+// Complete checkpoints under `folder`, oldest first (by step).
+std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& folder);
+
+// Loads and checks one checkpoint; errors name the file.
+Checkpoint load_checkpoint(const std::filesystem::path& dir, bool with_optimizer = true);
+
+// The newest checkpoint that loads; one that fails (a damaged file) is reported through `warn` and
+// the previous one is tried. nullopt when there is none.
+std::optional<Checkpoint> load_latest_checkpoint(
+    const std::filesystem::path& folder, const std::function<void(const std::string&)>& warn);
+
+// Deletes all but the newest `keep` checkpoints and any partial folder left by a killed run.
+void prune_checkpoints(const std::filesystem::path& folder, int keep);
+
+// Averages the parameters of model directories (checkpoints) of one configuration into `out` (a
+// model directory); the paper averages the last 5 (base) or 20 (big) checkpoints.
+void average_models(const std::vector<std::filesystem::path>& inputs,
+                    const std::filesystem::path& out);
+
+}  // namespace tfm
