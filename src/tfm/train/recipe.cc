@@ -1,0 +1,289 @@
+#include "tfm/train/recipe.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "tfm/core/error.h"
+
+namespace tfm {
+
+namespace {
+
+int64_t parse_int(const std::string& key, const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  TFM_CHECK(!text.empty() && *end == '\0' && errno == 0, "'{}' must be an integer, got '{}'", key,
+            text);
+  return v;
+}
+
+double parse_double(const std::string& key, const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(text.c_str(), &end);
+  TFM_CHECK(!text.empty() && *end == '\0' && errno == 0, "'{}' must be a number, got '{}'", key,
+            text);
+  return v;
+}
+
+bool parse_bool(const std::string& key, const std::string& text) {
+  if (text == "true" || text == "yes" || text == "on") return true;
+  if (text == "false" || text == "no" || text == "off") return false;
+  fail("'{}' must be true or false, got '{}'", key, text);
+}
+
+// Replaces ${VAR} with the environment variable's value.
+std::string expand_environment(const std::string& key, const std::string& text) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t start = text.find("${", i);
+    if (start == std::string::npos) {
+      out += text.substr(i);
+      break;
+    }
+    size_t end = text.find('}', start);
+    TFM_CHECK(end != std::string::npos, "'{}': unterminated ${{ in '{}'", key, text);
+    std::string name = text.substr(start + 2, end - start - 2);
+    const char* value = std::getenv(name.c_str());
+    TFM_CHECK(value != nullptr, "'{}' uses ${{{}}}, which is not set in the environment", key,
+              name);
+    out += text.substr(i, start - i) + value;
+    i = end + 1;
+  }
+  return out;
+}
+
+using Setter = std::function<void(TrainRecipe&, const std::string& key, const std::string& value)>;
+
+template <typename Member>
+Setter integer(Member member) {
+  return [member](TrainRecipe& r, const std::string& k, const std::string& v) {
+    r.*member = parse_int(k, v);
+  };
+}
+template <typename Member>
+Setter number(Member member) {
+  return [member](TrainRecipe& r, const std::string& k, const std::string& v) {
+    r.*member = parse_double(k, v);
+  };
+}
+template <typename Member>
+Setter boolean(Member member) {
+  return [member](TrainRecipe& r, const std::string& k, const std::string& v) {
+    r.*member = parse_bool(k, v);
+  };
+}
+template <typename Member>
+Setter text(Member member) {
+  return [member](TrainRecipe& r, const std::string& k, const std::string& v) {
+    r.*member = expand_environment(k, v);
+  };
+}
+
+const std::vector<std::pair<std::string, Setter>>& setters() {
+  static const std::vector<std::pair<std::string, Setter>> table = {
+      {"model.preset", text(&TrainRecipe::preset)},
+      {"data.train_source", text(&TrainRecipe::train_source)},
+      {"data.train_target", text(&TrainRecipe::train_target)},
+      {"data.valid_source", text(&TrainRecipe::valid_source)},
+      {"data.valid_target", text(&TrainRecipe::valid_target)},
+      {"data.vocab", text(&TrainRecipe::vocab)},
+      {"data.vocab_size", integer(&TrainRecipe::vocab_size)},
+      {"data.vocab_type", text(&TrainRecipe::vocab_type)},
+      {"data.max_length", integer(&TrainRecipe::max_length)},
+      {"data.max_tokens", integer(&TrainRecipe::max_tokens)},
+      {"data.accumulate", integer(&TrainRecipe::accumulate)},
+      {"data.shuffle_window", integer(&TrainRecipe::shuffle_window)},
+      {"data.skip_empty_lines", boolean(&TrainRecipe::skip_empty_lines)},
+      {"optimizer.lr_scale", number(&TrainRecipe::lr_scale)},
+      {"optimizer.warmup", integer(&TrainRecipe::warmup)},
+      {"optimizer.beta1", number(&TrainRecipe::beta1)},
+      {"optimizer.beta2", number(&TrainRecipe::beta2)},
+      {"optimizer.eps", number(&TrainRecipe::eps)},
+      {"optimizer.clip_norm", number(&TrainRecipe::clip_norm)},
+      {"training.max_steps", integer(&TrainRecipe::max_steps)},
+      {"training.max_epochs", integer(&TrainRecipe::max_epochs)},
+      {"training.max_minutes", number(&TrainRecipe::max_minutes)},
+      {"training.seed",
+       [](TrainRecipe& r, const std::string& k, const std::string& v) {
+         int64_t s = parse_int(k, v);
+         TFM_CHECK(s >= 0, "'{}' must be >= 0, got {}", k, s);
+         r.seed = static_cast<uint64_t>(s);
+       }},
+      {"training.threads",
+       [](TrainRecipe& r, const std::string& k, const std::string& v) {
+         r.threads = static_cast<int>(parse_int(k, v));
+       }},
+      {"training.log_every", integer(&TrainRecipe::log_every)},
+      {"training.run_dir", text(&TrainRecipe::run_dir)},
+      {"checkpoints.every_steps", integer(&TrainRecipe::checkpoint_every_steps)},
+      {"checkpoints.every_minutes", number(&TrainRecipe::checkpoint_every_minutes)},
+      {"checkpoints.keep", integer(&TrainRecipe::keep_checkpoints)},
+      {"validation.every_steps", integer(&TrainRecipe::validate_every_steps)},
+      {"validation.bleu", boolean(&TrainRecipe::validate_bleu)},
+      {"validation.max_sentences", integer(&TrainRecipe::valid_max_sentences)},
+  };
+  return table;
+}
+
+const std::vector<std::string> kModelKeys = {"layers",
+                                             "d_model",
+                                             "d_ff",
+                                             "heads",
+                                             "d_k",
+                                             "d_v",
+                                             "dropout",
+                                             "attention_dropout",
+                                             "label_smoothing",
+                                             "positional",
+                                             "max_positions",
+                                             "norm",
+                                             "attention_bias",
+                                             "layer_norm_eps"};
+
+// Edit distance, for "did you mean".
+size_t distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t next = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = row[j];
+      row[j] = next;
+    }
+  }
+  return row[b.size()];
+}
+
+void set_key(TrainRecipe& recipe, const std::string& key, const std::string& value) {
+  for (const auto& [name, setter] : setters()) {
+    if (name == key) return setter(recipe, key, value);
+  }
+  if (key.rfind("model.", 0) == 0) {
+    std::string field = key.substr(6);
+    for (const std::string& k : kModelKeys) {
+      if (k == field) {
+        recipe.model_overrides[field] = value;
+        return;
+      }
+    }
+  }
+  std::string best;
+  size_t best_distance = 4;
+  for (const std::string& k : recipe_keys()) {
+    size_t d = distance(k, key);
+    if (d < best_distance) best_distance = d, best = k;
+  }
+  if (!best.empty()) fail("unknown option '{}' (did you mean '{}'?)", key, best);
+  fail("unknown option '{}' (docs/TRAINING.md lists every option)", key);
+}
+
+}  // namespace
+
+std::vector<std::string> recipe_keys() {
+  std::vector<std::string> keys;
+  for (const auto& [name, setter] : setters()) keys.push_back(name);
+  for (const std::string& k : kModelKeys) keys.push_back("model." + k);
+  return keys;
+}
+
+ModelConfig TrainRecipe::model_config(int64_t vocab_size_) const {
+  nlohmann::json json = nlohmann::json::object();
+  for (const auto& [key, value] : model_overrides) {
+    // YAML scalars arrive as text: give each its JSON type.
+    if (value == "true" || value == "false") {
+      json[key] = value == "true";
+    } else if (char* end = nullptr; std::strtoll(value.c_str(), &end, 10), *end == '\0') {
+      json[key] = std::stoll(value);
+    } else if (std::strtod(value.c_str(), &end), *end == '\0') {
+      json[key] = std::stod(value);
+    } else {
+      json[key] = value;
+    }
+  }
+  ModelConfig base = tfm::preset(preset);
+  base.vocab_size = vocab_size_;
+  ModelConfig config = config_from_json(json, base);
+  tfm::validate(config);
+  return config;
+}
+
+void apply_override(TrainRecipe& recipe, const std::string& assignment) {
+  size_t eq = assignment.find('=');
+  TFM_CHECK(eq != std::string::npos && eq > 0, "--set expects section.key=value, got '{}'",
+            assignment);
+  set_key(recipe, assignment.substr(0, eq), assignment.substr(eq + 1));
+}
+
+TrainRecipe load_recipe(const std::filesystem::path& path) {
+  TFM_CHECK(std::filesystem::is_regular_file(path), "{}: no such recipe file", path.string());
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path.string());
+  } catch (const YAML::Exception& e) {
+    fail("{}:{}: invalid YAML: {}", path.string(), e.mark.line + 1, e.msg);
+  }
+  TrainRecipe recipe;
+  if (root.IsNull()) return recipe;
+  TFM_CHECK(root.IsMap(), "{}: a recipe is a map of sections", path.string());
+  for (const auto& section : root) {
+    const std::string name = section.first.as<std::string>();
+    const int line = section.first.Mark().line + 1;
+    TFM_CHECK(section.second.IsMap() || section.second.IsNull(),
+              "{}:{}: section '{}' must be a map of keys", path.string(), line, name);
+    for (const auto& entry : section.second) {
+      const std::string key = name + "." + entry.first.as<std::string>();
+      const int key_line = entry.first.Mark().line + 1;
+      TFM_CHECK(entry.second.IsScalar(), "{}:{}: '{}' must be a single value", path.string(),
+                key_line, key);
+      try {
+        set_key(recipe, key, entry.second.Scalar());
+      } catch (const Error& e) {
+        fail("{}:{}: {}", path.string(), key_line, e.what());
+      }
+    }
+  }
+  return recipe;
+}
+
+void validate(const TrainRecipe& r) {
+  TFM_CHECK(!r.train_source.empty() && !r.train_target.empty(),
+            "data.train_source and data.train_target are required");
+  TFM_CHECK(r.valid_source.empty() == r.valid_target.empty(),
+            "give both data.valid_source and data.valid_target, or neither");
+  TFM_CHECK(r.vocab_type == "bpe" || r.vocab_type == "unigram",
+            "data.vocab_type must be bpe or unigram, got '{}'", r.vocab_type);
+  TFM_CHECK(r.vocab_size >= 8, "data.vocab_size must be at least 8, got {}", r.vocab_size);
+  TFM_CHECK(r.max_length >= 2, "data.max_length must be at least 2, got {}", r.max_length);
+  TFM_CHECK(r.max_tokens >= 2 * r.max_length,
+            "data.max_tokens ({}) must hold one pair of max_length ({}) tokens on each side",
+            r.max_tokens, r.max_length);
+  TFM_CHECK(r.accumulate >= 1, "data.accumulate must be at least 1, got {}", r.accumulate);
+  TFM_CHECK(r.shuffle_window >= 1, "data.shuffle_window must be at least 1, got {}",
+            r.shuffle_window);
+  TFM_CHECK(r.lr_scale > 0, "optimizer.lr_scale must be positive, got {}", r.lr_scale);
+  TFM_CHECK(r.warmup >= 1, "optimizer.warmup must be at least 1, got {}", r.warmup);
+  TFM_CHECK(r.beta1 >= 0 && r.beta1 < 1 && r.beta2 >= 0 && r.beta2 < 1,
+            "optimizer.beta1 and beta2 must be in [0, 1)");
+  TFM_CHECK(r.eps > 0, "optimizer.eps must be positive, got {}", r.eps);
+  TFM_CHECK(r.clip_norm >= 0, "optimizer.clip_norm must be >= 0, got {}", r.clip_norm);
+  TFM_CHECK(r.max_steps >= 0 && r.max_epochs >= 0 && r.max_minutes >= 0,
+            "training limits must be >= 0");
+  TFM_CHECK(r.log_every >= 1, "training.log_every must be at least 1, got {}", r.log_every);
+  TFM_CHECK(r.keep_checkpoints >= 1, "checkpoints.keep must be at least 1, got {}",
+            r.keep_checkpoints);
+  TFM_CHECK(r.checkpoint_every_steps >= 0 && r.checkpoint_every_minutes >= 0,
+            "checkpoint intervals must be >= 0");
+  TFM_CHECK(!r.run_dir.empty(), "training.run_dir must not be empty");
+  r.model_config(r.vocab_size);  // the model section's keys and values
+}
+
+}  // namespace tfm

@@ -1,0 +1,76 @@
+// A training recipe: every option of `tfm train`, read from a YAML file whose sections are `model`,
+// `data`, `optimizer`, `training`, `checkpoints`, `validation`, then overridden by command-line
+// `--set section.key=value`. docs/TRAINING.md documents every key. Unknown keys, wrong types and
+// invalid values are one-line errors naming the file, the line and the key.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tfm/model/config.h"
+
+namespace tfm {
+
+struct TrainRecipe {
+  // model: a preset, then any ModelConfig key (vocab_size comes from the vocabulary).
+  std::string preset = "base";
+  std::map<std::string, std::string> model_overrides;  // key -> YAML scalar text
+
+  // data
+  std::string train_source, train_target;  // plain or .gz, one sentence a line, aligned
+  std::string valid_source, valid_target;  // optional
+  std::string vocab;                       // a SentencePiece .model; empty: learned into the run
+  int64_t vocab_size = 8000;
+  std::string vocab_type = "bpe";  // or "unigram"
+  int64_t max_length = 128;        // subword tokens; longer pairs are skipped and counted
+  int64_t max_tokens = 4096;       // batch budget: padded source + padded target tokens
+  int64_t accumulate = 1;          // batches per update (imitates larger batches)
+  int64_t shuffle_window = 100;    // batches' worth of pairs sorted by length together
+  bool skip_empty_lines = false;
+
+  // optimizer (section 5.3)
+  double lr_scale = 1.0;  // multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+  int64_t warmup = 4000;
+  double beta1 = 0.9, beta2 = 0.98, eps = 1e-9;
+  double clip_norm = 0.0;  // global gradient-norm clipping; 0: off
+
+  // training
+  int64_t max_steps = 0;     // 0: no limit
+  int64_t max_epochs = 0;    // 0: no limit
+  double max_minutes = 0.0;  // wall-clock training budget; 0: no limit
+  uint64_t seed = 1;
+  int threads = 0;  // 0: OMP_NUM_THREADS or all cores
+  int64_t log_every = 50;
+  std::string run_dir = "runs/default";  // checkpoints, metrics.jsonl, the vocabulary, the cache
+
+  // checkpoints
+  int64_t checkpoint_every_steps = 0;      // 0: only by time
+  double checkpoint_every_minutes = 10.0;  // the paper's interval; 0: only by steps
+  int64_t keep_checkpoints = 5;
+
+  // validation
+  int64_t validate_every_steps = 0;  // 0: at the end of every epoch
+  bool validate_bleu = true;         // greedy-decoded BLEU on the validation set
+  int64_t valid_max_sentences = 0;   // 0: all
+
+  // The model configuration: preset + overrides, with the given vocabulary size.
+  ModelConfig model_config(int64_t vocab_size) const;
+};
+
+// Reads a YAML recipe (missing keys keep their defaults). `${VAR}` in strings is replaced by the
+// environment variable VAR (an error if unset).
+TrainRecipe load_recipe(const std::filesystem::path& path);
+
+// Applies "section.key=value" (as given to --set); errors name the key.
+void apply_override(TrainRecipe& recipe, const std::string& assignment);
+
+// Every recognised "section.key", for documentation and error messages.
+std::vector<std::string> recipe_keys();
+
+// Checks values and combinations (paths given, positive budgets...).
+void validate(const TrainRecipe& recipe);
+
+}  // namespace tfm

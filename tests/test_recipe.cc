@@ -1,0 +1,83 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "temp_dir.h"
+#include "tfm/train/recipe.h"
+
+namespace tfm {
+namespace {
+
+using testing::expect_error;
+using testing::TempDir;
+
+std::filesystem::path write(const TempDir& tmp, const std::string& text) {
+  auto path = tmp / "recipe.yaml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(Recipe, ReadsSectionsModelOverridesAndEnvironment) {
+  TempDir tmp;
+  ::setenv("TFM_TEST_DATA", "/data/m30k", 1);
+  auto path = write(tmp,
+                    "model:\n  preset: base\n  layers: 3\n  d_model: 256\n  d_k: 32\n  d_v: 32\n"
+                    "  dropout: 0.3\n  positional: learned\n"
+                    "data:\n  train_source: ${TFM_TEST_DATA}/train.en.gz\n"
+                    "  train_target: ${TFM_TEST_DATA}/train.de.gz\n  max_tokens: 6000\n"
+                    "optimizer:\n  warmup: 800\n  lr_scale: 2\n"
+                    "training:\n  max_minutes: 60\n  seed: 7\n"
+                    "checkpoints:\n  keep: 3\n"
+                    "validation:\n  bleu: false\n");
+  TrainRecipe r = load_recipe(path);
+  EXPECT_EQ(r.train_source, "/data/m30k/train.en.gz");
+  EXPECT_EQ(r.max_tokens, 6000);
+  EXPECT_EQ(r.warmup, 800);
+  EXPECT_DOUBLE_EQ(r.lr_scale, 2.0);
+  EXPECT_DOUBLE_EQ(r.max_minutes, 60.0);
+  EXPECT_EQ(r.seed, 7u);
+  EXPECT_EQ(r.keep_checkpoints, 3);
+  EXPECT_FALSE(r.validate_bleu);
+  ModelConfig c = r.model_config(1000);
+  EXPECT_EQ(c.layers, 3);
+  EXPECT_EQ(c.d_model, 256);
+  EXPECT_EQ(c.d_ff, 2048);  // from the preset
+  EXPECT_DOUBLE_EQ(c.dropout, 0.3);
+  EXPECT_TRUE(c.learned_positions());
+  EXPECT_EQ(c.vocab_size, 1000);
+  validate(r);
+
+  apply_override(r, "training.max_steps=123");
+  apply_override(r, "model.heads=4");
+  EXPECT_EQ(r.max_steps, 123);
+  EXPECT_EQ(r.model_config(1000).heads, 4);
+}
+
+TEST(Recipe, TyposAndBadValuesAreOneLineErrorsWithFileAndLine) {
+  TempDir tmp;
+  expect_error(
+      [&] { load_recipe(write(tmp, "data:\n  max_tokns: 100\n")); },
+      {"recipe.yaml:2", "unknown option 'data.max_tokns'", "did you mean 'data.max_tokens'"});
+  expect_error([&] { load_recipe(write(tmp, "data:\n  max_tokens: lots\n")); },
+               {"recipe.yaml:2", "'data.max_tokens' must be an integer", "lots"});
+  expect_error([&] { load_recipe(write(tmp, "data: [1, 2\n")); }, {"recipe.yaml", "invalid YAML"});
+  expect_error([&] { load_recipe(write(tmp, "validation:\n  bleu: maybe\n")); },
+               {"recipe.yaml:2", "true or false"});
+  expect_error(
+      [&] { load_recipe(write(tmp, "data:\n  vocab: ${TFM_UNSET_VARIABLE_X}/v.model\n")); },
+      {"recipe.yaml:2", "TFM_UNSET_VARIABLE_X", "not set"});
+  expect_error([&] { load_recipe(tmp / "missing.yaml"); }, {"missing.yaml", "no such recipe"});
+  TrainRecipe r;
+  expect_error([&] { apply_override(r, "training.max_stepz=5"); },
+               {"training.max_stepz", "did you mean 'training.max_steps'"});
+  expect_error([&] { apply_override(r, "no_equals_sign"); }, {"section.key=value"});
+  expect_error([&] { validate(r); }, {"data.train_source"});
+  apply_override(r, "data.train_source=a.en");
+  apply_override(r, "data.train_target=a.de");
+  apply_override(r, "model.dropout=1.5");
+  expect_error([&] { validate(r); }, {"dropout"});
+}
+
+}  // namespace
+}  // namespace tfm
