@@ -1,0 +1,127 @@
+// Training updates: gradient accumulation and exact resumption from a checkpoint.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "temp_dir.h"
+#include "tfm/train/session.h"
+
+namespace tfm {
+namespace {
+
+ModelConfig session_config(double dropout) {
+  ModelConfig c;
+  c.layers = 2;
+  c.d_model = 16;
+  c.d_ff = 32;
+  c.heads = 2;
+  c.d_k = 8;
+  c.d_v = 8;
+  c.vocab_size = 30;
+  c.max_positions = 32;
+  c.dropout = dropout;
+  return c;
+}
+
+// A batch of random sentence pairs with lengths in [2, 7], right-padded.
+nn::Batch random_batch(std::mt19937& rng, int rows) {
+  std::uniform_int_distribution<int32_t> token(4, 29), length(2, 7);
+  std::vector<std::vector<int32_t>> src(rows), tgt(rows);
+  size_t S = 0, T = 0;
+  for (int b = 0; b < rows; ++b) {
+    for (int i = length(rng); i > 0; --i) src[b].push_back(token(rng));
+    for (int i = length(rng); i > 0; --i) tgt[b].push_back(token(rng));
+    S = std::max(S, src[b].size());
+    T = std::max(T, tgt[b].size() + 1);
+  }
+  std::vector<int32_t> s, ti, to;
+  for (int b = 0; b < rows; ++b) {
+    for (size_t t = 0; t < S; ++t) s.push_back(t < src[b].size() ? src[b][t] : 0);
+    for (size_t t = 0; t < T; ++t) {
+      ti.push_back(t == 0 ? 2 : (t - 1 < tgt[b].size() ? tgt[b][t - 1] : 0));
+      to.push_back(t < tgt[b].size() ? tgt[b][t] : (t == tgt[b].size() ? 3 : 0));
+    }
+  }
+  auto R = static_cast<int64_t>(rows);
+  return nn::Batch::from_ids(Tensor::from_ints({R, static_cast<int64_t>(S)}, s),
+                             Tensor::from_ints({R, static_cast<int64_t>(T)}, ti),
+                             Tensor::from_ints({R, static_cast<int64_t>(T)}, to), 0);
+}
+
+// The rows [begin, end) of a batch as a batch of its own (its padding width kept).
+nn::Batch rows_of(const nn::Batch& b, int64_t begin, int64_t end) {
+  return nn::Batch::from_ids(b.src.slice_rows(begin, end).clone(),
+                             b.tgt_in.slice_rows(begin, end).clone(),
+                             b.tgt_out.slice_rows(begin, end).clone(), 0);
+}
+
+SessionOptions options() {
+  SessionOptions o;
+  o.schedule = NoamSchedule{16, 4, 1.0};
+  o.seed = 9;
+  return o;
+}
+
+TEST(TrainingSession, TwoHalfBatchesGiveTheUpdateOfTheWholeBatch) {
+  std::mt19937 rng(1);
+  nn::Batch whole = random_batch(rng, 6);
+  TrainingSession one(session_config(0.0), options()), two(session_config(0.0), options());
+  UpdateResult a = one.update({whole});
+  UpdateResult b = two.update({rows_of(whole, 0, 3), rows_of(whole, 3, 6)});
+  EXPECT_EQ(a.target_tokens, b.target_tokens);
+  EXPECT_NEAR(a.loss, b.loss, 1e-6 * a.loss);
+  EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-5 * a.grad_norm);
+  auto pa = one.model().named_parameters(), pb = two.model().named_parameters();
+  double max_diff = 0, max_change = 0;
+  TrainingSession fresh(session_config(0.0), options());
+  auto p0 = fresh.model().named_parameters();
+  for (size_t i = 0; i < pa.size(); ++i) {
+    auto x = pa[i].second.to_floats(), y = pb[i].second.to_floats(), z = p0[i].second.to_floats();
+    for (size_t j = 0; j < x.size(); ++j) {
+      max_diff = std::max(max_diff, static_cast<double>(std::fabs(x[j] - y[j])));
+      max_change = std::max(max_change, static_cast<double>(std::fabs(x[j] - z[j])));
+    }
+  }
+  EXPECT_GT(max_change, 1e-3);             // the update moved the weights...
+  EXPECT_LT(max_diff, 1e-5 * max_change);  // ...the same way both times
+}
+
+TEST(TrainingSession, ResumeFromACheckpointReproducesTheLossesExactly) {
+  std::mt19937 rng(2);
+  std::vector<nn::Batch> data;
+  for (int i = 0; i < 6; ++i) data.push_back(random_batch(rng, 4));
+  ModelConfig config = session_config(0.2);  // dropout on: its seeds must continue too
+
+  std::vector<double> uninterrupted;
+  TrainingSession full(config, options());
+  for (int i = 0; i < 6; ++i) uninterrupted.push_back(full.update({data[i]}).loss);
+
+  testing::TempDir tmp;
+  TrainingSession first(config, options());
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(first.update({data[i]}).loss, uninterrupted[i]);
+  save_checkpoint(tmp / "ckpt", config, first.model().named_parameters(), first.optimizer(),
+                  {first.step(), 0, 3, 9, {}});
+
+  TrainingSession resumed(config, options());
+  resumed.restore(load_checkpoint(list_checkpoints(tmp / "ckpt").back()));
+  EXPECT_EQ(resumed.step(), 3);
+  for (int i = 3; i < 6; ++i) EXPECT_EQ(resumed.update({data[i]}).loss, uninterrupted[i]) << i;
+}
+
+TEST(TrainingSession, EvaluationIsTheMeanLossPerTargetToken) {
+  std::mt19937 rng(3);
+  nn::Batch a = random_batch(rng, 3), b = random_batch(rng, 5);
+  TrainingSession s(session_config(0.1), options());
+  EvalResult both = s.evaluate({a, b});
+  EvalResult ea = s.evaluate({a}), eb = s.evaluate({b});
+  EXPECT_EQ(both.target_tokens, a.tgt_tokens + b.tgt_tokens);
+  double expected = (ea.loss * static_cast<double>(ea.target_tokens) +
+                     eb.loss * static_cast<double>(eb.target_tokens)) /
+                    static_cast<double>(both.target_tokens);
+  EXPECT_NEAR(both.loss, expected, 1e-6 * expected);
+  EXPECT_GT(both.perplexity(), 10.0);        // an untrained model over 30 tokens
+  EXPECT_EQ(s.evaluate({a}).loss, ea.loss);  // no dropout in evaluation
+}
+
+}  // namespace
+}  // namespace tfm
