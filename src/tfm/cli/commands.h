@@ -9,5 +9,7 @@ namespace tfm::cli {
 void register_commands(CLI::App& app);
 
 void register_info(CLI::App& app);
+void register_vocab(CLI::App& app);
+void register_corpus(CLI::App& app);
 
 }  // namespace tfm::cli
