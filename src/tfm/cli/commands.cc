@@ -4,6 +4,8 @@ namespace tfm::cli {
 
 void register_commands(CLI::App& app) {
   register_info(app);
+  register_vocab(app);
+  register_corpus(app);
   register_average(app);
 }
 

@@ -9,6 +9,8 @@ namespace tfm::cli {
 void register_commands(CLI::App& app);
 
 void register_info(CLI::App& app);
+void register_vocab(CLI::App& app);
+void register_corpus(CLI::App& app);
 void register_average(CLI::App& app);
 
 }  // namespace tfm::cli

@@ -1,0 +1,98 @@
+// Token-budget batching (the paper's section 5.1: "sentence pairs were batched together by
+// approximate sequence length"). A batch's cost is its padded size: B * (S + T), S the longest
+// source and T the longest target + 1 (tgt_in = bos y, tgt_out = y eos) in the batch.
+//
+// One epoch's plan, from (seed, epoch) only:
+//   1. shuffle the pair indices;
+//   2. cut them into windows of about window_batches batches' worth of pairs;
+//   3. sort each window by the longer side, max(S, T + 1), then by source and target length (ties
+//      keep the shuffled order);
+//   4. cut each sorted window greedily into batches whose padded size fits max_tokens (and at most
+//      max_pairs pairs);
+//   5. shuffle the order of all the epoch's batches.
+// So batches hold pairs of similar length, yet which pairs meet and in what order changes every
+// epoch; the same (corpus, options, seed, epoch) always gives the same plan. Shuffling uses
+// std::mt19937_64 (fully specified by the standard) with our own Fisher-Yates, so plans are the
+// same with every standard library.
+//
+// A pair that alone exceeds max_tokens can never be batched: it is skipped (every epoch) and
+// counted in skipped_pairs(), not an error, so one odd pair cannot stop a training run; callers
+// report the count.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tfm/data/corpus.h"
+#include "tfm/nn/batch.h"
+
+namespace tfm::data {
+
+struct BatcherOptions {
+  // Budget of padded source + padded target tokens per batch. The paper's batches held about
+  // 25000 source and 25000 target tokens.
+  int64_t max_tokens = 50000;
+  int64_t max_pairs = 0;  // at most this many pairs per batch; 0: no limit
+  // Pairs sorted together, in batches' worth (estimated from the corpus's mean pair size); larger
+  // windows pad less, smaller ones mix lengths more. 0: sort the whole corpus at once.
+  int64_t window_batches = 100;
+  // false: no shuffling at all (evaluation): the whole corpus sorted by length, batches in
+  // that order, the same every epoch.
+  bool shuffle = true;
+};
+
+struct BatchPlan {
+  std::vector<int64_t> pairs;  // corpus indices, in batch row order
+  int64_t source_width = 0;    // S: the longest source
+  int64_t target_width = 0;    // T: the longest target + 1
+  int64_t padded_tokens() const {
+    return static_cast<int64_t>(pairs.size()) * (source_width + target_width);
+  }
+};
+
+class Batcher {
+ public:
+  // Where the batcher stands: the next batch next() returns is batch `batch` of epoch `epoch`
+  // (both from 0). Saved in checkpoints; restore() continues exactly there.
+  struct State {
+    int64_t epoch = 0;
+    int64_t batch = 0;
+    bool operator==(const State&) const = default;
+  };
+
+  // `corpus` must outlive the batcher. Throws when no pair fits the budget.
+  Batcher(const Corpus& corpus, const BatcherOptions& options, uint64_t seed);
+
+  // The batches of an epoch, in order.
+  std::vector<BatchPlan> epoch_plan(int64_t epoch) const;
+  // The model's batch of a plan: src = x (no bos/eos), tgt_in = bos y, tgt_out = y eos, each row
+  // right-padded with pad.
+  nn::Batch make_batch(const BatchPlan& plan) const;
+
+  // The batch at state(), then advances; after an epoch's last batch comes the next epoch's first.
+  nn::Batch next();
+  State state() const { return state_; }
+  // Continues from a saved state (batch may equal the epoch's batch count: the epoch is done).
+  void restore(const State& state);
+  // Batches in the current epoch.
+  int64_t batches_in_epoch() const { return static_cast<int64_t>(plan_.size()); }
+
+  int64_t skipped_pairs() const { return static_cast<int64_t>(skipped_); }
+  int64_t pairs_per_epoch() const { return static_cast<int64_t>(usable_.size()); }
+  const BatcherOptions& options() const { return options_; }
+  // A hash of the seed, the options and every pair's lengths: what the plans depend on. Saved
+  // beside State, it tells a resumed run whether the state still means the same batches.
+  uint64_t fingerprint() const;
+
+ private:
+  const Corpus& corpus_;
+  BatcherOptions options_;
+  uint64_t seed_;
+  std::vector<int64_t> usable_;  // pairs that fit the budget alone, in corpus order
+  size_t skipped_ = 0;
+  size_t window_pairs_ = 0;
+  State state_;
+  std::vector<BatchPlan> plan_;  // of state_.epoch
+};
+
+}  // namespace tfm::data

@@ -1,0 +1,62 @@
+// Line-by-line reading of text corpora, plain or gzip-compressed (zlib reads both transparently),
+// with the checks every corpus reader needs: a bound on the line length and UTF-8 validation.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+struct gzFile_s;
+
+namespace tfm::data {
+
+inline constexpr int64_t kDefaultMaxLineBytes = 64 * 1024;
+
+class LineReader {
+ public:
+  // Throws when the file does not exist or cannot be opened. max_line_bytes <= 0: no limit.
+  explicit LineReader(std::filesystem::path path, int64_t max_line_bytes = kDefaultMaxLineBytes);
+  ~LineReader();
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+
+  // The next line without its "\n" (and without a "\r" before it); false at the end of the file.
+  // A last line without a newline still counts. Throws, naming file and line, on a line longer
+  // than the limit or a corrupt gzip stream.
+  bool next(std::string& line);
+  // Reads to the end without any check and returns the number of lines in the whole file.
+  int64_t count_to_end();
+  // 1-based number of the line next() returned last.
+  int64_t line_number() const { return line_number_; }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  bool fill();  // false at the end of the file
+
+  std::filesystem::path path_;
+  int64_t max_line_bytes_;
+  gzFile_s* file_ = nullptr;
+  std::vector<char> buffer_;
+  size_t begin_ = 0;
+  size_t end_ = 0;
+  bool at_end_ = false;
+  int64_t line_number_ = 0;
+};
+
+// Byte offset of the first byte that is not part of a well-formed UTF-8 sequence (overlong forms,
+// surrogates and code points above U+10FFFF are malformed), or nullopt when `text` is valid.
+std::optional<size_t> find_invalid_utf8(std::string_view text);
+
+// True when the line holds nothing but ASCII white space.
+bool is_blank(std::string_view line);
+
+// 64-bit FNV-1a: a cheap content hash for cache keys (not a cryptographic hash).
+uint64_t fnv1a64(std::string_view bytes, uint64_t hash = 0xcbf29ce484222325ULL);
+
+// The whole file's bytes; throws naming the file when it cannot be read.
+std::string read_file_bytes(const std::filesystem::path& path);
+
+}  // namespace tfm::data

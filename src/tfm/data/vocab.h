@@ -1,0 +1,83 @@
+// The subword vocabulary: a SentencePiece model shared by source and target, with the special ids
+// the model expects (pad 0 "<pad>", unk 1 "<unk>", bos 2 "<s>", eos 3 "</s>").
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace tfm::data {
+
+inline constexpr int32_t kPadId = 0;
+inline constexpr int32_t kUnkId = 1;
+inline constexpr int32_t kBosId = 2;
+inline constexpr int32_t kEosId = 3;
+inline constexpr std::string_view kPadPiece = "<pad>";
+inline constexpr std::string_view kUnkPiece = "<unk>";
+inline constexpr std::string_view kBosPiece = "<s>";
+inline constexpr std::string_view kEosPiece = "</s>";
+
+struct VocabTrainOptions {
+  std::vector<std::filesystem::path> inputs;  // plain or gzipped text, one sentence a line
+  std::filesystem::path output_prefix;        // writes <prefix>.model and <prefix>.vocab
+  std::string model_type = "bpe";             // "bpe" (the paper's) or "unigram"
+  int64_t vocab_size = 37000;                 // the paper's shared English-German vocabulary
+  double character_coverage = 1.0;
+  // Sentences sampled (uniformly, with `seed`) from the inputs for training; 0: all of them.
+  int64_t input_sentence_size = 0;
+  uint32_t seed = 1;
+  int num_threads = 0;   // 0: the number of cores
+  bool verbose = false;  // SentencePiece's own log on stderr
+};
+
+struct VocabTrainReport {
+  int64_t sentences = 0;  // lines read from the inputs (SentencePiece skips empty ones)
+  int64_t vocab_size = 0;
+  double seconds = 0;
+  std::filesystem::path model_path;
+  std::filesystem::path vocab_path;
+};
+
+// Trains a SentencePiece model on the inputs and writes <prefix>.model and <prefix>.vocab
+// atomically. `progress` (optional) receives a few one-line messages. Throws tfm::Error on bad
+// options, unreadable input and SentencePiece's own failures (e.g. a vocabulary larger than the
+// text allows).
+VocabTrainReport train_vocabulary(const VocabTrainOptions& options,
+                                  const std::function<void(const std::string&)>& progress = {});
+
+class Vocabulary {
+ public:
+  // Loads a .model file; throws when it cannot be read or its special ids differ from the above.
+  explicit Vocabulary(const std::filesystem::path& model_path);
+  ~Vocabulary();
+  Vocabulary(Vocabulary&&) noexcept;
+  Vocabulary& operator=(Vocabulary&&) noexcept;
+
+  // Subword ids of a sentence, without bos/eos.
+  std::vector<int32_t> encode(std::string_view text) const;
+  // The sentence of a sequence of ids; pad, bos and eos are dropped, unk reads " ⁇ ".
+  std::string decode(const std::vector<int32_t>& ids) const;
+  std::vector<std::string> pieces(std::string_view text) const;
+  std::string piece(int32_t id) const;
+
+  int64_t size() const;
+  // FNV-1a hash of the .model file's bytes, as 16 hex digits: identifies the vocabulary in cache
+  // keys.
+  const std::string& hash() const { return hash_; }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  std::string hash_;
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
+};
+
+}  // namespace tfm::data
