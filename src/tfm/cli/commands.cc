@@ -7,6 +7,7 @@ void register_commands(CLI::App& app) {
   register_vocab(app);
   register_corpus(app);
   register_average(app);
+  register_train(app);
 }
 
 }  // namespace tfm::cli

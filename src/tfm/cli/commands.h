@@ -12,5 +12,6 @@ void register_info(CLI::App& app);
 void register_vocab(CLI::App& app);
 void register_corpus(CLI::App& app);
 void register_average(CLI::App& app);
+void register_train(CLI::App& app);
 
 }  // namespace tfm::cli

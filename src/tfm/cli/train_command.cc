@@ -1,0 +1,54 @@
+// tfm train: trains a model from a YAML recipe (docs/TRAINING.md); flags override the recipe.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tfm/cli/commands.h"
+#include "tfm/core/error.h"
+#include "tfm/train/train_loop.h"
+
+namespace tfm::cli {
+
+namespace {
+
+struct TrainOptions {
+  std::string config;
+  std::vector<std::string> overrides;
+  bool resume = false;
+  std::string run_dir;
+  int64_t max_steps = -1;
+  double max_minutes = -1;
+  int threads = -1;
+};
+
+void run_train(const TrainOptions& options) {
+  TrainRecipe recipe = options.config.empty() ? TrainRecipe{} : load_recipe(options.config);
+  for (const std::string& assignment : options.overrides) apply_override(recipe, assignment);
+  if (!options.run_dir.empty()) recipe.run_dir = options.run_dir;
+  if (options.max_steps >= 0) recipe.max_steps = options.max_steps;
+  if (options.max_minutes >= 0) recipe.max_minutes = options.max_minutes;
+  if (options.threads >= 0) recipe.threads = options.threads;
+  TrainRunOptions run;
+  run.resume = options.resume;
+  TrainSummary summary = run_training(recipe, run);
+  if (summary.interrupted) throw tfm::Error("training interrupted; continue it with --resume");
+}
+
+}  // namespace
+
+void register_train(CLI::App& app) {
+  auto options = std::make_shared<TrainOptions>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a model from a YAML recipe");
+  cmd->add_option("-c,--config", options->config, "the recipe (YAML)")->check(CLI::ExistingFile);
+  cmd->add_option("--set", options->overrides,
+                  "override a recipe option: section.key=value (repeatable)");
+  cmd->add_flag("--resume", options->resume,
+                "continue from the newest checkpoint in the run directory");
+  cmd->add_option("-o,--run-dir", options->run_dir, "run directory (training.run_dir)");
+  cmd->add_option("--max-steps", options->max_steps, "stop after this many updates");
+  cmd->add_option("--max-minutes", options->max_minutes, "stop after this many minutes");
+  cmd->add_option("--threads", options->threads, "threads (0: all cores)");
+  cmd->callback([options] { run_train(*options); });
+}
+
+}  // namespace tfm::cli

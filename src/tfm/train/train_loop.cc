@@ -1,0 +1,311 @@
+#include "tfm/train/train_loop.h"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "tfm/core/threading.h"
+#include "tfm/data/batcher.h"
+#include "tfm/data/corpus.h"
+#include "tfm/data/text_reader.h"
+#include "tfm/data/vocab.h"
+#include "tfm/model/model_dir.h"
+#include "tfm/model/parameters.h"
+#include "tfm/train/session.h"
+
+namespace fs = std::filesystem;
+
+namespace tfm {
+
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+
+extern "C" void request_stop(int signal) { g_stop_signal = signal; }
+
+// Installs SIGINT/SIGTERM handlers for the run's lifetime: the loop finishes its update, saves a
+// checkpoint and returns.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    previous_int_ = std::signal(SIGINT, request_stop);
+    previous_term_ = std::signal(SIGTERM, request_stop);
+  }
+  ~StopSignals() {
+    std::signal(SIGINT, previous_int_);
+    std::signal(SIGTERM, previous_term_);
+  }
+
+ private:
+  void (*previous_int_)(int);
+  void (*previous_term_)(int);
+};
+
+std::string clock_text(double seconds) {
+  auto s = static_cast<int64_t>(seconds);
+  return fmt::format("{}:{:02d}:{:02d}", s / 3600, (s / 60) % 60, s % 60);
+}
+
+void say(const std::string& line) {
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+std::vector<std::string> read_lines(const fs::path& path) {
+  data::LineReader reader(path);
+  std::vector<std::string> lines;
+  std::string line;
+  while (reader.next(line)) lines.push_back(line);
+  return lines;
+}
+
+data::Vocabulary prepare_vocabulary(const TrainRecipe& recipe, const fs::path& run_dir) {
+  fs::path path = recipe.vocab.empty() ? run_dir / kVocabFileName : fs::path(recipe.vocab);
+  if (!recipe.vocab.empty()) {
+    TFM_CHECK(fs::exists(path), "{}: no such vocabulary (data.vocab)", path.string());
+  } else if (!fs::exists(path)) {
+    data::VocabTrainOptions options;
+    options.inputs = {recipe.train_source, recipe.train_target};
+    options.output_prefix = run_dir / "vocab";
+    options.model_type = recipe.vocab_type;
+    options.vocab_size = recipe.vocab_size;
+    options.seed = static_cast<uint32_t>(recipe.seed);
+    say(fmt::format("learning a {} vocabulary of {} from {} and {}", recipe.vocab_type,
+                    recipe.vocab_size, recipe.train_source, recipe.train_target));
+    data::train_vocabulary(options, say);
+  }
+  return data::Vocabulary(path);
+}
+
+// Appends one JSON object per line to metrics.jsonl.
+class MetricsLog {
+ public:
+  explicit MetricsLog(const fs::path& path) : out_(path, std::ios::app) {
+    TFM_CHECK(out_.good(), "{}: cannot open for writing", path.string());
+  }
+  void write(const nlohmann::json& record) {
+    out_ << record.dump() << "\n";
+    out_.flush();
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+}  // namespace
+
+TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_options) {
+  validate(recipe);
+  set_num_threads(recipe.threads);
+  const fs::path run_dir = recipe.run_dir;
+  const fs::path checkpoint_dir = run_dir / "checkpoints";
+  fs::create_directories(run_dir);
+  if (!run_options.resume && !list_checkpoints(checkpoint_dir).empty())
+    fail("{} already holds checkpoints: continue it with --resume, or choose another run_dir",
+         run_dir.string());
+
+  data::Vocabulary vocab = prepare_vocabulary(recipe, run_dir);
+  data::CorpusOptions corpus_options;
+  corpus_options.max_length = recipe.max_length;
+  corpus_options.skip_empty_lines = recipe.skip_empty_lines;
+  corpus_options.cache_dir = run_dir / "cache";
+  data::Corpus train =
+      data::Corpus::load(recipe.train_source, recipe.train_target, vocab, corpus_options);
+  say("train: " + train.stats().summary());
+  data::Corpus valid;
+  std::vector<std::string> valid_sources, valid_references;
+  const bool has_valid = !recipe.valid_source.empty();
+  if (has_valid) {
+    data::CorpusOptions valid_options = corpus_options;
+    valid_options.max_length = 0;  // score every sentence
+    valid = data::Corpus::load(recipe.valid_source, recipe.valid_target, vocab, valid_options);
+    say("valid: " + valid.stats().summary());
+    valid_sources = read_lines(recipe.valid_source);
+    valid_references = read_lines(recipe.valid_target);
+    if (recipe.valid_max_sentences > 0 &&
+        static_cast<int64_t>(valid_sources.size()) > recipe.valid_max_sentences) {
+      valid_sources.resize(static_cast<size_t>(recipe.valid_max_sentences));
+      valid_references.resize(static_cast<size_t>(recipe.valid_max_sentences));
+    }
+  }
+
+  ModelConfig config = recipe.model_config(vocab.size());
+  SessionOptions session_options;
+  session_options.schedule = NoamSchedule{config.d_model, recipe.warmup, recipe.lr_scale};
+  session_options.adam = AdamOptions{recipe.beta1, recipe.beta2, recipe.eps};
+  session_options.clip_norm = recipe.clip_norm;
+  session_options.seed = recipe.seed;
+  TrainingSession session(config, session_options);
+
+  data::BatcherOptions batch_options;
+  batch_options.max_tokens = recipe.max_tokens;
+  batch_options.window_batches = recipe.shuffle_window;
+  data::Batcher batcher(train, batch_options, recipe.seed);
+  if (batcher.skipped_pairs() > 0)
+    say(fmt::format("{} pairs exceed the batch budget alone and are skipped",
+                    batcher.skipped_pairs()));
+
+  double elapsed_before = 0;
+  TrainSummary summary;
+  if (run_options.resume) {
+    auto checkpoint = load_latest_checkpoint(checkpoint_dir, say);
+    if (checkpoint) {
+      session.restore(*checkpoint);
+      const TrainingState& s = checkpoint->state;
+      uint64_t fingerprint = s.extra.value("batcher_fingerprint", uint64_t{0});
+      TFM_CHECK(fingerprint == batcher.fingerprint(),
+                "{}: the corpus, batching options or seed changed since this checkpoint; resume "
+                "needs the same data and recipe",
+                checkpoint->dir.string());
+      batcher.restore({s.epoch, s.batch_in_epoch});
+      elapsed_before = s.extra.value("elapsed_s", 0.0);
+      say(fmt::format("resuming from {} (step {}, epoch {}, batch {})", checkpoint->dir.string(),
+                      s.step, s.epoch + 1, s.batch_in_epoch));
+    } else {
+      say("no checkpoint to resume from: starting a new run");
+    }
+  }
+  say(fmt::format("model: {} layers, d_model {}, {:.2f} M parameters; batches of {} tokens x {}",
+                  config.layers, config.d_model,
+                  static_cast<double>(parameter_count(config)) / 1e6, recipe.max_tokens,
+                  recipe.accumulate));
+
+  MetricsLog metrics(run_dir / "metrics.jsonl");
+  StopSignals signals;
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  auto elapsed = [&] {
+    return elapsed_before + std::chrono::duration<double>(clock::now() - start).count();
+  };
+  double last_checkpoint_time = elapsed();
+  int64_t last_checkpoint_step = session.step();
+
+  auto save = [&]() {
+    TrainingState state;
+    state.step = session.step();
+    state.epoch = batcher.state().epoch;
+    state.batch_in_epoch = batcher.state().batch;
+    state.seed = recipe.seed;
+    state.extra = {{"elapsed_s", elapsed()}, {"batcher_fingerprint", batcher.fingerprint()}};
+    fs::path dir = save_checkpoint(checkpoint_dir, config, session.model().named_parameters(),
+                                   session.optimizer(), state, {vocab.path()});
+    prune_checkpoints(checkpoint_dir, static_cast<int>(recipe.keep_checkpoints));
+    last_checkpoint_time = elapsed();
+    last_checkpoint_step = session.step();
+    summary.last_checkpoint = dir.string();
+  };
+
+  int64_t last_validation_step = -1;
+  auto run_validation = [&]() {
+    if (!has_valid) return;
+    last_validation_step = session.step();
+    std::vector<nn::Batch> batches;
+    data::BatcherOptions eval_options;
+    eval_options.max_tokens = std::max<int64_t>(recipe.max_tokens, 1);
+    eval_options.shuffle = false;
+    data::Batcher eval_batcher(valid, eval_options, 0);
+    for (const auto& plan : eval_batcher.epoch_plan(0)) batches.push_back(eval_batcher.make_batch(plan));
+    EvalResult result = session.evaluate(batches);
+    summary.last_valid_loss = result.loss;
+    nlohmann::json record = {{"type", "valid"},          {"step", session.step()},
+                             {"epoch", batcher.state().epoch + 1}, {"loss", result.loss},
+                             {"nll", result.nll},        {"perplexity", result.perplexity()},
+                             {"elapsed_s", elapsed()}};
+    std::string line = fmt::format("valid | step {} | loss {:.4f} | ppl {:.2f}", session.step(),
+                                   result.loss, result.perplexity());
+    if (recipe.validate_bleu && run_options.bleu) {
+      double bleu = run_options.bleu(session.model(), vocab, valid_sources, valid_references);
+      summary.last_valid_bleu = bleu;
+      record["bleu"] = bleu;
+      line += fmt::format(" | BLEU {:.2f} (greedy)", bleu);
+    }
+    metrics.write(record);
+    say(line);
+  };
+
+  // Progress accumulated between two log lines.
+  double log_loss = 0, log_nll = 0;
+  int64_t log_target = 0, log_tokens = 0, log_updates = 0;
+  auto log_start = clock::now();
+
+  auto limits_reached = [&] {
+    if (recipe.max_steps > 0 && session.step() >= recipe.max_steps) return true;
+    if (recipe.max_epochs > 0 && batcher.state().epoch >= recipe.max_epochs) return true;
+    if (recipe.max_minutes > 0 && elapsed() >= recipe.max_minutes * 60) return true;
+    return false;
+  };
+
+  while (!limits_reached() && g_stop_signal == 0) {
+    const int64_t epoch_before = batcher.state().epoch;
+    std::vector<nn::Batch> batches;
+    for (int64_t i = 0; i < recipe.accumulate; ++i) batches.push_back(batcher.next());
+    UpdateResult update = session.update(batches);
+    log_loss += update.loss * static_cast<double>(update.target_tokens);
+    log_nll += update.nll * static_cast<double>(update.target_tokens);
+    log_target += update.target_tokens;
+    log_tokens += update.target_tokens + update.source_tokens;
+    ++log_updates;
+
+    if (session.step() % recipe.log_every == 0) {
+      double seconds = std::chrono::duration<double>(clock::now() - log_start).count();
+      double loss = log_loss / static_cast<double>(log_target);
+      double ppl = std::exp(log_nll / static_cast<double>(log_target));
+      double per_step = seconds / static_cast<double>(log_updates);
+      double remaining = -1;
+      if (recipe.max_steps > 0)
+        remaining = per_step * static_cast<double>(recipe.max_steps - session.step());
+      if (recipe.max_minutes > 0) {
+        double by_time = recipe.max_minutes * 60 - elapsed();
+        remaining = remaining < 0 ? by_time : std::min(remaining, by_time);
+      }
+      double epoch_fraction = static_cast<double>(batcher.state().batch) /
+                              static_cast<double>(std::max<int64_t>(batcher.batches_in_epoch(), 1));
+      say(fmt::format(
+          "step {} | epoch {} ({:.0f}%) | loss {:.4f} | ppl {:.2f} | lr {:.3g} | {:.0f} tok/s | "
+          "{} elapsed{}",
+          session.step(), batcher.state().epoch + 1, 100 * epoch_fraction, loss, ppl,
+          update.learning_rate, static_cast<double>(log_tokens) / seconds, clock_text(elapsed()),
+          remaining >= 0 ? " | " + clock_text(remaining) + " left" : ""));
+      metrics.write({{"type", "train"},
+                     {"step", session.step()},
+                     {"epoch", batcher.state().epoch + 1},
+                     {"loss", loss},
+                     {"perplexity", ppl},
+                     {"lr", update.learning_rate},
+                     {"grad_norm", update.grad_norm},
+                     {"tokens_per_second", static_cast<double>(log_tokens) / seconds},
+                     {"elapsed_s", elapsed()}});
+      log_loss = log_nll = 0;
+      log_target = log_tokens = log_updates = 0;
+      log_start = clock::now();
+    }
+
+    const bool epoch_ended = batcher.state().epoch != epoch_before;
+    if (epoch_ended) summary.epochs_completed = batcher.state().epoch;
+    if ((recipe.validate_every_steps > 0 && session.step() % recipe.validate_every_steps == 0) ||
+        (recipe.validate_every_steps == 0 && epoch_ended))
+      run_validation();
+    const bool by_steps = recipe.checkpoint_every_steps > 0 &&
+                          session.step() - last_checkpoint_step >= recipe.checkpoint_every_steps;
+    const bool by_time = recipe.checkpoint_every_minutes > 0 &&
+                         elapsed() - last_checkpoint_time >= recipe.checkpoint_every_minutes * 60;
+    if (by_steps || by_time) save();
+  }
+
+  summary.interrupted = g_stop_signal != 0;
+  if (summary.interrupted) say("interrupted: saving a checkpoint");
+  if (session.step() != last_checkpoint_step || summary.last_checkpoint.empty()) save();
+  if (!summary.interrupted && last_validation_step != session.step()) run_validation();
+  summary.steps = session.step();
+  summary.elapsed_seconds = elapsed();
+  say(fmt::format("{} at step {} after {}; last checkpoint {}",
+                  summary.interrupted ? "stopped" : "done", summary.steps,
+                  clock_text(summary.elapsed_seconds), summary.last_checkpoint));
+  return summary;
+}
+
+}  // namespace tfm

@@ -1,0 +1,45 @@
+// `tfm train`: the whole run from a recipe. Learns (or loads) the vocabulary, reads and caches the
+// corpora, trains with periodic progress lines, validation, metrics (JSON lines) and atomic
+// checkpoints, stops at the recipe's step, epoch or time limit, and resumes exactly from the last
+// checkpoint after an interruption (Ctrl-C or SIGTERM save a checkpoint before exiting).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tfm/train/recipe.h"
+
+namespace tfm {
+
+namespace data {
+class Vocabulary;
+}
+namespace nn {
+class Transformer;
+}
+
+struct TrainSummary {
+  int64_t steps = 0;
+  int64_t epochs_completed = 0;
+  double elapsed_seconds = 0;
+  double last_valid_loss = 0;
+  double last_valid_bleu = -1;  // -1: not computed
+  bool interrupted = false;
+  std::string last_checkpoint;
+};
+
+// BLEU of the model's translations of the validation sources (raw sentences) against the
+// references. Supplied by the caller (the CLI), since decoding and BLEU sit above training.
+using ValidationBleu = std::function<double(
+    const nn::Transformer&, const data::Vocabulary&, const std::vector<std::string>& sources,
+    const std::vector<std::string>& references)>;
+
+struct TrainRunOptions {
+  bool resume = false;  // continue from the newest checkpoint of the run directory
+  ValidationBleu bleu;  // for validation.bleu; without it validation reports loss only
+};
+
+TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& options);
+
+}  // namespace tfm
