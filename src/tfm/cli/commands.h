@@ -9,5 +9,6 @@ namespace tfm::cli {
 void register_commands(CLI::App& app);
 
 void register_info(CLI::App& app);
+void register_bleu(CLI::App& app);
 
 }  // namespace tfm::cli
