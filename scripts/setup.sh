@@ -26,6 +26,7 @@ packages=(
   libfmt-dev libspdlog-dev
   libyaml-cpp-dev        # training recipes
   zlib1g-dev             # gzipped corpora
+  libicu-dev             # Unicode properties and lower-casing (BLEU's intl tokenizer)
   python3 python3-numpy
 )
 if [ "$with_torch" = 1 ]; then

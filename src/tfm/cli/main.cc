@@ -3,11 +3,28 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "tfm/cli/commands.h"
 #include "tfm/core/error.h"
 
+namespace {
+
+// sacreBLEU spells lower-casing "-lc", which CLI11 would read as the short flags -l and -c; the
+// one spelling is translated to --lowercase before parsing.
+std::vector<std::string> translate_arguments(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (std::string& arg : args)
+    if (arg == "-lc") arg = "--lowercase";
+  return args;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  std::vector<std::string> arguments = translate_arguments(argc, argv);
+  std::vector<char*> translated;
+  for (std::string& arg : arguments) translated.push_back(arg.data());
   CLI::App app{"tfm: the Transformer of \"Attention Is All You Need\""};
   app.require_subcommand(1);
   // Usage errors are one line on stderr, like every other error.
@@ -16,7 +33,7 @@ int main(int argc, char** argv) {
   });
   tfm::cli::register_commands(app);
   try {
-    app.parse(argc, argv);
+    app.parse(argc, translated.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const tfm::Error& e) {

@@ -1,0 +1,135 @@
+// tfm bleu: corpus BLEU of a hypothesis file (or standard input) against one or more reference
+// files, as `sacrebleu REF... -i HYP` computes it (docs/BLEU.md), or tokenized BLEU as
+// multi-bleu.perl prints it (--tokenized).
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tfm/cli/commands.h"
+#include "tfm/core/error.h"
+#include "tfm/eval/bleu.h"
+#include "tfm/io/text_lines.h"
+
+namespace tfm::cli {
+
+namespace {
+
+struct BleuCommandOptions {
+  std::vector<std::string> references;
+  std::string input = "-";
+  std::string tokenize = "13a";
+  bool lowercase = false;
+  std::string smooth = "exp";
+  double smooth_value = 0;
+  bool smooth_value_given = false;
+  int max_ngram_order = 4;
+  bool effective_order = false;
+  bool tokenized = false;
+  bool signature = false;
+  bool json = false;
+};
+
+// sacreBLEU reads every line with its trailing whitespace stripped (so a reference of spaces
+// counts as empty, and "\r\n" endings do not matter).
+std::vector<std::string> read_stripped_lines(const std::string& file) {
+  std::vector<std::string> lines =
+      file == "-" ? read_text_lines(std::cin, "<stdin>") : read_text_lines(file);
+  for (std::string& line : lines) line = std::string(eval::rstrip_python_whitespace(line));
+  return lines;
+}
+
+void run_bleu(const BleuCommandOptions& options) {
+  eval::BleuOptions bleu;
+  if (options.tokenized) {
+    bleu = eval::tokenized_bleu_options();
+  } else {
+    bleu.tokenizer = eval::bleu_tokenizer_from_name(options.tokenize);
+    bleu.smoothing = eval::bleu_smoothing_from_name(options.smooth);
+    if (options.smooth_value_given) bleu.smooth_value = options.smooth_value;
+  }
+  bleu.lowercase = options.lowercase;
+  bleu.max_ngram_order = options.max_ngram_order;
+  bleu.effective_order = options.effective_order;
+
+  const std::string hyp_name = options.input == "-" ? "<stdin>" : options.input;
+  const std::vector<std::string> hypotheses = read_stripped_lines(options.input);
+  TFM_CHECK(!hypotheses.empty(), "hypotheses '{}' have no lines", hyp_name);
+  std::vector<std::vector<std::string>> references;
+  for (const std::string& file : options.references) {
+    TFM_CHECK(file != "-", "references must be files (standard input is for the hypotheses)");
+    references.push_back(read_stripped_lines(file));
+    TFM_CHECK(references.back().size() == hypotheses.size(),
+              "hypotheses '{}' have {} lines but reference '{}' has {} lines", hyp_name,
+              hypotheses.size(), file, references.back().size());
+  }
+  for (size_t i = 0; i < hypotheses.size(); ++i) {
+    bool any = false;
+    for (const auto& set : references) any = any || !set[i].empty();
+    TFM_CHECK(any, "line {} is empty in every reference ({}); sacreBLEU refuses that too", i + 1,
+              fmt::join(options.references, ", "));
+  }
+
+  const eval::BleuScore score = eval::corpus_bleu(hypotheses, references, bleu);
+  if (options.json) {
+    nlohmann::ordered_json out = score.to_json();
+    out["tokenized_bleu"] = options.tokenized;
+    out["hypotheses"] = hyp_name;
+    out["references"] = options.references;
+    std::printf("%s\n", out.dump(1).c_str());
+  } else if (options.tokenized) {
+    std::printf("%s\n", score.format_multi_bleu().c_str());
+  } else {
+    std::printf("%s\n", score.format(options.signature).c_str());
+  }
+}
+
+}  // namespace
+
+void register_bleu(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "bleu", "Corpus BLEU of a hypothesis file against reference files, as sacreBLEU computes it");
+  auto options = std::make_shared<BleuCommandOptions>();
+  cmd->add_option("-r,--reference", options->references,
+                  "A reference file, one segment a line (repeat for more references; an empty "
+                  "line leaves that reference out for the segment)")
+      ->required();
+  cmd->add_option("-i,--input", options->input,
+                  "The hypotheses, one a line (default '-': standard input)");
+  CLI::Option* tokenize_option =
+      cmd->add_option("--tokenize", options->tokenize, "Tokenizer: 13a (default), intl or none")
+          ->check(CLI::IsMember({"13a", "intl", "none"}));
+  cmd->add_flag("--lowercase", options->lowercase,
+                "Lower-case hypotheses and references (also spelled -lc)");
+  CLI::Option* smooth_option =
+      cmd->add_option("--smooth", options->smooth, "Smoothing: exp (default), floor, add-k or none")
+          ->check(CLI::IsMember({"exp", "floor", "add-k", "none"}));
+  CLI::Option* smooth_value_option =
+      cmd->add_option("--smooth-value", options->smooth_value,
+                      "The value of floor (default 0.1) and add-k (default 1) smoothing")
+          ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-ngram-order", options->max_ngram_order, "Longest n-gram (default 4)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--effective-order", options->effective_order,
+                "Average only over orders the hypotheses have n-grams of (for sentence BLEU)");
+  CLI::Option* tokenized_option = cmd->add_flag(
+      "--tokenized", options->tokenized,
+      "Tokenized BLEU as the paper reports it (multi-bleu.perl): the text is already tokenized, "
+      "split on whitespace only, no smoothing; prints multi-bleu.perl's line");
+  CLI::Option* signature_option = cmd->add_flag(
+      "--signature", options->signature, "Print sacreBLEU's signature after 'BLEU|' (text output)");
+  cmd->add_flag("--json", options->json, "Machine-readable output");
+
+  tokenized_option->excludes(tokenize_option)->excludes(smooth_option);
+  tokenized_option->excludes(smooth_value_option)->excludes(signature_option);
+
+  cmd->callback([options, smooth_value_option] {
+    options->smooth_value_given = smooth_value_option->count() > 0;
+    run_bleu(*options);
+  });
+}
+
+}  // namespace tfm::cli

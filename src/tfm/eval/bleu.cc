@@ -1,0 +1,321 @@
+#include "tfm/eval/bleu.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unordered_map>
+
+#include "tfm/core/error.h"
+
+namespace tfm::eval {
+
+namespace {
+
+// A line after sacreBLEU's _preprocess_segment, its tokens joined by single spaces, with the byte
+// offsets of every token so that an n-gram is the substring from the start of its first token to
+// the end of its last: two n-grams are equal exactly when their substrings are (tokens contain no
+// whitespace), and the order is implied by the number of spaces.
+struct TokenizedLine {
+  std::string text;
+  std::vector<size_t> starts, ends;
+
+  size_t size() const { return starts.size(); }
+  std::string_view ngram(size_t first, size_t n) const {
+    return std::string_view(text).substr(starts[first], ends[first + n - 1] - starts[first]);
+  }
+};
+
+using NgramCounts = std::unordered_map<std::string_view, int64_t>;
+
+TokenizedLine preprocess(std::string_view line, const BleuOptions& options) {
+  std::string lowered;
+  if (options.lowercase) {
+    lowered = lowercase_unicode(line);
+    line = lowered;
+  }
+  const std::string tokenized = tokenize(rstrip_python_whitespace(line), options.tokenizer);
+  TokenizedLine out;
+  out.text.reserve(tokenized.size());
+  for (std::string_view token : split_python_whitespace(tokenized)) {
+    if (!out.text.empty()) out.text += ' ';
+    out.starts.push_back(out.text.size());
+    out.text += token;
+    out.ends.push_back(out.text.size());
+  }
+  return out;
+}
+
+// Every n-gram of orders 1..max_order with its count (sacreBLEU's extract_all_word_ngrams).
+NgramCounts count_ngrams(const TokenizedLine& line, int max_order) {
+  NgramCounts counts;
+  for (size_t n = 1; n <= static_cast<size_t>(max_order); ++n)
+    for (size_t first = 0; first + n <= line.size(); ++first) ++counts[line.ngram(first, n)];
+  return counts;
+}
+
+// sacreBLEU's _get_closest_ref_len: the reference length closest to the hypothesis length, the
+// shorter one on a tie.
+int64_t closest_reference_length(int64_t hyp_len, const std::vector<int64_t>& ref_lens) {
+  int64_t closest_diff = -1, closest_len = -1;
+  for (int64_t ref_len : ref_lens) {
+    const int64_t diff = std::abs(hyp_len - ref_len);
+    if (closest_diff == -1 || diff < closest_diff) {
+      closest_diff = diff;
+      closest_len = ref_len;
+    } else if (diff == closest_diff && ref_len < closest_len) {
+      closest_len = ref_len;
+    }
+  }
+  return closest_len;
+}
+
+void check_utf8(const std::string& line, std::string_view what, size_t index) {
+  if (const auto bad = first_invalid_utf8(line))
+    fail("BLEU: {} line {} is not valid UTF-8 (byte 0x{:02x} at offset {})", what, index + 1,
+         static_cast<unsigned char>(line[*bad]), *bad);
+}
+
+void check_options(const BleuOptions& options) {
+  TFM_CHECK(options.max_ngram_order >= 1, "BLEU: max n-gram order must be at least 1, got {}",
+            options.max_ngram_order);
+  TFM_CHECK(
+      !options.smooth_value || (std::isfinite(*options.smooth_value) && *options.smooth_value >= 0),
+      "BLEU: smoothing value must be finite and not negative, got {}",
+      options.smooth_value.value_or(0));
+}
+
+// The smoothing value sacreBLEU uses when none is given (BLEU.SMOOTH_DEFAULTS).
+std::optional<double> default_smooth_value(BleuSmoothing smoothing) {
+  switch (smoothing) {
+    case BleuSmoothing::kFloor:
+      return 0.1;
+    case BleuSmoothing::kAddK:
+      return 1.0;
+    case BleuSmoothing::kNone:
+    case BleuSmoothing::kExp:
+      break;
+  }
+  return std::nullopt;
+}
+
+// sacreBLEU's my_log: log, with log(0) floored to -9999999999 so that a zero precision drives the
+// geometric mean to 0 instead of raising.
+double floored_log(double x) {
+  return x == 0.0 ? -9999999999.0 : std::log(x);
+}
+
+std::string joined_precisions(const std::vector<double>& precisions, std::string_view separator) {
+  std::string out;
+  for (size_t i = 0; i < precisions.size(); ++i)
+    out += fmt::format("{}{:.1f}", i > 0 ? separator : "", precisions[i]);
+  return out;
+}
+
+}  // namespace
+
+BleuSmoothing bleu_smoothing_from_name(std::string_view name) {
+  if (name == "none") return BleuSmoothing::kNone;
+  if (name == "floor") return BleuSmoothing::kFloor;
+  if (name == "add-k") return BleuSmoothing::kAddK;
+  if (name == "exp") return BleuSmoothing::kExp;
+  fail("unknown BLEU smoothing '{}' (expected exp, floor, add-k or none)", name);
+}
+
+std::string_view bleu_smoothing_name(BleuSmoothing smoothing) {
+  switch (smoothing) {
+    case BleuSmoothing::kNone:
+      return "none";
+    case BleuSmoothing::kFloor:
+      return "floor";
+    case BleuSmoothing::kAddK:
+      return "add-k";
+    case BleuSmoothing::kExp:
+      return "exp";
+  }
+  return "?";
+}
+
+BleuOptions tokenized_bleu_options() {
+  BleuOptions options;
+  options.tokenizer = BleuTokenizer::kNone;
+  options.smoothing = BleuSmoothing::kNone;
+  return options;
+}
+
+std::string bleu_signature(const BleuOptions& options, int nrefs) {
+  std::string smooth(bleu_smoothing_name(options.smoothing));
+  if (const auto fallback = default_smooth_value(options.smoothing))
+    smooth += fmt::format("[{:.2f}]", options.smooth_value.value_or(*fallback));
+  return fmt::format("nrefs:{}|case:{}|eff:{}|tok:{}|smooth:{}",
+                     nrefs < 0 ? std::string("var") : std::to_string(nrefs),
+                     options.lowercase ? "lc" : "mixed", options.effective_order ? "yes" : "no",
+                     bleu_tokenizer_name(options.tokenizer), smooth);
+}
+
+BleuStatistics corpus_bleu_statistics(const std::vector<std::string>& hypotheses,
+                                      const std::vector<std::vector<std::string>>& references,
+                                      const BleuOptions& options) {
+  check_options(options);
+  TFM_CHECK(!hypotheses.empty(), "BLEU: no hypotheses");
+  TFM_CHECK(!references.empty(), "BLEU: no reference set");
+  for (size_t k = 0; k < references.size(); ++k)
+    TFM_CHECK(references[k].size() == hypotheses.size(),
+              "BLEU: reference set {} has {} lines but there are {} hypotheses", k + 1,
+              references[k].size(), hypotheses.size());
+
+  const auto max_order = static_cast<size_t>(options.max_ngram_order);
+  BleuStatistics stats;
+  stats.counts.assign(max_order, 0);
+  stats.totals.assign(max_order, 0);
+  std::optional<int> nrefs;
+  for (size_t i = 0; i < hypotheses.size(); ++i) {
+    check_utf8(hypotheses[i], "hypothesis", i);
+    // References: the largest count of each n-gram in any one reference clips the matches.
+    std::vector<TokenizedLine> refs;
+    refs.reserve(references.size());
+    for (size_t k = 0; k < references.size(); ++k) {
+      const std::string& ref = references[k][i];
+      check_utf8(ref, fmt::format("reference set {}", k + 1), i);
+      if (!ref.empty()) refs.push_back(preprocess(ref, options));
+    }
+    TFM_CHECK(!refs.empty(), "BLEU: every reference of line {} is empty", i + 1);
+    const int segment_refs = static_cast<int>(refs.size());
+    nrefs = !nrefs || *nrefs == segment_refs ? segment_refs : -1;
+    NgramCounts ref_max;
+    std::vector<int64_t> ref_lens;
+    for (const TokenizedLine& ref : refs) {
+      ref_lens.push_back(static_cast<int64_t>(ref.size()));
+      for (const auto& [ngram, count] : count_ngrams(ref, options.max_ngram_order)) {
+        int64_t& best = ref_max[ngram];
+        best = std::max(best, count);
+      }
+    }
+
+    const TokenizedLine hyp = preprocess(hypotheses[i], options);
+    const auto hyp_len = static_cast<int64_t>(hyp.size());
+    stats.sys_len += hyp_len;
+    stats.ref_len += closest_reference_length(hyp_len, ref_lens);
+    for (const auto& [ngram, count] : count_ngrams(hyp, options.max_ngram_order)) {
+      const auto order = static_cast<size_t>(std::count(ngram.begin(), ngram.end(), ' '));
+      stats.totals[order] += count;
+      if (const auto found = ref_max.find(ngram); found != ref_max.end())
+        stats.counts[order] += std::min(count, found->second);
+    }
+  }
+  stats.nrefs = *nrefs;
+  return stats;
+}
+
+// sacreBLEU's BLEU.compute_bleu, step for step (including the order of the floating-point
+// operations): BLEU = BP * exp(sum_n log(p_n) / N) with p_n in percent, so the score is in
+// percent too; BP = exp(1 - r / c) when c < r (0 when c = 0), else 1.
+BleuScore compute_bleu(const BleuStatistics& stats, const BleuOptions& options) {
+  check_options(options);
+  const auto max_order = static_cast<size_t>(options.max_ngram_order);
+  TFM_CHECK(stats.counts.size() == max_order && stats.totals.size() == max_order,
+            "BLEU: statistics have {} and {} orders but the options ask for {}",
+            stats.counts.size(), stats.totals.size(), max_order);
+  BleuScore out;
+  out.counts = stats.counts;
+  out.totals = stats.totals;
+  out.sys_len = stats.sys_len;
+  out.ref_len = stats.ref_len;
+  out.ratio =
+      stats.ref_len ? static_cast<double>(stats.sys_len) / static_cast<double>(stats.ref_len) : 0.0;
+  out.signature = bleu_signature(options, stats.nrefs);
+  if (stats.sys_len < stats.ref_len)
+    out.bp = stats.sys_len > 0 ? std::exp(1.0 - static_cast<double>(stats.ref_len) /
+                                                    static_cast<double>(stats.sys_len))
+                               : 0.0;
+  else
+    out.bp = 1.0;
+  out.precisions.assign(max_order, 0.0);
+  // No match at all: 0 whatever the smoothing (sacreBLEU #141).
+  if (std::all_of(stats.counts.begin(), stats.counts.end(), [](int64_t c) { return c == 0; }))
+    return out;
+
+  const double smooth_value =
+      options.smooth_value.value_or(default_smooth_value(options.smoothing).value_or(0.0));
+  double smooth_mteval = 1.0;
+  size_t effective_order = max_order;
+  for (size_t n = 1; n <= max_order; ++n) {
+    double correct = static_cast<double>(stats.counts[n - 1]);
+    double total = static_cast<double>(stats.totals[n - 1]);
+    if (options.smoothing == BleuSmoothing::kAddK && n > 1) {
+      correct += smooth_value;
+      total += smooth_value;
+    }
+    // Orders the hypotheses are too short for keep precision 0 (and make the score 0 unless
+    // effective_order leaves them out of the mean).
+    if (total == 0) break;
+    if (options.effective_order) effective_order = n;
+    if (correct == 0) {
+      if (options.smoothing == BleuSmoothing::kExp) {
+        smooth_mteval *= 2;
+        out.precisions[n - 1] = 100. / (smooth_mteval * total);
+      } else if (options.smoothing == BleuSmoothing::kFloor) {
+        out.precisions[n - 1] = 100. * smooth_value / total;
+      }
+    } else {
+      out.precisions[n - 1] = 100. * correct / total;
+    }
+  }
+  double log_sum = 0;
+  for (size_t n = 0; n < effective_order; ++n) log_sum += floored_log(out.precisions[n]);
+  out.score = out.bp * std::exp(log_sum / static_cast<double>(effective_order));
+  return out;
+}
+
+BleuScore corpus_bleu(const std::vector<std::string>& hypotheses,
+                      const std::vector<std::vector<std::string>>& references,
+                      const BleuOptions& options) {
+  return compute_bleu(corpus_bleu_statistics(hypotheses, references, options), options);
+}
+
+BleuScore sentence_bleu(const std::string& hypothesis, const std::vector<std::string>& references,
+                        const BleuOptions& options) {
+  std::vector<std::vector<std::string>> sets;
+  for (const std::string& reference : references) sets.push_back({reference});
+  return corpus_bleu({hypothesis}, sets, options);
+}
+
+namespace {
+
+// sacreBLEU's BLEUScore._verbose: what follows the score on its line.
+std::string verbose_part(const BleuScore& s) {
+  return fmt::format("{} (BP = {:.3f} ratio = {:.3f} hyp_len = {} ref_len = {})",
+                     joined_precisions(s.precisions, "/"), s.bp, s.ratio, s.sys_len, s.ref_len);
+}
+
+}  // namespace
+
+std::string BleuScore::format(bool with_signature) const {
+  return fmt::format("BLEU{} = {:.2f} {}",
+                     with_signature && !signature.empty() ? "|" + signature : "", score,
+                     verbose_part(*this));
+}
+
+std::string BleuScore::format_multi_bleu() const {
+  return fmt::format("BLEU = {:.2f}, {} (BP={:.3f}, ratio={:.3f}, hyp_len={}, ref_len={})", score,
+                     joined_precisions(precisions, "/"), bp, ratio, sys_len, ref_len);
+}
+
+nlohmann::ordered_json BleuScore::to_json() const {
+  return {{"name", "BLEU"},
+          {"score", std::stod(fmt::format("{:.2f}", score))},
+          {"signature", signature},
+          {"verbose_score", verbose_part(*this)},
+          {"score_exact", score},
+          {"precisions", precisions},
+          {"counts", counts},
+          {"totals", totals},
+          {"bp", bp},
+          {"ratio", ratio},
+          {"hyp_len", sys_len},
+          {"ref_len", ref_len}};
+}
+
+}  // namespace tfm::eval

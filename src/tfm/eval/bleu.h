@@ -1,0 +1,103 @@
+// Corpus BLEU (Papineni et al., 2002) computed as sacreBLEU 2.x computes it, so that scores agree
+// with `sacrebleu` to every printed digit: the same tokenizers, clipping of n-gram counts by the
+// largest count in any reference, brevity penalty from the closest reference length (ties go to
+// the shorter), and the same smoothing methods. Also "tokenized BLEU", the multi-bleu.perl score
+// the paper reports. docs/BLEU.md describes what is computed and where it matches sacreBLEU.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tfm/eval/bleu_tokenizers.h"
+
+namespace tfm::eval {
+
+// Chen and Cherry (2014)'s names, as sacreBLEU's smooth_method.
+enum class BleuSmoothing {
+  kNone,   // a zero precision makes the score 0
+  kFloor,  // a zero match count counts as `smooth_value` (default 0.1)
+  kAddK,   // add `smooth_value` (default 1) to the matches and totals of orders 2 and above
+  kExp,    // mteval-v13a's: the k-th zero-match order gets precision 1 / (2^k * total); default
+};
+
+// "none", "floor", "add-k", "exp"; throws tfm::Error listing the valid names otherwise.
+BleuSmoothing bleu_smoothing_from_name(std::string_view name);
+std::string_view bleu_smoothing_name(BleuSmoothing smoothing);
+
+struct BleuOptions {
+  BleuTokenizer tokenizer = BleuTokenizer::k13a;
+  bool lowercase = false;
+  BleuSmoothing smoothing = BleuSmoothing::kExp;
+  std::optional<double> smooth_value;  // floor: 0.1, add-k: 1 when unset; unused by none and exp
+  int max_ngram_order = 4;
+  // Average only over the orders up to the largest with any hypothesis n-gram (for sentence BLEU
+  // of short sentences); off for corpus BLEU, as in sacreBLEU.
+  bool effective_order = false;
+};
+
+// The options of tokenized BLEU, the score the paper reports and multi-bleu.perl prints: text that
+// is already tokenized is split on whitespace only (tokenizer none), and no smoothing (an order
+// without any match makes the score 0). Lower-casing stays off (multi-bleu.perl's -lc turns it on).
+BleuOptions tokenized_bleu_options();
+
+// The sufficient statistics of BLEU, summed over segments.
+struct BleuStatistics {
+  int64_t sys_len = 0;          // hypothesis tokens
+  int64_t ref_len = 0;          // per segment the closest reference length, ties to the shorter
+  std::vector<int64_t> counts;  // clipped matching n-grams, order 1..max
+  std::vector<int64_t> totals;  // hypothesis n-grams, order 1..max
+  int nrefs = 0;  // non-empty references per segment, -1 when it varies (for the signature)
+};
+
+struct BleuScore {
+  double score = 0;                // 0..100
+  std::vector<double> precisions;  // percent, order 1..max (smoothed, as sacreBLEU reports them)
+  std::vector<int64_t> counts;     // matches (before add-k smoothing)
+  std::vector<int64_t> totals;     // hypothesis n-grams (before add-k smoothing)
+  double bp = 0;                   // brevity penalty
+  double ratio = 0;                // sys_len / ref_len (0 when ref_len is 0)
+  int64_t sys_len = 0;
+  int64_t ref_len = 0;
+  std::string signature;  // sacreBLEU's, e.g. "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp"
+
+  // sacreBLEU's line, "BLEU = 34.56 67.8/45.6/33.2/24.5 (BP = 1.000 ratio = 1.012 hyp_len = 1234
+  // ref_len = 1219)", with "BLEU|<signature> = ..." when `with_signature`.
+  std::string format(bool with_signature = false) const;
+  // multi-bleu.perl's line, "BLEU = 34.56, 67.8/45.6/33.2/24.5 (BP=1.000, ratio=1.012,
+  // hyp_len=1234, ref_len=1219)".
+  std::string format_multi_bleu() const;
+  // Every field, with "score" rounded to two decimals as sacreBLEU's JSON has it and the exact
+  // value in "score_exact".
+  nlohmann::ordered_json to_json() const;
+};
+
+// Corpus BLEU of `hypotheses` against one or more reference sets, each as long as `hypotheses`
+// (references[k][i] is the k-th reference of hypothesis i). As sacreBLEU does: each line is
+// lower-cased if asked, stripped of trailing whitespace and tokenized; an empty reference is left
+// out (variable numbers of references per segment), and a segment whose references are all empty
+// is an error. Throws tfm::Error for unequal lengths, no hypotheses or invalid UTF-8.
+BleuScore corpus_bleu(const std::vector<std::string>& hypotheses,
+                      const std::vector<std::vector<std::string>>& references,
+                      const BleuOptions& options = {});
+
+// BLEU of one sentence: the corpus BLEU of a one-line corpus (as sacreBLEU's sentence_score; for
+// sentence BLEU sacreBLEU's command line turns effective_order on, which `options` must do here).
+BleuScore sentence_bleu(const std::string& hypothesis, const std::vector<std::string>& references,
+                        const BleuOptions& options = {});
+
+// The statistics of a corpus, and the score from statistics (sacreBLEU's compute_bleu); for
+// summing statistics over shards before scoring.
+BleuStatistics corpus_bleu_statistics(const std::vector<std::string>& hypotheses,
+                                      const std::vector<std::vector<std::string>>& references,
+                                      const BleuOptions& options = {});
+BleuScore compute_bleu(const BleuStatistics& statistics, const BleuOptions& options = {});
+
+// sacreBLEU's signature without the version: "nrefs:N|case:mixed|eff:no|tok:13a|smooth:exp"
+// ("nrefs:var" when segments have different numbers of non-empty references).
+std::string bleu_signature(const BleuOptions& options, int nrefs);
+
+}  // namespace tfm::eval

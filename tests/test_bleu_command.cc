@@ -1,0 +1,164 @@
+// `tfm bleu`, run as the built binary on files in a temporary directory: the printed line, the
+// options, and the one-line errors (exit status 1) for unequal line counts, invalid UTF-8 and
+// missing files.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <zlib.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "temp_dir.h"
+
+namespace tfm {
+namespace {
+
+using testing::TempDir;
+
+struct BleuRun {
+  int status;
+  std::string out, err;
+};
+
+BleuRun run_bleu(const std::string& arguments, const TempDir& dir) {
+  const auto out = dir / "stdout", err = dir / "stderr";
+  const std::string command = std::string("'") + TFM_BINARY_DIR + "/tfm' bleu " + arguments +
+                              " > '" + out.string() + "' 2> '" + err.string() + "'";
+  const int raw = std::system(command.c_str());
+  auto slurp = [](const std::filesystem::path& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+}
+
+std::string write(const TempDir& dir, const std::string& name, const std::string& text) {
+  std::ofstream(dir / name, std::ios::binary) << text;
+  return fmt::format("'{}'", (dir / name).string());
+}
+
+// sacreBLEU's README example (its test/test_bleu.py expects 48.530827 with the defaults).
+const char* kHyp = "The dog bit the man.\nIt wasn't surprising.\nThe man had just bitten him.\n";
+const char* kRef1 = "The dog bit the man.\nIt was not unexpected.\nThe man bit him first.\n";
+const char* kRef2 =
+    "The dog had bit the man.\nNo one was surprised.\nThe man had bitten the dog.\n";
+const char* kReadmeLine =
+    "BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944 hyp_len = 17 ref_len = 18)\n";
+
+TEST(BleuCommand, PrintsSacrebleusLine) {
+  TempDir dir;
+  const std::string hyp = write(dir, "hyp", kHyp), ref1 = write(dir, "ref1", kRef1),
+                    ref2 = write(dir, "ref2", kRef2);
+  const BleuRun run = run_bleu("-r " + ref1 + " -r " + ref2 + " -i " + hyp, dir);
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.out, kReadmeLine);
+  EXPECT_TRUE(run.err.empty()) << run.err;
+
+  // Standard input, and the signature.
+  const BleuRun piped = run_bleu("-r " + ref1 + " -r " + ref2 + " --signature < " + hyp, dir);
+  EXPECT_EQ(piped.out, std::string("BLEU|nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp = ") +
+                           (kReadmeLine + 7));
+
+  // Published: intl 43.91623493, none 49.1919566.
+  EXPECT_EQ(run_bleu("-r " + ref1 + " -r " + ref2 + " -i " + hyp + " --tokenize intl", dir)
+                .out.substr(0, 12),
+            "BLEU = 43.92");
+  EXPECT_EQ(run_bleu("-r " + ref1 + " -r " + ref2 + " -i " + hyp + " --tokenize none", dir)
+                .out.substr(0, 12),
+            "BLEU = 49.19");
+}
+
+TEST(BleuCommand, JsonOutput) {
+  TempDir dir;
+  const std::string hyp = write(dir, "hyp", kHyp), ref1 = write(dir, "ref1", kRef1),
+                    ref2 = write(dir, "ref2", kRef2);
+  const BleuRun run = run_bleu("-r " + ref1 + " -r " + ref2 + " -i " + hyp + " --json", dir);
+  ASSERT_EQ(run.status, 0) << run.err;
+  const auto j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["score"].get<double>(), 48.53);
+  EXPECT_NEAR(j["score_exact"].get<double>(), 48.530827, 1e-6);
+  EXPECT_EQ(j["counts"], nlohmann::json({14, 7, 5, 3}));
+  EXPECT_EQ(j["totals"], nlohmann::json({17, 14, 11, 8}));
+  EXPECT_EQ(j["hyp_len"], 17);
+  EXPECT_EQ(j["ref_len"], 18);
+  EXPECT_EQ(j["signature"], "nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp");
+}
+
+TEST(BleuCommand, LowercaseSmoothingTokenizedAndGzip) {
+  TempDir dir;
+  const std::string hyp = write(dir, "hyp", "The Cat Sat On The Mat\r\nA B C D\n");
+  const std::string ref = write(dir, "ref", "the cat sat on the mat\na b c e\n");
+  // Mixed case nothing matches; -lc is sacreBLEU's spelling of --lowercase.
+  EXPECT_EQ(run_bleu("-r " + ref + " -i " + hyp, dir).out.substr(0, 11), "BLEU = 0.00");
+  const BleuRun lc = run_bleu("-r " + ref + " -i " + hyp + " -lc", dir);
+  EXPECT_EQ(lc.status, 0) << lc.err;
+  // Lower-cased: unigrams 9/10, bigrams 7/8, trigrams 5/6, 4-grams 3/4 (the "\r" is stripped),
+  // BP = 1: (9/10 * 7/8 * 5/6 * 3/4)^(1/4) = 83.759..., the statistics of sacreBLEU's test_scoring.
+  EXPECT_EQ(lc.out,
+            "BLEU = 83.76 90.0/87.5/83.3/75.0 (BP = 1.000 ratio = 1.000 hyp_len = 10 "
+            "ref_len = 10)\n");
+  EXPECT_EQ(run_bleu("-r " + ref + " -i " + hyp + " --lowercase", dir).out, lc.out);
+  // Tokenized BLEU: multi-bleu.perl's line.
+  EXPECT_EQ(run_bleu("-r " + ref + " -i " + hyp + " --tokenized -lc", dir).out,
+            "BLEU = 83.76, 90.0/87.5/83.3/75.0 (BP=1.000, ratio=1.000, hyp_len=10, ref_len=10)\n");
+  // Smoothing changes nothing when every order has a match.
+  EXPECT_EQ(run_bleu("-r " + ref + " -i " + hyp + " -lc --smooth none", dir).out, lc.out);
+
+  // A gzipped reference reads like the plain one.
+  const std::string gz = (dir / "ref.gz").string();
+  gzFile file = gzopen(gz.c_str(), "wb");
+  ASSERT_NE(file, nullptr);
+  const std::string text = "the cat sat on the mat\na b c e\n";
+  gzwrite(file, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(file);
+  EXPECT_EQ(run_bleu("-r '" + gz + "' -i " + hyp + " -lc", dir).out, lc.out);
+}
+
+TEST(BleuCommand, ErrorsAreOneLineAndExitOne) {
+  TempDir dir;
+  const std::string hyp = write(dir, "hyp.txt", kHyp), ref1 = write(dir, "ref1.txt", kRef1);
+  const std::string short_ref = write(dir, "short.txt", "one\ntwo\n");
+  const std::string bad = write(dir, "bad.txt", "fine\nnot \xff fine\nfine\n");
+  const std::string empty_line = write(dir, "empty.txt", "a\n   \nc\n");
+
+  struct Case {
+    std::string arguments;
+    std::vector<std::string> parts;
+  };
+  const Case cases[] = {
+      {"-r " + short_ref + " -i " + hyp, {"hyp.txt", "3 lines", "short.txt", "2 lines"}},
+      {"-r " + ref1 + " -i " + bad, {"bad.txt", "line 2", "UTF-8"}},
+      {"-r " + bad + " -i " + hyp, {"bad.txt", "line 2", "UTF-8"}},
+      {"-r " + ref1 + " -i '" + (dir / "missing.txt").string() + "'",
+       {"missing.txt", "cannot open", "No such file"}},
+      {"-r '" + (dir / "gone.txt").string() + "' -i " + hyp, {"gone.txt", "cannot open"}},
+      {"-r " + empty_line + " -i " + hyp, {"line 2", "empty"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.arguments);
+    const BleuRun run = run_bleu(c.arguments, dir);
+    EXPECT_EQ(run.status, 1);
+    EXPECT_TRUE(run.out.empty()) << run.out;
+    ASSERT_FALSE(run.err.empty());
+    EXPECT_EQ(run.err.find('\n'), run.err.size() - 1) << "not one line: " << run.err;
+    for (const std::string& part : c.parts)
+      EXPECT_NE(run.err.find(part), std::string::npos) << run.err << " lacks " << part;
+  }
+
+  // Usage errors: also one line, non-zero.
+  for (const std::string& arguments : {"-i " + hyp, "-r " + ref1 + " -i " + hyp + " --tokenize zh",
+                                       "-r " + ref1 + " -i " + hyp + " --tokenized --tokenize 13a",
+                                       "-r " + ref1 + " -i " + hyp + " --smooth sometimes"}) {
+    SCOPED_TRACE(arguments);
+    const BleuRun run = run_bleu(arguments, dir);
+    EXPECT_NE(run.status, 0);
+    EXPECT_EQ(run.err.find('\n'), run.err.size() - 1) << run.err;
+  }
+}
+
+}  // namespace
+}  // namespace tfm
