@@ -8,6 +8,7 @@
 #include "temp_dir.h"
 #include "test_decode_helpers.h"
 #include "tfm/decode/translate.h"
+#include "tfm/model/model_dir.h"
 
 namespace tfm::decode {
 namespace {
@@ -171,6 +172,18 @@ TEST_F(Translate, RejectsBadInput) {
       {"id 99", "vocabulary of size 40"});
   options.n_best = 5;
   testing::expect_error([&] { translate(model_, {{5, 6}}, options); }, {"n_best 5"});
+}
+
+// The recipe of the translate command: load a model directory, build the Transformer, translate.
+TEST_F(Translate, ModelDirectoryRoundTripTranslatesTheSame) {
+  testing::TempDir dir;
+  save_model_dir(dir.path() / "model", config_, model_.named_parameters());
+  const LoadedModel loaded = load_model_dir(dir.path() / "model");
+  nn::Transformer reloaded(loaded.config);
+  reloaded.load(loaded.parameters);
+  TranslateOptions options;
+  options.max_length_offset = 5;
+  expect_same(translate(reloaded, sources_, options), translate(model_, sources_, options), 0.0);
 }
 
 TEST(TranslateLimits, LearnedPositionsCapTheOutputLength) {
