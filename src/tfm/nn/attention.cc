@@ -1,5 +1,8 @@
 #include "tfm/nn/attention.h"
 
+#include <algorithm>
+#include <cstring>
+
 namespace tfm::nn {
 
 MultiHeadAttention::MultiHeadAttention(int64_t d_model, int num_heads, int64_t d_k, int64_t d_v,
@@ -21,6 +24,22 @@ Tensor MultiHeadAttention::forward(const Tensor& query_input, const Tensor& memo
   return out_proj.forward(heads_out);
 }
 
+KeyValueCache MultiHeadAttention::empty_cache(int64_t rows, int64_t capacity) const {
+  return KeyValueCache::with_capacity(rows, capacity, k_proj.weight.dim(0), v_proj.weight.dim(0));
+}
+
+void MultiHeadAttention::append(const Tensor& input, KeyValueCache& cache) const {
+  cache.append(k_proj.forward(input), v_proj.forward(input));
+}
+
+Tensor MultiHeadAttention::attend(const Tensor& query_input, const KeyValueCache& cache,
+                                  const ops::AttentionMask& mask, Tensor* probs_out) const {
+  Tensor q = q_proj.forward(query_input);
+  Tensor heads_out =
+      ops::attention_cached(q, cache.keys, cache.values, cache.length, heads, mask, probs_out);
+  return out_proj.forward(heads_out);
+}
+
 void MultiHeadAttention::init(std::mt19937_64& rng) {
   q_proj.init(rng);
   k_proj.init(rng);
@@ -33,6 +52,74 @@ void MultiHeadAttention::collect(const std::string& prefix, NamedTensors& out) c
   k_proj.collect(prefix + "k_proj.", out);
   v_proj.collect(prefix + "v_proj.", out);
   out_proj.collect(prefix + "out_proj.", out);
+}
+
+KeyValueCache KeyValueCache::with_capacity(int64_t rows, int64_t capacity, int64_t key_width,
+                                           int64_t value_width) {
+  TFM_CHECK(rows >= 0 && capacity > 0, "key/value cache: {} rows with capacity {}", rows, capacity);
+  KeyValueCache cache;
+  cache.keys = Tensor::empty({rows, capacity, key_width});
+  cache.values = Tensor::empty({rows, capacity, value_width});
+  return cache;
+}
+
+namespace {
+
+// dst[r, 0:positions, :] = src[rows[r], 0:positions, :] for [rows, capacity, width] buffers (the
+// capacities may differ).
+void copy_positions(const Tensor& src, Tensor& dst, const std::vector<int64_t>& rows,
+                    int64_t positions) {
+  const int64_t width = src.dim(2);
+  const size_t bytes = static_cast<size_t>(positions * width) * sizeof(float);
+  const float* from = src.data<float>();
+  float* to = dst.data<float>();
+  const int64_t n = static_cast<int64_t>(rows.size());
+  const int64_t src_row = src.dim(1) * width, dst_row = dst.dim(1) * width;
+  for (int64_t r = 0; r < n; ++r)
+    std::memcpy(to + r * dst_row, from + rows[static_cast<size_t>(r)] * src_row, bytes);
+}
+
+}  // namespace
+
+void KeyValueCache::append(const Tensor& k, const Tensor& v) {
+  TFM_CHECK(k.rank() == 3 && v.rank() == 3 && k.dim(0) == rows() && v.dim(0) == rows() &&
+                k.dim(1) == v.dim(1) && k.dim(2) == keys.dim(2) && v.dim(2) == values.dim(2),
+            "key/value cache {} / {}: cannot append k {} and v {}", keys.describe(),
+            values.describe(), k.describe(), v.describe());
+  const int64_t n = k.dim(1);
+  if (length + n > capacity()) {
+    // Doubling keeps the copies of a long decode linear in its length.
+    const int64_t grown = std::max(2 * capacity(), length + n);
+    KeyValueCache bigger = with_capacity(rows(), grown, keys.dim(2), values.dim(2));
+    std::vector<int64_t> same(static_cast<size_t>(rows()));
+    for (int64_t r = 0; r < rows(); ++r) same[static_cast<size_t>(r)] = r;
+    copy_positions(keys, bigger.keys, same, length);
+    copy_positions(values, bigger.values, same, length);
+    keys = bigger.keys;
+    values = bigger.values;
+  }
+  auto write = [&](const Tensor& src, Tensor& dst) {
+    const int64_t width = dst.dim(2);
+    const float* from = src.data<float>();
+    float* to = dst.data<float>();
+    for (int64_t r = 0; r < rows(); ++r)
+      std::memcpy(to + (r * dst.dim(1) + length) * width, from + r * n * width,
+                  static_cast<size_t>(n * width) * sizeof(float));
+  };
+  write(k, keys);
+  write(v, values);
+  length += n;
+}
+
+KeyValueCache KeyValueCache::gather(const std::vector<int64_t>& rows_to_keep) const {
+  for (int64_t r : rows_to_keep)
+    TFM_CHECK(r >= 0 && r < rows(), "key/value cache: row {} selected from {} rows", r, rows());
+  KeyValueCache out = with_capacity(static_cast<int64_t>(rows_to_keep.size()), capacity(),
+                                    keys.dim(2), values.dim(2));
+  copy_positions(keys, out.keys, rows_to_keep, length);
+  copy_positions(values, out.values, rows_to_keep, length);
+  out.length = length;
+  return out;
 }
 
 }  // namespace tfm::nn

@@ -7,11 +7,31 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "tfm/nn/layers.h"
 #include "tfm/ops/ops.h"
 
 namespace tfm::nn {
+
+// Projected keys and values kept between the steps of incremental decoding (inference only).
+// Positions [0, length) of every row hold projections; the buffers have room for capacity()
+// positions and grow (copying) when an append would overflow them.
+struct KeyValueCache {
+  Tensor keys;    // [rows, capacity, h*dk]
+  Tensor values;  // [rows, capacity, h*dv]
+  int64_t length = 0;
+
+  // An empty cache for `rows` rows with room for `capacity` positions.
+  static KeyValueCache with_capacity(int64_t rows, int64_t capacity, int64_t key_width,
+                                     int64_t value_width);
+  int64_t rows() const { return keys.defined() ? keys.dim(0) : 0; }
+  int64_t capacity() const { return keys.defined() ? keys.dim(1) : 0; }
+  // Appends k: [rows, n, h*dk] and v: [rows, n, h*dv] at positions [length, length + n).
+  void append(const Tensor& k, const Tensor& v);
+  // A cache whose row i is row rows[i] of this one (indices may repeat), same capacity.
+  KeyValueCache gather(const std::vector<int64_t>& rows) const;
+};
 
 struct MultiHeadAttention {
   MultiHeadAttention() = default;
@@ -21,6 +41,17 @@ struct MultiHeadAttention {
   // query_input: [B, Tq, d_model]; memory: [B, Tk, d_model] (the same tensor for self-attention).
   Tensor forward(const Tensor& query_input, const Tensor& memory, const ops::AttentionMask& mask,
                  ForwardContext& ctx) const;
+  // ---- incremental decoding (inference: no tape may be recording) ----
+  // An empty cache of this attention's key and value widths.
+  KeyValueCache empty_cache(int64_t rows, int64_t capacity) const;
+  // Projects input [rows, n, d_model] and appends its keys and values to the cache.
+  void append(const Tensor& input, KeyValueCache& cache) const;
+  // out_proj(heads) for queries from query_input [rows, Tq, d_model] over the cache's `length`
+  // positions. The mask as in forward (causal needs query_offset = position of the first query).
+  // probs_out: the weights [rows, h, Tq, length].
+  Tensor attend(const Tensor& query_input, const KeyValueCache& cache,
+                const ops::AttentionMask& mask, Tensor* probs_out = nullptr) const;
+
   void init(std::mt19937_64& rng);
   void collect(const std::string& prefix, NamedTensors& out) const;
 

@@ -1,5 +1,6 @@
 #include "tfm/nn/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <unordered_map>
 
@@ -68,6 +69,29 @@ Tensor DecoderLayer::forward(const Tensor& y, const Tensor& memory,
       y, ctx, [&](const Tensor& in) { return self_attn.forward(in, in, self_mask, ctx); });
   h = cross_attn_block.apply(
       h, ctx, [&](const Tensor& in) { return cross_attn.forward(in, memory, source_mask, ctx); });
+  return ffn_block.apply(h, ctx, [&](const Tensor& in) { return ffn.forward(in); });
+}
+
+Tensor DecoderLayer::forward_step(const Tensor& y, KeyValueCache& self_cache,
+                                  const KeyValueCache& cross_cache,
+                                  const ops::AttentionMask& source_mask, int64_t beam,
+                                  Tensor* cross_probs) const {
+  auto ctx = ForwardContext::inference();
+  const int64_t rows = y.dim(0), steps = y.dim(1), d = y.dim(2);
+  Tensor h = self_attn_block.apply(y, ctx, [&](const Tensor& in) {
+    // The new positions see every cached one and, among themselves, the earlier ones.
+    ops::AttentionMask causal;
+    causal.causal = true;
+    causal.query_offset = self_cache.length;
+    self_attn.append(in, self_cache);
+    return self_attn.attend(in, self_cache, causal);
+  });
+  h = cross_attn_block.apply(h, ctx, [&](const Tensor& in) {
+    // The beam rows of a source are consecutive, so [sources * beam, steps, d] read as
+    // [sources, beam * steps, d] makes them the queries of one attention over that source.
+    Tensor queries = in.view({rows / beam, beam * steps, d});
+    return cross_attn.attend(queries, cross_cache, source_mask, cross_probs).view({rows, steps, d});
+  });
   return ffn_block.apply(h, ctx, [&](const Tensor& in) { return ffn.forward(in); });
 }
 
@@ -167,9 +191,10 @@ const Tensor& Transformer::position_table(const Tensor& learned, int64_t length)
   return sinusoids_;
 }
 
-Tensor Transformer::embed(const Tensor& ids, const Tensor& positions, ForwardContext& ctx) const {
+Tensor Transformer::embed(const Tensor& ids, const Tensor& positions, ForwardContext& ctx,
+                          int64_t offset) const {
   float scale = std::sqrt(static_cast<float>(config_.d_model));
-  Tensor x = ops::add_positions(ops::embedding(ids, embedding_, scale), positions);
+  Tensor x = ops::add_positions(ops::embedding(ids, embedding_, scale), positions, offset);
   float p = ctx.dropout(static_cast<float>(config_.dropout));
   return p > 0 ? ops::dropout(x, p, ctx.next_seed()) : x;
 }
@@ -195,6 +220,107 @@ Tensor Transformer::decode(const Tensor& tgt_in, const Tensor& memory,
     y = layer.forward(y, memory, self_mask, source_mask, ctx);
   if (decoder_final_norm_.weight.defined()) y = decoder_final_norm_.forward(y);
   return y;
+}
+
+DecoderState Transformer::start_decoding(const Tensor& memory,
+                                         const std::vector<int32_t>& src_lengths, int64_t beam,
+                                         int64_t capacity) const {
+  TFM_CHECK(memory.rank() == 3 && memory.dim(2) == config_.d_model &&
+                memory.dim(0) == static_cast<int64_t>(src_lengths.size()),
+            "start_decoding: memory {} does not fit {} source lengths and d_model {}",
+            memory.describe(), src_lengths.size(), config_.d_model);
+  TFM_CHECK(beam >= 1 && capacity >= 1, "start_decoding: beam {} and capacity {} must be >= 1",
+            beam, capacity);
+  DecoderState state;
+  state.source_lengths = src_lengths;
+  state.beam = beam;
+  const int64_t rows = memory.dim(0) * beam;
+  for (const auto& layer : decoder_layers_) {
+    DecoderState::Layer cache;
+    cache.self = layer.self_attn.empty_cache(rows, capacity);
+    cache.cross = layer.cross_attn.empty_cache(memory.dim(0), std::max<int64_t>(memory.dim(1), 1));
+    layer.cross_attn.append(memory, cache.cross);
+    state.layers.push_back(std::move(cache));
+  }
+  return state;
+}
+
+Tensor Transformer::decode_step(const Tensor& last_tokens, DecoderState& state,
+                                int64_t attention_layer, Tensor* cross_attention) const {
+  TFM_CHECK(last_tokens.rank() == 1 && last_tokens.dim(0) == state.rows() &&
+                last_tokens.dtype() == DType::i32,
+            "decode_step: last tokens {} must be i32 [{}] (one per decoder row)",
+            last_tokens.describe(), state.rows());
+  TFM_CHECK(state.layers.size() == decoder_layers_.size(),
+            "decode_step: the state has {} layers, the model {}", state.layers.size(),
+            decoder_layers_.size());
+  TFM_CHECK(
+      !cross_attention ||
+          (attention_layer >= 0 && attention_layer < static_cast<int64_t>(state.layers.size())),
+      "decode_step: attention layer {} is outside [0, {})", attention_layer, state.layers.size());
+  const int64_t rows = state.rows(), position = state.length();
+  ops::AttentionMask source_mask;
+  source_mask.key_lengths = state.source_lengths;
+
+  auto ctx = ForwardContext::inference();
+  Tensor y = embed(last_tokens.view({rows, 1}), position_table(decoder_positions_, position + 1),
+                   ctx, position);
+  Tensor probs;
+  for (size_t i = 0; i < decoder_layers_.size(); ++i) {
+    bool capture = cross_attention && static_cast<int64_t>(i) == attention_layer;
+    y = decoder_layers_[i].forward_step(y, state.layers[i].self, state.layers[i].cross, source_mask,
+                                        state.beam, capture ? &probs : nullptr);
+  }
+  if (decoder_final_norm_.weight.defined()) y = decoder_final_norm_.forward(y);
+  if (cross_attention) {
+    // [sources, h, beam, S] -> [sources * beam, h, S]: row r = source * beam + i.
+    const int64_t heads = probs.dim(1), beam = state.beam, keys = probs.dim(3);
+    Tensor out = Tensor::empty({rows, heads, keys});
+    const float* from = probs.data<float>();
+    float* to = out.data<float>();
+    for (int64_t s = 0; s < state.sources(); ++s)
+      for (int64_t head = 0; head < heads; ++head)
+        for (int64_t i = 0; i < beam; ++i)
+          std::copy_n(from + ((s * heads + head) * beam + i) * keys, keys,
+                      to + ((s * beam + i) * heads + head) * keys);
+    *cross_attention = out;
+  }
+  return output_logits(y.view({rows, config_.d_model}));
+}
+
+void DecoderState::select(const std::vector<int64_t>& rows) {
+  const int64_t old_rows = this->rows();
+  TFM_CHECK(rows.size() % static_cast<size_t>(beam) == 0,
+            "decoder state: {} rows selected, not a multiple of the beam {}", rows.size(), beam);
+  std::vector<int64_t> sources_kept;
+  for (size_t g = 0; g < rows.size(); g += static_cast<size_t>(beam)) {
+    int64_t source = -1;
+    for (size_t i = g; i < g + static_cast<size_t>(beam); ++i) {
+      TFM_CHECK(rows[i] >= 0 && rows[i] < old_rows, "decoder state: row {} selected from {} rows",
+                rows[i], old_rows);
+      if (source < 0) source = rows[i] / beam;
+      TFM_CHECK(rows[i] / beam == source,
+                "decoder state: new rows {}..{} mix sources {} and {} (beam {})", g,
+                g + static_cast<size_t>(beam) - 1, source, rows[i] / beam, beam);
+    }
+    sources_kept.push_back(source);
+  }
+  bool same_rows = static_cast<int64_t>(rows.size()) == old_rows;
+  for (size_t r = 0; same_rows && r < rows.size(); ++r)
+    same_rows = rows[r] == static_cast<int64_t>(r);
+  if (same_rows) return;
+  bool same_sources = static_cast<int64_t>(sources_kept.size()) == sources();
+  for (size_t s = 0; same_sources && s < sources_kept.size(); ++s)
+    same_sources = sources_kept[s] == static_cast<int64_t>(s);
+  for (auto& layer : layers) {
+    layer.self = layer.self.gather(rows);
+    if (!same_sources) layer.cross = layer.cross.gather(sources_kept);
+  }
+  if (!same_sources) {
+    std::vector<int32_t> lengths;
+    for (int64_t s : sources_kept) lengths.push_back(source_lengths[static_cast<size_t>(s)]);
+    source_lengths = std::move(lengths);
+  }
 }
 
 Tensor Transformer::output_logits(const Tensor& hidden) const {

@@ -42,6 +42,13 @@ struct DecoderLayer {
   DecoderLayer(const ModelConfig& config);
   Tensor forward(const Tensor& y, const Tensor& memory, const ops::AttentionMask& self_mask,
                  const ops::AttentionMask& source_mask, ForwardContext& ctx) const;
+  // One position of incremental decoding (inference): y [rows, 1, d_model] for rows = sources *
+  // beam; appends the position's self-attention keys/values to self_cache; cross_cache holds the
+  // encoder output's keys/values, one row per source, which the `beam` rows of that source query
+  // together. cross_probs: the encoder-decoder attention weights [sources, h, beam, S].
+  Tensor forward_step(const Tensor& y, KeyValueCache& self_cache, const KeyValueCache& cross_cache,
+                      const ops::AttentionMask& source_mask, int64_t beam,
+                      Tensor* cross_probs = nullptr) const;
   void init(std::mt19937_64& rng);
   void collect(const std::string& prefix, NamedTensors& out) const;
 
@@ -51,6 +58,30 @@ struct DecoderLayer {
   ResidualNorm cross_attn_block;
   FeedForward ffn;
   ResidualNorm ffn_block;
+};
+
+// The state of incremental decoding (section 6.1) for a batch of source sentences with `beam`
+// decoder rows each: row r continues a hypothesis of source r / beam. Per decoder layer it keeps
+// the projected self-attention keys and values of every position decoded so far (one more per step)
+// and the encoder-decoder keys and values, projected once from the encoder output.
+struct DecoderState {
+  struct Layer {
+    KeyValueCache self;   // rows = sources * beam
+    KeyValueCache cross;  // rows = sources; length = the padded source length
+  };
+  std::vector<Layer> layers;
+  std::vector<int32_t> source_lengths;  // per source: the encoder-decoder attention's key mask
+  int64_t beam = 1;
+
+  int64_t sources() const { return static_cast<int64_t>(source_lengths.size()); }
+  int64_t rows() const { return sources() * beam; }
+  // Positions decoded so far: the position of the next step's input token.
+  int64_t length() const { return layers.empty() ? 0 : layers[0].self.length; }
+  // Keeps rows without recomputing anything: new row i continues old row rows[i]. Each group of
+  // `beam` consecutive new rows must come from a single old source (beams reordered within their
+  // sentence; sentences dropped or, rarely, repeated); the number of sources follows. The
+  // encoder-decoder caches are copied only when the list of sources changes.
+  void select(const std::vector<int64_t>& rows);
 };
 
 class Transformer {
@@ -78,13 +109,26 @@ class Transformer {
   Tensor output_logits(const Tensor& hidden) const;
 
   Tensor forward(const Batch& batch, ForwardContext& ctx) const;
+
+  // ---- incremental decoding (inference: no tape may be recording; decode/ builds the searches)
+  // A state for decoding `beam` rows per source from `memory` = encode()'s output [sources, S,
+  // d_model], with room for `capacity` target positions (grown when a decode runs longer).
+  DecoderState start_decoding(const Tensor& memory, const std::vector<int32_t>& src_lengths,
+                              int64_t beam, int64_t capacity) const;
+  // Logits [rows, V] of every row's next token, given each row's last token (bos at the first
+  // step), i32 [rows]. Computes the new position only, at position state.length(), and appends it
+  // to the caches. cross_attention (when given) receives the encoder-decoder attention weights of
+  // decoder layer `attention_layer` for this position, [rows, h, S].
+  Tensor decode_step(const Tensor& last_tokens, DecoderState& state, int64_t attention_layer = -1,
+                     Tensor* cross_attention = nullptr) const;
   // Label-smoothed cross-entropy of the batch's targets (config's label_smoothing, pad ignored).
   ops::CrossEntropyResult loss(const Batch& batch, ForwardContext& ctx,
                                double normalizer = 0.0) const;
 
  private:
-  // dropout(E[ids] * sqrt(d_model) + positions)
-  Tensor embed(const Tensor& ids, const Tensor& positions, ForwardContext& ctx) const;
+  // dropout(E[ids] * sqrt(d_model) + positions[offset + t])
+  Tensor embed(const Tensor& ids, const Tensor& positions, ForwardContext& ctx,
+               int64_t offset = 0) const;
   const Tensor& position_table(const Tensor& learned, int64_t length) const;
 
   ModelConfig config_;

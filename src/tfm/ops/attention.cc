@@ -9,8 +9,9 @@ namespace tfm::ops {
 
 namespace {
 
+// `keys` < 0: every position of k and v is a key; otherwise only the first `keys` are.
 cpu::AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
-                                   const AttentionMask& mask, float dropout_p) {
+                                   const AttentionMask& mask, float dropout_p, int64_t keys = -1) {
   TFM_CHECK(q.defined() && k.defined() && v.defined(), "attention: an input is undefined");
   TFM_CHECK(q.dtype() == DType::f32 && k.dtype() == DType::f32 && v.dtype() == DType::f32,
             "attention: q {}, k {}, v {} must be f32", q.describe(), k.describe(), v.describe());
@@ -30,6 +31,12 @@ cpu::AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tenso
   dims.heads = heads;
   dims.tq = q.dim(1);
   dims.tk = k.dim(1);
+  if (keys >= 0) {
+    TFM_CHECK(keys <= dims.tk,
+              "attention_cached: {} keys requested from a cache k {} of {} positions", keys,
+              k.describe(), dims.tk);
+    dims.tk = keys;
+  }
   dims.dk = q.dim(2) / heads;
   dims.dv = v.dim(2) / heads;
   TFM_CHECK(dims.tk > 0 && dims.dk > 0, "attention: k {} has no keys or q {} has zero width",
@@ -106,6 +113,25 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
                             probs.data<float>(), g.data<float>(), d_probs.data<float>(),
                             dropped_again.defined() ? dropped_again.data<float>() : nullptr, grads);
   });
+  return out;
+}
+
+Tensor attention_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64_t keys, int heads,
+                        const AttentionMask& mask, Tensor* probs_out) {
+  cpu::AttentionDims dims = check_attention(q, k, v, heads, mask, 0.0f, keys);
+  TFM_CHECK(!needs_grad({&q, &k, &v}),
+            "attention_cached: inference only, but an input requires a gradient while a tape is "
+            "recording");
+  Tensor probs = Tensor::empty({dims.batch, dims.heads, dims.tq, dims.tk});
+  Tensor out = Tensor::empty({dims.batch, dims.tq, dims.heads * dims.dv});
+  cpu::AttentionMaskSpec spec{mask.key_lengths.empty() ? nullptr : mask.key_lengths.data(),
+                              mask.causal, mask.query_offset};
+  // Row b of k and v starts capacity positions after row b - 1.
+  const int64_t capacity = k.dim(1);
+  cpu::attention_forward_strided_kv(dims, spec, q.data<float>(), k.data<float>(),
+                                    capacity * k.dim(2), v.data<float>(), capacity * v.dim(2),
+                                    probs.data<float>(), out.data<float>());
+  if (probs_out) *probs_out = probs;
   return out;
 }
 

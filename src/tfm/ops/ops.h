@@ -70,6 +70,13 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
                  const AttentionMask& mask, float dropout_p = 0.0f, uint64_t seed = 0,
                  Tensor* probs_out = nullptr);
 
+// Attention over the first `keys` positions of key/value buffers that have room for more, as an
+// incremental decoder keeps them (nn::KeyValueCache): k: [B, capacity, h*dk], v: [B, capacity,
+// h*dv], 1 <= keys <= capacity. q, mask and probs_out ([B, h, Tq, keys]) as in attention(), without
+// dropout. Inference only: records no backward and refuses inputs that would need one.
+Tensor attention_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64_t keys, int heads,
+                        const AttentionMask& mask, Tensor* probs_out = nullptr);
+
 // ---- loss ----
 
 struct CrossEntropyResult {

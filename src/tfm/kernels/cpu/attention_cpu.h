@@ -61,6 +61,16 @@ void attention_forward(const AttentionDims& dims, const AttentionMaskSpec& mask,
                        const AttentionDropout& dropout, const float* q, const float* k,
                        const float* v, float* probs, float* dropped, float* out);
 
+// Inference attention over a key/value cache (incremental decoding): batch b's keys start at
+// k + b * k_batch_stride and its values at v + b * v_batch_stride, positions h*dk (h*dv) apart, so
+// k and v may be the first dims.tk positions of buffers with room for more. q, probs and out are
+// dense as in attention_forward; no dropout. Row loops instead of oneDNN products: with the few
+// queries of a decoding step the products are tiny, and their shapes change every step, so a cached
+// primitive per shape would cost more to create than the loop costs to run.
+void attention_forward_strided_kv(const AttentionDims& dims, const AttentionMaskSpec& mask,
+                                  const float* q, const float* k, int64_t k_batch_stride,
+                                  const float* v, int64_t v_batch_stride, float* probs, float* out);
+
 // Where the backward writes each gradient (nullptr: not needed), and whether it adds to what the
 // buffer holds. The kernel writes dv, then dq, then dk: targets must be taken in that order so
 // that one tensor passed as several inputs accumulates correctly.

@@ -1,0 +1,138 @@
+// Translation throughput: decode::translate of a preset with random weights on `batch` random
+// source sentences of src_len tokens, with exactly out_len output tokens per sentence (eos
+// suppressed: min_length = max_length = out_len), for each beam size asked (1 = greedy). Encoder
+// and search are both timed. Prints one JSON line per mode with the fields bench/decode_pytorch.py
+// prints, so that bench/decode.sh can put both side by side.
+//
+// --model-dir writes the weights (model directory: config.json + model.safetensors) and the sources
+// (sources.safetensors, i32 [batch, src_len]) so that PyTorch decodes the same model and input;
+// --outputs writes the best output of every sentence per mode as JSON, for the agreement check.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "tfm/core/threading.h"
+#include "tfm/decode/translate.h"
+#include "tfm/io/safetensors.h"
+#include "tfm/model/config.h"
+#include "tfm/model/model_dir.h"
+#include "tfm/nn/transformer.h"
+
+namespace {
+
+double peak_rss_mb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0.0;
+}
+
+std::vector<int64_t> parse_beams(const std::string& text) {
+  std::vector<int64_t> beams;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) beams.push_back(std::stoll(item));
+  return beams;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tfm decoding benchmark"};
+  std::string preset = "base", beams_text = "4,1", model_dir, outputs_path;
+  int64_t vocab = 32000, batch = 32, src_len = 25, out_len = 25;
+  int runs = 2, warmup = 1, threads = 2;
+  double alpha = 0.6;
+  app.add_option("--preset", preset, "model preset");
+  app.add_option("--vocab", vocab, "vocabulary size");
+  app.add_option("--batch", batch, "source sentences (decoded as one batch)");
+  app.add_option("--src-len", src_len, "source tokens per sentence");
+  app.add_option("--out-len", out_len, "output tokens per sentence (eos suppressed)");
+  app.add_option("--beams", beams_text, "comma-separated beam sizes; 1 = greedy");
+  app.add_option("--alpha", alpha, "length penalty");
+  app.add_option("--runs", runs, "timed runs per mode");
+  app.add_option("--warmup", warmup, "untimed runs per mode first");
+  app.add_option("--threads", threads, "threads");
+  app.add_option("--model-dir", model_dir, "write the model and the sources here");
+  app.add_option("--outputs", outputs_path, "write the outputs here (JSON)");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    tfm::set_num_threads(threads);
+    tfm::ModelConfig config = tfm::preset(preset);
+    config.vocab_size = vocab;
+    tfm::nn::Transformer model(config);
+    model.init(7);
+
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int32_t> word(4, static_cast<int32_t>(vocab) - 1);
+    std::vector<std::vector<int32_t>> sources(static_cast<size_t>(batch));
+    std::vector<int32_t> flat;
+    for (auto& s : sources) {
+      for (int64_t t = 0; t < src_len; ++t) s.push_back(word(rng));
+      flat.insert(flat.end(), s.begin(), s.end());
+    }
+    if (!model_dir.empty()) {
+      tfm::save_model_dir(model_dir, config, model.named_parameters());
+      tfm::write_safetensors(std::filesystem::path(model_dir) / "sources.safetensors",
+                             {{"sources", tfm::Tensor::from_ints({batch, src_len}, flat)}});
+    }
+
+    nlohmann::json outputs = nlohmann::json::object();
+    for (int64_t beam : parse_beams(beams_text)) {
+      tfm::decode::TranslateOptions options;
+      options.beam_size = beam;
+      options.alpha = alpha;
+      options.max_length = out_len;
+      options.min_length = out_len;
+      options.batch_size = batch;
+      std::vector<std::vector<tfm::decode::Hypothesis>> result;
+      double total = 0, best = 1e30;
+      for (int run = 0; run < warmup + runs; ++run) {
+        auto t0 = std::chrono::steady_clock::now();
+        result = tfm::decode::translate(model, sources, options);
+        double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::fprintf(stderr, "tfm beam %lld run %d: %.3f s%s\n", static_cast<long long>(beam), run,
+                     seconds, run < warmup ? " (warm-up)" : "");
+        if (run < warmup) continue;
+        total += seconds;
+        best = std::min(best, seconds);
+      }
+      int64_t tokens = 0;
+      nlohmann::json best_outputs = nlohmann::json::array();
+      for (const auto& hypotheses : result) {
+        tokens += static_cast<int64_t>(hypotheses.at(0).tokens.size());
+        best_outputs.push_back(hypotheses.at(0).tokens);
+      }
+      TFM_CHECK(tokens == batch * out_len, "bench: {} output tokens, expected {}", tokens,
+                batch * out_len);
+      const std::string mode = beam == 1 ? "greedy" : "beam" + std::to_string(beam);
+      outputs[mode] = best_outputs;
+      const double mean = total / runs;
+      std::printf(
+          "{\"framework\": \"tfm\", \"mode\": \"%s\", \"preset\": \"%s\", \"vocab\": %lld, "
+          "\"batch\": %lld, \"src_len\": %lld, \"out_len\": %lld, \"threads\": %d, \"runs\": %d, "
+          "\"seconds\": %.4f, \"best_seconds\": %.4f, \"target_tokens_per_second\": %.1f, "
+          "\"peak_rss_mb\": %.1f}\n",
+          mode.c_str(), preset.c_str(), static_cast<long long>(vocab),
+          static_cast<long long>(batch), static_cast<long long>(src_len),
+          static_cast<long long>(out_len), threads, runs, mean, best,
+          static_cast<double>(tokens) / mean, peak_rss_mb());
+      std::fflush(stdout);
+    }
+    if (!outputs_path.empty()) std::ofstream(outputs_path) << outputs.dump() << "\n";
+  } catch (const tfm::Error& e) {
+    std::fprintf(stderr, "bench_decode: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

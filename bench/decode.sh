@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Decoding benchmark, tfm against PyTorch on the same weights and sources, side by side in one run:
+# translation throughput (target tokens per second, encoder included) of `base` with random weights and a
+# vocabulary of 32000, a batch of 32 source sentences of 25 tokens, exactly 25 output tokens per sentence
+# (eos suppressed, so both do the same work), beam 4 (alpha 0.6) and greedy, 2 threads.
+#
+# tfm's bench_decode runs first and writes its random weights as a model directory (config.json +
+# model.safetensors) plus the sources (sources.safetensors) and its outputs into a temporary directory;
+# bench/decode_pytorch.py then loads the same weights into tools/reference_model.py's Transformer and decodes
+# the same sources with an incremental key/value cache, with PyTorch's best settings here (tcmalloc and
+# OpenBLAS preloaded, OMP_WAIT_POLICY=PASSIVE, as bench/train_step.sh), and counts the sentences whose output
+# is identical to tfm's. Prints a table with the ratio tfm / PyTorch per mode.
+#
+# Usage: bench/decode.sh            (build first: cmake --preset release && cmake --build --preset release)
+# Environment overrides: TFM_BENCH (binary), PRESET, VOCAB, BATCH, SRC_LEN, OUT_LEN, BEAMS, RUNS, WARMUP,
+# THREADS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TFM_BENCH="${TFM_BENCH:-build/release/bench_decode}"
+PRESET="${PRESET:-base}"
+VOCAB="${VOCAB:-32000}"
+BATCH="${BATCH:-32}"
+SRC_LEN="${SRC_LEN:-25}"
+OUT_LEN="${OUT_LEN:-25}"
+BEAMS="${BEAMS:-4,1}"
+RUNS="${RUNS:-2}"
+WARMUP="${WARMUP:-1}"
+THREADS="${THREADS:-2}"
+TCMALLOC=/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4
+OPENBLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3
+PYTHON=/usr/bin/python3  # the interpreter that has PyTorch
+
+if [[ ! -x "$TFM_BENCH" ]]; then
+  echo "decode.sh: $TFM_BENCH is missing; build it first (cmake --build --preset release)" >&2
+  exit 1
+fi
+if [[ ! -e "$TCMALLOC" ]]; then
+  echo "decode.sh: $TCMALLOC is missing; apt-get install libgoogle-perftools4" >&2
+  exit 1
+fi
+if [[ ! -e "$OPENBLAS" ]]; then
+  echo "decode.sh: $OPENBLAS is missing; apt-get install libopenblas0-openmp" \
+    "(without it PyTorch's f32 runs on the reference BLAS, ~100x slow)" >&2
+  exit 1
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+results="$work/results.jsonl"
+
+echo "== tfm: $TFM_BENCH" >&2
+"$TFM_BENCH" --preset "$PRESET" --vocab "$VOCAB" --batch "$BATCH" --src-len "$SRC_LEN" \
+  --out-len "$OUT_LEN" --beams "$BEAMS" --runs "$RUNS" --warmup "$WARMUP" --threads "$THREADS" \
+  --model-dir "$work/model" --outputs "$work/tfm_outputs.json" | tee -a "$results"
+
+echo "== pytorch (tcmalloc, OpenBLAS, OMP_WAIT_POLICY=PASSIVE, OMP_NUM_THREADS=$THREADS)" >&2
+LD_PRELOAD="$TCMALLOC $OPENBLAS" OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS="$THREADS" \
+  "$PYTHON" bench/decode_pytorch.py --model-dir "$work/model" --beams "$BEAMS" --out-len "$OUT_LEN" \
+  --runs "$RUNS" --warmup "$WARMUP" --threads "$THREADS" --tfm-outputs "$work/tfm_outputs.json" |
+  tee -a "$results"
+
+"$PYTHON" - "$results" <<'EOF'
+import json
+import sys
+
+rows = {}
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line.startswith("{"):
+        r = json.loads(line)
+        rows[(r["framework"], r["mode"])] = r
+modes = sorted({mode for _, mode in rows}, key=lambda m: (m == "greedy", m))
+print()
+print(f"{'mode':<7} {'framework':<9} {'s/batch':>8} {'best s':>7} {'tgt tok/s':>10} {'peak MB':>8} {'same output':>12}")
+for mode in modes:
+    for framework in ("tfm", "pytorch"):
+        r = rows.get((framework, mode))
+        if r is None:
+            print(f"{mode:<7} {framework:<9} {'-':>8}")
+            continue
+        same = f"{r['identical_to_tfm']}/{r['batch']}" if "identical_to_tfm" in r else ""
+        print(f"{mode:<7} {framework:<9} {r['seconds']:>8.3f} {r['best_seconds']:>7.3f} "
+              f"{r['target_tokens_per_second']:>10.1f} {r['peak_rss_mb']:>8.0f} {same:>12}")
+    tfm, torch_row = rows.get(("tfm", mode)), rows.get(("pytorch", mode))
+    if tfm and torch_row:
+        ratio = tfm["target_tokens_per_second"] / torch_row["target_tokens_per_second"]
+        print(f"{mode:<7} tfm/pytorch target tokens per second: {ratio:.2f}x")
+EOF

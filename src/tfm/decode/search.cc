@@ -1,0 +1,309 @@
+#include "tfm/decode/search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "tfm/core/error.h"
+
+namespace tfm::decode {
+
+double length_penalty(int64_t length, double alpha) {
+  return std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
+}
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// A live hypothesis. log_prob = -inf marks an empty slot: its row is computed but never extended
+// (the first step, where each source has one hypothesis for beam_size rows).
+struct Partial {
+  std::vector<int32_t> tokens;
+  double log_prob = kNegInf;
+  std::vector<std::vector<float>> attention;
+};
+
+struct SourceSearch {
+  int64_t max_length = 0;
+  std::vector<Partial> alive;
+  std::vector<Hypothesis> finished;  // best score first; equal scores in the order found
+};
+
+void check_options(const StepScorer& scorer, const std::vector<int64_t>& max_lengths,
+                   const SearchOptions& options, int64_t beam, const char* search) {
+  TFM_CHECK(options.beam_size >= 1, "{}: beam size {} must be at least 1", search,
+            options.beam_size);
+  TFM_CHECK(options.n_best >= 1 && options.n_best <= beam,
+            "{}: n_best {} must be in [1, {}] (the beam size)", search, options.n_best, beam);
+  TFM_CHECK(std::isfinite(options.alpha), "{}: length penalty alpha {} is not finite", search,
+            options.alpha);
+  TFM_CHECK(scorer.rows() == static_cast<int64_t>(max_lengths.size()) * beam,
+            "{}: the scorer has {} rows, expected {} sources x beam {}", search, scorer.rows(),
+            max_lengths.size(), beam);
+  const int64_t vocab = scorer.vocab_size();
+  TFM_CHECK(options.eos_id >= 0 && options.eos_id < vocab && options.bos_id >= 0 &&
+                options.bos_id < vocab,
+            "{}: bos {} or eos {} is outside the vocabulary of {}", search, options.bos_id,
+            options.eos_id, vocab);
+  for (int64_t m : max_lengths)
+    TFM_CHECK(m >= 1, "{}: maximum output length {} must be at least 1", search, m);
+}
+
+// Checks the shape of a step's log-probabilities and applies min_length.
+float* step_log_probs(const Tensor& log_probs, const StepScorer& scorer, int64_t step,
+                      const SearchOptions& options) {
+  TFM_CHECK(log_probs.rank() == 2 && log_probs.dim(0) == scorer.rows() &&
+                log_probs.dim(1) == scorer.vocab_size() && log_probs.dtype() == DType::f32,
+            "search: the scorer returned {}, expected f32 [{}, {}]", log_probs.describe(),
+            scorer.rows(), scorer.vocab_size());
+  float* lp = log_probs.data<float>();
+  if (step < options.min_length) {
+    const int64_t vocab = log_probs.dim(1);
+    for (int64_t r = 0; r < log_probs.dim(0); ++r)
+      lp[r * vocab + options.eos_id] = -std::numeric_limits<float>::infinity();
+  }
+  return lp;
+}
+
+std::vector<float> attention_row(const Tensor& attention, int64_t row) {
+  if (!attention.defined()) return {};
+  const int64_t width = attention.dim(1);
+  const float* p = attention.data<float>() + row * width;
+  return std::vector<float>(p, p + width);
+}
+
+// Inserts h after every finished hypothesis whose score is at least h's.
+void add_finished(std::vector<Hypothesis>& finished, Hypothesis h) {
+  auto at = std::upper_bound(finished.begin(), finished.end(), h.score,
+                             [](double score, const Hypothesis& f) { return score > f.score; });
+  finished.insert(at, std::move(h));
+}
+
+Hypothesis finish(const Partial& parent, int32_t token, double log_prob, bool is_eos,
+                  const Tensor& attention, int64_t row, double alpha) {
+  Hypothesis h;
+  h.tokens = parent.tokens;
+  if (!is_eos) h.tokens.push_back(token);
+  h.ended_by_eos = is_eos;
+  h.length = static_cast<int64_t>(parent.tokens.size()) + 1;
+  h.log_prob = log_prob;
+  h.score = log_prob / length_penalty(h.length, alpha);
+  h.attention = parent.attention;
+  if (attention.defined()) h.attention.push_back(attention_row(attention, row));
+  return h;
+}
+
+// The m best finite entries of a row, best first; among equal values the lower token first.
+void top_of_row(const float* row, int64_t vocab, size_t m,
+                std::vector<std::pair<float, int32_t>>& top) {
+  top.clear();
+  for (int64_t v = 0; v < vocab; ++v) {
+    const float x = row[v];
+    if (!(x > -std::numeric_limits<float>::infinity())) continue;  // -inf and NaN never win
+    if (top.size() == m && !(x > top.back().first)) continue;
+    auto at = std::find_if(top.begin(), top.end(), [x](const auto& t) { return t.first < x; });
+    top.insert(at, {x, static_cast<int32_t>(v)});
+    if (top.size() > m) top.pop_back();
+  }
+}
+
+// The search's output: the n_best best finished hypotheses of each source.
+std::vector<std::vector<Hypothesis>> best_of(std::vector<SourceSearch>& searches, int64_t n_best) {
+  std::vector<std::vector<Hypothesis>> out(searches.size());
+  for (size_t s = 0; s < searches.size(); ++s) {
+    auto& finished = searches[s].finished;
+    if (static_cast<int64_t>(finished.size()) > n_best)
+      finished.resize(static_cast<size_t>(n_best));
+    out[s] = std::move(finished);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<Hypothesis>> beam_search(StepScorer& scorer,
+                                                 const std::vector<int64_t>& max_lengths,
+                                                 const SearchOptions& options) {
+  const int64_t k = options.beam_size;
+  check_options(scorer, max_lengths, options, k, "beam search");
+  const int64_t vocab = scorer.vocab_size();
+  const size_t candidates_kept = static_cast<size_t>(2 * k);
+
+  std::vector<SourceSearch> searches(max_lengths.size());
+  std::vector<int64_t> active;  // the sources being searched, in the scorer's row order
+  for (size_t s = 0; s < searches.size(); ++s) {
+    searches[s].max_length = max_lengths[s];
+    searches[s].alive.resize(static_cast<size_t>(k));
+    searches[s].alive[0].log_prob = 0.0;
+    active.push_back(static_cast<int64_t>(s));
+  }
+  std::vector<int32_t> last_tokens(static_cast<size_t>(scorer.rows()), options.bos_id);
+  std::vector<std::vector<std::pair<float, int32_t>>> row_top;
+
+  struct Candidate {
+    double log_prob;
+    int64_t index;  // beam * vocab + token: the tie-break order
+  };
+  std::vector<Candidate> candidates;
+
+  for (int64_t step = 0; !active.empty(); ++step) {
+    Tensor log_probs = scorer.step(last_tokens);
+    const float* lp = step_log_probs(log_probs, scorer, step, options);
+    Tensor attention = scorer.last_attention();
+
+    // The 2k best tokens of every row: the 2k best extensions of a source are among them.
+    const int64_t rows = scorer.rows();
+    row_top.resize(static_cast<size_t>(rows));
+#pragma omp parallel for schedule(static) if (rows * vocab >= (int64_t{1} << 15))
+    for (int64_t r = 0; r < rows; ++r)
+      top_of_row(lp + r * vocab, vocab, candidates_kept, row_top[static_cast<size_t>(r)]);
+
+    std::vector<int64_t> next_rows, next_active;
+    std::vector<int32_t> next_tokens;
+    const int64_t length = step + 1;  // tokens of every candidate, the new one included
+    for (size_t slot = 0; slot < active.size(); ++slot) {
+      SourceSearch& search = searches[static_cast<size_t>(active[slot])];
+      const int64_t first_row = static_cast<int64_t>(slot) * k;
+
+      candidates.clear();
+      for (int64_t i = 0; i < k; ++i) {
+        const double base = search.alive[static_cast<size_t>(i)].log_prob;
+        if (base == kNegInf) continue;
+        for (const auto& [value, token] : row_top[static_cast<size_t>(first_row + i)])
+          candidates.push_back({base + static_cast<double>(value), i * vocab + token});
+      }
+      auto better = [](const Candidate& a, const Candidate& b) {
+        return a.log_prob > b.log_prob || (a.log_prob == b.log_prob && a.index < b.index);
+      };
+      const size_t kept = std::min(candidates.size(), candidates_kept);
+      std::partial_sort(candidates.begin(), candidates.begin() + static_cast<int64_t>(kept),
+                        candidates.end(), better);
+
+      std::vector<Partial> next;
+      std::vector<int64_t> parents;
+      for (size_t rank = 0; rank < kept; ++rank) {
+        const Candidate& c = candidates[rank];
+        const int64_t parent = c.index / vocab;
+        const auto token = static_cast<int32_t>(c.index % vocab);
+        const Partial& from = search.alive[static_cast<size_t>(parent)];
+        const bool is_eos = token == options.eos_id;
+        if (is_eos || length == search.max_length) {
+          if (static_cast<int64_t>(rank) < k)
+            add_finished(search.finished, finish(from, token, c.log_prob, is_eos, attention,
+                                                 first_row + parent, options.alpha));
+        } else if (static_cast<int64_t>(next.size()) < k) {
+          Partial p;
+          p.tokens = from.tokens;
+          p.tokens.push_back(token);
+          p.log_prob = c.log_prob;
+          p.attention = from.attention;
+          if (attention.defined())
+            p.attention.push_back(attention_row(attention, first_row + parent));
+          next.push_back(std::move(p));
+          parents.push_back(parent);
+        }
+      }
+
+      // Early termination (the bound is derived in search.h).
+      bool done = next.empty();
+      const auto n_best = static_cast<size_t>(options.n_best);
+      if (!done && options.early_stopping && search.finished.size() >= n_best) {
+        const double largest_lp = std::max(length_penalty(length + 1, options.alpha),
+                                           length_penalty(search.max_length, options.alpha));
+        done = search.finished[n_best - 1].score >= next.front().log_prob / largest_lp;
+      }
+      if (done) continue;
+
+      // Empty slots keep a row (every source has k) that is never extended.
+      while (static_cast<int64_t>(next.size()) < k) {
+        next.emplace_back();
+        next.back().tokens = next.front().tokens;  // any real prefix: only its length matters
+        parents.push_back(parents.front());
+      }
+      for (int64_t i = 0; i < k; ++i) {
+        next_rows.push_back(first_row + parents[static_cast<size_t>(i)]);
+        const auto& tokens = next[static_cast<size_t>(i)].tokens;
+        next_tokens.push_back(tokens.back());
+      }
+      search.alive = std::move(next);
+      next_active.push_back(active[slot]);
+    }
+    active = std::move(next_active);
+    if (active.empty()) break;
+    scorer.select(next_rows);
+    last_tokens = std::move(next_tokens);
+  }
+  return best_of(searches, options.n_best);
+}
+
+std::vector<std::vector<Hypothesis>> greedy_search(StepScorer& scorer,
+                                                   const std::vector<int64_t>& max_lengths,
+                                                   const SearchOptions& options) {
+  check_options(scorer, max_lengths, options, 1, "greedy search");
+  const int64_t vocab = scorer.vocab_size();
+
+  std::vector<SourceSearch> searches(max_lengths.size());
+  std::vector<int64_t> active;
+  for (size_t s = 0; s < searches.size(); ++s) {
+    searches[s].max_length = max_lengths[s];
+    searches[s].alive.resize(1);
+    searches[s].alive[0].log_prob = 0.0;
+    active.push_back(static_cast<int64_t>(s));
+  }
+  std::vector<int32_t> last_tokens(static_cast<size_t>(scorer.rows()), options.bos_id);
+  std::vector<int32_t> best(static_cast<size_t>(scorer.rows()));
+
+  for (int64_t step = 0; !active.empty(); ++step) {
+    Tensor log_probs = scorer.step(last_tokens);
+    const float* lp = step_log_probs(log_probs, scorer, step, options);
+    Tensor attention = scorer.last_attention();
+    const int64_t rows = scorer.rows();
+    best.resize(static_cast<size_t>(rows));
+#pragma omp parallel for schedule(static) if (rows * vocab >= (int64_t{1} << 15))
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = lp + r * vocab;
+      int32_t arg = -1;
+      float max = -std::numeric_limits<float>::infinity();
+      for (int64_t v = 0; v < vocab; ++v) {
+        if (row[v] > max) {
+          max = row[v];
+          arg = static_cast<int32_t>(v);
+        }
+      }
+      best[static_cast<size_t>(r)] = arg;
+    }
+
+    std::vector<int64_t> next_rows, next_active;
+    std::vector<int32_t> next_tokens;
+    const int64_t length = step + 1;
+    for (size_t row = 0; row < active.size(); ++row) {
+      SourceSearch& search = searches[static_cast<size_t>(active[row])];
+      Partial& hypothesis = search.alive[0];
+      const int32_t token = best[row];
+      if (token < 0) continue;  // nothing of finite probability: no hypothesis
+      const double log_prob = hypothesis.log_prob + lp[static_cast<int64_t>(row) * vocab + token];
+      const bool is_eos = token == options.eos_id;
+      const auto r = static_cast<int64_t>(row);
+      if (is_eos || length == search.max_length) {
+        add_finished(search.finished,
+                     finish(hypothesis, token, log_prob, is_eos, attention, r, options.alpha));
+        continue;
+      }
+      hypothesis.tokens.push_back(token);
+      hypothesis.log_prob = log_prob;
+      if (attention.defined()) hypothesis.attention.push_back(attention_row(attention, r));
+      next_rows.push_back(r);
+      next_tokens.push_back(token);
+      next_active.push_back(active[row]);
+    }
+    active = std::move(next_active);
+    if (active.empty()) break;
+    scorer.select(next_rows);
+    last_tokens = std::move(next_tokens);
+  }
+  return best_of(searches, 1);
+}
+
+}  // namespace tfm::decode

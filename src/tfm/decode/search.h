@@ -1,0 +1,92 @@
+// Greedy and beam search (section 6.1 of the paper: beam size 4, length penalty alpha = 0.6,
+// maximum output length = input length + 50, early termination when possible), generic over a
+// StepScorer so that a hand-written distribution can stand in for the model in tests.
+//
+// Conventions shared by both searches:
+// - A hypothesis has at most max_length generated tokens, eos included: a hypothesis that reaches
+//   max_length tokens without eos ends there (no extra step to append eos).
+// - Its score is log_prob / lp(length) with lp(n) = ((5 + n) / 6)^alpha (Wu et al. 2016, eq. 14),
+//   where length counts the generated tokens including eos, and log_prob sums their log p.
+// - eos is not allowed as one of the first min_length tokens (its log-probability is set to -inf).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tfm/core/tensor.h"
+
+namespace tfm::decode {
+
+// lp(length) = ((5 + length) / 6)^alpha.
+double length_penalty(int64_t length, double alpha);
+
+// What a search needs from a model. The search keeps `beam` rows per source (1 for greedy), rows
+// of a source consecutive: row r belongs to the (r / beam)-th source still being searched.
+class StepScorer {
+ public:
+  virtual ~StepScorer() = default;
+  virtual int64_t rows() const = 0;
+  virtual int64_t vocab_size() const = 0;
+  // log p(next token | prefix of row r) for every row, given each row's last token (bos at the
+  // first step): [rows(), vocab_size()] f32. The search may overwrite the returned values.
+  virtual Tensor step(const std::vector<int32_t>& last_tokens) = 0;
+  // Keeps rows: new row i continues old row rows[i]; every group of `beam` consecutive new rows
+  // comes from one old source (nn::DecoderState::select's contract).
+  virtual void select(const std::vector<int64_t>& rows) = 0;
+  // The attention weights over the source positions of the last step, [rows(), S], or an
+  // undefined tensor when the scorer does not capture them.
+  virtual Tensor last_attention() const { return {}; }
+};
+
+struct SearchOptions {
+  int64_t beam_size = 4;
+  double alpha = 0.6;      // length penalty exponent; 0 ranks by the plain sum of log p
+  int64_t n_best = 1;      // hypotheses returned per source, at most beam_size
+  int64_t min_length = 0;  // eos forbidden as one of the first min_length tokens
+  int32_t bos_id = 2;
+  int32_t eos_id = 3;
+  bool early_stopping = true;  // false: every source runs until it has no live hypothesis left
+};
+
+struct Hypothesis {
+  std::vector<int32_t> tokens;  // the output, without bos and eos
+  double log_prob = 0.0;        // sum of log p of the generated tokens (eos included)
+  double score = 0.0;           // log_prob / length_penalty(length, alpha)
+  int64_t length = 0;           // generated tokens: tokens.size() + (ended_by_eos ? 1 : 0)
+  bool ended_by_eos = false;    // false: cut at the maximum length
+  // Only when the scorer captures attention: per generated token (eos included), the weights over
+  // the source positions (the scorer's row width; translate() trims them to the source length).
+  std::vector<std::vector<float>> attention;
+};
+
+// Beam search over max_lengths.size() sources; the scorer must start with beam_size rows per
+// source, all at the start of their sentence. Returns per source its n_best best finished
+// hypotheses, best first (empty only when no hypothesis of finite probability exists).
+//
+// Each step extends every live hypothesis by every token, and keeps the 2k best candidates by sum
+// of log p (k = beam_size; ties: lower beam, then lower token id). Walking them in order, a
+// candidate that ends (eos, or the maximum length) is finished when it ranks among the first k (as
+// fairseq: an eos outside the top k would not have been in a beam of k), and the first k that do
+// not end become the next beam.
+//
+// Early termination: a source stops when it has n_best finished hypotheses and the n_best-th score
+// is at least the best score any live hypothesis could still reach. A live hypothesis with sum of
+// log p L <= 0 after `len` tokens ends with log p L' <= L at some length n in (len, max_length], so
+// its score L' / lp(n) <= L / lp(n) <= L / max(lp(len + 1), lp(max_length)) (lp is monotonic in n;
+// dividing a non-positive L by the largest lp gives the largest value). The bound uses the best L.
+// This is tensor2tensor's bound (best alive log p / lp(max_length)) made valid for alpha < 0 too;
+// because the n_best-th finished score already beats it, stopping never changes the output.
+std::vector<std::vector<Hypothesis>> beam_search(StepScorer& scorer,
+                                                 const std::vector<int64_t>& max_lengths,
+                                                 const SearchOptions& options);
+
+// Greedy search (beam size 1 without the second-best bookkeeping): one row per source, the most
+// probable token at every step (ties: the lower id). Same conventions and output as beam_search
+// with n_best = 1. Equal to beam_search with beam_size 1 when alpha = 0; with alpha > 0 that beam
+// search may continue past an eos the greedy search stops at, when the live hypothesis could still
+// overtake it under the length penalty.
+std::vector<std::vector<Hypothesis>> greedy_search(StepScorer& scorer,
+                                                   const std::vector<int64_t>& max_lengths,
+                                                   const SearchOptions& options);
+
+}  // namespace tfm::decode

@@ -1,0 +1,86 @@
+#include "tfm/decode/translate.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace tfm::decode {
+
+SearchOptions search_options(const TranslateOptions& options, const ModelConfig& config) {
+  SearchOptions search;
+  search.beam_size = options.beam_size;
+  search.alpha = options.alpha;
+  search.n_best = options.n_best;
+  search.min_length = options.min_length;
+  search.bos_id = config.bos_id;
+  search.eos_id = config.eos_id;
+  search.early_stopping = options.early_stopping;
+  return search;
+}
+
+int64_t max_output_length(int64_t source_length, const TranslateOptions& options,
+                          const ModelConfig& config) {
+  int64_t length =
+      options.max_length > 0 ? options.max_length : source_length + options.max_length_offset;
+  // Learned positions end at the table; sinusoids have no end.
+  if (config.learned_positions()) length = std::min(length, config.max_positions);
+  return std::max<int64_t>(length, 1);
+}
+
+std::vector<std::vector<Hypothesis>> translate(const nn::Transformer& model,
+                                               const std::vector<std::vector<int32_t>>& sources,
+                                               const TranslateOptions& options) {
+  const ModelConfig& config = model.config();
+  TFM_CHECK(options.batch_size >= 1, "translate: batch size {} must be at least 1",
+            options.batch_size);
+  TFM_CHECK(options.beam_size >= 1, "translate: beam size {} must be at least 1",
+            options.beam_size);
+  for (size_t i = 0; i < sources.size(); ++i)
+    TFM_CHECK(!sources[i].empty(), "translate: source sentence {} is empty", i);
+  const SearchOptions search = search_options(options, config);
+
+  std::vector<size_t> order(sources.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  if (options.sort_by_length) {
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return sources[a].size() > sources[b].size(); });
+  }
+
+  std::vector<std::vector<Hypothesis>> results(sources.size());
+  auto ctx = nn::ForwardContext::inference();
+  const auto batch_size = static_cast<size_t>(options.batch_size);
+  for (size_t begin = 0; begin < order.size(); begin += batch_size) {
+    const size_t end = std::min(order.size(), begin + batch_size);
+    const auto batch = static_cast<int64_t>(end - begin);
+    int64_t width = 0;
+    for (size_t i = begin; i < end; ++i)
+      width = std::max(width, static_cast<int64_t>(sources[order[i]].size()));
+
+    // Right-padded source ids, their lengths, and each sentence's maximum output length.
+    std::vector<int32_t> ids(static_cast<size_t>(batch * width), config.pad_id);
+    std::vector<int32_t> lengths;
+    std::vector<int64_t> max_lengths;
+    for (size_t i = begin; i < end; ++i) {
+      const auto& source = sources[order[i]];
+      std::copy(source.begin(), source.end(),
+                ids.begin() + static_cast<int64_t>(i - begin) * width);
+      lengths.push_back(static_cast<int32_t>(source.size()));
+      max_lengths.push_back(
+          max_output_length(static_cast<int64_t>(source.size()), options, config));
+    }
+    Tensor memory = model.encode(Tensor::from_ints({batch, width}, ids), lengths, ctx);
+    const int64_t capacity = *std::max_element(max_lengths.begin(), max_lengths.end());
+    TransformerScorer scorer(model, memory, lengths, options.beam_size, capacity,
+                             options.attention);
+    auto found = options.beam_size == 1 ? greedy_search(scorer, max_lengths, search)
+                                        : beam_search(scorer, max_lengths, search);
+    for (size_t i = begin; i < end; ++i) {
+      auto& hypotheses = found[i - begin];
+      for (auto& h : hypotheses)
+        for (auto& weights : h.attention) weights.resize(sources[order[i]].size());
+      results[order[i]] = std::move(hypotheses);
+    }
+  }
+  return results;
+}
+
+}  // namespace tfm::decode

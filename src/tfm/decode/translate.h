@@ -1,0 +1,44 @@
+// Translation of many sentences with a trained Transformer: batches of sources (sorted by length so
+// that a batch holds sentences of similar length), one encoder pass per batch, then greedy search
+// (beam_size 1) or beam search over an incremental decoder (TransformerScorer). Finished sentences
+// leave the batch; results come back in input order.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tfm/decode/search.h"
+#include "tfm/decode/transformer_scorer.h"
+#include "tfm/nn/transformer.h"
+
+namespace tfm::decode {
+
+struct TranslateOptions {
+  int64_t beam_size = 4;           // 1: greedy search
+  double alpha = 0.6;              // length penalty exponent
+  int64_t n_best = 1;              // hypotheses per sentence, at most beam_size
+  int64_t max_length_offset = 50;  // maximum output tokens (eos included) = source length + this
+  int64_t max_length = 0;          // > 0: this maximum for every sentence instead
+  int64_t min_length = 0;          // eos forbidden as one of the first min_length tokens
+  int64_t batch_size = 32;         // source sentences per batch
+  bool sort_by_length = true;      // batch sentences of similar length together
+  bool early_stopping = true;      // see beam_search
+  AttentionProbe attention;        // encoder-decoder weights to return per output token
+};
+
+// The search options translate() derives (token ids from the model's config).
+SearchOptions search_options(const TranslateOptions& options, const ModelConfig& config);
+
+// The maximum output length of a source of `source_length` tokens: source length + offset (or the
+// fixed maximum), no more than the learned position table holds.
+int64_t max_output_length(int64_t source_length, const TranslateOptions& options,
+                          const ModelConfig& config);
+
+// Translates every source (token ids as the model was trained on, without bos/eos padding) and
+// returns per source its n_best hypotheses, best first, in input order. With an attention probe
+// each hypothesis carries, per generated token, the weights over that source's positions.
+std::vector<std::vector<Hypothesis>> translate(const nn::Transformer& model,
+                                               const std::vector<std::vector<int32_t>>& sources,
+                                               const TranslateOptions& options);
+
+}  // namespace tfm::decode

@@ -1,0 +1,201 @@
+// decode::translate on a tiny random Transformer: batching (sorted by length, finished sentences
+// leaving the batch) gives the same output as one sentence at a time, in input order; beam 1 =
+// greedy; length limits; attention weights per output token; early stopping changes nothing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "temp_dir.h"
+#include "test_decode_helpers.h"
+#include "tfm/decode/translate.h"
+#include "tfm/model/model_dir.h"
+
+namespace tfm::decode {
+namespace {
+
+using testing::random_sources;
+using testing::tiny_decoder_config;
+
+const std::vector<int> kLengths{3, 9, 1, 5, 5, 2, 7};
+
+void expect_same(const std::vector<std::vector<Hypothesis>>& a,
+                 const std::vector<std::vector<Hypothesis>>& b, double tolerance) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t s = 0; s < a.size(); ++s) {
+    ASSERT_EQ(a[s].size(), b[s].size()) << "sentence " << s;
+    for (size_t i = 0; i < a[s].size(); ++i) {
+      EXPECT_EQ(a[s][i].tokens, b[s][i].tokens) << "sentence " << s << ", hypothesis " << i;
+      EXPECT_EQ(a[s][i].ended_by_eos, b[s][i].ended_by_eos) << "sentence " << s;
+      EXPECT_NEAR(a[s][i].score, b[s][i].score, tolerance) << "sentence " << s;
+      EXPECT_NEAR(a[s][i].log_prob, b[s][i].log_prob, tolerance) << "sentence " << s;
+    }
+  }
+}
+
+std::vector<std::vector<Hypothesis>> one_at_a_time(const nn::Transformer& model,
+                                                   const std::vector<std::vector<int32_t>>& src,
+                                                   TranslateOptions options) {
+  options.batch_size = 1;
+  std::vector<std::vector<Hypothesis>> out;
+  for (const auto& s : src) out.push_back(translate(model, {s}, options)[0]);
+  return out;
+}
+
+class Translate : public ::testing::Test {
+ protected:
+  Translate() : config_(tiny_decoder_config()), model_(config_) {
+    model_.init(21);
+    sources_ = random_sources(kLengths, static_cast<int32_t>(config_.vocab_size), 22);
+  }
+  ModelConfig config_;
+  nn::Transformer model_;
+  std::vector<std::vector<int32_t>> sources_;
+};
+
+// Batches of 3 sorted by length: the batch shrinks as sentences of different maximum lengths (and
+// eos) finish; each result must still be that sentence's own translation, in input order.
+TEST_F(Translate, BatchesGiveOneSentenceAtATimeResultsInInputOrder) {
+  for (int64_t beam : {1, 3}) {
+    SCOPED_TRACE("beam " + std::to_string(beam));
+    TranslateOptions options;
+    options.beam_size = beam;
+    options.n_best = beam == 1 ? 1 : 2;
+    options.max_length_offset = 6;
+    options.batch_size = 3;
+    auto batched = translate(model_, sources_, options);
+    auto single = one_at_a_time(model_, sources_, options);
+    expect_same(batched, single, 1e-4);
+    options.sort_by_length = false;
+    expect_same(translate(model_, sources_, options), single, 1e-4);
+    for (size_t s = 0; s < sources_.size(); ++s) {
+      ASSERT_EQ(batched[s].size(), static_cast<size_t>(options.n_best));
+      EXPECT_LE(batched[s][0].length, static_cast<int64_t>(sources_[s].size()) + 6);
+      if (beam > 1) {
+        EXPECT_GE(batched[s][0].score, batched[s][1].score);
+      }
+    }
+  }
+}
+
+TEST_F(Translate, BeamOfOneEqualsGreedyWithoutLengthPenalty) {
+  TranslateOptions options;
+  options.max_length_offset = 8;
+  std::vector<int32_t> lengths;
+  int64_t width = 9;
+  std::vector<int32_t> ids;
+  for (const auto& s : sources_) {
+    lengths.push_back(static_cast<int32_t>(s.size()));
+    for (int64_t t = 0; t < width; ++t)
+      ids.push_back(t < static_cast<int64_t>(s.size()) ? s[static_cast<size_t>(t)] : 0);
+  }
+  std::vector<int64_t> max_lengths;
+  for (int32_t l : lengths) max_lengths.push_back(max_output_length(l, options, config_));
+  auto ctx = nn::ForwardContext::inference();
+  const auto rows = static_cast<int64_t>(sources_.size());
+  Tensor memory = model_.encode(Tensor::from_ints({rows, width}, ids), lengths, ctx);
+  SearchOptions search = search_options(options, config_);
+  search.beam_size = 1;
+  search.alpha = 0.0;
+  TransformerScorer for_beam(model_, memory, lengths, 1, 4),
+      for_greedy(model_, memory, lengths, 1, 4);
+  auto beam = beam_search(for_beam, max_lengths, search);
+  auto greedy = greedy_search(for_greedy, max_lengths, search);
+  expect_same(beam, greedy, 1e-12);
+}
+
+// The benchmark's setting: eos suppressed up to a fixed maximum, so every output has exactly that
+// many tokens.
+TEST_F(Translate, FixedLengthWithEosSuppressed) {
+  for (int64_t beam : {1, 4}) {
+    TranslateOptions options;
+    options.beam_size = beam;
+    options.max_length = 5;
+    options.min_length = 5;
+    for (const auto& hypotheses : translate(model_, sources_, options)) {
+      ASSERT_EQ(hypotheses.size(), 1u);
+      EXPECT_EQ(hypotheses[0].tokens.size(), 5u);
+      EXPECT_FALSE(hypotheses[0].ended_by_eos);
+      for (int32_t t : hypotheses[0].tokens) EXPECT_NE(t, config_.eos_id);
+    }
+  }
+}
+
+TEST_F(Translate, ReturnsAttentionWeightsPerOutputToken) {
+  for (int64_t head : {-1, 1}) {
+    TranslateOptions options;
+    options.beam_size = 2;
+    options.max_length_offset = 4;
+    options.attention = {1, head};
+    auto result = translate(model_, sources_, options);
+    for (size_t s = 0; s < sources_.size(); ++s) {
+      const Hypothesis& h = result[s][0];
+      ASSERT_EQ(static_cast<int64_t>(h.attention.size()), h.length) << "sentence " << s;
+      for (const auto& weights : h.attention) {
+        ASSERT_EQ(weights.size(), sources_[s].size());
+        float sum = 0;
+        for (float w : weights) sum += w;
+        EXPECT_NEAR(sum, 1.0f, 1e-5f);
+      }
+    }
+    options.attention = {};
+    auto plain = translate(model_, sources_, options);
+    expect_same(result, plain, 0.0);
+    EXPECT_TRUE(plain[0][0].attention.empty());
+  }
+}
+
+TEST_F(Translate, EarlyStoppingChangesNothing) {
+  TranslateOptions options;
+  options.beam_size = 3;
+  options.n_best = 3;
+  options.max_length_offset = 10;
+  for (double alpha : {0.0, 0.6, 1.5}) {
+    options.alpha = alpha;
+    options.early_stopping = true;
+    auto early = translate(model_, sources_, options);
+    options.early_stopping = false;
+    expect_same(early, translate(model_, sources_, options), 1e-12);
+  }
+}
+
+TEST_F(Translate, RejectsBadInput) {
+  TranslateOptions options;
+  testing::expect_error(
+      [&] {
+        translate(model_, {{5, 6}, {}}, options);
+      },
+      {"source sentence 1 is empty"});
+  testing::expect_error(
+      [&] {
+        translate(model_, {{5, 99}}, options);
+      },
+      {"id 99", "vocabulary of size 40"});
+  options.n_best = 5;
+  testing::expect_error([&] { translate(model_, {{5, 6}}, options); }, {"n_best 5"});
+}
+
+// The recipe of the translate command: load a model directory, build the Transformer, translate.
+TEST_F(Translate, ModelDirectoryRoundTripTranslatesTheSame) {
+  testing::TempDir dir;
+  save_model_dir(dir.path() / "model", config_, model_.named_parameters());
+  const LoadedModel loaded = load_model_dir(dir.path() / "model");
+  nn::Transformer reloaded(loaded.config);
+  reloaded.load(loaded.parameters);
+  TranslateOptions options;
+  options.max_length_offset = 5;
+  expect_same(translate(reloaded, sources_, options), translate(model_, sources_, options), 0.0);
+}
+
+TEST(TranslateLimits, LearnedPositionsCapTheOutputLength) {
+  ModelConfig config = tiny_decoder_config("post", "learned");
+  config.max_positions = 12;
+  TranslateOptions options;
+  EXPECT_EQ(max_output_length(3, options, config), 12);
+  config.positional = "sinusoidal";
+  EXPECT_EQ(max_output_length(3, options, config), 53);
+  options.max_length = 7;
+  EXPECT_EQ(max_output_length(3, options, config), 7);
+}
+
+}  // namespace
+}  // namespace tfm::decode
