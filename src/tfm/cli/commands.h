@@ -13,6 +13,7 @@ void register_vocab(CLI::App& app);
 void register_corpus(CLI::App& app);
 void register_average(CLI::App& app);
 void register_train(CLI::App& app);
+void register_translate(CLI::App& app);
 void register_bleu(CLI::App& app);
 
 }  // namespace tfm::cli

@@ -1,0 +1,171 @@
+// tfm translate: raw sentences in (stdin or a file), detokenized translations out, in input order.
+// The model directory's vocab.model encodes the input and decodes the output. Empty input lines give
+// empty output lines.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tfm/cli/commands.h"
+#include "tfm/core/error.h"
+#include "tfm/core/threading.h"
+#include "tfm/data/vocab.h"
+#include "tfm/decode/translate.h"
+#include "tfm/io/text_lines.h"
+#include "tfm/model/model_dir.h"
+#include "tfm/nn/transformer.h"
+
+namespace tfm::cli {
+
+namespace {
+
+struct TranslateCommandOptions {
+  std::string model;
+  std::string input;   // empty or "-": stdin
+  std::string output;  // empty or "-": stdout
+  decode::TranslateOptions decoding;
+  bool n_best_output = false;
+  int64_t attention_layer = -1;
+  int64_t attention_head = -1;
+  std::string attention_output;
+  int64_t chunk = 512;  // sentences per progress report
+  int threads = 0;
+};
+
+std::vector<std::string> read_input(const std::string& input) {
+  if (input.empty() || input == "-") return read_text_lines(std::cin, "<stdin>");
+  return read_text_lines(input);
+}
+
+void run_translate(TranslateCommandOptions options) {
+  set_num_threads(options.threads);
+  const std::filesystem::path dir = options.model;
+  LoadedModel loaded = load_model_dir(dir);
+  const std::filesystem::path vocab_path = dir / kVocabFileName;
+  TFM_CHECK(std::filesystem::exists(vocab_path),
+            "{}: missing; a model directory needs its SentencePiece vocabulary to translate text",
+            vocab_path.string());
+  data::Vocabulary vocab(vocab_path);
+  TFM_CHECK(vocab.size() == loaded.config.vocab_size,
+            "{}: {} pieces, but the model has a vocabulary of {}", vocab_path.string(),
+            vocab.size(), loaded.config.vocab_size);
+  nn::Transformer model(loaded.config);
+  model.load(loaded.parameters);
+
+  std::vector<std::string> lines = read_input(options.input);
+  std::ofstream file;
+  if (!options.output.empty() && options.output != "-") {
+    file.open(options.output);
+    TFM_CHECK(file.good(), "{}: cannot open for writing", options.output);
+  }
+  std::ostream& out = file.is_open() ? file : std::cout;
+  std::ofstream attention_file;
+  if (!options.attention_output.empty()) {
+    TFM_CHECK(options.attention_layer >= 0, "--attention-output needs --attention-layer");
+    TFM_CHECK(options.attention_layer < loaded.config.layers,
+              "--attention-layer {} out of range: the model has {} decoder layers",
+              options.attention_layer, loaded.config.layers);
+    TFM_CHECK(options.attention_head < loaded.config.heads,
+              "--attention-head {} out of range: the model has {} heads", options.attention_head,
+              loaded.config.heads);
+    options.decoding.attention = {options.attention_layer, options.attention_head};
+    attention_file.open(options.attention_output);
+    TFM_CHECK(attention_file.good(), "{}: cannot open for writing", options.attention_output);
+  }
+  TFM_CHECK(options.decoding.n_best <= options.decoding.beam_size,
+            "--n-best {} exceeds the beam size {}", options.decoding.n_best,
+            options.decoding.beam_size);
+
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  const bool show_progress = lines.size() > static_cast<size_t>(options.chunk);
+  int64_t target_tokens = 0;
+  for (size_t begin = 0; begin < lines.size(); begin += static_cast<size_t>(options.chunk)) {
+    size_t end = std::min(lines.size(), begin + static_cast<size_t>(options.chunk));
+    // Empty lines are not translated; their outputs stay empty.
+    std::vector<std::vector<int32_t>> sources;
+    std::vector<size_t> positions;
+    for (size_t i = begin; i < end; ++i) {
+      std::vector<int32_t> ids = vocab.encode(lines[i]);
+      if (ids.empty()) continue;
+      sources.push_back(std::move(ids));
+      positions.push_back(i);
+    }
+    std::vector<std::vector<decode::Hypothesis>> results =
+        sources.empty() ? std::vector<std::vector<decode::Hypothesis>>{}
+                        : decode::translate(model, sources, options.decoding);
+    std::vector<const std::vector<decode::Hypothesis>*> by_line(end - begin, nullptr);
+    for (size_t k = 0; k < positions.size(); ++k) by_line[positions[k] - begin] = &results[k];
+    for (size_t i = begin; i < end; ++i) {
+      const auto* nbest = by_line[i - begin];
+      if (!options.n_best_output) {
+        out << (nbest && !nbest->empty() ? vocab.decode(nbest->front().tokens) : "") << "\n";
+      } else if (nbest) {
+        for (const auto& h : *nbest)
+          out << i << " ||| " << vocab.decode(h.tokens) << " ||| " << h.score << "\n";
+      }
+      if (nbest && !nbest->empty()) target_tokens += nbest->front().length;
+      if (attention_file.is_open() && nbest && !nbest->empty()) {
+        const auto& best = nbest->front();
+        std::vector<std::string> target_pieces;
+        for (int32_t id : best.tokens) target_pieces.push_back(vocab.piece(id));
+        if (best.ended_by_eos) target_pieces.emplace_back("</s>");
+        nlohmann::json record = {{"line", i + 1},
+                                 {"layer", options.attention_layer},
+                                 {"head", options.attention_head < 0
+                                              ? nlohmann::json("mean")
+                                              : nlohmann::json(options.attention_head)},
+                                 {"source_pieces", vocab.pieces(lines[i])},
+                                 {"target_pieces", target_pieces},
+                                 {"weights", best.attention}};
+        attention_file << record.dump() << "\n";
+      }
+    }
+    out.flush();
+    if (show_progress) {
+      double seconds = std::chrono::duration<double>(clock::now() - start).count();
+      std::fprintf(stderr, "translated %zu/%zu sentences, %.1f sentences/s, %.0f target tokens/s\n",
+                   end, lines.size(), static_cast<double>(end) / seconds,
+                   static_cast<double>(target_tokens) / seconds);
+    }
+  }
+  TFM_CHECK(out.good(), "{}: write failed", options.output.empty() ? "<stdout>" : options.output);
+}
+
+}  // namespace
+
+void register_translate(CLI::App& app) {
+  auto o = std::make_shared<TranslateCommandOptions>();
+  CLI::App* cmd = app.add_subcommand("translate", "Translate raw sentences with a model directory");
+  cmd->add_option("-m,--model", o->model, "model directory (config.json, model.safetensors, "
+                                           "vocab.model)")
+      ->required();
+  cmd->add_option("-i,--input", o->input, "input file, plain or .gz (default: stdin)");
+  cmd->add_option("-o,--output", o->output, "output file (default: stdout)");
+  cmd->add_option("-b,--beam-size", o->decoding.beam_size, "beam size; 1: greedy (default 4)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--alpha", o->decoding.alpha, "length penalty ((5+len)/6)^alpha (default 0.6)");
+  cmd->add_option("--max-length-offset", o->decoding.max_length_offset,
+                  "maximum output length = source length + this (default 50)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--batch-size", o->decoding.batch_size, "sentences per batch (default 32)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--n-best", o->decoding.n_best, "hypotheses per sentence (default 1)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  cmd->add_flag("--n-best-output", o->n_best_output,
+                "write 'line ||| translation ||| score' for each of the n best");
+  cmd->add_option("--attention-layer", o->attention_layer,
+                  "decoder layer whose encoder-decoder attention to write (0-based)");
+  cmd->add_option("--attention-head", o->attention_head, "head (default: the mean of the heads)");
+  cmd->add_option("--attention-output", o->attention_output,
+                  "JSON lines file for the attention weights of the best translation");
+  cmd->add_option("--threads", o->threads, "threads (0: all cores)");
+  cmd->callback([o] { run_translate(*o); });
+}
+
+}  // namespace tfm::cli

@@ -1,0 +1,25 @@
+#include "tfm/cli/validation_bleu.h"
+
+#include "tfm/data/vocab.h"
+#include "tfm/decode/translate.h"
+#include "tfm/eval/bleu.h"
+#include "tfm/nn/transformer.h"
+
+namespace tfm::cli {
+
+double greedy_validation_bleu(const nn::Transformer& model, const data::Vocabulary& vocab,
+                              const std::vector<std::string>& sources,
+                              const std::vector<std::string>& references) {
+  std::vector<std::vector<int32_t>> ids;
+  for (const std::string& s : sources) ids.push_back(vocab.encode(s));
+  decode::TranslateOptions options;
+  options.beam_size = 1;
+  options.batch_size = 64;
+  auto results = decode::translate(model, ids, options);
+  std::vector<std::string> hypotheses;
+  for (const auto& nbest : results)
+    hypotheses.push_back(nbest.empty() ? std::string() : vocab.decode(nbest.front().tokens));
+  return eval::corpus_bleu(hypotheses, {references}).score;
+}
+
+}  // namespace tfm::cli
