@@ -1,6 +1,6 @@
 // tfm translate: raw sentences in (stdin or a file), detokenized translations out, in input order.
-// The model directory's vocab.model encodes the input and decodes the output. Empty input lines give
-// empty output lines.
+// The model directory's vocab.model encodes the input and decodes the output. Empty input lines
+// give empty output lines.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -115,14 +115,14 @@ void run_translate(TranslateCommandOptions options) {
         std::vector<std::string> target_pieces;
         for (int32_t id : best.tokens) target_pieces.push_back(vocab.piece(id));
         if (best.ended_by_eos) target_pieces.emplace_back("</s>");
-        nlohmann::json record = {{"line", i + 1},
-                                 {"layer", options.attention_layer},
-                                 {"head", options.attention_head < 0
-                                              ? nlohmann::json("mean")
-                                              : nlohmann::json(options.attention_head)},
-                                 {"source_pieces", vocab.pieces(lines[i])},
-                                 {"target_pieces", target_pieces},
-                                 {"weights", best.attention}};
+        nlohmann::json record = {
+            {"line", i + 1},
+            {"layer", options.attention_layer},
+            {"head", options.attention_head < 0 ? nlohmann::json("mean")
+                                                : nlohmann::json(options.attention_head)},
+            {"source_pieces", vocab.pieces(lines[i])},
+            {"target_pieces", target_pieces},
+            {"weights", best.attention}};
         attention_file << record.dump() << "\n";
       }
     }
@@ -142,8 +142,9 @@ void run_translate(TranslateCommandOptions options) {
 void register_translate(CLI::App& app) {
   auto o = std::make_shared<TranslateCommandOptions>();
   CLI::App* cmd = app.add_subcommand("translate", "Translate raw sentences with a model directory");
-  cmd->add_option("-m,--model", o->model, "model directory (config.json, model.safetensors, "
-                                           "vocab.model)")
+  cmd->add_option("-m,--model", o->model,
+                  "model directory (config.json, model.safetensors, "
+                  "vocab.model)")
       ->required();
   cmd->add_option("-i,--input", o->input, "input file, plain or .gz (default: stdin)");
   cmd->add_option("-o,--output", o->output, "output file (default: stdout)");

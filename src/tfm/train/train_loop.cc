@@ -24,7 +24,9 @@ namespace {
 
 std::atomic<int> g_stop_signal{0};
 
-extern "C" void request_stop(int signal) { g_stop_signal = signal; }
+extern "C" void request_stop(int signal) {
+  g_stop_signal = signal;
+}
 
 // Installs SIGINT/SIGTERM handlers for the run's lifetime: the loop finishes its update, saves a
 // checkpoint and returns.
@@ -170,9 +172,8 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
     }
   }
   say(fmt::format("model: {} layers, d_model {}, {:.2f} M parameters; batches of {} tokens x {}",
-                  config.layers, config.d_model,
-                  static_cast<double>(parameter_count(config)) / 1e6, recipe.max_tokens,
-                  recipe.accumulate));
+                  config.layers, config.d_model, static_cast<double>(parameter_count(config)) / 1e6,
+                  recipe.max_tokens, recipe.accumulate));
 
   MetricsLog metrics(run_dir / "metrics.jsonl");
   StopSignals signals;
@@ -208,13 +209,14 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
     eval_options.max_tokens = std::max<int64_t>(recipe.max_tokens, 1);
     eval_options.shuffle = false;
     data::Batcher eval_batcher(valid, eval_options, 0);
-    for (const auto& plan : eval_batcher.epoch_plan(0)) batches.push_back(eval_batcher.make_batch(plan));
+    for (const auto& plan : eval_batcher.epoch_plan(0))
+      batches.push_back(eval_batcher.make_batch(plan));
     EvalResult result = session.evaluate(batches);
     summary.last_valid_loss = result.loss;
-    nlohmann::json record = {{"type", "valid"},          {"step", session.step()},
-                             {"epoch", batcher.state().epoch + 1}, {"loss", result.loss},
-                             {"nll", result.nll},        {"perplexity", result.perplexity()},
-                             {"elapsed_s", elapsed()}};
+    nlohmann::json record = {
+        {"type", "valid"},       {"step", session.step()}, {"epoch", batcher.state().epoch + 1},
+        {"loss", result.loss},   {"nll", result.nll},      {"perplexity", result.perplexity()},
+        {"elapsed_s", elapsed()}};
     std::string line = fmt::format("valid | step {} | loss {:.4f} | ppl {:.2f}", session.step(),
                                    result.loss, result.perplexity());
     if (recipe.validate_bleu && run_options.bleu) {

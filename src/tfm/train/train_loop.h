@@ -31,9 +31,9 @@ struct TrainSummary {
 
 // BLEU of the model's translations of the validation sources (raw sentences) against the
 // references. Supplied by the caller (the CLI), since decoding and BLEU sit above training.
-using ValidationBleu = std::function<double(
-    const nn::Transformer&, const data::Vocabulary&, const std::vector<std::string>& sources,
-    const std::vector<std::string>& references)>;
+using ValidationBleu = std::function<double(const nn::Transformer&, const data::Vocabulary&,
+                                            const std::vector<std::string>& sources,
+                                            const std::vector<std::string>& references)>;
 
 struct TrainRunOptions {
   bool resume = false;  // continue from the newest checkpoint of the run directory

@@ -1,0 +1,97 @@
+// End to end through the tfm binary: train a tiny model from raw text with a recipe, resume it,
+// average its checkpoints, and translate with the result.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "data_test_util.h"
+#include "tfm/model/model_dir.h"
+#include "tfm/train/checkpoint.h"
+
+namespace tfm {
+namespace {
+
+using testing::run_tfm_command;
+using testing::TempDir;
+
+// fmt, not operator+: GCC 12 reports a false -Wrestrict on some std::string concatenations.
+std::string quoted(const std::filesystem::path& p) {
+  return fmt::format("'{}'", p.string());
+}
+
+void write_recipe(const TempDir& dir) {
+  testing::write_text(dir / "en.txt",
+                      testing::joined_lines(testing::generated_sentences(300, false, 11)));
+  testing::write_text(dir / "de.txt",
+                      testing::joined_lines(testing::generated_sentences(300, true, 12)));
+  testing::write_text(
+      dir / "recipe.yaml",
+      fmt::format("model:\n  layers: 1\n  d_model: 16\n  d_ff: 32\n  heads: 2\n  d_k: 8\n"
+                  "  d_v: 8\n  max_positions: 128\n"
+                  "data:\n  train_source: {0}\n  train_target: {1}\n  valid_source: {0}\n"
+                  "  valid_target: {1}\n  vocab_size: 100\n  max_tokens: 400\n"
+                  "optimizer:\n  warmup: 10\n"
+                  "training:\n  log_every: 2\n  threads: 1\n  run_dir: {2}\n"
+                  "checkpoints:\n  every_steps: 2\n  keep: 3\n"
+                  "validation:\n  every_steps: 4\n  max_sentences: 20\n",
+                  (dir / "en.txt").string(), (dir / "de.txt").string(), (dir / "run").string()));
+}
+
+TEST(CliTrainTranslate, TrainResumeAverageTranslate) {
+  TempDir dir;
+  write_recipe(dir);
+  auto first =
+      run_tfm_command(fmt::format("train -c {} --max-steps 4", quoted(dir / "recipe.yaml")), dir);
+  ASSERT_EQ(first.status, 0) << first.err;
+  EXPECT_NE(first.err.find("step 4 |"), std::string::npos) << first.err;
+  EXPECT_NE(first.err.find("valid | step 4"), std::string::npos) << first.err;
+  EXPECT_NE(first.err.find("BLEU"), std::string::npos) << first.err;
+  auto checkpoints = list_checkpoints(dir / "run" / "checkpoints");
+  ASSERT_EQ(checkpoints.size(), 2u);  // steps 2 and 4
+  EXPECT_EQ(checkpoints.back().filename(), "step-000000004");
+  std::string metrics = testing::read_text(dir / "run" / "metrics.jsonl");
+  EXPECT_NE(metrics.find("\"type\":\"train\""), std::string::npos);
+  EXPECT_NE(metrics.find("\"type\":\"valid\""), std::string::npos);
+
+  // Without --resume a run directory with checkpoints is refused.
+  auto again =
+      run_tfm_command(fmt::format("train -c {} --max-steps 6", quoted(dir / "recipe.yaml")), dir);
+  EXPECT_NE(again.status, 0);
+  EXPECT_NE(again.err.find("--resume"), std::string::npos) << again.err;
+
+  auto resumed = run_tfm_command(
+      fmt::format("train -c {} --max-steps 8 --resume", quoted(dir / "recipe.yaml")), dir);
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("resuming from"), std::string::npos) << resumed.err;
+  EXPECT_NE(resumed.err.find("step 6 |"), std::string::npos) << resumed.err;
+  EXPECT_EQ(list_checkpoints(dir / "run" / "checkpoints").back().filename(), "step-000000008");
+  EXPECT_EQ(list_checkpoints(dir / "run" / "checkpoints").size(), 3u);  // keep: 3
+
+  auto averaged =
+      run_tfm_command(fmt::format("average -c {} -n 2 -o {}", quoted(dir / "run" / "checkpoints"),
+                                  quoted(dir / "avg")),
+                      dir);
+  ASSERT_EQ(averaged.status, 0) << averaged.err;
+  ASSERT_TRUE(std::filesystem::exists(dir / "avg" / kVocabFileName));
+
+  // Empty lines stay empty, order is kept, one output line per input line.
+  testing::write_text(dir / "input.txt", "the dog runs\n\na man is walking\n");
+  auto translated = run_tfm_command(
+      fmt::format("translate -m {} -i {} -b 2", quoted(dir / "avg"), quoted(dir / "input.txt")),
+      dir);
+  ASSERT_EQ(translated.status, 0) << translated.err;
+  std::vector<std::string> lines;
+  std::stringstream out(translated.out);
+  for (std::string line; std::getline(out, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u) << translated.out;
+  EXPECT_EQ(lines[1], "");
+
+  auto no_vocab =
+      run_tfm_command(fmt::format("translate -m {}", quoted(dir / "run" / "nothing")), dir);
+  EXPECT_NE(no_vocab.status, 0);
+  EXPECT_EQ(std::count(no_vocab.err.begin(), no_vocab.err.end(), '\n'), 1) << no_vocab.err;
+}
+
+}  // namespace
+}  // namespace tfm
