@@ -1,16 +1,19 @@
-// Training-step throughput: forward + backward + Adam update of a preset on a synthetic batch of
-// `batch` pairs of src_len source and tgt_len target tokens (no padding), timed after warm-up
-// steps. Prints one JSON line with the fields bench/train_step_pytorch.py prints, so that
-// bench/train_step.sh can put both side by side.
+// Training-step throughput: forward + backward + Adam update of a preset (or of a config.json,
+// e.g. a training run's checkpoint's) on a synthetic batch of `batch` pairs of src_len source and
+// tgt_len target tokens (no padding), timed after warm-up steps. Prints one JSON line with the
+// fields bench/train_step_pytorch.py prints, so that bench/train_step.sh can put both side by side.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 
 #include "tfm/autograd/tape.h"
 #include "tfm/core/allocator.h"
+#include "tfm/core/error.h"
 #include "tfm/core/threading.h"
 #include "tfm/model/config.h"
 #include "tfm/nn/transformer.h"
@@ -41,22 +44,41 @@ tfm::Tensor random_ids(int64_t rows, int64_t cols, int32_t vocab, std::mt19937& 
 int main(int argc, char** argv) {
   CLI::App app{"tfm training-step benchmark"};
   std::string preset = "base";
+  std::string config_path;
   int64_t vocab = 37000, batch_size = 128, src_len = 32, tgt_len = 32;
   int steps = 3, warmup = 2, threads = 2;
-  app.add_option("--preset", preset, "model preset");
-  app.add_option("--vocab", vocab, "vocabulary size");
+  auto* preset_option = app.add_option("--preset", preset, "model preset");
+  app.add_option("--config", config_path,
+                 "model config.json (docs/MODEL_FORMAT.md) instead of a preset; its vocab_size "
+                 "unless --vocab is given")
+      ->excludes(preset_option)
+      ->check(CLI::ExistingFile);
+  auto* vocab_option = app.add_option("--vocab", vocab, "vocabulary size (default: 37000)");
   app.add_option("--batch", batch_size, "sentence pairs per batch");
   app.add_option("--src-len", src_len, "source tokens per sentence");
   app.add_option("--tgt-len", tgt_len, "target tokens per sentence");
-  app.add_option("--steps", steps, "timed steps");
+  app.add_option("--steps", steps, "timed steps")->check(CLI::Range(1, 1000000));
   app.add_option("--warmup", warmup,
-                 "untimed steps first (the caching allocator fills during the first two)");
+                 "untimed steps first (the caching allocator fills during the first two)")
+      ->check(CLI::Range(0, 1000000));
   app.add_option("--threads", threads, "threads");
   CLI11_PARSE(app, argc, argv);
 
   tfm::set_num_threads(threads);
-  tfm::ModelConfig config = tfm::preset(preset);
-  config.vocab_size = vocab;
+  const bool from_file = !config_path.empty();
+  tfm::ModelConfig config;
+  try {
+    config = from_file ? tfm::load_config(config_path) : tfm::preset(preset);
+    if (!from_file || vocab_option->count() > 0) config.vocab_size = vocab;
+    tfm::validate(config);
+    TFM_CHECK(std::max(src_len, tgt_len) <= config.max_positions,
+              "--src-len/--tgt-len ({}) exceed the model's max_positions ({})",
+              std::max(src_len, tgt_len), config.max_positions);
+  } catch (const tfm::Error& error) {
+    std::fprintf(stderr, "bench_train_step: %s\n", error.what());
+    return 1;
+  }
+  vocab = config.vocab_size;
   tfm::nn::Transformer model(config);
   model.init(7);
   tfm::Adam adam(model.parameters());
@@ -106,14 +128,17 @@ int main(int argc, char** argv) {
   int64_t steady_allocations =
       tfm::CachingAllocator::cpu().stats().system_allocations - allocations_before;
   std::printf(
-      "{\"framework\": \"tfm\", \"mode\": \"f32\", \"preset\": \"%s\", \"threads\": %d, "
+      "{\"framework\": \"tfm\", \"mode\": \"f32\", \"preset\": %s, \"config\": %s, "
+      "\"vocab\": %lld, \"threads\": %d, "
       "\"src_tokens\": %lld, \"tgt_tokens\": %lld, \"seconds_per_step\": %.4f, "
       "\"forward_s\": %.4f, \"backward_s\": %.4f, \"update_s\": %.4f, "
       "\"tokens_per_second\": %.1f, \"target_tokens_per_second\": %.1f, \"peak_rss_mb\": %.1f, "
       "\"steady_state_system_allocations\": %lld, \"loss\": %.4f}\n",
-      preset.c_str(), threads, static_cast<long long>(batch.src_tokens),
-      static_cast<long long>(batch.tgt_tokens), per_step, forward_s / steps, backward_s / steps,
-      update_s / steps, tokens / per_step, static_cast<double>(batch.tgt_tokens) / per_step,
-      peak_rss_mb(), static_cast<long long>(steady_allocations), loss);
+      nlohmann::json(from_file ? "" : preset).dump().c_str(),
+      nlohmann::json(config_path).dump().c_str(), static_cast<long long>(vocab), threads,
+      static_cast<long long>(batch.src_tokens), static_cast<long long>(batch.tgt_tokens), per_step,
+      forward_s / steps, backward_s / steps, update_s / steps, tokens / per_step,
+      static_cast<double>(batch.tgt_tokens) / per_step, peak_rss_mb(),
+      static_cast<long long>(steady_allocations), loss);
   return 0;
 }

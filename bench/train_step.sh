@@ -11,12 +11,17 @@
 # the f32 baseline is a fair one, whatever the system's libblas.so.3 alternative points to.
 #
 # Usage: bench/train_step.sh            (build first: cmake --preset release && cmake --build --preset release)
-# Environment overrides: TFM_BENCH (binary), PRESET, BATCH, SRC_LEN, TGT_LEN, STEPS, THREADS, MODES.
+# Environment overrides: TFM_BENCH (binary), PRESET, CONFIG, VOCAB, BATCH, SRC_LEN, TGT_LEN, STEPS,
+# THREADS, MODES. CONFIG=path/config.json benchmarks that model (docs/MODEL_FORMAT.md) instead of
+# PRESET, with its own vocabulary size unless VOCAB is set (bench/recipe_train_step.sh does this for a
+# training run's model). VOCAB defaults to 37000 with a preset.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TFM_BENCH="${TFM_BENCH:-build/release/bench_train_step}"
 PRESET="${PRESET:-base}"
+CONFIG="${CONFIG:-}"
+VOCAB="${VOCAB:-}"
 BATCH="${BATCH:-128}"
 SRC_LEN="${SRC_LEN:-32}"
 TGT_LEN="${TGT_LEN:-32}"
@@ -41,16 +46,30 @@ if [[ ! -e "$OPENBLAS" ]]; then
   exit 1
 fi
 
+# The model arguments both programs take: a config file or a preset, and the vocabulary override.
+if [[ -n "$CONFIG" ]]; then
+  if [[ ! -f "$CONFIG" ]]; then
+    echo "train_step.sh: CONFIG=$CONFIG is not a file" >&2
+    exit 1
+  fi
+  model_args=(--config "$CONFIG")
+else
+  model_args=(--preset "$PRESET")
+fi
+if [[ -n "$VOCAB" ]]; then
+  model_args+=(--vocab "$VOCAB")
+fi
+
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT
 
 echo "== tfm: $TFM_BENCH" >&2
-"$TFM_BENCH" --preset "$PRESET" --batch "$BATCH" --src-len "$SRC_LEN" --tgt-len "$TGT_LEN" \
+"$TFM_BENCH" "${model_args[@]}" --batch "$BATCH" --src-len "$SRC_LEN" --tgt-len "$TGT_LEN" \
   --steps "$STEPS" --threads "$THREADS" | tee -a "$results"
 
 echo "== pytorch (tcmalloc, OpenBLAS, OMP_WAIT_POLICY=PASSIVE, OMP_NUM_THREADS=$THREADS)" >&2
 LD_PRELOAD="$TCMALLOC $OPENBLAS" OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS="$THREADS" \
-  "$PYTHON" bench/train_step_pytorch.py --preset "$PRESET" --batch "$BATCH" --src-len "$SRC_LEN" \
+  "$PYTHON" bench/train_step_pytorch.py "${model_args[@]}" --batch "$BATCH" --src-len "$SRC_LEN" \
   --tgt-len "$TGT_LEN" --steps "$STEPS" --threads "$THREADS" --modes "$MODES" | tee -a "$results"
 
 "$PYTHON" - "$results" <<'EOF'
@@ -65,6 +84,11 @@ for line in open(sys.argv[1]):
         rows[(r["framework"], r["mode"])] = r
 modes = sorted({mode for _, mode in rows}, key=lambda m: (m != "f32", m))
 print()
+tfm_row = next((r for (framework, _), r in rows.items() if framework == "tfm"), None)
+if tfm_row:
+    model = tfm_row.get("config") or tfm_row.get("preset")
+    print(f"model {model}, vocab {tfm_row.get('vocab')}; batch of {tfm_row['src_tokens']} source + "
+          f"{tfm_row['tgt_tokens']} target tokens; threads {tfm_row['threads']}")
 print(f"{'mode':<6} {'framework':<9} {'s/step':>8} {'tokens/s':>10} {'tgt tok/s':>10} {'peak MB':>8}")
 for mode in modes:
     for framework in ("tfm", "pytorch"):

@@ -1,8 +1,13 @@
 #!/usr/bin/python3
 """PyTorch side of the training-step benchmark: forward + backward + Adam step of the reference model.
 
-  /usr/bin/python3 bench/train_step_pytorch.py [--preset base] [--batch 128] [--src-len 32]
-      [--tgt-len 32] [--steps 3] [--threads 2] [--modes f32,bf16]
+  /usr/bin/python3 bench/train_step_pytorch.py [--preset base | --config config.json] [--vocab V]
+      [--dropout P] [--batch 128] [--src-len 32] [--tgt-len 32] [--steps 3] [--threads 2]
+      [--modes f32,bf16]
+
+--config reads a model config.json (docs/MODEL_FORMAT.md; e.g. a training run's checkpoint's) instead
+of a preset; the vocabulary size is the file's unless --vocab is given (a preset's default vocabulary is
+37000), and the dropout the preset's or the file's unless --dropout is given.
 
 The batch has no padding (random word ids, fixed seed). Modes: f32, and bf16 = torch.autocast('cpu',
 dtype=torch.bfloat16) around forward and loss (parameters, gradients and Adam state stay f32). Two warm-up
@@ -22,7 +27,8 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-from reference_model import Transformer, learning_rate, make_optimizer, preset_config  # noqa: E402
+from reference_model import (  # noqa: E402
+    Transformer, learning_rate, make_config, make_optimizer, preset_config)
 
 MODES = ("f32", "bf16")
 WARMUP_STEPS = 4000  # the paper's schedule; only sets the lr values, not the cost
@@ -30,9 +36,13 @@ WARMUP_STEPS = 4000  # the paper's schedule; only sets the lr values, not the co
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description="PyTorch training-step benchmark")
-    parser.add_argument("--preset", default="base")
-    parser.add_argument("--vocab", type=int, default=37000)
-    parser.add_argument("--dropout", type=float, default=0.1)
+    model = parser.add_mutually_exclusive_group()
+    model.add_argument("--preset", default="base")
+    model.add_argument("--config", help="model config.json instead of a preset")
+    parser.add_argument("--vocab", type=int, default=None,
+                        help="vocabulary size (default: 37000 with a preset, the file's with --config)")
+    parser.add_argument("--dropout", type=float, default=None,
+                        help="dropout (default: the preset's or the config file's)")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--src-len", type=int, default=32)
     parser.add_argument("--tgt-len", type=int, default=32)
@@ -47,13 +57,41 @@ def parse_args(argv=None):
         parser.error(f"--modes: unknown {bad}; choose from {', '.join(MODES)}")
     if args.steps < 1 or args.batch < 1 or args.src_len < 1 or args.tgt_len < 1:
         parser.error("--steps, --batch, --src-len and --tgt-len must be positive")
+    try:
+        args.model_config = model_config(args)
+    except (OSError, ValueError) as error:  # json.JSONDecodeError is a ValueError
+        parser.error(str(error))
+    if max(args.src_len, args.tgt_len) > args.model_config["max_positions"]:
+        parser.error("--src-len/--tgt-len exceed the model's max_positions "
+                     f"({args.model_config['max_positions']})")
     return args
+
+
+def model_config(args):
+    """The reference model's config dict from --preset or --config, with --vocab and --dropout applied."""
+    overrides = {}
+    if args.dropout is not None:
+        overrides["dropout"] = args.dropout
+    if args.config is None:
+        overrides["vocab_size"] = 37000 if args.vocab is None else args.vocab
+        return preset_config(args.preset, **overrides)
+    with open(args.config, encoding="utf-8") as f:
+        values = json.load(f)
+    if not isinstance(values, dict):
+        raise ValueError(f"{args.config}: expected a JSON object")
+    if args.vocab is not None:
+        overrides["vocab_size"] = args.vocab
+    values.update(overrides)
+    try:
+        return make_config(values)
+    except ValueError as error:
+        raise ValueError(f"{args.config}: {error}") from None
 
 
 def run_mode(args, mode):
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    cfg = preset_config(args.preset, vocab_size=args.vocab, dropout=args.dropout)
+    cfg = args.model_config
     model = Transformer(cfg)
     model.train()
     optimizer = make_optimizer(model)
@@ -84,7 +122,8 @@ def run_mode(args, mode):
     src_tokens = args.batch * args.src_len
     tgt_tokens = args.batch * args.tgt_len
     return {
-        "framework": "pytorch", "mode": mode, "preset": args.preset, "batch": args.batch,
+        "framework": "pytorch", "mode": mode, "preset": "" if args.config else args.preset,
+        "config": args.config or "", "vocab": cfg["vocab_size"], "batch": args.batch,
         "src_len": args.src_len, "tgt_len": args.tgt_len, "threads": args.threads,
         "steps": args.steps, "seconds_per_step": seconds,
         "tokens_per_second": (src_tokens + tgt_tokens) / seconds,
