@@ -67,6 +67,13 @@ TEST_F(Translate, BatchesGiveOneSentenceAtATimeResultsInInputOrder) {
     expect_same(batched, single, 1e-4);
     options.sort_by_length = false;
     expect_same(translate(model_, sources_, options), single, 1e-4);
+    // A token budget cuts batches by padded source tokens instead.
+    options.sort_by_length = true;
+    options.batch_size = 100;
+    options.batch_tokens = 12;
+    expect_same(translate(model_, sources_, options), single, 1e-4);
+    options.batch_tokens = 0;
+    options.batch_size = 3;
     for (size_t s = 0; s < sources_.size(); ++s) {
       ASSERT_EQ(batched[s].size(), static_cast<size_t>(options.n_best));
       EXPECT_LE(batched[s][0].length, static_cast<int64_t>(sources_[s].size()) + 6);

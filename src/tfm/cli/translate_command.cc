@@ -156,6 +156,9 @@ void register_translate(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--batch-size", o->decoding.batch_size, "sentences per batch (default 32)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--batch-tokens", o->decoding.batch_tokens,
+                  "also at most this many padded source tokens per batch (default: no limit)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cmd->add_option("--n-best", o->decoding.n_best, "hypotheses per sentence (default 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
   cmd->add_flag("--n-best-output", o->n_best_output,

@@ -48,12 +48,19 @@ std::vector<std::vector<Hypothesis>> translate(const nn::Transformer& model,
   std::vector<std::vector<Hypothesis>> results(sources.size());
   auto ctx = nn::ForwardContext::inference();
   const auto batch_size = static_cast<size_t>(options.batch_size);
-  for (size_t begin = 0; begin < order.size(); begin += batch_size) {
-    const size_t end = std::min(order.size(), begin + batch_size);
-    const auto batch = static_cast<int64_t>(end - begin);
+  for (size_t begin = 0, end = 0; begin < order.size(); begin = end) {
+    // A batch takes sentences while it has fewer than batch_size and, with a token budget, while
+    // its padded size (sentences x longest source) stays within batch_tokens; one sentence always
+    // fits.
     int64_t width = 0;
-    for (size_t i = begin; i < end; ++i)
-      width = std::max(width, static_cast<int64_t>(sources[order[i]].size()));
+    for (end = begin; end < order.size() && end - begin < batch_size; ++end) {
+      const int64_t wider = std::max(width, static_cast<int64_t>(sources[order[end]].size()));
+      if (options.batch_tokens > 0 && end > begin &&
+          wider * static_cast<int64_t>(end - begin + 1) > options.batch_tokens)
+        break;
+      width = wider;
+    }
+    const auto batch = static_cast<int64_t>(end - begin);
 
     // Right-padded source ids, their lengths, and each sentence's maximum output length.
     std::vector<int32_t> ids(static_cast<size_t>(batch * width), config.pad_id);

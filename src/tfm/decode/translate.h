@@ -20,7 +20,8 @@ struct TranslateOptions {
   int64_t max_length_offset = 50;  // maximum output tokens (eos included) = source length + this
   int64_t max_length = 0;          // > 0: this maximum for every sentence instead
   int64_t min_length = 0;          // eos forbidden as one of the first min_length tokens
-  int64_t batch_size = 32;         // source sentences per batch
+  int64_t batch_size = 32;         // source sentences per batch (at most)
+  int64_t batch_tokens = 0;        // > 0: also at most this many padded source tokens per batch
   bool sort_by_length = true;      // batch sentences of similar length together
   bool early_stopping = true;      // see beam_search
   AttentionProbe attention;        // encoder-decoder weights to return per output token
