@@ -7,6 +7,7 @@
 
 #include "tfm/core/error.h"
 #include "tfm/eval/bleu_tokenizers.h"
+#include "tfm/io/text_reader.h"
 
 namespace tfm::eval {
 namespace {
@@ -134,15 +135,15 @@ TEST(PythonStrings, LowercaseIsFullUnicodeLowercasing) {
 }
 
 TEST(Utf8, FindsTheFirstInvalidByte) {
-  EXPECT_FALSE(first_invalid_utf8("plain ascii, Grüße, 你好, 😀").has_value());
-  EXPECT_EQ(first_invalid_utf8("ab\xff"), 2u);
-  EXPECT_EQ(first_invalid_utf8("a\xc3"), 1u);                        // truncated
-  EXPECT_EQ(first_invalid_utf8("\xc0\xaf"), 0u);                     // overlong '/'
-  EXPECT_EQ(first_invalid_utf8("x\xe0\x80\xaf"), 1u);                // overlong, three bytes
-  EXPECT_EQ(first_invalid_utf8("\xed\xa0\x80"), 0u);                 // surrogate U+D800
-  EXPECT_EQ(first_invalid_utf8("\xf4\x90\x80\x80"), 0u);             // above U+10FFFF
-  EXPECT_EQ(first_invalid_utf8("\xe2\x82"), 0u);                     // truncated euro sign
-  EXPECT_FALSE(first_invalid_utf8("\xf4\x8f\xbf\xbf").has_value());  // U+10FFFF itself
+  EXPECT_FALSE(find_invalid_utf8("plain ascii, Grüße, 你好, 😀").has_value());
+  EXPECT_EQ(find_invalid_utf8("ab\xff"), 2u);
+  EXPECT_EQ(find_invalid_utf8("a\xc3"), 1u);                        // truncated
+  EXPECT_EQ(find_invalid_utf8("\xc0\xaf"), 0u);                     // overlong '/'
+  EXPECT_EQ(find_invalid_utf8("x\xe0\x80\xaf"), 1u);                // overlong, three bytes
+  EXPECT_EQ(find_invalid_utf8("\xed\xa0\x80"), 0u);                 // surrogate U+D800
+  EXPECT_EQ(find_invalid_utf8("\xf4\x90\x80\x80"), 0u);             // above U+10FFFF
+  EXPECT_EQ(find_invalid_utf8("\xe2\x82"), 0u);                     // truncated euro sign
+  EXPECT_FALSE(find_invalid_utf8("\xf4\x8f\xbf\xbf").has_value());  // U+10FFFF itself
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 
 #include "data_test_util.h"
 #include "tfm/data/corpus.h"
-#include "tfm/data/text_reader.h"
+#include "tfm/io/text_reader.h"
 
 namespace tfm::testing {
 namespace {
@@ -212,7 +212,7 @@ TEST(Corpus, CacheIsReusedAndMissedWhenAnInputChanges) {
 TEST(LineReader, LinesCountsAndLimits) {
   TempDir dir;
   write_text(dir / "a.txt", "one\ntwo\r\n\nfour");
-  data::LineReader reader(dir / "a.txt");
+  LineReader reader(dir / "a.txt");
   std::string line;
   std::vector<std::string> got;
   while (reader.next(line)) got.push_back(line);
@@ -223,28 +223,28 @@ TEST(LineReader, LinesCountsAndLimits) {
   std::string big;
   for (int i = 0; i < 50; ++i) big += std::string(100000 + i, 'x') + "\n";
   write_gzip(dir / "big.gz", big + "tail");
-  data::LineReader unlimited(dir / "big.gz", 0);
+  LineReader unlimited(dir / "big.gz", 0);
   ASSERT_TRUE(unlimited.next(line));
   EXPECT_EQ(line.size(), 100000u);
   ASSERT_TRUE(unlimited.next(line));
   EXPECT_EQ(line.size(), 100001u);
   EXPECT_EQ(unlimited.count_to_end(), 51);
-  data::LineReader limited(dir / "big.gz", 100000);
+  LineReader limited(dir / "big.gz", 100000);
   ASSERT_TRUE(limited.next(line));
   expect_error([&] { limited.next(line); }, {"big.gz:2:", "longer than the limit of 100000 bytes"});
 }
 
 TEST(Utf8, FindsTheFirstMalformedByte) {
-  EXPECT_EQ(data::find_invalid_utf8("plain ascii"), std::nullopt);
-  EXPECT_EQ(data::find_invalid_utf8("Straße, Größe, 日本, 😀"), std::nullopt);
-  EXPECT_EQ(data::find_invalid_utf8("ab\x80"), 2u);            // stray continuation byte
-  EXPECT_EQ(data::find_invalid_utf8("a\xc0\xaf"), 1u);         // overlong '/'
-  EXPECT_EQ(data::find_invalid_utf8("a\xe0\x80\xaf"), 1u);     // overlong, 3 bytes
-  EXPECT_EQ(data::find_invalid_utf8("ab\xed\xa0\x80"), 2u);    // UTF-16 surrogate
-  EXPECT_EQ(data::find_invalid_utf8("\xf4\x90\x80\x80"), 0u);  // above U+10FFFF
-  EXPECT_EQ(data::find_invalid_utf8("xyz\xe6\x97"), 3u);       // truncated at the end
-  EXPECT_EQ(data::find_invalid_utf8("\xe6\x97\x41"), 0u);      // bad continuation
-  EXPECT_EQ(data::find_invalid_utf8("\xff"), 0u);
+  EXPECT_EQ(find_invalid_utf8("plain ascii"), std::nullopt);
+  EXPECT_EQ(find_invalid_utf8("Straße, Größe, 日本, 😀"), std::nullopt);
+  EXPECT_EQ(find_invalid_utf8("ab\x80"), 2u);            // stray continuation byte
+  EXPECT_EQ(find_invalid_utf8("a\xc0\xaf"), 1u);         // overlong '/'
+  EXPECT_EQ(find_invalid_utf8("a\xe0\x80\xaf"), 1u);     // overlong, 3 bytes
+  EXPECT_EQ(find_invalid_utf8("ab\xed\xa0\x80"), 2u);    // UTF-16 surrogate
+  EXPECT_EQ(find_invalid_utf8("\xf4\x90\x80\x80"), 0u);  // above U+10FFFF
+  EXPECT_EQ(find_invalid_utf8("xyz\xe6\x97"), 3u);       // truncated at the end
+  EXPECT_EQ(find_invalid_utf8("\xe6\x97\x41"), 0u);      // bad continuation
+  EXPECT_EQ(find_invalid_utf8("\xff"), 0u);
 }
 
 TEST(Corpus, CommandLineReportsCorpusAndBatches) {

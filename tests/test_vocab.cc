@@ -5,7 +5,7 @@
 #include <set>
 
 #include "data_test_util.h"
-#include "tfm/data/text_reader.h"
+#include "tfm/io/text_reader.h"
 #include "tfm/data/vocab.h"
 
 namespace tfm::testing {

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "tfm/data/text_reader.h"
 #include "tfm/data/vocab.h"
+#include "tfm/io/text_reader.h"
 
 namespace tfm::data {
 

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "tfm/core/error.h"
-#include "tfm/data/text_reader.h"
 #include "tfm/io/atomic_file.h"
+#include "tfm/io/text_reader.h"
 
 namespace tfm::data {
 

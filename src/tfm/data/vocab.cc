@@ -9,8 +9,8 @@
 #include <unordered_map>
 
 #include "tfm/core/error.h"
-#include "tfm/data/text_reader.h"
 #include "tfm/io/atomic_file.h"
+#include "tfm/io/text_reader.h"
 
 namespace tfm::data {
 

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "tfm/core/error.h"
+#include "tfm/io/text_reader.h"
 
 namespace tfm::eval {
 
@@ -73,7 +74,7 @@ int64_t closest_reference_length(int64_t hyp_len, const std::vector<int64_t>& re
 }
 
 void check_utf8(const std::string& line, std::string_view what, size_t index) {
-  if (const auto bad = first_invalid_utf8(line))
+  if (const auto bad = find_invalid_utf8(line))
     fail("BLEU: {} line {} is not valid UTF-8 (byte 0x{:02x} at offset {})", what, index + 1,
          static_cast<unsigned char>(line[*bad]), *bad);
 }

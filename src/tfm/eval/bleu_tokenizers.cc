@@ -306,39 +306,4 @@ std::string lowercase_unicode(std::string_view line) {
   return out;
 }
 
-std::optional<size_t> first_invalid_utf8(std::string_view text) {
-  const auto at = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const unsigned char lead = at(pos);
-    if (lead < 0x80) {
-      ++pos;
-      continue;
-    }
-    // The allowed range of the second byte narrows for E0 (no overlong), ED (no surrogates),
-    // F0 (no overlong) and F4 (nothing above U+10FFFF), as in the Unicode standard's Table 3-7.
-    size_t length = 0;
-    unsigned char low = 0x80, high = 0xBF;
-    if (lead >= 0xC2 && lead <= 0xDF) {
-      length = 2;
-    } else if (lead >= 0xE0 && lead <= 0xEF) {
-      length = 3;
-      if (lead == 0xE0) low = 0xA0;
-      if (lead == 0xED) high = 0x9F;
-    } else if (lead >= 0xF0 && lead <= 0xF4) {
-      length = 4;
-      if (lead == 0xF0) low = 0x90;
-      if (lead == 0xF4) high = 0x8F;
-    } else {
-      return pos;
-    }
-    if (pos + length > text.size()) return pos;
-    if (at(pos + 1) < low || at(pos + 1) > high) return pos;
-    for (size_t i = 2; i < length; ++i)
-      if (at(pos + i) < 0x80 || at(pos + i) > 0xBF) return pos;
-    pos += length;
-  }
-  return std::nullopt;
-}
-
 }  // namespace tfm::eval

@@ -1,7 +1,7 @@
 // The text processing of sacreBLEU 2.x's BLEU, reimplemented so that scores agree with it: its
 // tokenizers ("13a", "intl", "none"), Python's notion of whitespace (str.split / str.rstrip) and
 // Python's str.lower(). Every function takes and returns UTF-8; input must be valid UTF-8
-// (check with first_invalid_utf8), except where noted.
+// (check with tfm::find_invalid_utf8 of io/text_reader.h), except where noted.
 #pragma once
 
 #include <cstddef>
@@ -50,10 +50,5 @@ std::string_view rstrip_python_whitespace(std::string_view line);
 // Python's str.lower(): full Unicode lower-casing, locale independent (ICU's root locale, which
 // like Python maps U+0130 to "i\u0307" and a word-final capital sigma to final sigma).
 std::string lowercase_unicode(std::string_view line);
-
-// The byte offset of the first byte that does not start a valid UTF-8 sequence as Python's strict
-// decoder reads it (no overlong forms, no surrogates, nothing above U+10FFFF, no truncated
-// sequences), or nothing when `text` is valid.
-std::optional<size_t> first_invalid_utf8(std::string_view text);
 
 }  // namespace tfm::eval

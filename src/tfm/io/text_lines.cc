@@ -1,18 +1,22 @@
 #include "tfm/io/text_lines.h"
 
-#include <zlib.h>
-
 #include <cerrno>
 #include <cstring>
 #include <iterator>
 #include <memory>
 
 #include "tfm/core/error.h"
-#include "tfm/eval/bleu_tokenizers.h"
+#include "tfm/io/text_reader.h"
 
 namespace tfm {
 
 namespace {
+
+void check_utf8(const std::string& line, std::string_view name, int64_t line_number) {
+  if (const auto bad = find_invalid_utf8(line))
+    fail("'{}' line {} is not valid UTF-8 (byte 0x{:02x} at column {})", name, line_number,
+         static_cast<unsigned char>(line[*bad]), *bad + 1);
+}
 
 std::vector<std::string> split_and_check(const std::string& bytes, std::string_view name) {
   std::vector<std::string> lines;
@@ -21,9 +25,7 @@ std::vector<std::string> split_and_check(const std::string& bytes, std::string_v
     size_t end = bytes.find('\n', start);
     if (end == std::string::npos) end = bytes.size();
     std::string line = bytes.substr(start, end - start);
-    if (const auto bad = eval::first_invalid_utf8(line))
-      fail("'{}' line {} is not valid UTF-8 (byte 0x{:02x} at column {})", name, lines.size() + 1,
-           static_cast<unsigned char>(line[*bad]), *bad + 1);
+    check_utf8(line, name, static_cast<int64_t>(lines.size()) + 1);
     lines.push_back(std::move(line));
     start = end + 1;
   }
@@ -35,23 +37,17 @@ std::vector<std::string> split_and_check(const std::string& bytes, std::string_v
 std::vector<std::string> read_text_lines(const std::filesystem::path& path) {
   const std::string name = path.string();
   std::error_code ec;
+  TFM_CHECK(std::filesystem::exists(path, ec), "cannot open '{}': No such file or directory", name);
   TFM_CHECK(!std::filesystem::is_directory(path, ec), "'{}' is a directory, not a text file", name);
-  // zlib reads files that are not gzip-compressed as they are, so one path serves both.
-  errno = 0;
-  const std::unique_ptr<gzFile_s, int (*)(gzFile)> file(gzopen(name.c_str(), "rb"), gzclose);
-  if (!file) fail("cannot open '{}': {}", name, errno ? std::strerror(errno) : "out of memory");
-  std::string bytes;
-  char buffer[1 << 16];
-  for (;;) {
-    const int got = gzread(file.get(), buffer, sizeof buffer);
-    if (got < 0) {
-      int code = 0;
-      fail("cannot read '{}': {}", name, gzerror(file.get(), &code));
-    }
-    if (got == 0) break;
-    bytes.append(buffer, static_cast<size_t>(got));
+  // LineReader reads plain and gzip files alike; no line-length limit here.
+  LineReader reader(path, 0);
+  std::vector<std::string> lines;
+  std::string line;
+  while (reader.next(line)) {
+    check_utf8(line, name, reader.line_number());
+    lines.push_back(line);
   }
-  return split_and_check(bytes, name);
+  return lines;
 }
 
 std::vector<std::string> read_text_lines(std::istream& in, std::string_view name) {

@@ -11,14 +11,14 @@
 
 namespace tfm {
 
-// The lines of a file, split at '\n' only and without it (a '\r' before it stays: callers that
-// strip trailing whitespace remove it). A last line without '\n' counts; an empty file has no
-// lines. Throws tfm::Error naming the file when it cannot be opened or decompressed, and naming the
-// file and line (1-based) and the offending byte when a line is not valid UTF-8.
+// The lines of a file (io/text_reader.h's LineReader: split at '\n', a '\r' before it removed), a
+// last line without '\n' counts; an empty file has no lines. Throws tfm::Error naming the file when
+// it cannot be opened or decompressed, and naming the file and line (1-based) and the offending
+// byte when a line is not valid UTF-8.
 std::vector<std::string> read_text_lines(const std::filesystem::path& path);
 
-// The same for an already open stream (e.g. std::cin, never decompressed); `name` is what error
-// messages call it.
+// The same for an already open stream (e.g. std::cin, never decompressed, split at '\n' only);
+// `name` is what error messages call it.
 std::vector<std::string> read_text_lines(std::istream& in, std::string_view name);
 
 }  // namespace tfm

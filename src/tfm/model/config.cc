@@ -38,6 +38,14 @@ constexpr std::array<std::string_view, 19> kKeys = {"layers",
                                                     "bos_id",
                                                     "eos_id"};
 
+}  // namespace
+
+std::span<const std::string_view> config_keys() {
+  return kKeys;
+}
+
+namespace {
+
 std::string joined_keys() {
   std::string out;
   for (std::string_view key : kKeys) out += (out.empty() ? "" : ", ") + std::string(key);

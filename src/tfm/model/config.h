@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,9 @@ struct ModelConfig {
 
   bool operator==(const ModelConfig&) const = default;
 };
+
+// Every configuration key (config.json's keys, the field names), in file order.
+std::span<const std::string_view> config_keys();
 
 // Throws tfm::Error naming the first field that is out of its range (sizes not positive, dropout
 // outside [0, 1), odd d_model with sinusoidal encoding, token ids outside the vocabulary or

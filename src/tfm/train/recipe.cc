@@ -132,20 +132,13 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
   return table;
 }
 
-const std::vector<std::string> kModelKeys = {"layers",
-                                             "d_model",
-                                             "d_ff",
-                                             "heads",
-                                             "d_k",
-                                             "d_v",
-                                             "dropout",
-                                             "attention_dropout",
-                                             "label_smoothing",
-                                             "positional",
-                                             "max_positions",
-                                             "norm",
-                                             "attention_bias",
-                                             "layer_norm_eps"};
+// The model section takes every configuration key but those the vocabulary decides.
+std::vector<std::string> model_keys() {
+  std::vector<std::string> keys;
+  for (std::string_view key : config_keys())
+    if (key != "vocab_size" && !key.ends_with("_id")) keys.emplace_back(key);
+  return keys;
+}
 
 // Edit distance, for "did you mean".
 size_t distance(const std::string& a, const std::string& b) {
@@ -169,7 +162,7 @@ void set_key(TrainRecipe& recipe, const std::string& key, const std::string& val
   }
   if (key.rfind("model.", 0) == 0) {
     std::string field = key.substr(6);
-    for (const std::string& k : kModelKeys) {
+    for (const std::string& k : model_keys()) {
       if (k == field) {
         recipe.model_overrides[field] = value;
         return;
@@ -191,7 +184,7 @@ void set_key(TrainRecipe& recipe, const std::string& key, const std::string& val
 std::vector<std::string> recipe_keys() {
   std::vector<std::string> keys;
   for (const auto& [name, setter] : setters()) keys.push_back(name);
-  for (const std::string& k : kModelKeys) keys.push_back("model." + k);
+  for (const std::string& k : model_keys()) keys.push_back("model." + k);
   return keys;
 }
 

@@ -10,8 +10,8 @@
 #include "tfm/core/threading.h"
 #include "tfm/data/batcher.h"
 #include "tfm/data/corpus.h"
-#include "tfm/data/text_reader.h"
 #include "tfm/data/vocab.h"
+#include "tfm/io/text_reader.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/model/parameters.h"
 #include "tfm/train/session.h"
@@ -58,7 +58,7 @@ void say(const std::string& line) {
 }
 
 std::vector<std::string> read_lines(const fs::path& path) {
-  data::LineReader reader(path);
+  LineReader reader(path);
   std::vector<std::string> lines;
   std::string line;
   while (reader.next(line)) lines.push_back(line);

@@ -1,4 +1,4 @@
-#include "tfm/data/text_reader.h"
+#include "tfm/io/text_reader.h"
 
 #include <zlib.h>
 
@@ -9,7 +9,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm::data {
+namespace tfm {
 
 namespace {
 constexpr size_t kChunkBytes = 1 << 18;
@@ -163,4 +163,4 @@ std::string read_file_bytes(const std::filesystem::path& path) {
   return std::move(contents).str();
 }
 
-}  // namespace tfm::data
+}  // namespace tfm

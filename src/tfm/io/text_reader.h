@@ -11,7 +11,7 @@
 
 struct gzFile_s;
 
-namespace tfm::data {
+namespace tfm {
 
 inline constexpr int64_t kDefaultMaxLineBytes = 64 * 1024;
 
@@ -59,4 +59,4 @@ uint64_t fnv1a64(std::string_view bytes, uint64_t hash = 0xcbf29ce484222325ULL);
 // The whole file's bytes; throws naming the file when it cannot be read.
 std::string read_file_bytes(const std::filesystem::path& path);
 
-}  // namespace tfm::data
+}  // namespace tfm
