@@ -95,3 +95,35 @@ TEST(CliTrainTranslate, TrainResumeAverageTranslate) {
 
 }  // namespace
 }  // namespace tfm
+
+namespace tfm {
+namespace {
+
+TEST(CliTrainTranslate, OneEpochValidatesOnceAtItsEnd) {
+  TempDir dir;
+  write_recipe(dir);
+  auto run = run_tfm_command(
+      fmt::format("train -c {} --set training.max_epochs=1 --set validation.every_steps=0 "
+                  "--set validation.bleu=false --set checkpoints.every_steps=0",
+                  quoted(dir / "recipe.yaml")),
+      dir);
+  ASSERT_EQ(run.status, 0) << run.err;
+  std::string metrics = testing::read_text(dir / "run" / "metrics.jsonl");
+  size_t valid_records = 0;
+  for (size_t at = metrics.find("\"type\":\"valid\""); at != std::string::npos;
+       at = metrics.find("\"type\":\"valid\"", at + 1))
+    ++valid_records;
+  EXPECT_EQ(valid_records, 1u) << metrics;
+  EXPECT_NE(metrics.find("\"epoch\":1,\"loss\""), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("\"epoch\":2"), std::string::npos) << "trained into a second epoch";
+  // The final checkpoint is at the epoch's last step.
+  auto checkpoints = list_checkpoints(dir / "run" / "checkpoints");
+  ASSERT_EQ(checkpoints.size(), 1u);
+  EXPECT_NE(
+      run.err.find(fmt::format("valid | step {} ", load_checkpoint(checkpoints[0]).state.step)),
+      std::string::npos)
+      << run.err;
+}
+
+}  // namespace
+}  // namespace tfm

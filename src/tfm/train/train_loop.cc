@@ -234,15 +234,19 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
   int64_t log_target = 0, log_tokens = 0, log_updates = 0;
   auto log_start = clock::now();
 
+  // Epochs done: the batcher stays on an epoch's end until the next batch is asked for.
+  auto completed_epochs = [&] {
+    return batcher.state().epoch + (batcher.state().batch >= batcher.batches_in_epoch() ? 1 : 0);
+  };
   auto limits_reached = [&] {
     if (recipe.max_steps > 0 && session.step() >= recipe.max_steps) return true;
-    if (recipe.max_epochs > 0 && batcher.state().epoch >= recipe.max_epochs) return true;
+    if (recipe.max_epochs > 0 && completed_epochs() >= recipe.max_epochs) return true;
     if (recipe.max_minutes > 0 && elapsed() >= recipe.max_minutes * 60) return true;
     return false;
   };
 
   while (!limits_reached() && g_stop_signal == 0) {
-    const int64_t epoch_before = batcher.state().epoch;
+    const int64_t epochs_before = completed_epochs();
     std::vector<nn::Batch> batches;
     for (int64_t i = 0; i < recipe.accumulate; ++i) batches.push_back(batcher.next());
     UpdateResult update = session.update(batches);
@@ -286,8 +290,8 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
       log_start = clock::now();
     }
 
-    const bool epoch_ended = batcher.state().epoch != epoch_before;
-    if (epoch_ended) summary.epochs_completed = batcher.state().epoch;
+    const bool epoch_ended = completed_epochs() != epochs_before;
+    summary.epochs_completed = completed_epochs();
     if ((recipe.validate_every_steps > 0 && session.step() % recipe.validate_every_steps == 0) ||
         (recipe.validate_every_steps == 0 && epoch_ended))
       run_validation();
