@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 
+#include "peak_memory.h"
 #include "tfm/core/threading.h"
 #include "tfm/decode/translate.h"
 #include "tfm/io/safetensors.h"
@@ -25,14 +26,6 @@
 #include "tfm/nn/transformer.h"
 
 namespace {
-
-double peak_rss_mb() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  return 0.0;
-}
 
 std::vector<int64_t> parse_beams(const std::string& text) {
   std::vector<int64_t> beams;

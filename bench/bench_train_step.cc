@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 
+#include "peak_memory.h"
 #include "tfm/autograd/tape.h"
 #include "tfm/core/allocator.h"
 #include "tfm/core/error.h"
@@ -21,14 +22,6 @@
 #include "tfm/train/schedule.h"
 
 namespace {
-
-double peak_rss_mb() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  return 0.0;
-}
 
 tfm::Tensor random_ids(int64_t rows, int64_t cols, int32_t vocab, std::mt19937& rng,
                        int32_t first) {

@@ -27,23 +27,9 @@ BEAMS="${BEAMS:-4,1}"
 RUNS="${RUNS:-2}"
 WARMUP="${WARMUP:-1}"
 THREADS="${THREADS:-2}"
-TCMALLOC=/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4
-OPENBLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3
-PYTHON=/usr/bin/python3  # the interpreter that has PyTorch
-
-if [[ ! -x "$TFM_BENCH" ]]; then
-  echo "decode.sh: $TFM_BENCH is missing; build it first (cmake --build --preset release)" >&2
-  exit 1
-fi
-if [[ ! -e "$TCMALLOC" ]]; then
-  echo "decode.sh: $TCMALLOC is missing; apt-get install libgoogle-perftools4" >&2
-  exit 1
-fi
-if [[ ! -e "$OPENBLAS" ]]; then
-  echo "decode.sh: $OPENBLAS is missing; apt-get install libopenblas0-openmp" \
-    "(without it PyTorch's f32 runs on the reference BLAS, ~100x slow)" >&2
-  exit 1
-fi
+SCRIPT_NAME=decode.sh
+# shellcheck source=bench/pytorch_env.sh
+source bench/pytorch_env.sh  # (the scripts run from the project root)
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -28,23 +28,9 @@ TGT_LEN="${TGT_LEN:-32}"
 STEPS="${STEPS:-3}"
 THREADS="${THREADS:-2}"
 MODES="${MODES:-f32,bf16}"
-TCMALLOC=/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4
-OPENBLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3
-PYTHON=/usr/bin/python3  # the interpreter that has PyTorch
-
-if [[ ! -x "$TFM_BENCH" ]]; then
-  echo "train_step.sh: $TFM_BENCH is missing; build it first (cmake --build --preset release)" >&2
-  exit 1
-fi
-if [[ ! -e "$TCMALLOC" ]]; then
-  echo "train_step.sh: $TCMALLOC is missing; apt-get install libgoogle-perftools4" >&2
-  exit 1
-fi
-if [[ ! -e "$OPENBLAS" ]]; then
-  echo "train_step.sh: $OPENBLAS is missing; apt-get install libopenblas0-openmp" \
-    "(without it PyTorch's f32 runs on the reference BLAS, ~100x slow)" >&2
-  exit 1
-fi
+SCRIPT_NAME=train_step.sh
+# shellcheck source=bench/pytorch_env.sh
+source bench/pytorch_env.sh  # (the scripts run from the project root)
 
 # The model arguments both programs take: a config file or a preset, and the vocabulary override.
 if [[ -n "$CONFIG" ]]; then
