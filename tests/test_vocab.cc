@@ -5,8 +5,8 @@
 #include <set>
 
 #include "data_test_util.h"
-#include "tfm/io/text_reader.h"
 #include "tfm/data/vocab.h"
+#include "tfm/io/text_reader.h"
 
 namespace tfm::testing {
 namespace {
