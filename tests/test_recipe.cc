@@ -77,6 +77,13 @@ TEST(Recipe, TyposAndBadValuesAreOneLineErrorsWithFileAndLine) {
   apply_override(r, "data.train_target=a.de");
   apply_override(r, "model.dropout=1.5");
   expect_error([&] { validate(r); }, {"dropout"});
+  // Empty and out-of-range numbers are errors naming the key, not crashes.
+  TrainRecipe empty_value;
+  apply_override(empty_value, "model.layers=");
+  expect_error([&] { empty_value.model_config(100); }, {"layers"});
+  TrainRecipe huge_value;
+  apply_override(huge_value, "model.layers=99999999999999999999");
+  expect_error([&] { huge_value.model_config(100); }, {"layers"});
 }
 
 }  // namespace

@@ -191,13 +191,21 @@ std::vector<std::string> recipe_keys() {
 ModelConfig TrainRecipe::model_config(int64_t vocab_size_) const {
   nlohmann::json json = nlohmann::json::object();
   for (const auto& [key, value] : model_overrides) {
-    // YAML scalars arrive as text: give each its JSON type.
+    // YAML scalars arrive as text: give each its JSON type (out-of-range numbers stay text, and
+    // the configuration's own check names the key).
+    char* end = nullptr;
+    errno = 0;
+    const long long integer_value = std::strtoll(value.c_str(), &end, 10);
+    const bool is_integer = !value.empty() && *end == '\0' && errno == 0;
+    errno = 0;
+    const double number_value = std::strtod(value.c_str(), &end);
+    const bool is_number = !value.empty() && *end == '\0' && errno == 0;
     if (value == "true" || value == "false") {
       json[key] = value == "true";
-    } else if (char* end = nullptr; std::strtoll(value.c_str(), &end, 10), *end == '\0') {
-      json[key] = std::stoll(value);
-    } else if (std::strtod(value.c_str(), &end), *end == '\0') {
-      json[key] = std::stod(value);
+    } else if (is_integer) {
+      json[key] = integer_value;
+    } else if (is_number) {
+      json[key] = number_value;
     } else {
       json[key] = value;
     }
