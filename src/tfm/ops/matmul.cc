@@ -6,6 +6,7 @@
 
 #include "tfm/autograd/tape.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
+#include "tfm/ops/autocast.h"
 #include "tfm/ops/ops.h"
 
 namespace tfm::ops {
@@ -173,32 +174,39 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   out_shape[-1] = out_features;
   Tensor out = Tensor::empty(out_shape);
 
-  // y = x W^T + b: W^T is a view of W with swapped strides.
+  // y = x W^T + b: W^T is a view of W with swapped strides. Under bf16 autocast both operands are
+  // rounded to bf16 (the weight once per scope) and the product accumulates in f32.
+  const bool bf16_product = autocast_dtype() == DType::bf16;
+  Tensor x_op = bf16_product ? to_bf16(x) : x;
+  Tensor w_op = bf16_product ? cast_weight_bf16(weight) : weight;
   GemmArgs args;
-  args.a = flat_rows(x, rows, in);
-  args.b = flat_rows(weight, out_features, in).transposed();
+  args.a = flat_rows(x_op, rows, in);
+  args.b = flat_rows(w_op, out_features, in).transposed();
   args.c = flat_rows(out, rows, out_features);
   args.bias = bias.defined() ? bias.data<float>() : nullptr;
   cpu::gemm(args);
   if (!needs_grad({&x, &weight, &bias})) return out;
 
-  // The closure's copy of `out` must share its autograd record, which this creates.
+  // The closure's copy of `out` must share its autograd record, which this creates. It keeps the
+  // operands as the product saw them (bf16 under autocast: half the memory of the f32 input).
   out.set_requires_grad(true);
-  record_backward(out, [x, weight, bias, out, rows, in, out_features]() {
+  record_backward(out, [x, weight, bias, out, x_op, w_op, bf16_product, rows, in, out_features]() {
     Tensor g = out.grad();
     if (!g.defined()) return;
-    GemmOperand g_rows = flat_rows(g, rows, out_features);
+    // Under autocast the incoming gradient is rounded to bf16 as well; results stay f32.
+    Tensor g_op = bf16_product ? to_bf16(g) : g;
+    GemmOperand g_rows = flat_rows(g_op, rows, out_features);
     if (x.requires_grad()) {
       // dx = g W  ([rows, out] @ [out, in]).
       GradTarget dx = grad_target(x);
-      run_gemm(g_rows, flat_rows(weight, out_features, in), flat_rows(dx.tensor, rows, in),
+      run_gemm(g_rows, flat_rows(w_op, out_features, in), flat_rows(dx.tensor, rows, in),
                dx.accumulate);
     }
     if (weight.requires_grad()) {
       // dW = g^T x, summed over every leading dimension of x  ([out, rows] @ [rows, in]).
       GradTarget dw = grad_target(weight);
-      run_gemm(g_rows.transposed(), flat_rows(x, rows, in), flat_rows(dw.tensor, out_features, in),
-               dw.accumulate);
+      run_gemm(g_rows.transposed(), flat_rows(x_op, rows, in),
+               flat_rows(dw.tensor, out_features, in), dw.accumulate);
     }
     if (bias.defined() && bias.requires_grad()) {
       // db = sum over rows of g. Threads own blocks of columns, so no two write one element.
