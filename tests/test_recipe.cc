@@ -84,6 +84,14 @@ TEST(Recipe, TyposAndBadValuesAreOneLineErrorsWithFileAndLine) {
   TrainRecipe huge_value;
   apply_override(huge_value, "model.layers=99999999999999999999");
   expect_error([&] { huge_value.model_config(100); }, {"layers"});
+  // Precision is f32 or bf16.
+  TrainRecipe precision;
+  apply_override(precision, "data.train_source=a.en");
+  apply_override(precision, "data.train_target=a.de");
+  apply_override(precision, "training.precision=bf16");
+  validate(precision);
+  apply_override(precision, "training.precision=fp16");
+  expect_error([&] { validate(precision); }, {"training.precision", "f32 or bf16", "fp16"});
 }
 
 }  // namespace

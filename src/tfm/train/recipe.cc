@@ -120,6 +120,7 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
        [](TrainRecipe& r, const std::string& k, const std::string& v) {
          r.threads = static_cast<int>(parse_int(k, v));
        }},
+      {"training.precision", text(&TrainRecipe::precision)},
       {"training.log_every", integer(&TrainRecipe::log_every)},
       {"training.run_dir", text(&TrainRecipe::run_dir)},
       {"checkpoints.every_steps", integer(&TrainRecipe::checkpoint_every_steps)},
@@ -276,6 +277,8 @@ void validate(const TrainRecipe& r) {
             "optimizer.beta1 and beta2 must be in [0, 1)");
   TFM_CHECK(r.eps > 0, "optimizer.eps must be positive, got {}", r.eps);
   TFM_CHECK(r.clip_norm >= 0, "optimizer.clip_norm must be >= 0, got {}", r.clip_norm);
+  TFM_CHECK(r.precision == "f32" || r.precision == "bf16",
+            "training.precision must be f32 or bf16, got '{}'", r.precision);
   TFM_CHECK(r.max_steps >= 0 && r.max_epochs >= 0 && r.max_minutes >= 0,
             "training limits must be >= 0");
   TFM_CHECK(r.log_every >= 1, "training.log_every must be at least 1, got {}", r.log_every);

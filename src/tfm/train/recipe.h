@@ -43,6 +43,8 @@ struct TrainRecipe {
   double max_minutes = 0.0;  // wall-clock training budget; 0: no limit
   uint64_t seed = 1;
   int threads = 0;  // 0: OMP_NUM_THREADS or all cores
+  std::string precision =
+      "f32";  // matrix products: "f32", or "bf16" (f32 master weights and statistics)
   int64_t log_every = 50;
   std::string run_dir = "runs/default";  // checkpoints, metrics.jsonl, the vocabulary, the cache
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "tfm/autograd/tape.h"
+#include "tfm/ops/autocast.h"
 
 namespace tfm {
 
@@ -45,17 +46,22 @@ UpdateResult TrainingSession::update(const std::vector<nn::Batch>& batches) {
   TFM_CHECK(result.target_tokens > 0, "the batches of an update have no target tokens");
   const double normalizer = static_cast<double>(result.target_tokens);
   double nll_sum = 0;
-  for (size_t i = 0; i < batches.size(); ++i) {
-    Tape tape;
-    ops::CrossEntropyResult loss;
-    {
-      TapeScope scope(tape);
-      auto ctx = nn::ForwardContext::training(step_seed(options_.seed, step(), i));
-      loss = model_.loss(batches[i], ctx, normalizer);
+  {
+    // One scope for the whole update: each weight is converted once, and the scope closes before
+    // the optimizer changes the weights.
+    ops::AutocastScope autocast(options_.precision);
+    for (size_t i = 0; i < batches.size(); ++i) {
+      Tape tape;
+      ops::CrossEntropyResult loss;
+      {
+        TapeScope scope(tape);
+        auto ctx = nn::ForwardContext::training(step_seed(options_.seed, step(), i));
+        loss = model_.loss(batches[i], ctx, normalizer);
+      }
+      tape.backward(loss.loss);  // gradients of the batches add up
+      result.loss += loss.loss.to_floats()[0];
+      nll_sum += loss.nll_sum;
     }
-    tape.backward(loss.loss);  // gradients of the batches add up
-    result.loss += loss.loss.to_floats()[0];
-    nll_sum += loss.nll_sum;
   }
   result.nll = nll_sum / normalizer;
   result.grad_norm = clip_gradients();
@@ -93,6 +99,7 @@ double TrainingSession::clip_gradients() {
 EvalResult TrainingSession::evaluate(const std::vector<nn::Batch>& batches) const {
   EvalResult result;
   double loss_sum = 0, nll_sum = 0;
+  ops::AutocastScope autocast(options_.precision);
   for (const nn::Batch& b : batches) {
     auto ctx = nn::ForwardContext::inference();
     ops::CrossEntropyResult loss = model_.loss(b, ctx, 1.0);  // normaliser 1: the sum

@@ -22,6 +22,9 @@ struct SessionOptions {
   AdamOptions adam;
   double clip_norm = 0.0;  // 0: off
   uint64_t seed = 1;
+  // Operand type of the matrix products (ops::AutocastScope); weights, optimizer state, LayerNorm,
+  // softmax and the loss stay f32 either way.
+  DType precision = DType::f32;
 };
 
 struct UpdateResult {

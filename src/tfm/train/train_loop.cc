@@ -141,6 +141,7 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
   session_options.adam = AdamOptions{recipe.beta1, recipe.beta2, recipe.eps};
   session_options.clip_norm = recipe.clip_norm;
   session_options.seed = recipe.seed;
+  session_options.precision = recipe.precision == "bf16" ? DType::bf16 : DType::f32;
   TrainingSession session(config, session_options);
 
   data::BatcherOptions batch_options;
