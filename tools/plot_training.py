@@ -2,6 +2,8 @@
 """The training curve of a `tfm train` run as a Markdown table and an SVG plot (standard library only).
 
   tools/plot_training.py RUN [--table FILE] [--svg FILE] [--title TEXT] [--loss-max Y]
+  tools/plot_training.py --compare RUN_A[=LABEL] RUN_B[=LABEL] [...] [--table FILE] [--svg FILE] [--title TEXT]
+                         [--loss-max Y]
 
 RUN is a run directory (its metrics.jsonl is read) or a metrics.jsonl file. `tfm train` appends one JSON
 object per line: {"type": "train", "step", "epoch", "loss", "perplexity", "lr", "grad_norm",
@@ -12,6 +14,10 @@ The table (stdout, or --table FILE) has one row per validation: epoch, step, ela
 and perplexity, BLEU; the best loss and the best BLEU are in bold. The plot (--svg FILE) shows validation loss,
 and training loss in a lighter colour, against elapsed minutes; when the validations have BLEU, a second panel
 below shows it on the same time axis.
+
+--compare puts several runs of one recipe (say f32 and bf16 mixed precision) on one plot, loss against the
+update step and BLEU against elapsed time, with a table per run and a table of the validation loss differences;
+see tools/plot_training_compare.py.
 
 A resumed run appends to the same file; when a resumed run starts from an earlier checkpoint than the last
 record, the records it repeats (step >= the first repeated step) are replaced by the new ones. A truncated
@@ -106,6 +112,23 @@ def tick_label(value, ticks):
     return f"{value:.{decimals}f}"
 
 
+def stroke_style(dash=None, opacity=None):
+    return (f" stroke-dasharray='{dash}'" if dash else "") + (f" stroke-opacity='{opacity}'" if opacity else "")
+
+
+def marker_svg(shape, x, y, colour):
+    """A data point marker centred on pixel (x, y); shape True means a circle."""
+    if shape == "square":
+        return f"<rect x='{x - 3.5:.1f}' y='{y - 3.5:.1f}' width='7' height='7' fill='{colour}'/>"
+    if shape == "triangle":
+        return f"<polygon points='{x:.1f},{y - 4.5:.1f} {x + 4.5:.1f},{y + 3.5:.1f} {x - 4.5:.1f},{y + 3.5:.1f}' " \
+               f"fill='{colour}'/>"
+    if shape == "diamond":
+        return f"<polygon points='{x:.1f},{y - 5:.1f} {x + 5:.1f},{y:.1f} {x:.1f},{y + 5:.1f} {x - 5:.1f},{y:.1f}' " \
+               f"fill='{colour}'/>"
+    return f"<circle cx='{x:.1f}' cy='{y:.1f}' r='3.5' fill='{colour}'/>"
+
+
 class Panel:
     """One plot area: data coordinates mapped to a pixel rectangle, drawn as SVG elements."""
 
@@ -155,7 +178,8 @@ class Panel:
         if x_label:
             self.text(self.left + self.width / 2, bottom + 40, x_label, size=13)
 
-    def line(self, points, colour, width=2.0, markers=False):
+    def line(self, points, colour, width=2.0, markers=False, dash=None, opacity=None):
+        """markers: False, True (circles) or a marker_svg shape; dash: an SVG stroke-dasharray."""
         if not points:
             return
         pixels = [(self.px(x), self.py(y)) for x, y in points]
@@ -164,14 +188,12 @@ class Panel:
         for (x0, y0), (x1, y1) in zip(pixels, pixels[1:]):
             self.drawn.extend((x0 + (x1 - x0) * t / 8, y0 + (y1 - y0) * t / 8) for t in range(1, 8))
         self.parts.append(f"<polyline points='{coords}' fill='none' stroke='{colour}' stroke-width='{width}' "
-                          "stroke-linejoin='round'/>")
+                          f"stroke-linejoin='round'{stroke_style(dash, opacity)}/>")
         if markers:
-            for x, y in points:
-                self.parts.append(f"<circle cx='{self.px(x):.1f}' cy='{self.py(y):.1f}' r='3.5' "
-                                  f"fill='{colour}'/>")
+            self.parts.extend(marker_svg(markers, x, y, colour) for x, y in pixels)
 
     def legend(self, entries):
-        """entries: [(label, colour, width, markers)], in a box in the corner that covers the fewest
+        """entries: [(label, colour, width, markers[, dash[, opacity]])], in a box in the corner that covers the fewest
         plotted points (top right first)."""
         if not entries:
             return
@@ -189,12 +211,12 @@ class Panel:
         x0, y0 = min(corners, key=covered)  # min keeps the first of equally good corners
         self.parts.append(f"<rect x='{x0:.1f}' y='{y0:.1f}' width='{box_width:.1f}' height='{box_height}' "
                           "fill='white' fill-opacity='0.9' stroke='#bbbbbb'/>")
-        for i, (label, colour, width, markers) in enumerate(entries):
+        for i, (label, colour, width, markers, *style) in enumerate(entries):
             y = y0 + 4 + row * i + row / 2
             self.parts.append(f"<line x1='{x0 + 8:.1f}' y1='{y:.1f}' x2='{x0 + 36:.1f}' y2='{y:.1f}' "
-                              f"stroke='{colour}' stroke-width='{width}'/>")
+                              f"stroke='{colour}' stroke-width='{width}'{stroke_style(*style)}/>")
             if markers:
-                self.parts.append(f"<circle cx='{x0 + 22:.1f}' cy='{y:.1f}' r='3.5' fill='{colour}'/>")
+                self.parts.append(marker_svg(markers, x0 + 22, y, colour))
             self.text(x0 + 44, y + 4, label, anchor="start")
 
 
@@ -255,15 +277,47 @@ def svg_plot(train, valid, title, loss_max=None):
     return "\n".join(parts) + "\n"
 
 
+def compare_main(parser, args):
+    # Imported here: the module imports this one (as plot_training, next to it on sys.path).
+    import plot_training_compare as compare
+
+    if args.run is not None:
+        parser.error("give either RUN or --compare RUN_A RUN_B ..., not both")
+    if len(args.compare) < 2:
+        parser.error("--compare needs at least two runs")
+    try:
+        runs = compare.load_runs(args.compare)
+    except compare.CompareError as error:
+        sys.exit(f"plot_training.py: {error}")
+    table = compare.markdown_tables(runs)
+    if args.table:
+        with open(args.table, "w", encoding="utf-8") as f:
+            f.write(table)
+    else:
+        sys.stdout.write(table)
+    if args.svg:
+        title = args.title or "Training curves: " + " vs ".join(run.label for run in runs)
+        with open(args.svg, "w", encoding="utf-8") as f:
+            f.write(compare.svg_compare(runs, title, args.loss_max))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Training curve of a tfm train run: Markdown table and SVG plot")
-    parser.add_argument("run", help="run directory (holding metrics.jsonl) or a metrics.jsonl file")
+    parser.add_argument("run", nargs="?", help="run directory (holding metrics.jsonl) or a metrics.jsonl file")
+    parser.add_argument("--compare", nargs="+", metavar="RUN[=LABEL]",
+                        help="compare these runs instead (see tools/plot_training_compare.py): loss against "
+                        "step, BLEU against time, and tables of each run and of the validation loss differences")
     parser.add_argument("--table", help="write the Markdown table here instead of stdout")
     parser.add_argument("--svg", help="write the SVG plot here")
     parser.add_argument("--title", help="plot title (default: the run directory's name)")
     parser.add_argument("--loss-max", type=float,
                         help="top of the loss axis (the first training losses are high and squash the rest)")
     args = parser.parse_args(argv)
+    if args.compare is not None:
+        compare_main(parser, args)
+        return
+    if args.run is None:
+        parser.error("give a RUN, or --compare RUN_A RUN_B ...")
 
     path = os.path.join(args.run, "metrics.jsonl") if os.path.isdir(args.run) else args.run
     if not os.path.isfile(path):
