@@ -21,12 +21,17 @@ using tfm::cpu::GemmOperand;
 
 constexpr int kThreads = 2;
 
-Tensor random_tensor(const tfm::Shape& shape, unsigned seed) {
+Tensor random_tensor(const tfm::Shape& shape, unsigned seed, DType dtype = DType::f32) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  Tensor t = Tensor::empty(shape);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
+  Tensor t = Tensor::empty(shape, dtype);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (dtype == DType::bf16) {
+      t.data<tfm::bf16>()[i] = tfm::float_to_bf16(dist(rng));
+    } else {
+      t.data<float>()[i] = dist(rng);
+    }
+  }
   return t;
 }
 
@@ -93,6 +98,44 @@ void attention_values(benchmark::State& state) {
   run(state, args, 2.0 * kBatch * kHeads * kT * kT * kHeadDim);
 }
 
+// The same products with bf16 operands and an f32 result: the mixed-precision path.
+void linear_forward_bf16(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  Tensor x = random_tensor({m, k}, 1, DType::bf16), w = random_tensor({n, k}, 2, DType::bf16);
+  Tensor y = Tensor::empty({m, n});
+  GemmArgs args;
+  args.a = GemmOperand::dense(x.raw(), DType::bf16, {m, k});
+  args.b = GemmOperand::dense(w.raw(), DType::bf16, {n, k}).transposed();
+  args.c = GemmOperand::dense(y.raw(), DType::f32, {m, n});
+  run(state, args, 2.0 * m * k * n);
+}
+
+void linear_weight_grad_bf16(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  Tensor g = random_tensor({m, n}, 3, DType::bf16), x = random_tensor({m, k}, 4, DType::bf16);
+  Tensor dw = random_tensor({n, k}, 5);
+  GemmArgs args;
+  args.a = GemmOperand::dense(g.raw(), DType::bf16, {m, n}).transposed();
+  args.b = GemmOperand::dense(x.raw(), DType::bf16, {m, k});
+  args.c = GemmOperand::dense(dw.raw(), DType::f32, {n, k});
+  args.accumulate = true;
+  run(state, args, 2.0 * m * k * n);
+}
+
+BENCHMARK(linear_forward_bf16)
+    ->ArgNames({"M", "K", "N"})
+    ->Args({4096, 512, 512})
+    ->Args({4096, 512, 2048})
+    ->Args({4096, 2048, 512})
+    ->Args({4096, 512, 37000})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(linear_weight_grad_bf16)
+    ->ArgNames({"M", "K", "N"})
+    ->Args({4096, 512, 512})
+    ->Args({4096, 512, 37000})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(linear_forward)
     ->ArgNames({"M", "K", "N"})
     ->Args({4096, 512, 512})
