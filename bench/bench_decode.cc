@@ -4,6 +4,11 @@
 // and search are both timed. Prints one JSON line per mode with the fields bench/decode_pytorch.py
 // prints, so that bench/decode.sh can put both side by side.
 //
+// --precision bf16 decodes under ops::AutocastScope (bf16 operands for the products; the scope
+// wraps the whole translate call); "precision" in the JSON says which. "mode" is the search
+// ("beam4", "greedy"), as decode_pytorch.py names it. outside_gemm_fraction is the share of the
+// timed runs spent outside cpu::gemm (cpu::gemm_stats()).
+//
 // --model-dir writes the weights (model directory: config.json + model.safetensors) and the sources
 // (sources.safetensors, i32 [batch, src_len]) so that PyTorch decodes the same model and input;
 // --outputs writes the best output of every sentence per mode as JSON, for the agreement check.
@@ -21,9 +26,19 @@
 #include "tfm/core/threading.h"
 #include "tfm/decode/translate.h"
 #include "tfm/io/safetensors.h"
+#include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/model/config.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/nn/transformer.h"
+
+// Mixed precision is being added as ops::AutocastScope; until it is in this tree, --precision bf16
+// is an error.
+#if __has_include("tfm/ops/autocast.h")
+#include "tfm/ops/autocast.h"
+#define TFM_BENCH_HAS_AUTOCAST 1
+#else
+#define TFM_BENCH_HAS_AUTOCAST 0
+#endif
 
 namespace {
 
@@ -36,11 +51,25 @@ std::vector<int64_t> parse_beams(const std::string& text) {
   return beams;
 }
 
+// Runs `body` with bf16 products when `bf16`.
+template <typename Body>
+auto with_precision(bool bf16, Body&& body) {
+#if TFM_BENCH_HAS_AUTOCAST
+  if (bf16) {
+    tfm::ops::AutocastScope autocast(tfm::DType::bf16);
+    return body();
+  }
+#else
+  (void)bf16;
+#endif
+  return body();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"tfm decoding benchmark"};
-  std::string preset = "base", beams_text = "4,1", model_dir, outputs_path;
+  std::string preset = "base", beams_text = "4,1", model_dir, outputs_path, precision = "f32";
   int64_t vocab = 32000, batch = 32, src_len = 25, out_len = 25;
   int runs = 2, warmup = 1, threads = 2;
   double alpha = 0.6;
@@ -56,7 +85,16 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "threads");
   app.add_option("--model-dir", model_dir, "write the model and the sources here");
   app.add_option("--outputs", outputs_path, "write the outputs here (JSON)");
+  app.add_option("--precision", precision,
+                 "f32, or bf16: products with bf16 operands (ops::AutocastScope)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   CLI11_PARSE(app, argc, argv);
+  const bool bf16 = precision == "bf16";
+  if (bf16 && !TFM_BENCH_HAS_AUTOCAST) {
+    std::fprintf(stderr,
+                 "bench_decode: bf16 not available in this build (no tfm/ops/autocast.h)\n");
+    return 1;
+  }
 
   try {
     tfm::set_num_threads(threads);
@@ -90,8 +128,10 @@ int main(int argc, char** argv) {
       std::vector<std::vector<tfm::decode::Hypothesis>> result;
       double total = 0, best = 1e30;
       for (int run = 0; run < warmup + runs; ++run) {
+        if (run == warmup) tfm::cpu::reset_gemm_stats();
         auto t0 = std::chrono::steady_clock::now();
-        result = tfm::decode::translate(model, sources, options);
+        result =
+            with_precision(bf16, [&] { return tfm::decode::translate(model, sources, options); });
         double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::fprintf(stderr, "tfm beam %lld run %d: %.3f s%s\n", static_cast<long long>(beam), run,
@@ -111,15 +151,19 @@ int main(int argc, char** argv) {
       const std::string mode = beam == 1 ? "greedy" : "beam" + std::to_string(beam);
       outputs[mode] = best_outputs;
       const double mean = total / runs;
+      const double gemm_seconds = tfm::cpu::gemm_stats().seconds / runs;
       std::printf(
-          "{\"framework\": \"tfm\", \"mode\": \"%s\", \"preset\": \"%s\", \"vocab\": %lld, "
-          "\"batch\": %lld, \"src_len\": %lld, \"out_len\": %lld, \"threads\": %d, \"runs\": %d, "
-          "\"seconds\": %.4f, \"best_seconds\": %.4f, \"target_tokens_per_second\": %.1f, "
-          "\"peak_rss_mb\": %.1f}\n",
-          mode.c_str(), preset.c_str(), static_cast<long long>(vocab),
+          "{\"framework\": \"tfm\", \"mode\": \"%s\", \"precision\": \"%s\", \"preset\": \"%s\", "
+          "\"vocab\": %lld, \"batch\": %lld, \"src_len\": %lld, \"out_len\": %lld, "
+          "\"threads\": %d, \"runs\": %d, \"warmup\": %d, \"seconds\": %.4f, \"best_seconds\": "
+          "%.4f, "
+          "\"target_tokens_per_second\": %.1f, \"peak_rss_mb\": %.1f, "
+          "\"gemm_seconds\": %.4f, \"outside_gemm_fraction\": %.4f}\n",
+          mode.c_str(), precision.c_str(), preset.c_str(), static_cast<long long>(vocab),
           static_cast<long long>(batch), static_cast<long long>(src_len),
-          static_cast<long long>(out_len), threads, runs, mean, best,
-          static_cast<double>(tokens) / mean, peak_rss_mb());
+          static_cast<long long>(out_len), threads, runs, warmup, mean, best,
+          static_cast<double>(tokens) / mean, peak_rss_mb(), gemm_seconds,
+          1.0 - gemm_seconds / mean);
       std::fflush(stdout);
     }
     if (!outputs_path.empty()) std::ofstream(outputs_path) << outputs.dump() << "\n";

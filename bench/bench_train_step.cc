@@ -1,10 +1,17 @@
 // Training-step throughput: forward + backward + Adam update of a preset (or of a config.json,
-// e.g. a training run's checkpoint's) on a synthetic batch of `batch` pairs of src_len source and
-// tgt_len target tokens (no padding), timed after warm-up steps. Prints one JSON line with the
-// fields bench/train_step_pytorch.py prints, so that bench/train_step.sh can put both side by side.
+// e.g. a training run's checkpoint's, or of a training recipe's model section) on a synthetic batch
+// of `batch` pairs of src_len source and tgt_len target tokens (no padding), timed after warm-up
+// steps. Prints one JSON line with the fields bench/train_step_pytorch.py prints, so that
+// bench/train_step.sh and bench/suite.sh can put both side by side, plus where the step's time
+// goes: forward, backward, optimizer, and the share spent inside matrix products
+// (cpu::gemm_stats()).
+//
+// --precision bf16 runs forward and backward under ops::AutocastScope (bf16 operands for the
+// products, f32 parameters, gradients and Adam state), as PyTorch's autocast mode.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -16,10 +23,21 @@
 #include "tfm/core/allocator.h"
 #include "tfm/core/error.h"
 #include "tfm/core/threading.h"
+#include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/model/config.h"
 #include "tfm/nn/transformer.h"
 #include "tfm/train/adam.h"
+#include "tfm/train/recipe.h"
 #include "tfm/train/schedule.h"
+
+// Mixed precision is being added as ops::AutocastScope; until it is in this tree, --precision bf16
+// is an error.
+#if __has_include("tfm/ops/autocast.h")
+#include "tfm/ops/autocast.h"
+#define TFM_BENCH_HAS_AUTOCAST 1
+#else
+#define TFM_BENCH_HAS_AUTOCAST 0
+#endif
 
 namespace {
 
@@ -32,12 +50,33 @@ tfm::Tensor random_ids(int64_t rows, int64_t cols, int32_t vocab, std::mt19937& 
   return tfm::Tensor::from_ints({rows, cols}, ids);
 }
 
+// Runs `body` with bf16 products when `bf16` (forward and backward of a step).
+template <typename Body>
+void with_precision(bool bf16, Body&& body) {
+#if TFM_BENCH_HAS_AUTOCAST
+  if (bf16) {
+    tfm::ops::AutocastScope autocast(tfm::DType::bf16);
+    body();
+    return;
+  }
+#else
+  (void)bf16;
+#endif
+  body();
+}
+
+// `value` to `decimals` places, so that the JSON shows the short decimal.
+double rounded(double value, int decimals) {
+  const double scale = std::pow(10.0, decimals);
+  return std::round(value * scale) / scale;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"tfm training-step benchmark"};
   std::string preset = "base";
-  std::string config_path;
+  std::string config_path, recipe_path, write_config_path, precision = "f32";
   int64_t vocab = 37000, batch_size = 128, src_len = 32, tgt_len = 32;
   int steps = 3, warmup = 2, threads = 2;
   auto* preset_option = app.add_option("--preset", preset, "model preset");
@@ -46,6 +85,17 @@ int main(int argc, char** argv) {
                  "unless --vocab is given")
       ->excludes(preset_option)
       ->check(CLI::ExistingFile);
+  app.add_option("--recipe", recipe_path,
+                 "training recipe (YAML, docs/TRAINING.md) whose model section and data.vocab_size "
+                 "give the model; only those are read, but ${VAR}s elsewhere must be set")
+      ->excludes(preset_option)
+      ->excludes("--config")
+      ->check(CLI::ExistingFile);
+  app.add_option("--write-config", write_config_path,
+                 "write the model's config.json here (e.g. a recipe's, for PyTorch's side)");
+  app.add_option("--precision", precision,
+                 "f32, or bf16: products with bf16 operands (ops::AutocastScope)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   auto* vocab_option = app.add_option("--vocab", vocab, "vocabulary size (default: 37000)");
   app.add_option("--batch", batch_size, "sentence pairs per batch");
   app.add_option("--src-len", src_len, "source tokens per sentence");
@@ -58,15 +108,28 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   tfm::set_num_threads(threads);
-  const bool from_file = !config_path.empty();
+  const bool bf16 = precision == "bf16";
+  if (bf16 && !TFM_BENCH_HAS_AUTOCAST) {
+    std::fprintf(stderr,
+                 "bench_train_step: bf16 not available in this build "
+                 "(no tfm/ops/autocast.h)\n");
+    return 1;
+  }
+  const bool from_file = !config_path.empty() || !recipe_path.empty();
   tfm::ModelConfig config;
   try {
-    config = from_file ? tfm::load_config(config_path) : tfm::preset(preset);
+    if (!recipe_path.empty()) {
+      const tfm::TrainRecipe recipe = tfm::load_recipe(recipe_path);
+      config = recipe.model_config(recipe.vocab_size);
+    } else {
+      config = from_file ? tfm::load_config(config_path) : tfm::preset(preset);
+    }
     if (!from_file || vocab_option->count() > 0) config.vocab_size = vocab;
     tfm::validate(config);
     TFM_CHECK(std::max(src_len, tgt_len) <= config.max_positions,
               "--src-len/--tgt-len ({}) exceed the model's max_positions ({})",
               std::max(src_len, tgt_len), config.max_positions);
+    if (!write_config_path.empty()) tfm::save_config(write_config_path, config);
   } catch (const tfm::Error& error) {
     std::fprintf(stderr, "bench_train_step: %s\n", error.what());
     return 1;
@@ -92,18 +155,22 @@ int main(int argc, char** argv) {
     if (step == warmup) {
       forward_s = backward_s = update_s = 0;
       allocations_before = tfm::CachingAllocator::cpu().stats().system_allocations;
+      tfm::cpu::reset_gemm_stats();
     }
-    auto t0 = clock::now();
-    tfm::Tape tape;
+    clock::time_point t0, t1, t2;
     tfm::ops::CrossEntropyResult result;
-    {
-      tfm::TapeScope scope(tape);
-      auto ctx = tfm::nn::ForwardContext::training(static_cast<uint64_t>(step) + 1);
-      result = model.loss(batch, ctx);
-    }
-    auto t1 = clock::now();
-    tape.backward(result.loss);
-    auto t2 = clock::now();
+    with_precision(bf16, [&] {
+      t0 = clock::now();
+      tfm::Tape tape;
+      {
+        tfm::TapeScope scope(tape);
+        auto ctx = tfm::nn::ForwardContext::training(static_cast<uint64_t>(step) + 1);
+        result = model.loss(batch, ctx);
+      }
+      t1 = clock::now();
+      tape.backward(result.loss);
+      t2 = clock::now();
+    });
     adam.step(schedule.learning_rate(step + 1));
     adam.zero_grad();
     auto t3 = clock::now();
@@ -120,18 +187,40 @@ int main(int argc, char** argv) {
   double tokens = static_cast<double>(batch.src_tokens + batch.tgt_tokens);
   int64_t steady_allocations =
       tfm::CachingAllocator::cpu().stats().system_allocations - allocations_before;
-  std::printf(
-      "{\"framework\": \"tfm\", \"mode\": \"f32\", \"preset\": %s, \"config\": %s, "
-      "\"vocab\": %lld, \"threads\": %d, "
-      "\"src_tokens\": %lld, \"tgt_tokens\": %lld, \"seconds_per_step\": %.4f, "
-      "\"forward_s\": %.4f, \"backward_s\": %.4f, \"update_s\": %.4f, "
-      "\"tokens_per_second\": %.1f, \"target_tokens_per_second\": %.1f, \"peak_rss_mb\": %.1f, "
-      "\"steady_state_system_allocations\": %lld, \"loss\": %.4f}\n",
-      nlohmann::json(from_file ? "" : preset).dump().c_str(),
-      nlohmann::json(config_path).dump().c_str(), static_cast<long long>(vocab), threads,
-      static_cast<long long>(batch.src_tokens), static_cast<long long>(batch.tgt_tokens), per_step,
-      forward_s / steps, backward_s / steps, update_s / steps, tokens / per_step,
-      static_cast<double>(batch.tgt_tokens) / per_step, peak_rss_mb(),
-      static_cast<long long>(steady_allocations), loss);
+  const tfm::cpu::GemmStats gemm = tfm::cpu::gemm_stats();
+  const double gemm_per_step = gemm.seconds / steps;
+  nlohmann::ordered_json row = {
+      {"framework", "tfm"},
+      {"mode", precision},
+      {"precision", precision},
+      {"preset", from_file ? "" : preset},
+      {"config", config_path},
+      {"recipe", recipe_path},
+      {"model", tfm::config_to_json(config)},
+      {"vocab", vocab},
+      {"threads", threads},
+      {"batch", batch_size},
+      {"src_len", src_len},
+      {"tgt_len", tgt_len},
+      {"steps", steps},
+      {"src_tokens", batch.src_tokens},
+      {"tgt_tokens", batch.tgt_tokens},
+      {"seconds_per_step", rounded(per_step, 4)},
+      {"forward_s", rounded(forward_s / steps, 4)},
+      {"backward_s", rounded(backward_s / steps, 4)},
+      {"update_s", rounded(update_s / steps, 4)},
+      {"tokens_per_second", rounded(tokens / per_step, 1)},
+      {"target_tokens_per_second", rounded(static_cast<double>(batch.tgt_tokens) / per_step, 1)},
+      {"peak_rss_mb", rounded(peak_rss_mb(), 1)},
+      {"steady_state_system_allocations", steady_allocations},
+      // Products through cpu::gemm (oneDNN), per timed step, and the rest of the step.
+      {"gemm_calls_per_step", gemm.calls / steps},
+      {"gemm_seconds_per_step", rounded(gemm_per_step, 4)},
+      {"gemm_flops_per_step", gemm.flops / steps},
+      {"gemm_gflops_per_second",
+       rounded(gemm.seconds > 0 ? gemm.flops / gemm.seconds / 1e9 : 0, 1)},
+      {"outside_gemm_fraction", rounded(1.0 - gemm_per_step / per_step, 4)},
+      {"loss", rounded(loss, 4)}};
+  std::printf("%s\n", row.dump().c_str());
   return 0;
 }

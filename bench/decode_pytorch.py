@@ -190,7 +190,8 @@ def main():
                     times.append(seconds)
         tokens = out.numel()
         mean = sum(times) / len(times)
-        row = {"framework": "pytorch", "mode": mode, "vocab": cfg["vocab_size"], "batch": src.shape[0],
+        row = {"framework": "pytorch", "mode": mode, "precision": "f32", "vocab": cfg["vocab_size"],
+               "batch": src.shape[0],
                "src_len": src.shape[1], "out_len": args.out_len, "threads": args.threads,
                "runs": args.runs, "seconds": mean, "best_seconds": min(times),
                "target_tokens_per_second": tokens / mean,

@@ -1,6 +1,8 @@
 // The machine's measured GEMM ceiling: f32 GFLOP/s of the products of a Transformer-base training
 // step (4096 tokens per batch, d_model 512, d_ff 2048, 37000-token vocabulary, 8 heads of 64)
-// through the same strided oneDNN matmul the ops use, on 2 threads.
+// through the same strided oneDNN matmul the ops use, on 2 threads; f32 operands, and bf16 operands
+// with an f32 result (the mixed-precision path). bench/suite.sh reads its JSON output
+// (--benchmark_format=json) and prints each product as a fraction of the run's best rate.
 //
 //   ./build/rel/gemm_bench --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
@@ -151,6 +153,45 @@ BENCHMARK(linear_weight_grad)
     ->UseRealTime();
 BENCHMARK(attention_scores)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(attention_values)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The rest of the pairs, so that every product has an f32 and a bf16 row (bench/suite.sh puts them
+// side by side): the weight gradient of the vocabulary projection in f32, and the attention
+// products with bf16 operands (f32 scores and outputs, as autocast would give them).
+GemmOperand head_view_of(const Tensor& t) {
+  return GemmOperand::strided(t.raw(), t.dtype(), {kBatch, kHeads, kT, kHeadDim},
+                              {kT * kHeads * kHeadDim, kHeadDim, kHeads * kHeadDim, 1});
+}
+
+void attention_scores_bf16(benchmark::State& state) {
+  Tensor q = random_tensor({kBatch, kT, kHeads * kHeadDim}, 6, DType::bf16);
+  Tensor k = random_tensor({kBatch, kT, kHeads * kHeadDim}, 7, DType::bf16);
+  Tensor s = Tensor::empty({kBatch, kHeads, kT, kT});
+  GemmArgs args;
+  args.a = head_view_of(q);
+  args.b = head_view_of(k).transposed();
+  args.c = GemmOperand::dense(s.raw(), DType::f32, {kBatch, kHeads, kT, kT});
+  args.alpha = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  run(state, args, 2.0 * kBatch * kHeads * kT * kT * kHeadDim);
+}
+
+void attention_values_bf16(benchmark::State& state) {
+  Tensor p = random_tensor({kBatch, kHeads, kT, kT}, 8, DType::bf16);
+  Tensor v = random_tensor({kBatch, kT, kHeads * kHeadDim}, 9, DType::bf16);
+  Tensor o = Tensor::empty({kBatch, kT, kHeads * kHeadDim});
+  GemmArgs args;
+  args.a = GemmOperand::dense(p.raw(), DType::bf16, {kBatch, kHeads, kT, kT});
+  args.b = head_view_of(v);
+  args.c = head_view_of(o);
+  run(state, args, 2.0 * kBatch * kHeads * kT * kT * kHeadDim);
+}
+
+BENCHMARK(linear_weight_grad)
+    ->ArgNames({"M", "K", "N"})
+    ->Args({4096, 512, 37000})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(attention_scores_bf16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(attention_values_bf16)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

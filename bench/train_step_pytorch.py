@@ -2,17 +2,18 @@
 """PyTorch side of the training-step benchmark: forward + backward + Adam step of the reference model.
 
   /usr/bin/python3 bench/train_step_pytorch.py [--preset base | --config config.json] [--vocab V]
-      [--dropout P] [--batch 128] [--src-len 32] [--tgt-len 32] [--steps 3] [--threads 2]
-      [--modes f32,bf16]
+      [--dropout P] [--batch 128] [--src-len 32] [--tgt-len 32] [--steps 3] [--warmup 2]
+      [--threads 2] [--modes f32,bf16]
 
 --config reads a model config.json (docs/MODEL_FORMAT.md; e.g. a training run's checkpoint's) instead
 of a preset; the vocabulary size is the file's unless --vocab is given (a preset's default vocabulary is
 37000), and the dropout the preset's or the file's unless --dropout is given.
 
 The batch has no padding (random word ids, fixed seed). Modes: f32, and bf16 = torch.autocast('cpu',
-dtype=torch.bfloat16) around forward and loss (parameters, gradients and Adam state stay f32). Two warm-up
-steps, then --steps timed steps. Prints one JSON line per mode with the same fields as tfm's
-bench_train_step. With several modes each runs in its own process so that peak_rss_mb is that mode's.
+dtype=torch.bfloat16) around forward and loss (parameters, gradients and Adam state stay f32). --warmup
+warm-up steps (2, as tfm's bench_train_step), then --steps timed steps. Prints one JSON line per mode with
+the same fields as tfm's bench_train_step. With several modes each runs in its own process so that
+peak_rss_mb is that mode's.
 Run it through bench/train_step.sh for PyTorch's best settings (tcmalloc, OMP_WAIT_POLICY=PASSIVE).
 """
 
@@ -47,6 +48,8 @@ def parse_args(argv=None):
     parser.add_argument("--src-len", type=int, default=32)
     parser.add_argument("--tgt-len", type=int, default=32)
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=2,
+                        help="untimed steps first (allocator pools, oneDNN primitive caches, Adam state)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--modes", default="f32,bf16", help="comma-separated: f32, bf16")
     parser.add_argument("--seed", type=int, default=1)
@@ -57,6 +60,8 @@ def parse_args(argv=None):
         parser.error(f"--modes: unknown {bad}; choose from {', '.join(MODES)}")
     if args.steps < 1 or args.batch < 1 or args.src_len < 1 or args.tgt_len < 1:
         parser.error("--steps, --batch, --src-len and --tgt-len must be positive")
+    if args.warmup < 0:
+        parser.error("--warmup must not be negative")
     try:
         args.model_config = model_config(args)
     except (OSError, ValueError) as error:  # json.JSONDecodeError is a ValueError
@@ -113,19 +118,20 @@ def run_mode(args, mode):
 
     # Warm-up, as many steps as tfm's bench_train_step: allocator pools, oneDNN primitive caches,
     # Adam state.
-    for i in range(WARMUP_BENCH_STEPS):
+    for i in range(args.warmup):
         step(1 + i)
     start = time.perf_counter()
     for i in range(args.steps):
-        loss = step(1 + WARMUP_BENCH_STEPS + i)
+        loss = step(1 + args.warmup + i)
     seconds = (time.perf_counter() - start) / args.steps
     src_tokens = args.batch * args.src_len
     tgt_tokens = args.batch * args.tgt_len
     return {
-        "framework": "pytorch", "mode": mode, "preset": "" if args.config else args.preset,
+        "framework": "pytorch", "mode": mode, "precision": mode,
+        "preset": "" if args.config else args.preset,
         "config": args.config or "", "vocab": cfg["vocab_size"], "batch": args.batch,
         "src_len": args.src_len, "tgt_len": args.tgt_len, "threads": args.threads,
-        "steps": args.steps, "seconds_per_step": seconds,
+        "steps": args.steps, "warmup": args.warmup, "seconds_per_step": seconds,
         "tokens_per_second": (src_tokens + tgt_tokens) / seconds,
         "target_tokens_per_second": tgt_tokens / seconds,
         # ru_maxrss is in KiB on Linux.
@@ -133,8 +139,6 @@ def run_mode(args, mode):
         "loss": loss, "torch_version": torch.__version__,
     }
 
-
-WARMUP_BENCH_STEPS = 2
 
 
 def main():

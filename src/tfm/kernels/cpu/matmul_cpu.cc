@@ -1,5 +1,7 @@
 #include "tfm/kernels/cpu/matmul_cpu.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <list>
 #include <mutex>
@@ -236,10 +238,19 @@ void fill_empty_product(const GemmArgs& args) {
   }
 }
 
-}  // namespace
+// The totals behind gemm_stats(), as integers so that relaxed atomic additions are exact.
+std::atomic<int64_t> stat_calls{0};
+std::atomic<int64_t> stat_nanoseconds{0};
+std::atomic<int64_t> stat_flops{0};
 
-void gemm(const GemmArgs& args) {
-  check_shapes(args);
+// 2*M*N*K per matrix of c's batch: a batch dim of a or b of 1 is broadcast, so c's dims count.
+int64_t product_flops(const GemmArgs& args) {
+  int64_t matrices = 1;
+  for (int i = 0; i < args.c.rank - 2; ++i) matrices *= args.c.dims[i];
+  return 2 * matrices * args.c.rows() * args.c.cols() * args.a.cols();
+}
+
+void run_gemm(const GemmArgs& args) {
   const GemmOperand &a = args.a, &b = args.b, &c = args.c;
   for (int i = 0; i < c.rank; ++i)
     if (c.dims[i] == 0) return;
@@ -296,6 +307,33 @@ void gemm(const GemmArgs& args) {
          describe(c), e.what());
   }
   if (scratchpad) CachingAllocator::cpu().release(scratchpad, p.scratchpad_bytes);
+}
+
+}  // namespace
+
+void gemm(const GemmArgs& args) {
+  check_shapes(args);
+  const auto start = std::chrono::steady_clock::now();
+  run_gemm(args);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  stat_calls.fetch_add(1, std::memory_order_relaxed);
+  stat_nanoseconds.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count(),
+                             std::memory_order_relaxed);
+  stat_flops.fetch_add(product_flops(args), std::memory_order_relaxed);
+}
+
+GemmStats gemm_stats() {
+  GemmStats stats;
+  stats.calls = stat_calls.load(std::memory_order_relaxed);
+  stats.seconds = static_cast<double>(stat_nanoseconds.load(std::memory_order_relaxed)) * 1e-9;
+  stats.flops = static_cast<double>(stat_flops.load(std::memory_order_relaxed));
+  return stats;
+}
+
+void reset_gemm_stats() {
+  stat_calls.store(0, std::memory_order_relaxed);
+  stat_nanoseconds.store(0, std::memory_order_relaxed);
+  stat_flops.store(0, std::memory_order_relaxed);
 }
 
 size_t gemm_cache_size() {

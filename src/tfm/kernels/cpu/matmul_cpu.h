@@ -57,4 +57,17 @@ void gemm(const GemmArgs& args);
 // Number of oneDNN primitives currently cached (for tests and diagnostics).
 size_t gemm_cache_size();
 
+// Accounting of every gemm call since the start or the last reset_gemm_stats(), always on: two
+// steady_clock reads and three relaxed atomic additions per call, negligible beside a product.
+// `seconds` is wall time inside gemm (primitive lookup, creation on a cache miss, and the product);
+// `flops` counts 2*M*N*K per matrix of the batch (zero for an empty product).
+struct GemmStats {
+  int64_t calls = 0;
+  double seconds = 0;
+  double flops = 0;
+};
+
+GemmStats gemm_stats();
+void reset_gemm_stats();
+
 }  // namespace tfm::cpu

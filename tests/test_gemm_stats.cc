@@ -1,0 +1,93 @@
+// cpu::gemm_stats(): the always-on accounting of matrix products that bench_train_step uses to
+// report the share of a training step spent outside them.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "tfm/autograd/tape.h"
+#include "tfm/core/tensor.h"
+#include "tfm/kernels/cpu/matmul_cpu.h"
+#include "tfm/ops/ops.h"
+
+namespace tfm {
+namespace {
+
+using cpu::GemmArgs;
+using cpu::GemmOperand;
+
+Tensor random_tensor(const Shape& shape, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(shape.numel()));
+  for (float& v : values) v = dist(rng);
+  return Tensor::from_floats(shape, values);
+}
+
+TEST(GemmStats, CountsCallsFlopsAndTimeOfKnownProducts) {
+  cpu::reset_gemm_stats();
+  cpu::GemmStats zero = cpu::gemm_stats();
+  EXPECT_EQ(zero.calls, 0);
+  EXPECT_EQ(zero.seconds, 0.0);
+  EXPECT_EQ(zero.flops, 0.0);
+
+  // A [2, 3] batch of [4, 5] @ [5, 6] products, b broadcast over the second batch dim: the flops
+  // are those of c's 6 matrices, 2 * 4 * 6 * 5 each.
+  std::mt19937 rng(3);
+  Tensor a = random_tensor({2, 3, 4, 5}, rng), b = random_tensor({2, 1, 5, 6}, rng);
+  Tensor c = Tensor::empty({2, 3, 4, 6});
+  GemmArgs args;
+  args.a = GemmOperand::dense(a.raw(), DType::f32, {2, 3, 4, 5});
+  args.b = GemmOperand::dense(b.raw(), DType::f32, {2, 1, 5, 6});
+  args.c = GemmOperand::dense(c.raw(), DType::f32, {2, 3, 4, 6});
+  cpu::gemm(args);
+  // The product did run: c[1, 2, 3, 4] = a[1, 2, 3, :] . b[1, 0, :, 4].
+  double expected = 0;
+  for (int k = 0; k < 5; ++k)
+    expected += static_cast<double>(a.data<float>()[((1 * 3 + 2) * 4 + 3) * 5 + k]) *
+                b.data<float>()[(1 * 5 + k) * 6 + 4];
+  EXPECT_NEAR(c.data<float>()[((1 * 3 + 2) * 4 + 3) * 6 + 4], expected, 1e-5);
+
+  cpu::GemmStats one = cpu::gemm_stats();
+  EXPECT_EQ(one.calls, 1);
+  EXPECT_EQ(one.flops, 2.0 * 6 * 4 * 6 * 5);
+  EXPECT_GT(one.seconds, 0.0);
+
+  // ops::linear forward and backward: y = x W^T, dx = g W, dW = g^T x, each 2 * 7 * 3 * 9 flops.
+  Tensor x = random_tensor({7, 9}, rng), w = random_tensor({3, 9}, rng);
+  x.set_requires_grad(true);
+  w.set_requires_grad(true);
+  Tape tape;
+  Tensor y;
+  {
+    TapeScope scope(tape);
+    y = ops::linear(x, w);
+  }
+  tape.backward(y, random_tensor({7, 3}, rng));
+  cpu::GemmStats four = cpu::gemm_stats();
+  EXPECT_EQ(four.calls, 4);
+  EXPECT_EQ(four.flops, one.flops + 3 * 2.0 * 7 * 3 * 9);
+  EXPECT_GE(four.seconds, one.seconds);
+
+  cpu::reset_gemm_stats();
+  cpu::GemmStats reset = cpu::gemm_stats();
+  EXPECT_EQ(reset.calls, 0);
+  EXPECT_EQ(reset.seconds, 0.0);
+  EXPECT_EQ(reset.flops, 0.0);
+}
+
+TEST(GemmStats, AnEmptyInnerDimensionIsACallWithoutFlops) {
+  cpu::reset_gemm_stats();
+  Tensor a = Tensor::empty({3, 0}), b = Tensor::empty({0, 2});
+  Tensor c = Tensor::full({3, 2}, 5.0f);
+  GemmArgs args;
+  args.a = GemmOperand::dense(a.raw(), DType::f32, {3, 0});
+  args.b = GemmOperand::dense(b.raw(), DType::f32, {0, 2});
+  args.c = GemmOperand::dense(c.raw(), DType::f32, {3, 2});
+  cpu::gemm(args);
+  EXPECT_EQ(c.data<float>()[0], 0.0f);  // c = the empty sum
+  cpu::GemmStats stats = cpu::gemm_stats();
+  EXPECT_EQ(stats.calls, 1);
+  EXPECT_EQ(stats.flops, 0.0);
+}
+
+}  // namespace
+}  // namespace tfm
