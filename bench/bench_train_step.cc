@@ -26,18 +26,13 @@
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/model/config.h"
 #include "tfm/nn/transformer.h"
+#include "tfm/ops/autocast.h"
 #include "tfm/train/adam.h"
 #include "tfm/train/recipe.h"
 #include "tfm/train/schedule.h"
 
 // Mixed precision is being added as ops::AutocastScope; until it is in this tree, --precision bf16
 // is an error.
-#if __has_include("tfm/ops/autocast.h")
-#include "tfm/ops/autocast.h"
-#define TFM_BENCH_HAS_AUTOCAST 1
-#else
-#define TFM_BENCH_HAS_AUTOCAST 0
-#endif
 
 namespace {
 
@@ -53,15 +48,7 @@ tfm::Tensor random_ids(int64_t rows, int64_t cols, int32_t vocab, std::mt19937& 
 // Runs `body` with bf16 products when `bf16` (forward and backward of a step).
 template <typename Body>
 void with_precision(bool bf16, Body&& body) {
-#if TFM_BENCH_HAS_AUTOCAST
-  if (bf16) {
-    tfm::ops::AutocastScope autocast(tfm::DType::bf16);
-    body();
-    return;
-  }
-#else
-  (void)bf16;
-#endif
+  tfm::ops::AutocastScope autocast(bf16 ? tfm::DType::bf16 : tfm::DType::f32);
   body();
 }
 
@@ -109,12 +96,6 @@ int main(int argc, char** argv) {
 
   tfm::set_num_threads(threads);
   const bool bf16 = precision == "bf16";
-  if (bf16 && !TFM_BENCH_HAS_AUTOCAST) {
-    std::fprintf(stderr,
-                 "bench_train_step: bf16 not available in this build "
-                 "(no tfm/ops/autocast.h)\n");
-    return 1;
-  }
   const bool from_file = !config_path.empty() || !recipe_path.empty();
   tfm::ModelConfig config;
   try {
