@@ -58,7 +58,8 @@ FeedForward::FeedForward(int64_t d_model, int64_t d_ff)
     : fc1(d_model, d_ff, true), fc2(d_ff, d_model, true) {}
 
 Tensor FeedForward::forward(const Tensor& x) const {
-  return fc2.forward(ops::relu(fc1.forward(x)));
+  // relu(fc1(x)) as one product with the relu applied on its output (ops::linear_relu).
+  return fc2.forward(ops::linear_relu(x, fc1.weight, fc1.bias));
 }
 
 void FeedForward::init(std::mt19937_64& rng) {

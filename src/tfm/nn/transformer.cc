@@ -10,12 +10,16 @@ namespace tfm::nn {
 
 template <typename Sublayer>
 Tensor ResidualNorm::apply(const Tensor& x, ForwardContext& ctx, Sublayer&& sublayer) const {
-  auto drop = [&](const Tensor& t) {
-    float p = ctx.dropout(dropout);
-    return p > 0 ? ops::dropout(t, p, ctx.next_seed()) : t;
-  };
-  if (pre_norm) return ops::add(x, drop(sublayer(norm.forward(x))));
-  return norm.forward(ops::add(x, drop(sublayer(x))));
+  const float p = ctx.dropout(dropout);
+  if (pre_norm) {
+    Tensor branch = sublayer(norm.forward(x));
+    return ops::add(x, p > 0 ? ops::dropout(branch, p, ctx.next_seed()) : branch);
+  }
+  // LayerNorm(x + Dropout(branch)) in one op. The seed is drawn after the sub-layer ran, as the
+  // unfused composition draws it, so that every random op sees the same seed either way.
+  Tensor branch = sublayer(x);
+  const uint64_t seed = p > 0 ? ctx.next_seed() : 0;
+  return ops::add_dropout_layer_norm(x, branch, p, seed, norm.weight, norm.bias, norm.eps);
 }
 
 namespace {
@@ -334,11 +338,13 @@ Tensor Transformer::forward(const Batch& batch, ForwardContext& ctx) const {
 
 ops::CrossEntropyResult Transformer::loss(const Batch& batch, ForwardContext& ctx,
                                           double normalizer) const {
-  Tensor logits = forward(batch, ctx);
-  int64_t rows = logits.numel() / config_.vocab_size;
-  return ops::cross_entropy(ops::reshape(logits, {rows, config_.vocab_size}),
-                            batch.tgt_out.view({rows}), static_cast<float>(config_.label_smoothing),
-                            config_.pad_id, normalizer);
+  // The projection and the loss together, in chunks of rows: the [B * T, V] logits never exist.
+  Tensor memory = encode(batch.src, batch.src_lengths, ctx);
+  Tensor hidden = decode(batch.tgt_in, memory, batch.src_lengths, ctx);
+  const int64_t rows = hidden.numel() / config_.d_model;
+  return ops::output_cross_entropy(hidden, embedding_, batch.tgt_out.view({rows}),
+                                   static_cast<float>(config_.label_smoothing), config_.pad_id,
+                                   normalizer);
 }
 
 }  // namespace tfm::nn

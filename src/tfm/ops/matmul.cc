@@ -1,10 +1,12 @@
-// ops::matmul and ops::linear: shape checks, the forward product, and the backward products. Every
-// product is one strided oneDNN matmul (kernels/cpu/matmul_cpu.h); transposes are views, and
-// gradients are written into their GradTarget directly, adding through oneDNN's sum post-op when
-// the buffer already holds a gradient from another use of the same tensor.
+// ops::matmul, ops::linear and ops::linear_relu: shape checks, the forward product, and the
+// backward products. Every product is one strided oneDNN matmul (kernels/cpu/matmul_cpu.h);
+// transposes are views, and gradients are written into their GradTarget directly, adding through
+// oneDNN's sum post-op when the buffer already holds a gradient from another use of the same
+// tensor.
 #include <algorithm>
 
 #include "tfm/autograd/tape.h"
+#include "tfm/kernels/cpu/elementwise_cpu.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/ops.h"
@@ -155,17 +157,21 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   return out;
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  TFM_CHECK(x.defined() && weight.defined(), "linear: an input is undefined");
+namespace {
+
+// linear and linear_relu: y = x W^T + b, and y = max(0, x W^T + b) when `relu`.
+Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu) {
+  const char* op = relu ? "linear_relu" : "linear";
+  TFM_CHECK(x.defined() && weight.defined(), "{}: an input is undefined", op);
   TFM_CHECK(x.dtype() == DType::f32 && weight.dtype() == DType::f32,
-            "linear: x {} and weight {} must both be f32", x.describe(), weight.describe());
+            "{}: x {} and weight {} must both be f32", op, x.describe(), weight.describe());
   TFM_CHECK(weight.rank() == 2 && x.rank() >= 1 && x.dim(-1) == weight.dim(1),
-            "linear: x {} does not fit weight {} (expected x [..., {}] and weight [out, in])",
+            "{}: x {} does not fit weight {} (expected x [..., {}] and weight [out, in])", op,
             x.describe(), weight.describe(), weight.rank() == 2 ? weight.dim(1) : -1);
   int64_t in = weight.dim(1), out_features = weight.dim(0);
   if (bias.defined()) {
     TFM_CHECK(bias.dtype() == DType::f32 && bias.rank() == 1 && bias.dim(0) == out_features,
-              "linear: bias {} must be f32[{}] for weight {}", bias.describe(), out_features,
+              "{}: bias {} must be f32[{}] for weight {}", op, bias.describe(), out_features,
               weight.describe());
   }
   int64_t rows = 1;
@@ -184,48 +190,71 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   args.b = flat_rows(w_op, out_features, in).transposed();
   args.c = flat_rows(out, rows, out_features);
   args.bias = bias.defined() ? bias.data<float>() : nullptr;
+  args.relu = relu;
   cpu::gemm(args);
   if (!needs_grad({&x, &weight, &bias})) return out;
 
   // The closure's copy of `out` must share its autograd record, which this creates. It keeps the
   // operands as the product saw them (bf16 under autocast: half the memory of the f32 input).
   out.set_requires_grad(true);
-  record_backward(out, [x, weight, bias, out, x_op, w_op, bf16_product, rows, in, out_features]() {
-    Tensor g = out.grad();
-    if (!g.defined()) return;
-    // Under autocast the incoming gradient is rounded to bf16 as well; results stay f32.
-    Tensor g_op = bf16_product ? to_bf16(g) : g;
-    GemmOperand g_rows = flat_rows(g_op, rows, out_features);
-    if (x.requires_grad()) {
-      // dx = g W  ([rows, out] @ [out, in]).
-      GradTarget dx = grad_target(x);
-      run_gemm(g_rows, flat_rows(w_op, out_features, in), flat_rows(dx.tensor, rows, in),
-               dx.accumulate);
-    }
-    if (weight.requires_grad()) {
-      // dW = g^T x, summed over every leading dimension of x  ([out, rows] @ [rows, in]).
-      GradTarget dw = grad_target(weight);
-      run_gemm(g_rows.transposed(), flat_rows(x_op, rows, in),
-               flat_rows(dw.tensor, out_features, in), dw.accumulate);
-    }
-    if (bias.defined() && bias.requires_grad()) {
-      // db = sum over rows of g. Threads own blocks of columns, so no two write one element.
-      GradTarget db = grad_target(bias);
-      float* dst = db.tensor.data<float>();
-      const float* src = g.data<float>();
-      bool accumulate = db.accumulate;
-      constexpr int64_t kBlock = 256;
+  record_backward(out,
+                  [x, weight, bias, out, x_op, w_op, bf16_product, relu, rows, in, out_features]() {
+                    Tensor g = out.grad();
+                    if (!g.defined()) return;
+                    if (relu) {
+                      // y = max(0, u): du = g where y > 0 (0 at the kink, as ops::relu), then u's
+                      // backward below.
+                      Tensor masked = Tensor::empty(g.shape());
+                      cpu::relu_backward(out.data<float>(), g.data<float>(), masked.data<float>(),
+                                         g.numel(), false);
+                      g = masked;
+                    }
+                    // Under autocast the incoming gradient is rounded to bf16 as well; results stay
+                    // f32.
+                    Tensor g_op = bf16_product ? to_bf16(g) : g;
+                    GemmOperand g_rows = flat_rows(g_op, rows, out_features);
+                    if (x.requires_grad()) {
+                      // dx = g W  ([rows, out] @ [out, in]).
+                      GradTarget dx = grad_target(x);
+                      run_gemm(g_rows, flat_rows(w_op, out_features, in),
+                               flat_rows(dx.tensor, rows, in), dx.accumulate);
+                    }
+                    if (weight.requires_grad()) {
+                      // dW = g^T x, summed over every leading dimension of x  ([out, rows] @ [rows,
+                      // in]).
+                      GradTarget dw = grad_target(weight);
+                      run_gemm(g_rows.transposed(), flat_rows(x_op, rows, in),
+                               flat_rows(dw.tensor, out_features, in), dw.accumulate);
+                    }
+                    if (bias.defined() && bias.requires_grad()) {
+                      // db = sum over rows of g. Threads own blocks of columns, so no two write one
+                      // element.
+                      GradTarget db = grad_target(bias);
+                      float* dst = db.tensor.data<float>();
+                      const float* src = g.data<float>();
+                      bool accumulate = db.accumulate;
+                      constexpr int64_t kBlock = 256;
 #pragma omp parallel for schedule(static)
-      for (int64_t j0 = 0; j0 < out_features; j0 += kBlock) {
-        int64_t j1 = std::min(j0 + kBlock, out_features);
-        if (!accumulate)
-          for (int64_t j = j0; j < j1; ++j) dst[j] = 0.0f;
-        for (int64_t r = 0; r < rows; ++r)
-          for (int64_t j = j0; j < j1; ++j) dst[j] += src[r * out_features + j];
-      }
-    }
-  });
+                      for (int64_t j0 = 0; j0 < out_features; j0 += kBlock) {
+                        int64_t j1 = std::min(j0 + kBlock, out_features);
+                        if (!accumulate)
+                          for (int64_t j = j0; j < j1; ++j) dst[j] = 0.0f;
+                        for (int64_t r = 0; r < rows; ++r)
+                          for (int64_t j = j0; j < j1; ++j) dst[j] += src[r * out_features + j];
+                      }
+                    }
+                  });
   return out;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear_product(x, weight, bias, false);
+}
+
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear_product(x, weight, bias, true);
 }
 
 }  // namespace tfm::ops

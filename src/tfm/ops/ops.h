@@ -20,6 +20,11 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans
 // y = x W^T + bias, as torch.nn.Linear. x: [..., in], weight: [out, in], bias: [out] or undefined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
+// relu(linear(x, weight, bias)) as one product (oneDNN's relu post-op), with the same autocast
+// behaviour as linear. Keeps only the output for the backward (the pre-activation is never stored):
+// the gradient is masked where the output is 0, then goes through linear's backward.
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+
 // ---- element-wise and normalisation ----
 
 Tensor add(const Tensor& a, const Tensor& b);  // same shapes
@@ -32,6 +37,13 @@ Tensor dropout(const Tensor& x, float p, uint64_t seed);
 
 // LayerNorm over the last dimension: y = (x - mean) / sqrt(var + eps) * gamma + beta (biased var).
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
+
+// layer_norm(x + dropout(branch, p, seed), gamma, beta, eps), the end of a post-norm sub-layer, in
+// one pass over the rows. The dropout mask is ops::dropout's for this seed (recomputed in the
+// backward, never stored), so the result equals the unfused ops' bit for bit. x and branch: same
+// shape [..., d]; p = 0 adds branch as it is.
+Tensor add_dropout_layer_norm(const Tensor& x, const Tensor& branch, float p, uint64_t seed,
+                              const Tensor& gamma, const Tensor& beta, float eps);
 
 // Softmax over the last dimension.
 Tensor softmax(const Tensor& x);
@@ -91,5 +103,17 @@ struct CrossEntropyResult {
 // normalizer <= 0 means the number of counted rows (the mean).
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, float label_smoothing,
                                  int32_t ignore_index, double normalizer = 0.0);
+
+// cross_entropy(linear(hidden, weight), targets, ...) (the pre-softmax projection and its loss)
+// without ever holding the [N, V] logits: the rows go through in chunks of `chunk_rows` (0: a
+// default that keeps a chunk's f32 logits under 80 MB: 512 rows for 37000 words), and when a
+// gradient is needed each chunk's share of d(hidden) and d(weight) is computed while its logits are
+// at hand (the gradient is linear in the upstream one; ops/output_loss.cc). hidden: [..., d] f32
+// with N rows, weight: [V, d], targets: [N] i32. Under bf16 autocast the products take bf16
+// operands, as in linear.
+CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weight,
+                                        const Tensor& targets, float label_smoothing,
+                                        int32_t ignore_index, double normalizer = 0.0,
+                                        int64_t chunk_rows = 0);
 
 }  // namespace tfm::ops

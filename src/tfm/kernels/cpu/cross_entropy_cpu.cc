@@ -4,22 +4,60 @@
 #include <limits>
 
 #include "tfm/core/tensor.h"
+#include "tfm/kernels/cpu/convert_cpu.h"
 #include "tfm/kernels/cpu/parallel.h"
 #include "tfm/kernels/cpu/vector_math.h"
 
 namespace tfm::cpu {
 
+namespace {
+
+struct RowLoss {
+  float lse, loss, nll;
+};
+
 // With lse = log sum_j e^{z_j}, log p_j = z_j - lse and q = (1 - eps) onehot(y) + eps / V:
 //   loss_row = -sum_j q_j log p_j = (1 - eps) (lse - z_y) + eps (lse - mean_j z_j)
 //   nll_row  = lse - z_y
-CrossEntropySums cross_entropy(const float* logits, const int32_t* targets, int64_t rows,
-                               int64_t vocab, float label_smoothing, int32_t ignore_index,
-                               float* lse) {
-  // Per-row results are summed after the parallel loop in row order, so the totals do not depend
-  // on the thread count.
-  Tensor row_sums = Tensor::empty({rows, 2});
-  float* row_loss_nll = row_sums.data<float>();
-  const double eps = label_smoothing;
+// One function for the fused and the unfused paths, so that both give the same bits.
+inline RowLoss row_loss(const float* z, int64_t vocab, int32_t y, double eps) {
+  float max = -std::numeric_limits<float>::infinity();
+  float sum_z = 0;
+#pragma omp simd reduction(max : max) reduction(+ : sum_z)
+  for (int64_t j = 0; j < vocab; ++j) {
+    max = z[j] > max ? z[j] : max;
+    sum_z += z[j];
+  }
+  float sum_exp = 0;
+#pragma omp simd reduction(+ : sum_exp)
+  for (int64_t j = 0; j < vocab; ++j) sum_exp += exp_f32(z[j] - max);
+  const double row_lse = static_cast<double>(max) + std::log(static_cast<double>(sum_exp));
+  const double nll = row_lse - z[y];
+  const double smooth = row_lse - static_cast<double>(sum_z) / static_cast<double>(vocab);
+  return {static_cast<float>(row_lse), static_cast<float>((1.0 - eps) * nll + eps * smooth),
+          static_cast<float>(nll)};
+}
+
+// d loss_row / d z_j = sum_k q_k (p_j - delta_jk) = p_j - q_j (q sums to 1), with p_j = e^{z_j -
+// lse}: dz (+)= scale * (p - q). dz may be z itself.
+inline void row_grad(const float* z, int32_t y, float row_lse, int64_t vocab, float label_smoothing,
+                     float scale, float* dz, bool accumulate) {
+  const float smooth = label_smoothing / static_cast<float>(vocab);
+  const float on_target = 1.0f - label_smoothing;
+  if (accumulate) {
+#pragma omp simd
+    for (int64_t j = 0; j < vocab; ++j) dz[j] += scale * (exp_f32(z[j] - row_lse) - smooth);
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < vocab; ++j) dz[j] = scale * (exp_f32(z[j] - row_lse) - smooth);
+  }
+  dz[y] -= scale * on_target;
+}
+
+}  // namespace
+
+void cross_entropy_rows(const float* logits, const int32_t* targets, int64_t rows, int64_t vocab,
+                        float label_smoothing, int32_t ignore_index, float* row_loss_nll) {
 #pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinElements)
   for (int64_t r = 0; r < rows; ++r) {
     const int32_t y = targets[r];
@@ -27,23 +65,54 @@ CrossEntropySums cross_entropy(const float* logits, const int32_t* targets, int6
       row_loss_nll[2 * r] = row_loss_nll[2 * r + 1] = 0.0f;
       continue;
     }
-    const float* z = logits + r * vocab;
-    float max = -std::numeric_limits<float>::infinity();
-    float sum_z = 0;
-#pragma omp simd reduction(max : max) reduction(+ : sum_z)
-    for (int64_t j = 0; j < vocab; ++j) {
-      max = z[j] > max ? z[j] : max;
-      sum_z += z[j];
+    RowLoss row = row_loss(logits + r * vocab, vocab, y, label_smoothing);
+    row_loss_nll[2 * r] = row.loss;
+    row_loss_nll[2 * r + 1] = row.nll;
+  }
+}
+
+void cross_entropy_rows_with_grad(float* logits, const int32_t* targets, int64_t rows,
+                                  int64_t vocab, float label_smoothing, int32_t ignore_index,
+                                  float scale, float* row_loss_nll, bf16* dlogits_bf16) {
+#pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t y = targets[r];
+    float* z = logits + r * vocab;
+    if (y == ignore_index) {
+      row_loss_nll[2 * r] = row_loss_nll[2 * r + 1] = 0.0f;
+      for (int64_t j = 0; j < vocab; ++j) z[j] = 0.0f;
+    } else {
+      RowLoss row = row_loss(z, vocab, y, label_smoothing);
+      row_loss_nll[2 * r] = row.loss;
+      row_loss_nll[2 * r + 1] = row.nll;
+      row_grad(z, y, row.lse, vocab, label_smoothing, scale, z, false);
     }
-    float sum_exp = 0;
-#pragma omp simd reduction(+ : sum_exp)
-    for (int64_t j = 0; j < vocab; ++j) sum_exp += exp_f32(z[j] - max);
-    const double row_lse = static_cast<double>(max) + std::log(static_cast<double>(sum_exp));
-    lse[r] = static_cast<float>(row_lse);
-    const double nll = row_lse - z[y];
-    const double smooth = row_lse - static_cast<double>(sum_z) / static_cast<double>(vocab);
-    row_loss_nll[2 * r] = static_cast<float>((1.0 - eps) * nll + eps * smooth);
-    row_loss_nll[2 * r + 1] = static_cast<float>(nll);
+    if (dlogits_bf16 != nullptr) {
+      uint16_t* out = reinterpret_cast<uint16_t*>(dlogits_bf16 + r * vocab);
+#pragma omp simd
+      for (int64_t j = 0; j < vocab; ++j) out[j] = f32_to_bf16_bits(z[j]);
+    }
+  }
+}
+
+CrossEntropySums cross_entropy(const float* logits, const int32_t* targets, int64_t rows,
+                               int64_t vocab, float label_smoothing, int32_t ignore_index,
+                               float* lse) {
+  // Per-row results are summed after the parallel loop in row order, so the totals do not depend
+  // on the thread count.
+  Tensor row_sums = Tensor::empty({rows, 2});
+  float* row_loss_nll = row_sums.data<float>();
+#pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t y = targets[r];
+    if (y == ignore_index) {
+      row_loss_nll[2 * r] = row_loss_nll[2 * r + 1] = 0.0f;
+      continue;
+    }
+    RowLoss row = row_loss(logits + r * vocab, vocab, y, label_smoothing);
+    lse[r] = row.lse;
+    row_loss_nll[2 * r] = row.loss;
+    row_loss_nll[2 * r + 1] = row.nll;
   }
   CrossEntropySums sums;
   for (int64_t r = 0; r < rows; ++r) {
@@ -55,13 +124,9 @@ CrossEntropySums cross_entropy(const float* logits, const int32_t* targets, int6
   return sums;
 }
 
-// d loss_row / d z_j = sum_k q_k (p_j - delta_jk) = p_j - q_j (q sums to 1), with p_j = e^{z_j -
-// lse}.
 void cross_entropy_backward(const float* logits, const int32_t* targets, const float* lse,
                             int64_t rows, int64_t vocab, float label_smoothing,
                             int32_t ignore_index, float scale, float* dlogits, bool accumulate) {
-  const float smooth = label_smoothing / static_cast<float>(vocab);
-  const float on_target = 1.0f - label_smoothing;
 #pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinElements)
   for (int64_t r = 0; r < rows; ++r) {
     const int32_t y = targets[r];
@@ -71,16 +136,7 @@ void cross_entropy_backward(const float* logits, const int32_t* targets, const f
         for (int64_t j = 0; j < vocab; ++j) dz[j] = 0.0f;
       continue;
     }
-    const float* z = logits + r * vocab;
-    const float row_lse = lse[r];
-    if (accumulate) {
-#pragma omp simd
-      for (int64_t j = 0; j < vocab; ++j) dz[j] += scale * (exp_f32(z[j] - row_lse) - smooth);
-    } else {
-#pragma omp simd
-      for (int64_t j = 0; j < vocab; ++j) dz[j] = scale * (exp_f32(z[j] - row_lse) - smooth);
-    }
-    dz[y] -= scale * on_target;
+    row_grad(logits + r * vocab, y, lse[r], vocab, label_smoothing, scale, dz, accumulate);
   }
 }
 

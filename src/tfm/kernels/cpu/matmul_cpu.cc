@@ -56,6 +56,7 @@ struct GemmKey {
   DType dtypes[3]{};
   bool bias = false;
   bool accumulate = false;
+  bool relu = false;
   float alpha = 1.0f;
 
   bool operator==(const GemmKey&) const = default;
@@ -79,7 +80,7 @@ struct GemmKeyHash {
     uint32_t alpha_bits;
     std::memcpy(&alpha_bits, &key.alpha, 4);
     mix(alpha_bits);
-    mix((key.bias ? 2u : 0u) | (key.accumulate ? 1u : 0u));
+    mix((key.relu ? 4u : 0u) | (key.bias ? 2u : 0u) | (key.accumulate ? 1u : 0u));
     return static_cast<size_t>(h);
   }
 };
@@ -138,9 +139,10 @@ GemmPrimitive create_primitive(const GemmKey& key) {
   // executions of one primitive do not share a library-owned buffer.
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
-  if (key.accumulate) {
+  if (key.accumulate || key.relu) {
     dnnl::post_ops ops;
-    ops.append_sum(1.0f);
+    if (key.accumulate) ops.append_sum(1.0f);
+    if (key.relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
     attr.set_post_ops(ops);
   }
   dnnl::matmul::primitive_desc pd;
@@ -218,7 +220,7 @@ void check_shapes(const GemmArgs& args) {
             dtype_name(a.dtype), dtype_name(b.dtype), dtype_name(c.dtype));
 }
 
-// c = bias or c += bias, element by element: the product of an empty inner dimension.
+// c = bias or c += bias (then relu), element by element: the product of an empty inner dimension.
 void fill_empty_product(const GemmArgs& args) {
   const GemmOperand& c = args.c;
   TFM_CHECK(c.dtype == DType::f32, "gemm: an empty product into {} is not supported", describe(c));
@@ -235,6 +237,7 @@ void fill_empty_product(const GemmArgs& args) {
     float* element = static_cast<float*>(c.data) + offset;
     float value = args.bias ? args.bias[index[c.rank - 1]] : 0.0f;
     *element = args.accumulate ? *element + value : value;
+    if (args.relu && *element < 0.0f) *element = 0.0f;
   }
 }
 
@@ -271,6 +274,7 @@ void run_gemm(const GemmArgs& args) {
   }
   key.bias = args.bias != nullptr;
   key.accumulate = args.accumulate;
+  key.relu = args.relu;
   key.alpha = args.alpha;
 
   GemmPrimitive p;

@@ -39,7 +39,7 @@ struct GemmOperand {
 };
 
 // c = alpha * (a @ b + bias), or c += alpha * (a @ b + bias) when `accumulate` (oneDNN applies its
-// output scale after the bias and before the sum post-op).
+// output scale after the bias and before the sum post-op); with `relu`, c = max(c, 0) last.
 //   a: [batch..., M, K], b: [batch..., K, N], c: [batch..., M, N], all of one rank; a batch dim of
 //   a or b may be 1 where c's is larger (broadcast). bias: f32 [N] or nullptr.
 // f32 operands give an f32 result; a and b in bf16 may give f32 or bf16.
@@ -50,6 +50,7 @@ struct GemmArgs {
   const float* bias = nullptr;
   float alpha = 1.0f;
   bool accumulate = false;
+  bool relu = false;
 };
 
 void gemm(const GemmArgs& args);

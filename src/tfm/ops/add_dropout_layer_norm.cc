@@ -1,0 +1,78 @@
+// ops::add_dropout_layer_norm: LayerNorm(x + Dropout(branch)), the end of every post-norm
+// sub-layer, in one pass over the rows. Besides saving the passes of a separate dropout and add, it
+// keeps less for the backward: only the sum s (LayerNorm's input, which the unfused ops keep as
+// well), not the dropped branch that the unfused add holds on to.
+#include "tfm/autograd/tape.h"
+#include "tfm/kernels/cpu/layer_norm_cpu.h"
+#include "tfm/ops/argument_checks.h"
+#include "tfm/ops/ops.h"
+
+namespace tfm::ops {
+
+using detail::check_input;
+
+Tensor add_dropout_layer_norm(const Tensor& x, const Tensor& branch, float p, uint64_t seed,
+                              const Tensor& gamma, const Tensor& beta, float eps) {
+  constexpr const char* kOp = "add_dropout_layer_norm";
+  check_input(x, kOp, "x");
+  check_input(branch, kOp, "branch");
+  check_input(gamma, kOp, "gamma");
+  check_input(beta, kOp, "beta");
+  TFM_CHECK(x.shape() == branch.shape() && x.rank() >= 1,
+            "{}: x {} and branch {} must have one shape of rank >= 1", kOp, x.describe(),
+            branch.describe());
+  const int64_t d = x.dim(-1);
+  TFM_CHECK(gamma.shape() == Shape{d} && beta.shape() == Shape{d},
+            "{}: gamma {} and beta {} must both be [{}] for x {}", kOp, gamma.describe(),
+            beta.describe(), d, x.describe());
+  TFM_CHECK(p >= 0.0f && p < 1.0f, "{}: dropout probability {} is outside [0, 1)", kOp, p);
+  TFM_CHECK(eps > 0.0f, "{}: eps must be positive, got {}", kOp, eps);
+  const int64_t rows = d == 0 ? 0 : x.numel() / d;
+
+  Tensor sum = Tensor::empty(x.shape());
+  Tensor out = Tensor::empty(x.shape());
+  Tensor mean = Tensor::empty({rows});
+  Tensor rstd = Tensor::empty({rows});
+  cpu::add_dropout_layer_norm(x.data<float>(), branch.data<float>(), p, seed, gamma.data<float>(),
+                              beta.data<float>(), sum.data<float>(), out.data<float>(),
+                              mean.data<float>(), rstd.data<float>(), rows, d, eps);
+  if (!needs_grad({&x, &branch, &gamma, &beta})) return out;
+
+  out.set_requires_grad(true);
+  // s = x + m * branch / (1 - p), y = LayerNorm(s): ds is LayerNorm's input gradient
+  // (kernels/cpu/layer_norm_cpu.cc), dx = ds, d(branch) = m * ds / (1 - p) with the mask m
+  // recomputed from the seed.
+  record_backward(out, [x, branch, gamma, beta, sum, mean, rstd, out, p, seed, rows, d] {
+    Tensor g = out.grad();
+    if (!g.defined()) return;
+    cpu::LayerNormGrads grads;
+    if (x.requires_grad()) {
+      GradTarget t = grad_target(x);
+      grads.dx = t.tensor.data<float>();
+      grads.dx_accumulate = t.accumulate;
+    }
+    if (gamma.requires_grad()) {
+      GradTarget t = grad_target(gamma);
+      grads.dgamma = t.tensor.data<float>();
+      grads.dgamma_accumulate = t.accumulate;
+    }
+    if (beta.requires_grad()) {
+      GradTarget t = grad_target(beta);
+      grads.dbeta = t.tensor.data<float>();
+      grads.dbeta_accumulate = t.accumulate;
+    }
+    float* dbranch = nullptr;
+    bool dbranch_accumulate = false;
+    if (branch.requires_grad()) {
+      GradTarget t = grad_target(branch);
+      dbranch = t.tensor.data<float>();
+      dbranch_accumulate = t.accumulate;
+    }
+    cpu::add_dropout_layer_norm_backward(sum.data<float>(), gamma.data<float>(), mean.data<float>(),
+                                         rstd.data<float>(), g.data<float>(), rows, d, p, seed,
+                                         grads, dbranch, dbranch_accumulate);
+  });
+  return out;
+}
+
+}  // namespace tfm::ops
