@@ -1,8 +1,10 @@
 // Translation throughput: decode::translate of a preset with random weights on `batch` random
 // source sentences of src_len tokens, with exactly out_len output tokens per sentence (eos
-// suppressed: min_length = max_length = out_len), for each beam size asked (1 = greedy). Encoder
-// and search are both timed. Prints one JSON line per mode with the fields bench/decode_pytorch.py
-// prints, so that bench/decode.sh can put both side by side.
+// suppressed: min_length = max_length = out_len), for each beam size asked (1 = greedy), with f32
+// or bf16 products (--precision; TranslateOptions::precision). Encoder and search are both timed.
+// Prints one JSON line per mode with the fields bench/decode_pytorch.py prints, so that
+// bench/decode.sh can put both side by side; "mode" is "beam4" or "greedy", with "-bf16" appended
+// for bf16 products ("precision" says it too).
 //
 // --model-dir writes the weights (model directory: config.json + model.safetensors) and the sources
 // (sources.safetensors, i32 [batch, src_len]) so that PyTorch decodes the same model and input;
@@ -40,7 +42,7 @@ std::vector<int64_t> parse_beams(const std::string& text) {
 
 int main(int argc, char** argv) {
   CLI::App app{"tfm decoding benchmark"};
-  std::string preset = "base", beams_text = "4,1", model_dir, outputs_path;
+  std::string preset = "base", beams_text = "4,1", model_dir, outputs_path, precision = "f32";
   int64_t vocab = 32000, batch = 32, src_len = 25, out_len = 25;
   int runs = 2, warmup = 1, threads = 2;
   double alpha = 0.6;
@@ -54,6 +56,7 @@ int main(int argc, char** argv) {
   app.add_option("--runs", runs, "timed runs per mode");
   app.add_option("--warmup", warmup, "untimed runs per mode first");
   app.add_option("--threads", threads, "threads");
+  app.add_option("--precision", precision, "operands of the matrix products: f32 or bf16");
   app.add_option("--model-dir", model_dir, "write the model and the sources here");
   app.add_option("--outputs", outputs_path, "write the outputs here (JSON)");
   CLI11_PARSE(app, argc, argv);
@@ -87,6 +90,7 @@ int main(int argc, char** argv) {
       options.max_length = out_len;
       options.min_length = out_len;
       options.batch_size = batch;
+      options.precision = tfm::decode::parse_precision(precision, "--precision");
       std::vector<std::vector<tfm::decode::Hypothesis>> result;
       double total = 0, best = 1e30;
       for (int run = 0; run < warmup + runs; ++run) {
@@ -94,8 +98,8 @@ int main(int argc, char** argv) {
         result = tfm::decode::translate(model, sources, options);
         double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::fprintf(stderr, "tfm beam %lld run %d: %.3f s%s\n", static_cast<long long>(beam), run,
-                     seconds, run < warmup ? " (warm-up)" : "");
+        std::fprintf(stderr, "tfm %s beam %lld run %d: %.3f s%s\n", precision.c_str(),
+                     static_cast<long long>(beam), run, seconds, run < warmup ? " (warm-up)" : "");
         if (run < warmup) continue;
         total += seconds;
         best = std::min(best, seconds);
@@ -108,15 +112,17 @@ int main(int argc, char** argv) {
       }
       TFM_CHECK(tokens == batch * out_len, "bench: {} output tokens, expected {}", tokens,
                 batch * out_len);
-      const std::string mode = beam == 1 ? "greedy" : "beam" + std::to_string(beam);
+      const std::string mode = (beam == 1 ? "greedy" : "beam" + std::to_string(beam)) +
+                               (options.precision == tfm::DType::bf16 ? "-bf16" : "");
       outputs[mode] = best_outputs;
       const double mean = total / runs;
       std::printf(
-          "{\"framework\": \"tfm\", \"mode\": \"%s\", \"preset\": \"%s\", \"vocab\": %lld, "
+          "{\"framework\": \"tfm\", \"mode\": \"%s\", \"precision\": \"%s\", "
+          "\"preset\": \"%s\", \"vocab\": %lld, "
           "\"batch\": %lld, \"src_len\": %lld, \"out_len\": %lld, \"threads\": %d, \"runs\": %d, "
           "\"seconds\": %.4f, \"best_seconds\": %.4f, \"target_tokens_per_second\": %.1f, "
           "\"peak_rss_mb\": %.1f}\n",
-          mode.c_str(), preset.c_str(), static_cast<long long>(vocab),
+          mode.c_str(), precision.c_str(), preset.c_str(), static_cast<long long>(vocab),
           static_cast<long long>(batch), static_cast<long long>(src_len),
           static_cast<long long>(out_len), threads, runs, mean, best,
           static_cast<double>(tokens) / mean, peak_rss_mb());

@@ -3,7 +3,15 @@
 #include <algorithm>
 #include <numeric>
 
+#include "tfm/ops/autocast.h"
+
 namespace tfm::decode {
+
+DType parse_precision(const std::string& name, const char* what) {
+  if (name == "f32") return DType::f32;
+  if (name == "bf16") return DType::bf16;
+  fail("{}: '{}' is not a precision (f32 or bf16)", what, name);
+}
 
 SearchOptions search_options(const TranslateOptions& options, const ModelConfig& config) {
   SearchOptions search;
@@ -34,8 +42,13 @@ std::vector<std::vector<Hypothesis>> translate(const nn::Transformer& model,
             options.batch_size);
   TFM_CHECK(options.beam_size >= 1, "translate: beam size {} must be at least 1",
             options.beam_size);
+  TFM_CHECK(options.precision == DType::f32 || options.precision == DType::bf16,
+            "translate: precision {} is not supported (f32 or bf16)",
+            dtype_name(options.precision));
   for (size_t i = 0; i < sources.size(); ++i)
     TFM_CHECK(!sources[i].empty(), "translate: source sentence {} is empty", i);
+  // One scope for every batch: the weights are converted to bf16 once.
+  ops::AutocastScope autocast(options.precision);
   const SearchOptions search = search_options(options, config);
 
   std::vector<size_t> order(sources.size());

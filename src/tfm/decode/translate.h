@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tfm/decode/search.h"
@@ -25,7 +26,13 @@ struct TranslateOptions {
   bool sort_by_length = true;      // batch sentences of similar length together
   bool early_stopping = true;      // see beam_search
   AttentionProbe attention;        // encoder-decoder weights to return per output token
+  // Operand type of the matrix products (ops::AutocastScope): f32, or bf16 (f32 accumulation,
+  // weights converted once per translate() call); everything else stays f32.
+  DType precision = DType::f32;
 };
+
+// "f32" or "bf16" as a precision (a one-line error for anything else; `what` names the setting).
+DType parse_precision(const std::string& name, const char* what = "precision");
 
 // The search options translate() derives (token ids from the model's config).
 SearchOptions search_options(const TranslateOptions& options, const ModelConfig& config);
