@@ -133,6 +133,26 @@ TEST(Bf16Decoding, TranslationsAgreeWithF32) {
   }
 }
 
+// Weights packed ahead in the caller's scope translate exactly as weights packed on first use.
+TEST(Bf16Decoding, PreparedWeightsTranslateTheSame) {
+  ModelConfig config = small_config();
+  nn::Transformer model(config);
+  model.init(56);
+  auto sources = random_sources({4, 7, 2}, static_cast<int32_t>(config.vocab_size), 57);
+  TranslateOptions options;
+  options.precision = DType::bf16;
+  options.max_length_offset = 4;
+  auto lazily = translate(model, sources, options);
+  testing::expect_error([&] { prepare_weights(model); }, {"prepare_weights", "none is open"});
+  ops::AutocastScope scope(DType::bf16);
+  prepare_weights(model);
+  auto prepared = translate(model, sources, options);
+  for (size_t s = 0; s < sources.size(); ++s) {
+    EXPECT_EQ(prepared[s][0].tokens, lazily[s][0].tokens);
+    EXPECT_EQ(prepared[s][0].score, lazily[s][0].score);
+  }
+}
+
 TEST(Bf16Decoding, RejectsOtherPrecisions) {
   ModelConfig config = tiny_decoder_config();
   nn::Transformer model(config);

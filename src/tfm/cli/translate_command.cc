@@ -19,6 +19,7 @@
 #include "tfm/io/text_lines.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/nn/transformer.h"
+#include "tfm/ops/autocast.h"
 
 namespace tfm::cli {
 
@@ -83,6 +84,8 @@ void run_translate(TranslateCommandOptions options) {
             "--n-best {} exceeds the beam size {}", options.decoding.n_best,
             options.decoding.beam_size);
 
+  // One autocast scope for every chunk: the weights are packed (and converted) once.
+  ops::AutocastScope autocast(options.decoding.precision);
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   const bool show_progress = lines.size() > static_cast<size_t>(options.chunk);

@@ -59,24 +59,21 @@ void TransformerScorer::step_top(const std::vector<int32_t>& last_tokens, int64_
       model_.decode_hidden(tokens, state_, probe_.layer, probe_.enabled() ? &heads : nullptr);
   if (probe_.enabled()) keep_attention(heads);
 
-  // Inside an autocast scope the embedding is packed once per block of kVocabBlock tokens (in
+  // Inside an autocast scope the embedding is packed, once, per block of kVocabBlock tokens (in
   // the scope's product type), as ops::linear packs its weights; outside, it is used as it is.
   const Tensor& embedding = model_.output_embedding();
   const int64_t vocab = embedding.dim(0);
-  packed_blocks_.clear();
-  for (int64_t first = 0; first < vocab && ops::autocast_depth() > 0; first += kVocabBlock)
-    packed_blocks_.push_back(
-        ops::packed_weight(embedding.slice_rows(first, std::min(vocab, first + kVocabBlock))));
+  const std::vector<const cpu::PackedWeight*> packed = packed_output_blocks(embedding);
   const bool bf16 = ops::autocast_dtype() == DType::bf16;
   Tensor a = bf16 ? ops::to_bf16(hidden) : hidden;
   cpu::LogSoftmaxTopArgs args;
   args.hidden = a.raw();
   args.dtype = a.dtype();
   args.block = kVocabBlock;
-  if (packed_blocks_.empty()) {
+  if (packed.empty()) {
     args.embedding = embedding.data<float>();
   } else {
-    args.packed_blocks = packed_blocks_.data();
+    args.packed_blocks = packed.data();
   }
   args.rows = hidden.dim(0);
   args.d = hidden.dim(1);
@@ -85,6 +82,17 @@ void TransformerScorer::step_top(const std::vector<int32_t>& last_tokens, int64_
   args.excluded = excluded;
   out.resize(args.rows, m);
   cpu::log_softmax_top(args, out.log_probs.data(), out.tokens.data(), out.counts.data());
+}
+
+std::vector<const cpu::PackedWeight*> TransformerScorer::packed_output_blocks(
+    const Tensor& embedding) {
+  std::vector<const cpu::PackedWeight*> blocks;
+  if (ops::autocast_depth() == 0) return blocks;
+  const int64_t vocab = embedding.dim(0);
+  for (int64_t first = 0; first < vocab; first += kVocabBlock)
+    blocks.push_back(
+        ops::packed_weight(embedding.slice_rows(first, std::min(vocab, first + kVocabBlock))));
+  return blocks;
 }
 
 void TransformerScorer::keep_attention(const Tensor& heads) {

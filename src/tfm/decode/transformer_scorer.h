@@ -43,6 +43,10 @@ class TransformerScorer final : public StepScorer {
 
   const nn::DecoderState& state() const { return state_; }
 
+  // The output projection packed in the blocks step_top multiplies with (kVocabBlock tokens each,
+  // ops::packed_weight); empty outside any autocast scope.
+  static std::vector<const cpu::PackedWeight*> packed_output_blocks(const Tensor& embedding);
+
  private:
   // Keeps the probed layer's weights of the step, [rows, S] (the probed head or the mean).
   void keep_attention(const Tensor& heads);
@@ -54,7 +58,6 @@ class TransformerScorer final : public StepScorer {
   // Vocabulary columns per product of the output layer: a [128, 1024] f32 block of logits (512 KiB)
   // stays in the core's cache while its row loops read it.
   static constexpr int64_t kVocabBlock = 1024;
-  std::vector<const cpu::PackedWeight*> packed_blocks_;
 };
 
 // In place: row <- row - log(sum(exp(row))) for each of `rows` rows of `n` values.

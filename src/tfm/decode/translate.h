@@ -42,6 +42,11 @@ SearchOptions search_options(const TranslateOptions& options, const ModelConfig&
 int64_t max_output_length(int64_t source_length, const TranslateOptions& options,
                           const ModelConfig& config);
 
+// Packs, inside the caller's ops::AutocastScope, every weight a translation multiplies with (in
+// the scope's product type), so that translate() calls inside that scope find them ready. Without
+// it the first call packs them on first use (about a tenth of a second for `base`).
+void prepare_weights(const nn::Transformer& model);
+
 // Translates every source (token ids as the model was trained on, without bos/eos padding) and
 // returns per source its n_best hypotheses, best first, in input order. With an attention probe
 // each hypothesis carries, per generated token, the weights over that source's positions.
