@@ -2,7 +2,7 @@
 """PyTorch side of the decoding benchmark: the same weights and sources as tfm's bench_decode.
 
   /usr/bin/python3 bench/decode_pytorch.py --model-dir DIR [--beams 4,1] [--out-len 25] [--alpha 0.6]
-      [--runs 2] [--warmup 1] [--threads 2] [--tfm-outputs FILE]
+      [--runs 2] [--warmup 1] [--threads 2] [--tfm-outputs FILE...]
 
 DIR is what `bench_decode --model-dir DIR` wrote: config.json + model.safetensors (tfm's random weights) and
 sources.safetensors (i32 [batch, src_len]). The model is tools/reference_model.py's Transformer; decoding is
@@ -14,7 +14,7 @@ exactly out_len tokens (eos suppressed, as tfm's min_length = max_length = out_l
 the same work. The search is what tfm does on this path: log-softmax, eos at -inf, per sentence the top 2k of
 the k*V extensions, the first k kept (none ends: eos is suppressed), score / lp(out_len) at the end; greedy
 takes the argmax. Encoder and search are timed. Prints one JSON line per mode with bench_decode's fields,
-and, given tfm's outputs, how many sentences came out identical.
+and, given tfm's outputs (one file per precision), how many sentences came out identical per tfm mode.
 """
 
 import argparse
@@ -163,15 +163,16 @@ def main():
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--tfm-outputs", help="bench_decode's --outputs file, for the agreement count")
+    parser.add_argument("--tfm-outputs", nargs="*", default=[],
+                        help="bench_decode's --outputs files, for the agreement counts")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model, src = load(args.model_dir)
     cfg = model.cfg
-    tfm_outputs = {}
-    if args.tfm_outputs:
-        with open(args.tfm_outputs) as f:
-            tfm_outputs = json.load(f)
+    tfm_outputs = {}  # tfm's mode ("beam4", "beam4-bf16", ...) -> its outputs
+    for path in args.tfm_outputs:
+        with open(path) as f:
+            tfm_outputs.update(json.load(f))
     for beam in [int(x) for x in args.beams.split(",") if x]:
         mode = "greedy" if beam == 1 else f"beam{beam}"
         times = []
@@ -197,14 +198,17 @@ def main():
                "target_tokens_per_second": tokens / mean,
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
                "torch_version": torch.__version__}
-        if mode in tfm_outputs:
-            ours = out.tolist()
-            row["identical_to_tfm"] = sum(a == b for a, b in zip(ours, tfm_outputs[mode]))
-            # Tokens before the first difference, over all sentences: near-ties in random weights let
-            # float rounding pick different tokens, after which the sentences diverge.
-            row["common_prefix_tokens"] = sum(
-                next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), len(a))
-                for a, b in zip(ours, tfm_outputs[mode]))
+        # Per tfm mode of this search (f32, bf16): sentences with the same output, and tokens before
+        # the first difference over all sentences (near-ties in random weights let float rounding pick
+        # different tokens, after which the sentences diverge).
+        ours = out.tolist()
+        row["identical_to_tfm"], row["common_prefix_tokens"] = {}, {}
+        for tfm_mode, theirs in tfm_outputs.items():
+            if tfm_mode.split("-")[0] != mode:
+                continue
+            row["identical_to_tfm"][tfm_mode] = sum(a == b for a, b in zip(ours, theirs))
+            row["common_prefix_tokens"][tfm_mode] = sum(
+                next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), len(a)) for a, b in zip(ours, theirs))
         print(json.dumps(row), flush=True)
 
 

@@ -157,19 +157,24 @@ if has_part decode; then
     --out-len "$DECODE_OUT_LEN" --beams "$DECODE_BEAMS" --runs "$DECODE_RUNS"
     --warmup "$DECODE_WARMUP" --threads "$THREADS")
   # The first tfm run writes the weights and sources (the same in every run: fixed seeds) and its
-  # outputs, for PyTorch to decode the same input and count identical outputs.
+  # outputs; every run writes its outputs, for PyTorch to count the sentences it decodes identically.
   for precision in "${precisions[@]}"; do
-    extra=()
+    extra=(--outputs "$work/tfm_outputs_$precision.json")
     if [[ ! -f "$work/model/sources.safetensors" ]]; then
-      extra=(--model-dir "$work/model" --outputs "$work/tfm_outputs.json")
+      extra+=(--model-dir "$work/model")
     fi
     run_json decode_base tfm "$precision" "$BUILD/bench_decode" --preset base "${decode[@]}" \
       --precision "$precision" "${extra[@]}"
   done
   if [[ -f "$work/model/sources.safetensors" ]]; then
     compare=()
-    if [[ -f "$work/tfm_outputs.json" ]]; then
-      compare=(--tfm-outputs "$work/tfm_outputs.json")
+    for precision in "${precisions[@]}"; do
+      if [[ -f "$work/tfm_outputs_$precision.json" ]]; then
+        compare+=("$work/tfm_outputs_$precision.json")
+      fi
+    done
+    if ((${#compare[@]})); then
+      compare=(--tfm-outputs "${compare[@]}")
     fi
     run_json decode_base pytorch f32 pytorch bench/decode_pytorch.py --model-dir "$work/model" \
       --beams "$DECODE_BEAMS" --out-len "$DECODE_OUT_LEN" --runs "$DECODE_RUNS" \

@@ -219,6 +219,10 @@ def train_rows(table, part, results, settings, ceiling, descriptions):
 def decode_rows(table, results, settings, descriptions):
     if not results:
         return
+    # bench_decode names a bf16 run's mode "beam4-bf16": the search is the part before the dash.
+    for r in results:
+        if "mode" in r:
+            r["mode"] = r["mode"].split("-")[0]
     modes = []
     for r in results:
         if "error" not in r and r["mode"] not in modes:
@@ -252,11 +256,13 @@ def decode_rows(table, results, settings, descriptions):
         table.add(name, "s per batch", cells(lambda r: seconds_text(r["seconds"])))
         table.add(name, "outside products", cells(outside_products, ("tfm",)))
         table.add(name, "peak RSS MB", cells(lambda r: f"{r['peak_rss_mb']:.0f}"))
-        if any("identical_to_tfm" in r for r in rows.values()):
-            reference = first.get("precision", "f32") if first else "f32"
-            table.add(name, f"outputs identical to tfm {reference}", cells(
-                lambda r: f"{r['identical_to_tfm']}/{r['batch']}" if "identical_to_tfm" in r else None,
-                ("pytorch",)))
+        torch_row = rows.get(("pytorch", "f32"))
+        if torch_row and isinstance(torch_row.get("identical_to_tfm"), dict):
+            # decode_pytorch.py counts, per tfm output file, the sentences it decoded identically.
+            def identical(r, mode=mode, same=torch_row["identical_to_tfm"]):
+                key = mode + ("-bf16" if r.get("precision") == "bf16" else "")
+                return f"{same[key]}/{r['batch']}" if key in same else None
+            table.add(name, "outputs identical to PyTorch f32's", cells(identical, ("tfm",)))
 
 
 def print_table(path, seconds=None):

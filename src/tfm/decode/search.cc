@@ -6,11 +6,38 @@
 #include <utility>
 
 #include "tfm/core/error.h"
+#include "tfm/kernels/cpu/top_k_cpu.h"
 
 namespace tfm::decode {
 
 double length_penalty(int64_t length, double alpha) {
   return std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
+}
+
+void StepTop::resize(int64_t rows, int64_t per_row) {
+  m = per_row;
+  log_probs.resize(static_cast<size_t>(rows * per_row));
+  tokens.resize(static_cast<size_t>(rows * per_row));
+  counts.assign(static_cast<size_t>(rows), 0);
+}
+
+void StepScorer::step_top(const std::vector<int32_t>& last_tokens, int64_t m, int32_t excluded,
+                          StepTop& out) {
+  Tensor log_probs = step(last_tokens);
+  TFM_CHECK(log_probs.rank() == 2 && log_probs.dim(0) == rows() &&
+                log_probs.dim(1) == vocab_size() && log_probs.dtype() == DType::f32,
+            "search: the scorer returned {}, expected f32 [{}, {}]", log_probs.describe(), rows(),
+            vocab_size());
+  const int64_t n_rows = rows(), vocab = vocab_size();
+  out.resize(n_rows, m);
+  const float* lp = log_probs.data<float>();
+#pragma omp parallel for schedule(static) if (n_rows * vocab >= (int64_t{1} << 15))
+  for (int64_t r = 0; r < n_rows; ++r) {
+    cpu::TopK top{out.log_probs.data() + r * m, out.tokens.data() + r * m, static_cast<int32_t>(m),
+                  0};
+    top.scan(lp + r * vocab, vocab, 0, excluded);
+    out.counts[static_cast<size_t>(r)] = top.count;
+  }
 }
 
 namespace {
@@ -51,20 +78,17 @@ void check_options(const StepScorer& scorer, const std::vector<int64_t>& max_len
     TFM_CHECK(m >= 1, "{}: maximum output length {} must be at least 1", search, m);
 }
 
-// Checks the shape of a step's log-probabilities and applies min_length.
-float* step_log_probs(const Tensor& log_probs, const StepScorer& scorer, int64_t step,
-                      const SearchOptions& options) {
-  TFM_CHECK(log_probs.rank() == 2 && log_probs.dim(0) == scorer.rows() &&
-                log_probs.dim(1) == scorer.vocab_size() && log_probs.dtype() == DType::f32,
-            "search: the scorer returned {}, expected f32 [{}, {}]", log_probs.describe(),
-            scorer.rows(), scorer.vocab_size());
-  float* lp = log_probs.data<float>();
-  if (step < options.min_length) {
-    const int64_t vocab = log_probs.dim(1);
-    for (int64_t r = 0; r < log_probs.dim(0); ++r)
-      lp[r * vocab + options.eos_id] = -std::numeric_limits<float>::infinity();
-  }
-  return lp;
+// The token a step must not produce: eos before min_length.
+int32_t excluded_token(int64_t step, const SearchOptions& options) {
+  return step < options.min_length ? options.eos_id : -1;
+}
+
+void check_top(const StepTop& top, const StepScorer& scorer, int64_t m) {
+  TFM_CHECK(top.m == m && static_cast<int64_t>(top.counts.size()) == scorer.rows() &&
+                top.log_probs.size() == static_cast<size_t>(scorer.rows() * m) &&
+                top.tokens.size() == top.log_probs.size(),
+            "search: the scorer returned {} best tokens for {} rows, expected {} for {}", top.m,
+            top.counts.size(), m, scorer.rows());
 }
 
 std::vector<float> attention_row(const Tensor& attention, int64_t row) {
@@ -93,20 +117,6 @@ Hypothesis finish(const Partial& parent, int32_t token, double log_prob, bool is
   h.attention = parent.attention;
   if (attention.defined()) h.attention.push_back(attention_row(attention, row));
   return h;
-}
-
-// The m best finite entries of a row, best first; among equal values the lower token first.
-void top_of_row(const float* row, int64_t vocab, size_t m,
-                std::vector<std::pair<float, int32_t>>& top) {
-  top.clear();
-  for (int64_t v = 0; v < vocab; ++v) {
-    const float x = row[v];
-    if (!(x > -std::numeric_limits<float>::infinity())) continue;  // -inf and NaN never win
-    if (top.size() == m && !(x > top.back().first)) continue;
-    auto at = std::find_if(top.begin(), top.end(), [x](const auto& t) { return t.first < x; });
-    top.insert(at, {x, static_cast<int32_t>(v)});
-    if (top.size() > m) top.pop_back();
-  }
 }
 
 // The search's output: the n_best best finished hypotheses of each source.
@@ -140,7 +150,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepScorer& scorer,
     active.push_back(static_cast<int64_t>(s));
   }
   std::vector<int32_t> last_tokens(static_cast<size_t>(scorer.rows()), options.bos_id);
-  std::vector<std::vector<std::pair<float, int32_t>>> row_top;
+  StepTop top;
 
   struct Candidate {
     double log_prob;
@@ -149,16 +159,11 @@ std::vector<std::vector<Hypothesis>> beam_search(StepScorer& scorer,
   std::vector<Candidate> candidates;
 
   for (int64_t step = 0; !active.empty(); ++step) {
-    Tensor log_probs = scorer.step(last_tokens);
-    const float* lp = step_log_probs(log_probs, scorer, step, options);
-    Tensor attention = scorer.last_attention();
-
     // The 2k best tokens of every row: the 2k best extensions of a source are among them.
-    const int64_t rows = scorer.rows();
-    row_top.resize(static_cast<size_t>(rows));
-#pragma omp parallel for schedule(static) if (rows * vocab >= (int64_t{1} << 15))
-    for (int64_t r = 0; r < rows; ++r)
-      top_of_row(lp + r * vocab, vocab, candidates_kept, row_top[static_cast<size_t>(r)]);
+    scorer.step_top(last_tokens, static_cast<int64_t>(candidates_kept),
+                    excluded_token(step, options), top);
+    check_top(top, scorer, static_cast<int64_t>(candidates_kept));
+    Tensor attention = scorer.last_attention();
 
     std::vector<int64_t> next_rows, next_active;
     std::vector<int32_t> next_tokens;
@@ -171,8 +176,10 @@ std::vector<std::vector<Hypothesis>> beam_search(StepScorer& scorer,
       for (int64_t i = 0; i < k; ++i) {
         const double base = search.alive[static_cast<size_t>(i)].log_prob;
         if (base == kNegInf) continue;
-        for (const auto& [value, token] : row_top[static_cast<size_t>(first_row + i)])
-          candidates.push_back({base + static_cast<double>(value), i * vocab + token});
+        const int64_t row = first_row + i;
+        for (int64_t e = row * top.m; e < row * top.m + top.counts[static_cast<size_t>(row)]; ++e)
+          candidates.push_back({base + static_cast<double>(top.log_probs[static_cast<size_t>(e)]),
+                                i * vocab + top.tokens[static_cast<size_t>(e)]});
       }
       auto better = [](const Candidate& a, const Candidate& b) {
         return a.log_prob > b.log_prob || (a.log_prob == b.log_prob && a.index < b.index);
@@ -242,7 +249,6 @@ std::vector<std::vector<Hypothesis>> greedy_search(StepScorer& scorer,
                                                    const std::vector<int64_t>& max_lengths,
                                                    const SearchOptions& options) {
   check_options(scorer, max_lengths, options, 1, "greedy search");
-  const int64_t vocab = scorer.vocab_size();
 
   std::vector<SourceSearch> searches(max_lengths.size());
   std::vector<int64_t> active;
@@ -253,27 +259,12 @@ std::vector<std::vector<Hypothesis>> greedy_search(StepScorer& scorer,
     active.push_back(static_cast<int64_t>(s));
   }
   std::vector<int32_t> last_tokens(static_cast<size_t>(scorer.rows()), options.bos_id);
-  std::vector<int32_t> best(static_cast<size_t>(scorer.rows()));
+  StepTop best;
 
   for (int64_t step = 0; !active.empty(); ++step) {
-    Tensor log_probs = scorer.step(last_tokens);
-    const float* lp = step_log_probs(log_probs, scorer, step, options);
+    scorer.step_top(last_tokens, 1, excluded_token(step, options), best);
+    check_top(best, scorer, 1);
     Tensor attention = scorer.last_attention();
-    const int64_t rows = scorer.rows();
-    best.resize(static_cast<size_t>(rows));
-#pragma omp parallel for schedule(static) if (rows * vocab >= (int64_t{1} << 15))
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* row = lp + r * vocab;
-      int32_t arg = -1;
-      float max = -std::numeric_limits<float>::infinity();
-      for (int64_t v = 0; v < vocab; ++v) {
-        if (row[v] > max) {
-          max = row[v];
-          arg = static_cast<int32_t>(v);
-        }
-      }
-      best[static_cast<size_t>(r)] = arg;
-    }
 
     std::vector<int64_t> next_rows, next_active;
     std::vector<int32_t> next_tokens;
@@ -281,9 +272,9 @@ std::vector<std::vector<Hypothesis>> greedy_search(StepScorer& scorer,
     for (size_t row = 0; row < active.size(); ++row) {
       SourceSearch& search = searches[static_cast<size_t>(active[row])];
       Partial& hypothesis = search.alive[0];
-      const int32_t token = best[row];
-      if (token < 0) continue;  // nothing of finite probability: no hypothesis
-      const double log_prob = hypothesis.log_prob + lp[static_cast<int64_t>(row) * vocab + token];
+      if (best.counts[row] == 0) continue;  // nothing of finite probability: no hypothesis
+      const int32_t token = best.tokens[row];
+      const double log_prob = hypothesis.log_prob + static_cast<double>(best.log_probs[row]);
       const bool is_eos = token == options.eos_id;
       const auto r = static_cast<int64_t>(row);
       if (is_eos || length == search.max_length) {

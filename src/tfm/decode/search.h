@@ -20,6 +20,18 @@ namespace tfm::decode {
 // lp(length) = ((5 + length) / 6)^alpha.
 double length_penalty(int64_t length, double alpha);
 
+// The most probable next tokens of every row of a step: row r's are entries [r * m, r * m +
+// counts[r]) of log_probs and tokens, best first (among equal log-probabilities the lower token
+// first); counts[r] < m when fewer tokens have a finite log-probability.
+struct StepTop {
+  int64_t m = 0;
+  std::vector<float> log_probs;  // [rows * m]
+  std::vector<int32_t> tokens;   // [rows * m]
+  std::vector<int32_t> counts;   // [rows]
+
+  void resize(int64_t rows, int64_t per_row);
+};
+
 // What a search needs from a model. The search keeps `beam` rows per source (1 for greedy), rows
 // of a source consecutive: row r belongs to the (r / beam)-th source still being searched.
 class StepScorer {
@@ -30,6 +42,11 @@ class StepScorer {
   // log p(next token | prefix of row r) for every row, given each row's last token (bos at the
   // first step): [rows(), vocab_size()] f32. The search may overwrite the returned values.
   virtual Tensor step(const std::vector<int32_t>& last_tokens) = 0;
+  // What the searches call: a step (as step()) that returns only the m most probable tokens of
+  // every row; `excluded` >= 0 is a token never returned (eos before min_length). The default takes
+  // them from step()'s rows; a scorer may find them without materialising [rows, vocab_size()].
+  virtual void step_top(const std::vector<int32_t>& last_tokens, int64_t m, int32_t excluded,
+                        StepTop& out);
   // Keeps rows: new row i continues old row rows[i]; every group of `beam` consecutive new rows
   // comes from one old source (nn::DecoderState::select's contract).
   virtual void select(const std::vector<int64_t>& rows) = 0;

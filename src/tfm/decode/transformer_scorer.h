@@ -9,6 +9,10 @@
 #include "tfm/decode/search.h"
 #include "tfm/nn/transformer.h"
 
+namespace tfm::cpu {
+class PackedWeight;
+}
+
 namespace tfm::decode {
 
 // Which encoder-decoder attention weights to keep per output token.
@@ -29,16 +33,31 @@ class TransformerScorer final : public StepScorer {
   int64_t rows() const override { return state_.rows(); }
   int64_t vocab_size() const override { return model_.config().vocab_size; }
   Tensor step(const std::vector<int32_t>& last_tokens) override;
+  // The decoder step, then the output projection fused with log-softmax and the top-m selection
+  // (cpu::log_softmax_top): the [rows, V] logits are never stored. Under an ops::AutocastScope of
+  // bf16 the projection takes bf16 operands, like every other product.
+  void step_top(const std::vector<int32_t>& last_tokens, int64_t m, int32_t excluded,
+                StepTop& out) override;
   void select(const std::vector<int64_t>& rows) override { state_.select(rows); }
   Tensor last_attention() const override { return attention_; }
 
   const nn::DecoderState& state() const { return state_; }
 
+  // The output projection packed in the blocks step_top multiplies with (kVocabBlock tokens each,
+  // ops::packed_weight); empty outside any autocast scope.
+  static std::vector<const cpu::PackedWeight*> packed_output_blocks(const Tensor& embedding);
+
  private:
+  // Keeps the probed layer's weights of the step, [rows, S] (the probed head or the mean).
+  void keep_attention(const Tensor& heads);
+
   const nn::Transformer& model_;
   nn::DecoderState state_;
   AttentionProbe probe_;
   Tensor attention_;  // [rows, S] of the last step, when probed
+  // Vocabulary columns per product of the output layer: a [128, 1024] f32 block of logits (512 KiB)
+  // stays in the core's cache while its row loops read it.
+  static constexpr int64_t kVocabBlock = 1024;
 };
 
 // In place: row <- row - log(sum(exp(row))) for each of `rows` rows of `n` values.

@@ -3,7 +3,15 @@
 #include <algorithm>
 #include <numeric>
 
+#include "tfm/ops/autocast.h"
+
 namespace tfm::decode {
+
+DType parse_precision(const std::string& name, const char* what) {
+  if (name == "f32") return DType::f32;
+  if (name == "bf16") return DType::bf16;
+  fail("{}: '{}' is not a precision (f32 or bf16)", what, name);
+}
 
 SearchOptions search_options(const TranslateOptions& options, const ModelConfig& config) {
   SearchOptions search;
@@ -26,6 +34,19 @@ int64_t max_output_length(int64_t source_length, const TranslateOptions& options
   return std::max<int64_t>(length, 1);
 }
 
+void prepare_weights(const nn::Transformer& model) {
+  TFM_CHECK(ops::autocast_depth() > 0,
+            "prepare_weights: weights are packed for an ops::AutocastScope, and none is open");
+  // The matrices of ops::linear: every rank-2 parameter but the embedding and a learned position
+  // table (docs/MODEL_FORMAT.md names them).
+  for (const auto& [name, tensor] : model.named_parameters()) {
+    if (tensor.rank() == 2 && name != "embedding.weight" &&
+        name.find("positions") == std::string::npos)
+      ops::packed_weight(tensor);
+  }
+  TransformerScorer::packed_output_blocks(model.output_embedding());
+}
+
 std::vector<std::vector<Hypothesis>> translate(const nn::Transformer& model,
                                                const std::vector<std::vector<int32_t>>& sources,
                                                const TranslateOptions& options) {
@@ -34,8 +55,14 @@ std::vector<std::vector<Hypothesis>> translate(const nn::Transformer& model,
             options.batch_size);
   TFM_CHECK(options.beam_size >= 1, "translate: beam size {} must be at least 1",
             options.beam_size);
+  TFM_CHECK(options.precision == DType::f32 || options.precision == DType::bf16,
+            "translate: precision {} is not supported (f32 or bf16)",
+            dtype_name(options.precision));
   for (size_t i = 0; i < sources.size(); ++i)
     TFM_CHECK(!sources[i].empty(), "translate: source sentence {} is empty", i);
+  // One scope for every batch: the weights are packed (and converted) once per call, or once for
+  // the caller's scope when one is open (prepare_weights).
+  ops::AutocastScope autocast(options.precision);
   const SearchOptions search = search_options(options, config);
 
   std::vector<size_t> order(sources.size());

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tfm/decode/search.h"
@@ -25,7 +26,13 @@ struct TranslateOptions {
   bool sort_by_length = true;      // batch sentences of similar length together
   bool early_stopping = true;      // see beam_search
   AttentionProbe attention;        // encoder-decoder weights to return per output token
+  // Operand type of the matrix products (ops::AutocastScope): f32, or bf16 (f32 accumulation,
+  // weights converted once per translate() call); everything else stays f32.
+  DType precision = DType::f32;
 };
+
+// "f32" or "bf16" as a precision (a one-line error for anything else; `what` names the setting).
+DType parse_precision(const std::string& name, const char* what = "precision");
 
 // The search options translate() derives (token ids from the model's config).
 SearchOptions search_options(const TranslateOptions& options, const ModelConfig& config);
@@ -34,6 +41,11 @@ SearchOptions search_options(const TranslateOptions& options, const ModelConfig&
 // fixed maximum), no more than the learned position table holds.
 int64_t max_output_length(int64_t source_length, const TranslateOptions& options,
                           const ModelConfig& config);
+
+// Packs, inside the caller's ops::AutocastScope, every weight a translation multiplies with (in
+// the scope's product type), so that translate() calls inside that scope find them ready. Without
+// it the first call packs them on first use (about a tenth of a second for `base`).
+void prepare_weights(const nn::Transformer& model);
 
 // Translates every source (token ids as the model was trained on, without bos/eos padding) and
 // returns per source its n_best hypotheses, best first, in input order. With an attention probe

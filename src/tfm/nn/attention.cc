@@ -35,8 +35,8 @@ void MultiHeadAttention::append(const Tensor& input, KeyValueCache& cache) const
 Tensor MultiHeadAttention::attend(const Tensor& query_input, const KeyValueCache& cache,
                                   const ops::AttentionMask& mask, Tensor* probs_out) const {
   Tensor q = q_proj.forward(query_input);
-  Tensor heads_out =
-      ops::attention_cached(q, cache.keys, cache.values, cache.length, heads, mask, probs_out);
+  Tensor heads_out = ops::attention_cached(q, cache.keys, cache.values, cache.length, heads, mask,
+                                           probs_out, cache.slots);
   return out_proj.forward(heads_out);
 }
 
@@ -63,20 +63,42 @@ KeyValueCache KeyValueCache::with_capacity(int64_t rows, int64_t capacity, int64
   return cache;
 }
 
+int64_t KeyValueCache::rows() const {
+  if (slots.defined()) return slots.dim(0);
+  return keys.defined() ? keys.dim(0) : 0;
+}
+
 namespace {
 
-// dst[r, 0:positions, :] = src[rows[r], 0:positions, :] for [rows, capacity, width] buffers (the
-// capacities may differ).
-void copy_positions(const Tensor& src, Tensor& dst, const std::vector<int64_t>& rows,
-                    int64_t positions) {
+// dst[r, j, :] = src[slot(rows[r], j), j, :] for positions j < `positions` of [rows, capacity,
+// width] buffers (the capacities may differ); slot(row, j) = slots[row, j], or row without a table.
+void copy_positions(const Tensor& src, const Tensor& slots, Tensor& dst,
+                    const std::vector<int64_t>& rows, int64_t positions) {
   const int64_t width = src.dim(2);
-  const size_t bytes = static_cast<size_t>(positions * width) * sizeof(float);
   const float* from = src.data<float>();
   float* to = dst.data<float>();
-  const int64_t n = static_cast<int64_t>(rows.size());
+  const auto n = static_cast<int64_t>(rows.size());
   const int64_t src_row = src.dim(1) * width, dst_row = dst.dim(1) * width;
-  for (int64_t r = 0; r < n; ++r)
-    std::memcpy(to + r * dst_row, from + rows[static_cast<size_t>(r)] * src_row, bytes);
+  if (!slots.defined()) {
+    const size_t bytes = static_cast<size_t>(positions * width) * sizeof(float);
+    for (int64_t r = 0; r < n; ++r)
+      std::memcpy(to + r * dst_row, from + rows[static_cast<size_t>(r)] * src_row, bytes);
+    return;
+  }
+  const int32_t* table = slots.data<int32_t>();
+  const int64_t table_row = slots.dim(1);
+  for (int64_t r = 0; r < n; ++r) {
+    const int32_t* row_slots = table + rows[static_cast<size_t>(r)] * table_row;
+    for (int64_t j = 0; j < positions; ++j)
+      std::memcpy(to + r * dst_row + j * width, from + row_slots[j] * src_row + j * width,
+                  static_cast<size_t>(width) * sizeof(float));
+  }
+}
+
+std::vector<int64_t> identity_rows(int64_t n) {
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) rows[static_cast<size_t>(r)] = r;
+  return rows;
 }
 
 }  // namespace
@@ -88,16 +110,24 @@ void KeyValueCache::append(const Tensor& k, const Tensor& v) {
             values.describe(), k.describe(), v.describe());
   const int64_t n = k.dim(1);
   if (length + n > capacity()) {
-    // Doubling keeps the copies of a long decode linear in its length.
+    // Doubling keeps the copies of a long decode linear in its length. Every buffer row is copied
+    // as it is (the slot table stays valid), then the table is widened.
     const int64_t grown = std::max(2 * capacity(), length + n);
-    KeyValueCache bigger = with_capacity(rows(), grown, keys.dim(2), values.dim(2));
-    std::vector<int64_t> same(static_cast<size_t>(rows()));
-    for (int64_t r = 0; r < rows(); ++r) same[static_cast<size_t>(r)] = r;
-    copy_positions(keys, bigger.keys, same, length);
-    copy_positions(values, bigger.values, same, length);
+    KeyValueCache bigger = with_capacity(keys.dim(0), grown, keys.dim(2), values.dim(2));
+    const std::vector<int64_t> all = identity_rows(keys.dim(0));
+    copy_positions(keys, Tensor(), bigger.keys, all, length);
+    copy_positions(values, Tensor(), bigger.values, all, length);
     keys = bigger.keys;
     values = bigger.values;
+    if (slots.defined()) {
+      Tensor wider = Tensor::empty({slots.dim(0), grown}, DType::i32);
+      for (int64_t r = 0; r < slots.dim(0); ++r)
+        std::memcpy(wider.data<int32_t>() + r * grown, slots.data<int32_t>() + r * slots.dim(1),
+                    static_cast<size_t>(length) * sizeof(int32_t));
+      slots = wider;
+    }
   }
+  // Row r's new positions go to slot r (see the struct's comment).
   auto write = [&](const Tensor& src, Tensor& dst) {
     const int64_t width = dst.dim(2);
     const float* from = src.data<float>();
@@ -108,7 +138,38 @@ void KeyValueCache::append(const Tensor& k, const Tensor& v) {
   };
   write(k, keys);
   write(v, values);
+  if (slots.defined()) {
+    int32_t* table = slots.data<int32_t>();
+    for (int64_t r = 0; r < rows(); ++r)
+      for (int64_t j = length; j < length + n; ++j)
+        table[r * slots.dim(1) + j] = static_cast<int32_t>(r);
+  }
   length += n;
+}
+
+void KeyValueCache::reorder(const std::vector<int64_t>& rows_to_keep) {
+  for (int64_t r : rows_to_keep)
+    TFM_CHECK(r >= 0 && r < rows(), "key/value cache: row {} selected from {} rows", r, rows());
+  const auto n = static_cast<int64_t>(rows_to_keep.size());
+  if (n > keys.dim(0)) {
+    // Appending writes row i into slot i: more rows than slots need bigger buffers.
+    *this = gather(rows_to_keep);
+    return;
+  }
+  const int64_t cap = capacity();
+  Tensor table = Tensor::empty({n, cap}, DType::i32);
+  int32_t* to = table.data<int32_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t from_row = rows_to_keep[static_cast<size_t>(i)];
+    int32_t* row = to + i * cap;
+    if (slots.defined()) {
+      std::memcpy(row, slots.data<int32_t>() + from_row * cap,
+                  static_cast<size_t>(length) * sizeof(int32_t));
+    } else {
+      std::fill(row, row + length, static_cast<int32_t>(from_row));
+    }
+  }
+  slots = table;
 }
 
 KeyValueCache KeyValueCache::gather(const std::vector<int64_t>& rows_to_keep) const {
@@ -116,8 +177,8 @@ KeyValueCache KeyValueCache::gather(const std::vector<int64_t>& rows_to_keep) co
     TFM_CHECK(r >= 0 && r < rows(), "key/value cache: row {} selected from {} rows", r, rows());
   KeyValueCache out = with_capacity(static_cast<int64_t>(rows_to_keep.size()), capacity(),
                                     keys.dim(2), values.dim(2));
-  copy_positions(keys, out.keys, rows_to_keep, length);
-  copy_positions(values, out.values, rows_to_keep, length);
+  copy_positions(keys, slots, out.keys, rows_to_keep, length);
+  copy_positions(values, slots, out.values, rows_to_keep, length);
   out.length = length;
   return out;
 }

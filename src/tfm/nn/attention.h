@@ -17,19 +17,29 @@ namespace tfm::nn {
 // Projected keys and values kept between the steps of incremental decoding (inference only).
 // Positions [0, length) of every row hold projections; the buffers have room for capacity()
 // positions and grow (copying) when an append would overflow them.
+//
+// Rows are reordered without copying keys or values: row r's position j lives in buffer row
+// (slot) slots[r, j]. A step writes row r's new position into slot r: no other row refers to a
+// position that has not been written yet, so the slot is free there. Beams that share a prefix
+// then also share its cached projections.
 struct KeyValueCache {
-  Tensor keys;    // [rows, capacity, h*dk]
-  Tensor values;  // [rows, capacity, h*dv]
+  Tensor keys;    // [buffer rows, capacity, h*dk]
+  Tensor values;  // [buffer rows, capacity, h*dv]
+  Tensor slots;   // i32 [rows, capacity]; undefined: row r's positions are all in slot r
   int64_t length = 0;
 
   // An empty cache for `rows` rows with room for `capacity` positions.
   static KeyValueCache with_capacity(int64_t rows, int64_t capacity, int64_t key_width,
                                      int64_t value_width);
-  int64_t rows() const { return keys.defined() ? keys.dim(0) : 0; }
+  int64_t rows() const;
   int64_t capacity() const { return keys.defined() ? keys.dim(1) : 0; }
   // Appends k: [rows, n, h*dk] and v: [rows, n, h*dv] at positions [length, length + n).
   void append(const Tensor& k, const Tensor& v);
-  // A cache whose row i is row rows[i] of this one (indices may repeat), same capacity.
+  // New row i continues old row rows[i] (indices may repeat). Rewrites the slot table only, unless
+  // there are more new rows than buffer rows (then it copies, as gather).
+  void reorder(const std::vector<int64_t>& rows);
+  // A cache whose row i is a copy of row rows[i] of this one (indices may repeat), same capacity,
+  // without a slot table.
   KeyValueCache gather(const std::vector<int64_t>& rows) const;
 };
 

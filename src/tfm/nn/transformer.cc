@@ -251,6 +251,11 @@ DecoderState Transformer::start_decoding(const Tensor& memory,
 
 Tensor Transformer::decode_step(const Tensor& last_tokens, DecoderState& state,
                                 int64_t attention_layer, Tensor* cross_attention) const {
+  return output_logits(decode_hidden(last_tokens, state, attention_layer, cross_attention));
+}
+
+Tensor Transformer::decode_hidden(const Tensor& last_tokens, DecoderState& state,
+                                  int64_t attention_layer, Tensor* cross_attention) const {
   TFM_CHECK(last_tokens.rank() == 1 && last_tokens.dim(0) == state.rows() &&
                 last_tokens.dtype() == DType::i32,
             "decode_step: last tokens {} must be i32 [{}] (one per decoder row)",
@@ -289,7 +294,7 @@ Tensor Transformer::decode_step(const Tensor& last_tokens, DecoderState& state,
                       to + ((s * beam + i) * heads + head) * keys);
     *cross_attention = out;
   }
-  return output_logits(y.view({rows, config_.d_model}));
+  return y.view({rows, config_.d_model});
 }
 
 void DecoderState::select(const std::vector<int64_t>& rows) {
@@ -317,7 +322,7 @@ void DecoderState::select(const std::vector<int64_t>& rows) {
   for (size_t s = 0; same_sources && s < sources_kept.size(); ++s)
     same_sources = sources_kept[s] == static_cast<int64_t>(s);
   for (auto& layer : layers) {
-    layer.self = layer.self.gather(rows);
+    layer.self.reorder(rows);
     if (!same_sources) layer.cross = layer.cross.gather(sources_kept);
   }
   if (!same_sources) {

@@ -80,7 +80,8 @@ struct DecoderState {
   // Keeps rows without recomputing anything: new row i continues old row rows[i]. Each group of
   // `beam` consecutive new rows must come from a single old source (beams reordered within their
   // sentence; sentences dropped or, rarely, repeated); the number of sources follows. The
-  // encoder-decoder caches are copied only when the list of sources changes.
+  // self-attention caches rewrite their slot tables (KeyValueCache::reorder), no keys or values
+  // copied; the encoder-decoder caches are copied only when the list of sources changes.
   void select(const std::vector<int64_t>& rows);
 };
 
@@ -121,6 +122,12 @@ class Transformer {
   // decoder layer `attention_layer` for this position, [rows, h, S].
   Tensor decode_step(const Tensor& last_tokens, DecoderState& state, int64_t attention_layer = -1,
                      Tensor* cross_attention = nullptr) const;
+  // decode_step without the output projection: the decoder's output [rows, d_model], whose logits
+  // are output_logits(hidden) (decode::TransformerScorer fuses that product with the search).
+  Tensor decode_hidden(const Tensor& last_tokens, DecoderState& state, int64_t attention_layer = -1,
+                       Tensor* cross_attention = nullptr) const;
+  // The shared embedding matrix [V, d_model], which is also the output projection.
+  const Tensor& output_embedding() const { return embedding_; }
   // Label-smoothed cross-entropy of the batch's targets (config's label_smoothing, pad ignored).
   ops::CrossEntropyResult loss(const Batch& batch, ForwardContext& ctx,
                                double normalizer = 0.0) const;

@@ -9,9 +9,11 @@ namespace tfm::ops {
 
 namespace {
 
-// `keys` < 0: every position of k and v is a key; otherwise only the first `keys` are.
+// `keys` < 0: every position of k and v is a key; otherwise only the first `keys` are. `slotted`:
+// k and v are the rows of a slot table (any number of them), not one per batch of q.
 cpu::AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
-                                   const AttentionMask& mask, float dropout_p, int64_t keys = -1) {
+                                   const AttentionMask& mask, float dropout_p, int64_t keys = -1,
+                                   bool slotted = false) {
   TFM_CHECK(q.defined() && k.defined() && v.defined(), "attention: an input is undefined");
   TFM_CHECK(q.dtype() == DType::f32 && k.dtype() == DType::f32 && v.dtype() == DType::f32,
             "attention: q {}, k {}, v {} must be f32", q.describe(), k.describe(), v.describe());
@@ -19,7 +21,7 @@ cpu::AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tenso
             "attention: q {}, k {}, v {} must be [B, T, h*d]", q.describe(), k.describe(),
             v.describe());
   TFM_CHECK(heads > 0, "attention: {} heads", heads);
-  TFM_CHECK(q.dim(0) == k.dim(0) && k.dim(0) == v.dim(0) && k.dim(1) == v.dim(1),
+  TFM_CHECK((slotted || q.dim(0) == k.dim(0)) && k.dim(0) == v.dim(0) && k.dim(1) == v.dim(1),
             "attention: q {}, k {}, v {} disagree on batch or key length", q.describe(),
             k.describe(), v.describe());
   TFM_CHECK(
@@ -117,20 +119,44 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
 }
 
 Tensor attention_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64_t keys, int heads,
-                        const AttentionMask& mask, Tensor* probs_out) {
-  cpu::AttentionDims dims = check_attention(q, k, v, heads, mask, 0.0f, keys);
+                        const AttentionMask& mask, Tensor* probs_out, const Tensor& slots) {
+  const bool slotted = slots.defined();
+  cpu::AttentionDims dims = check_attention(q, k, v, heads, mask, 0.0f, keys, slotted);
   TFM_CHECK(!needs_grad({&q, &k, &v}),
             "attention_cached: inference only, but an input requires a gradient while a tape is "
             "recording");
+  if (slotted) {
+    TFM_CHECK(slots.dtype() == DType::i32 && slots.rank() == 2 && slots.dim(0) == dims.batch &&
+                  slots.dim(1) >= dims.tk,
+              "attention_cached: slots {} must be i32 [{}, >= {}] (q {})", slots.describe(),
+              dims.batch, dims.tk, q.describe());
+    const int32_t* table = slots.data<int32_t>();
+    for (int64_t b = 0; b < dims.batch; ++b)
+      for (int64_t j = 0; j < dims.tk; ++j) {
+        const int32_t slot = table[b * slots.dim(1) + j];
+        TFM_CHECK(
+            slot >= 0 && slot < k.dim(0),
+            "attention_cached: slot {} of batch {}, position {} is outside the {} rows of k {}",
+            slot, b, j, k.dim(0), k.describe());
+      }
+  }
   Tensor probs = Tensor::empty({dims.batch, dims.heads, dims.tq, dims.tk});
   Tensor out = Tensor::empty({dims.batch, dims.tq, dims.heads * dims.dv});
   cpu::AttentionMaskSpec spec{mask.key_lengths.empty() ? nullptr : mask.key_lengths.data(),
                               mask.causal, mask.query_offset};
   // Row b of k and v starts capacity positions after row b - 1.
   const int64_t capacity = k.dim(1);
-  cpu::attention_forward_strided_kv(dims, spec, q.data<float>(), k.data<float>(),
-                                    capacity * k.dim(2), v.data<float>(), capacity * v.dim(2),
-                                    probs.data<float>(), out.data<float>());
+  cpu::CachedKeyValues kv;
+  kv.k = k.data<float>();
+  kv.k_batch_stride = capacity * k.dim(2);
+  kv.v = v.data<float>();
+  kv.v_batch_stride = capacity * v.dim(2);
+  if (slotted) {
+    kv.slots = slots.data<int32_t>();
+    kv.slots_stride = slots.dim(1);
+  }
+  cpu::attention_forward_cached(dims, spec, q.data<float>(), kv, probs.data<float>(),
+                                out.data<float>());
   if (probs_out) *probs_out = probs;
   return out;
 }

@@ -1,9 +1,13 @@
 #include "tfm/ops/autocast.h"
 
+#include <map>
+#include <memory>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
 #include "tfm/kernels/cpu/convert_cpu.h"
+#include "tfm/kernels/cpu/packed_matmul_cpu.h"
 
 namespace tfm::ops {
 
@@ -15,6 +19,11 @@ struct AutocastState {
   // Keyed by the weight's first element: the entry keeps the weight itself alive, so no other
   // tensor can be given that address while the entry exists.
   std::unordered_map<const void*, std::pair<Tensor, Tensor>> weights;  // weight, its bf16 copy
+  // Packed weights per (first element, rows, product type): the weight itself (kept alive, as
+  // above), its packed copy. The row count tells a block of rows from the matrix it starts.
+  std::map<std::tuple<const void*, int64_t, DType>,
+           std::pair<Tensor, std::unique_ptr<cpu::PackedWeight>>>
+      packed;
 };
 
 AutocastState& state() {
@@ -34,11 +43,18 @@ AutocastScope::AutocastScope(DType product_dtype) : previous_(state().dtype) {
 AutocastScope::~AutocastScope() {
   AutocastState& s = state();
   s.dtype = previous_;
-  if (--s.depth == 0) s.weights.clear();
+  if (--s.depth == 0) {
+    s.weights.clear();
+    s.packed.clear();
+  }
 }
 
 DType autocast_dtype() {
   return state().dtype;
+}
+
+int autocast_depth() {
+  return state().depth;
 }
 
 Tensor to_bf16(const Tensor& x) {
@@ -59,6 +75,20 @@ Tensor cast_weight_bf16(const Tensor& weight) {
   Tensor copy = to_bf16(weight);
   s.weights[weight.raw()] = {weight, copy};
   return copy;
+}
+
+const cpu::PackedWeight* packed_weight(const Tensor& weight) {
+  AutocastState& s = state();
+  if (s.depth == 0) return nullptr;
+  TFM_CHECK(weight.defined() && weight.dtype() == DType::f32 && weight.rank() == 2,
+            "packed_weight: {} must be an f32 matrix",
+            weight.defined() ? weight.describe() : std::string("an undefined tensor"));
+  auto& entry = s.packed[{weight.raw(), weight.dim(0), s.dtype}];
+  if (!entry.second || entry.first.shape() != weight.shape()) {
+    entry = {weight, std::make_unique<cpu::PackedWeight>(weight.data<float>(), weight.dim(0),
+                                                         weight.dim(1), s.dtype)};
+  }
+  return entry.second.get();
 }
 
 }  // namespace tfm::ops

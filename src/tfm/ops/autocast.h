@@ -10,6 +10,10 @@
 
 #include "tfm/core/tensor.h"
 
+namespace tfm::cpu {
+class PackedWeight;
+}
+
 namespace tfm::ops {
 
 class AutocastScope {
@@ -25,6 +29,8 @@ class AutocastScope {
 
 // The operand type of products now: f32 outside any scope.
 DType autocast_dtype();
+// Scopes open now on this thread (0: none).
+int autocast_depth();
 
 // x (f32) converted to bf16, a fresh tensor with no autograd link.
 Tensor to_bf16(const Tensor& x);
@@ -33,5 +39,11 @@ Tensor to_bf16(const Tensor& x);
 // weight, so its storage cannot be reused by another tensor) until the outermost scope closes.
 // Outside any scope it converts without caching.
 Tensor cast_weight_bf16(const Tensor& weight);
+
+// The weight [out, in] of y = x W^T packed for fast products in the scope's product type
+// (cpu::PackedWeight): packed on first use and kept, like cast_weight_bf16's copies, until the
+// outermost scope closes. nullptr outside any scope, where packing for one product would cost more
+// than it saves. ops::linear uses it for products that need no gradient.
+const cpu::PackedWeight* packed_weight(const Tensor& weight);
 
 }  // namespace tfm::ops

@@ -8,6 +8,7 @@
 #include "tfm/autograd/tape.h"
 #include "tfm/kernels/cpu/elementwise_cpu.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
+#include "tfm/kernels/cpu/packed_matmul_cpu.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/ops.h"
 
@@ -179,6 +180,17 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
   Shape out_shape = x.shape();
   out_shape[-1] = out_features;
   Tensor out = Tensor::empty(out_shape);
+
+  // Inference inside an autocast scope: the weight packed once for the scope (in the scope's
+  // product type), no gradient to record.
+  if (!needs_grad({&x, &weight, &bias})) {
+    if (const cpu::PackedWeight* packed = packed_weight(weight)) {
+      Tensor x_op = packed->dtype() == DType::bf16 ? to_bf16(x) : x;
+      cpu::packed_linear(x_op.raw(), rows, *packed, bias.defined() ? bias.data<float>() : nullptr,
+                         out.data<float>());
+      return out;
+    }
+  }
 
   // y = x W^T + b: W^T is a view of W with swapped strides. Under bf16 autocast both operands are
   // rounded to bf16 (the weight once per scope) and the product accumulates in f32.

@@ -86,8 +86,11 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
 // incremental decoder keeps them (nn::KeyValueCache): k: [B, capacity, h*dk], v: [B, capacity,
 // h*dv], 1 <= keys <= capacity. q, mask and probs_out ([B, h, Tq, keys]) as in attention(), without
 // dropout. Inference only: records no backward and refuses inputs that would need one.
+// slots (optional, i32 [B, >= keys]): batch b's position j is in row slots[b, j] of k and v, which
+// may then have any number of rows; undefined: in row b.
 Tensor attention_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64_t keys, int heads,
-                        const AttentionMask& mask, Tensor* probs_out = nullptr);
+                        const AttentionMask& mask, Tensor* probs_out = nullptr,
+                        const Tensor& slots = Tensor());
 
 // ---- loss ----
 

@@ -90,20 +90,27 @@ void attention_forward(const AttentionDims& dims, const AttentionMaskSpec& mask,
            head_view(out, B, h, dims.tq, dims.dv), 1.0f, false);
 }
 
-void attention_forward_strided_kv(const AttentionDims& dims, const AttentionMaskSpec& mask,
-                                  const float* q, const float* k, int64_t k_batch_stride,
-                                  const float* v, int64_t v_batch_stride, float* probs,
-                                  float* out) {
+void attention_forward_cached(const AttentionDims& dims, const AttentionMaskSpec& mask,
+                              const float* q, const CachedKeyValues& kv, float* probs, float* out) {
   const int64_t h = dims.heads, dk = dims.dk, dv = dims.dv, tq = dims.tq, tk = dims.tk;
   const float alpha = 1.0f / std::sqrt(static_cast<float>(dk));
   const int64_t rows = dims.batch * h * tq;
+  const int64_t stride_k = h * dk, stride_v = h * dv;
   // Row r of P is (batch b, head, query t) as in attention_forward: r = (b * h + head) * Tq + t.
 #pragma omp parallel for schedule(static) if (rows * tk * (dk + dv) >= kParallelMinElements)
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t b = r / (h * tq), head = (r / tq) % h, t = r % tq;
     const float* q_row = q + (b * tq + t) * h * dk + head * dk;
-    const float* k_head = k + b * k_batch_stride + head * dk;
-    const float* v_head = v + b * v_batch_stride + head * dv;
+    const int32_t* slots = kv.slots ? kv.slots + b * kv.slots_stride : nullptr;
+    // Key j of this row and head: its slot's row, then position j.
+    auto key = [&](int64_t j) {
+      const int64_t slot = slots ? slots[j] : b;
+      return kv.k + slot * kv.k_batch_stride + j * stride_k + head * dk;
+    };
+    auto value = [&](int64_t j) {
+      const int64_t slot = slots ? slots[j] : b;
+      return kv.v + slot * kv.v_batch_stride + j * stride_v + head * dv;
+    };
     float* p_row = probs + r * tk;
     float* o_row = out + (b * tq + t) * h * dv + head * dv;
     const int64_t n = mask.visible_keys(b, t, tk);
@@ -111,11 +118,10 @@ void attention_forward_strided_kv(const AttentionDims& dims, const AttentionMask
     // P = softmax(q k^T / sqrt(dk)) over the visible keys, the maximum subtracted first. Keys go
     // four at a time: four independent sums per pass over q, and in O += P v one load and store of
     // the output row per four keys instead of per key (that chain through memory bounds the loop).
-    const int64_t stride_k = h * dk, stride_v = h * dv, n4 = n - n % 4;
+    const int64_t n4 = n - n % 4;
     float max = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < n4; j += 4) {
-      const float *k0 = k_head + j * stride_k, *k1 = k0 + stride_k, *k2 = k1 + stride_k,
-                  *k3 = k2 + stride_k;
+      const float *k0 = key(j), *k1 = key(j + 1), *k2 = key(j + 2), *k3 = key(j + 3);
       float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
 #pragma omp simd reduction(+ : d0, d1, d2, d3)
       for (int64_t i = 0; i < dk; ++i) {
@@ -130,7 +136,7 @@ void attention_forward_strided_kv(const AttentionDims& dims, const AttentionMask
       p_row[j + 3] = alpha * d3;
     }
     for (int64_t j = n4; j < n; ++j) {
-      const float* k_row = k_head + j * stride_k;
+      const float* k_row = key(j);
       float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
       for (int64_t i = 0; i < dk; ++i) dot += q_row[i] * k_row[i];
@@ -150,15 +156,14 @@ void attention_forward_strided_kv(const AttentionDims& dims, const AttentionMask
     // O = P v for this head's columns of the concatenated output.
     for (int64_t i = 0; i < dv; ++i) o_row[i] = 0.0f;
     for (int64_t j = 0; j < n4; j += 4) {
-      const float *v0 = v_head + j * stride_v, *v1 = v0 + stride_v, *v2 = v1 + stride_v,
-                  *v3 = v2 + stride_v;
+      const float *v0 = value(j), *v1 = value(j + 1), *v2 = value(j + 2), *v3 = value(j + 3);
       const float p0 = p_row[j], p1 = p_row[j + 1], p2 = p_row[j + 2], p3 = p_row[j + 3];
 #pragma omp simd
       for (int64_t i = 0; i < dv; ++i)
         o_row[i] += p0 * v0[i] + p1 * v1[i] + p2 * v2[i] + p3 * v3[i];
     }
     for (int64_t j = n4; j < n; ++j) {
-      const float* v_row = v_head + j * stride_v;
+      const float* v_row = value(j);
       const float p = p_row[j];
 #pragma omp simd
       for (int64_t i = 0; i < dv; ++i) o_row[i] += p * v_row[i];

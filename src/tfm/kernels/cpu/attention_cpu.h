@@ -61,15 +61,27 @@ void attention_forward(const AttentionDims& dims, const AttentionMaskSpec& mask,
                        const AttentionDropout& dropout, const float* q, const float* k,
                        const float* v, float* probs, float* dropped, float* out);
 
-// Inference attention over a key/value cache (incremental decoding): batch b's keys start at
-// k + b * k_batch_stride and its values at v + b * v_batch_stride, positions h*dk (h*dv) apart, so
-// k and v may be the first dims.tk positions of buffers with room for more. q, probs and out are
-// dense as in attention_forward; no dropout. Row loops instead of oneDNN products: with the few
-// queries of a decoding step the products are tiny, and their shapes change every step, so a cached
-// primitive per shape would cost more to create than the loop costs to run.
-void attention_forward_strided_kv(const AttentionDims& dims, const AttentionMaskSpec& mask,
-                                  const float* q, const float* k, int64_t k_batch_stride,
-                                  const float* v, int64_t v_batch_stride, float* probs, float* out);
+// Where an incremental decoder keeps the keys and values of batch b (kernel of
+// ops::attention_cached): position j of batch b is in row r = slots ? slots[b * slots_stride + j] :
+// b of [rows, capacity, h*d] buffers, i.e. its key starts at k + r * k_batch_stride + j * h*dk
+// (values likewise). The slot table lets beam search reorder its hypotheses by rewriting indices
+// instead of copying the caches.
+struct CachedKeyValues {
+  const float* k = nullptr;
+  int64_t k_batch_stride = 0;
+  const float* v = nullptr;
+  int64_t v_batch_stride = 0;
+  const int32_t* slots = nullptr;
+  int64_t slots_stride = 0;
+};
+
+// Inference attention over a key/value cache (incremental decoding): the first dims.tk positions of
+// each batch's keys and values, found through `kv`. q, probs and out are dense as in
+// attention_forward; no dropout. Row loops instead of oneDNN products: with the few queries of a
+// decoding step the products are tiny, and their shapes change every step, so a cached primitive
+// per shape would cost more to create than the loop costs to run.
+void attention_forward_cached(const AttentionDims& dims, const AttentionMaskSpec& mask,
+                              const float* q, const CachedKeyValues& kv, float* probs, float* out);
 
 // Where the backward writes each gradient (nullptr: not needed), and whether it adds to what the
 // buffer holds. The kernel writes dv, then dq, then dk: targets must be taken in that order so

@@ -1,0 +1,36 @@
+// The output layer of a decoding step without its [rows, V] logits: per row, the m most probable
+// tokens of log_softmax(h E^T) and their log-probabilities, which is all a beam or greedy search
+// reads. The logits are computed in column blocks that stay in cache, each thread owning a range of
+// the vocabulary; a running log-sum-exp gives the normaliser; the block is scanned for the row's
+// m best while it is hot. Reading a [128, 32000] f32 array four times (max, sum, normalise, top-k)
+// would cost as much as a fifth of the product.
+#pragma once
+
+#include <cstdint>
+
+#include "tfm/core/dtype.h"
+
+namespace tfm::cpu {
+
+class PackedWeight;
+
+struct LogSoftmaxTopArgs {
+  const void* hidden = nullptr;  // [rows, d]
+  DType dtype = DType::f32;      // of hidden and the embedding: f32, or bf16 (f32 accumulation)
+  int64_t rows = 0, d = 0, vocab = 0;
+  // The embedding [vocab, d] (logits = hidden embedding^T), in column blocks of `block` tokens
+  // (the last one shorter): either plain, or as one packed weight per block.
+  int64_t block = 1024;
+  const void* embedding = nullptr;
+  const PackedWeight* const* packed_blocks = nullptr;
+  int64_t m = 1;          // best tokens kept per row
+  int64_t excluded = -1;  // a token never returned (its probability still counts in the normaliser)
+};
+
+// values/tokens: [rows, m], row r's best first (ties: the lower token); counts[r] <= m entries are
+// filled (fewer when fewer tokens have a finite log-probability). log_norms (optional, [rows]):
+// log(sum_j exp(z_j)).
+void log_softmax_top(const LogSoftmaxTopArgs& args, float* values, int32_t* tokens, int32_t* counts,
+                     float* log_norms = nullptr);
+
+}  // namespace tfm::cpu

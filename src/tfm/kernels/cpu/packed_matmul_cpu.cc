@@ -1,0 +1,161 @@
+#include "tfm/kernels/cpu/packed_matmul_cpu.h"
+
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+
+#include "tfm/core/allocator.h"
+#include "tfm/core/error.h"
+
+namespace tfm::cpu {
+
+struct PackedWeight::Layout {
+  dnnl::memory::desc md;  // of W^T, [k, n]
+};
+
+namespace {
+
+using dnnl::memory;
+
+memory::data_type dnnl_type(DType dtype) {
+  TFM_CHECK(dtype == DType::f32 || dtype == DType::bf16,
+            "packed weight: {} is not supported (f32 or bf16)", dtype_name(dtype));
+  return dtype == DType::f32 ? memory::data_type::f32 : memory::data_type::bf16;
+}
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& stream() {
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+// The descriptors of y [m, n] = x [m, k] W^T + bias, with W^T in layout `weights`.
+struct ProductDescs {
+  memory::desc x, y, bias;
+};
+
+ProductDescs product_descs(int64_t m, int64_t n, int64_t k, DType dtype) {
+  ProductDescs d;
+  d.x = memory::desc({m, k}, dnnl_type(dtype), memory::format_tag::ab);
+  d.y = memory::desc({m, n}, memory::data_type::f32, memory::format_tag::ab);
+  d.bias = memory::desc({1, n}, memory::data_type::f32, memory::format_tag::ab);
+  return d;
+}
+
+dnnl::matmul::primitive_desc product_pd(const ProductDescs& d, const memory::desc& weights,
+                                        bool bias) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  auto desc =
+      bias ? dnnl::matmul::desc(d.x, weights, d.bias, d.y) : dnnl::matmul::desc(d.x, weights, d.y);
+  return dnnl::matmul::primitive_desc(desc, attr, engine());
+}
+
+// Primitives per (m, n, k, dtype, bias): the packed layout is a function of (n, k, dtype).
+struct Key {
+  int64_t m, n, k;
+  DType dtype;
+  bool bias;
+  bool operator==(const Key&) const = default;
+};
+
+struct KeyHash {
+  size_t operator()(const Key& key) const {
+    uint64_t h = static_cast<uint64_t>(key.m) * 0x9e3779b97f4a7c15ull;
+    h ^= static_cast<uint64_t>(key.n) + 0x7f4a7c159e3779b9ull + (h << 6) + (h >> 2);
+    h ^= static_cast<uint64_t>(key.k) + 0x94d049bb133111ebull + (h << 6) + (h >> 2);
+    h ^= (static_cast<uint64_t>(key.dtype) << 1 | (key.bias ? 1u : 0u)) + (h << 6) + (h >> 2);
+    return static_cast<size_t>(h);
+  }
+};
+
+struct Product {
+  dnnl::matmul primitive;
+  ProductDescs descs;
+  size_t scratchpad_bytes = 0;
+};
+
+// Decoding asks for every row count from 1 up to sources x beam; the cache is emptied when it
+// grows past a bound, which keeps its memory flat however varied the row counts.
+Product product(const Key& key, const memory::desc& weights) {
+  static std::mutex mutex;
+  static std::unordered_map<Key, Product, KeyHash> cache;
+  constexpr size_t kCapacity = 2048;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = cache.find(key);
+  if (found != cache.end()) return found->second;
+  if (cache.size() >= kCapacity) cache.clear();
+  Product p;
+  p.descs = product_descs(key.m, key.n, key.k, key.dtype);
+  auto pd = product_pd(p.descs, weights, key.bias);
+  p.scratchpad_bytes = pd.scratchpad_desc().get_size();
+  p.primitive = dnnl::matmul(pd);
+  return cache.emplace(key, p).first->second;
+}
+
+}  // namespace
+
+PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
+    : n_(n), k_(k), dtype_(dtype) {
+  TFM_CHECK(n > 0 && k > 0, "packed weight: [{}, {}] is empty", n, k);
+  // The layout oneDNN picks for a typical decoding product; it depends on n, k and the type only
+  // (the same for every row count), so it serves every m.
+  constexpr int64_t kTypicalRows = 128;
+  const ProductDescs descs = product_descs(kTypicalRows, n, k, dtype);
+  const memory::desc any({k, n}, dnnl_type(dtype), memory::format_tag::any);
+  auto layout = std::make_shared<Layout>();
+  try {
+    layout->md = product_pd(descs, any, false).weights_desc();
+    // W [n, k] row-major is W^T [k, n] with strides {1, k}.
+    const memory::desc plain({k, n}, memory::data_type::f32, memory::dims{1, k});
+    const auto bytes = static_cast<int64_t>(layout->md.get_size());
+    storage_ = Tensor::empty({(bytes + 3) / 4});  // raw bytes, in 4-byte elements
+    memory from(plain, engine(), const_cast<float*>(w));
+    memory to(layout->md, engine(), storage_.raw());
+    dnnl::reorder(from, to).execute(stream(), from, to);
+    stream().wait();
+  } catch (const dnnl::error& e) {
+    fail("packed weight [{}, {}] in {}: oneDNN failed: {}", n, k, dtype_name(dtype), e.what());
+  }
+  layout_ = std::move(layout);
+}
+
+void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float* bias, float* y) {
+  if (m == 0) return;
+  const Key key{m, w.out_features(), w.in_features(), w.dtype(), bias != nullptr};
+  Product p;
+  try {
+    p = product(key, w.layout().md);
+  } catch (const dnnl::error& e) {
+    fail("packed linear: oneDNN has no matmul for x [{}, {}] @ packed {}[{}, {}]^T: {}", m,
+         w.in_features(), dtype_name(w.dtype()), w.out_features(), w.in_features(), e.what());
+  }
+  dnnl::engine& eng = engine();
+  std::unordered_map<int, memory> args = {
+      {DNNL_ARG_SRC, memory(p.descs.x, eng, const_cast<void*>(x))},
+      {DNNL_ARG_WEIGHTS, memory(w.layout().md, eng, const_cast<void*>(w.data()))},
+      {DNNL_ARG_DST, memory(p.descs.y, eng, y)}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, memory(p.descs.bias, eng, const_cast<float*>(bias)));
+  void* scratchpad = nullptr;
+  if (p.scratchpad_bytes > 0) {
+    scratchpad = CachingAllocator::cpu().allocate(p.scratchpad_bytes);
+    args.emplace(DNNL_ARG_SCRATCHPAD, memory({{static_cast<int64_t>(p.scratchpad_bytes)},
+                                              memory::data_type::u8,
+                                              memory::format_tag::a},
+                                             eng, scratchpad));
+  }
+  try {
+    p.primitive.execute(stream(), args);
+    stream().wait();
+  } catch (const dnnl::error& e) {
+    if (scratchpad) CachingAllocator::cpu().release(scratchpad, p.scratchpad_bytes);
+    fail("packed linear: oneDNN matmul failed for x [{}, {}]: {}", m, w.in_features(), e.what());
+  }
+  if (scratchpad) CachingAllocator::cpu().release(scratchpad, p.scratchpad_bytes);
+}
+
+}  // namespace tfm::cpu

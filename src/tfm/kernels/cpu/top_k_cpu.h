@@ -1,0 +1,55 @@
+// The m largest values of a stream of (value, index) pairs, for the searches of decode/: a sorted
+// array of at most m entries, best first. Among equal values the lower index comes first when the
+// pairs arrive in increasing index order (an equal value arriving later is placed after, or
+// dropped when the list is full). -inf and NaN never enter.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+namespace tfm::cpu {
+
+struct TopK {
+  float* values = nullptr;     // [m]
+  int32_t* indices = nullptr;  // [m]
+  int32_t m = 0;
+  int32_t count = 0;
+
+  // The value a new pair must exceed to enter.
+  float threshold() const {
+    return count == m ? values[m - 1] : -std::numeric_limits<float>::infinity();
+  }
+
+  void insert(float value, int32_t index) {
+    if (!(value > threshold())) return;  // also drops NaN
+    int32_t at = count < m ? count : m - 1;
+    while (at > 0 && values[at - 1] < value) {
+      values[at] = values[at - 1];
+      indices[at] = indices[at - 1];
+      --at;
+    }
+    values[at] = value;
+    indices[at] = index;
+    if (count < m) ++count;
+  }
+
+  // Every entry of row[0, n) (index offset + j), skipping `excluded`. Chunks of 16 whose maximum
+  // cannot enter are skipped without looking at their elements one by one.
+  void scan(const float* row, int64_t n, int64_t offset, int64_t excluded) {
+    constexpr int64_t kChunk = 16;
+    int64_t j = 0;
+    for (; j + kChunk <= n; j += kChunk) {
+      float chunk_max = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : chunk_max)
+      for (int64_t i = 0; i < kChunk; ++i)
+        chunk_max = row[j + i] > chunk_max ? row[j + i] : chunk_max;
+      if (!(chunk_max > threshold())) continue;
+      for (int64_t i = j; i < j + kChunk; ++i)
+        if (offset + i != excluded) insert(row[i], static_cast<int32_t>(offset + i));
+    }
+    for (; j < n; ++j)
+      if (offset + j != excluded) insert(row[j], static_cast<int32_t>(offset + j));
+  }
+};
+
+}  // namespace tfm::cpu

@@ -1,0 +1,260 @@
+// The fast paths of decoding: the output projection fused with log-softmax and the top-m selection
+// (cpu::log_softmax_top) against log-softmax of the full logits in double; TransformerScorer's
+// step_top against StepScorer's default (step() then a scan of the full rows); and the key/value
+// cache's slot table (reordering without copies) against physical copies.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "test_decode_helpers.h"
+#include "tfm/decode/transformer_scorer.h"
+#include "tfm/kernels/cpu/log_softmax_top_cpu.h"
+#include "tfm/nn/transformer.h"
+#include "tfm/ops/autocast.h"
+
+namespace tfm {
+namespace {
+
+using testing::random_sources;
+using testing::tiny_decoder_config;
+
+std::vector<float> normal_values(size_t n, std::mt19937_64& rng, float scale) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = normal(rng);
+  return v;
+}
+
+struct TopEntry {
+  double log_prob;
+  int32_t token;
+};
+
+// log_softmax(h E^T) per row in double, then the m best (lower token first among equals), skipping
+// `excluded`.
+std::vector<std::vector<TopEntry>> reference_top(const std::vector<float>& h,
+                                                 const std::vector<float>& e, int64_t rows,
+                                                 int64_t d, int64_t vocab, int64_t m,
+                                                 int64_t excluded) {
+  std::vector<std::vector<TopEntry>> out;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<double> z(static_cast<size_t>(vocab));
+    for (int64_t v = 0; v < vocab; ++v) {
+      double dot = 0;
+      for (int64_t i = 0; i < d; ++i)
+        dot += static_cast<double>(h[static_cast<size_t>(r * d + i)]) *
+               e[static_cast<size_t>(v * d + i)];
+      z[static_cast<size_t>(v)] = dot;
+    }
+    const double max = *std::max_element(z.begin(), z.end());
+    double sum = 0;
+    for (double x : z) sum += std::exp(x - max);
+    std::vector<TopEntry> row;
+    for (int64_t v = 0; v < vocab; ++v)
+      if (v != excluded)
+        row.push_back({z[static_cast<size_t>(v)] - max - std::log(sum), static_cast<int32_t>(v)});
+    std::stable_sort(row.begin(), row.end(),
+                     [](const TopEntry& a, const TopEntry& b) { return a.log_prob > b.log_prob; });
+    row.resize(static_cast<size_t>(m));
+    out.push_back(row);
+  }
+  return out;
+}
+
+// Several blocks and a partial last block (vocab 5003), for a few rows (wide blocks) and many
+// (narrow ones), with and without an excluded token; every row's logits spread over several units
+// so that the normaliser sums many terms.
+TEST(LogSoftmaxTop, EqualsTheTopOfTheFullLogSoftmax) {
+  std::mt19937_64 rng(41);
+  const int64_t d = 24, vocab = 5003, m = 8;
+  const std::vector<float> e = normal_values(static_cast<size_t>(vocab * d), rng, 0.5f);
+  for (int64_t rows : {3, 70}) {
+    for (int64_t excluded : {-1, 17}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + ", excluded " + std::to_string(excluded));
+      const std::vector<float> h = normal_values(static_cast<size_t>(rows * d), rng, 1.0f);
+      std::vector<float> values(static_cast<size_t>(rows * m));
+      std::vector<int32_t> tokens(values.size()), counts(static_cast<size_t>(rows));
+      cpu::LogSoftmaxTopArgs args;
+      args.hidden = h.data();
+      args.embedding = e.data();
+      args.rows = rows;
+      args.d = d;
+      args.vocab = vocab;
+      args.m = m;
+      args.excluded = excluded;
+      cpu::log_softmax_top(args, values.data(), tokens.data(), counts.data());
+      auto want = reference_top(h, e, rows, d, vocab, m, excluded);
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(counts[static_cast<size_t>(r)], m);
+        for (int64_t i = 0; i < m; ++i) {
+          const auto& w = want[static_cast<size_t>(r)][static_cast<size_t>(i)];
+          EXPECT_EQ(tokens[static_cast<size_t>(r * m + i)], w.token)
+              << "row " << r << ", rank " << i;
+          EXPECT_NEAR(values[static_cast<size_t>(r * m + i)], w.log_prob, 1e-5) << "row " << r;
+        }
+        EXPECT_NE(tokens[static_cast<size_t>(r * m)], excluded);
+      }
+    }
+  }
+}
+
+// Equal logits (duplicated embedding rows, in different blocks and threads' ranges): the lower
+// token comes first, as the searches' tie-break wants.
+TEST(LogSoftmaxTop, TiesGoToTheLowerToken) {
+  std::mt19937_64 rng(42);
+  const int64_t d = 8, vocab = 9000, rows = 2, m = 4;
+  std::vector<float> e = normal_values(static_cast<size_t>(vocab * d), rng, 0.1f);
+  std::vector<float> h = normal_values(static_cast<size_t>(rows * d), rng, 1.0f);
+  // Token 8500's row is the largest; tokens 6000 and 100 get the same one.
+  for (int64_t i = 0; i < d; ++i)
+    e[static_cast<size_t>(8500 * d + i)] = 3.0f * h[static_cast<size_t>(i)];
+  for (int64_t t : {6000, 100}) std::copy_n(e.begin() + 8500 * d, d, e.begin() + t * d);
+  std::vector<float> values(rows * m);
+  std::vector<int32_t> tokens(values.size()), counts(rows);
+  cpu::LogSoftmaxTopArgs args;
+  args.hidden = h.data();
+  args.embedding = e.data();
+  args.rows = rows;
+  args.d = d;
+  args.vocab = vocab;
+  args.m = m;
+  cpu::log_softmax_top(args, values.data(), tokens.data(), counts.data());
+  EXPECT_EQ(tokens[0], 100);
+  EXPECT_EQ(tokens[1], 6000);
+  EXPECT_EQ(tokens[2], 8500);
+  EXPECT_EQ(values[0], values[1]);
+  EXPECT_EQ(values[1], values[2]);
+  EXPECT_GT(values[2], values[3]);
+}
+
+// The bf16 path: equal to the f32 path on the bf16-rounded operands, up to the order of the f32
+// accumulation.
+TEST(LogSoftmaxTop, Bf16OperandsEqualF32OnRoundedValues) {
+  std::mt19937_64 rng(43);
+  const int64_t d = 32, vocab = 3000, rows = 5, m = 6;
+  std::vector<float> e = normal_values(static_cast<size_t>(vocab * d), rng, 0.5f);
+  std::vector<float> h = normal_values(static_cast<size_t>(rows * d), rng, 1.0f);
+  std::vector<bf16> e16, h16;
+  for (float& x : e) {
+    e16.push_back(float_to_bf16(x));
+    x = bf16_to_float(e16.back());
+  }
+  for (float& x : h) {
+    h16.push_back(float_to_bf16(x));
+    x = bf16_to_float(h16.back());
+  }
+  std::vector<float> values(rows * m);
+  std::vector<int32_t> tokens(values.size()), counts(rows);
+  cpu::LogSoftmaxTopArgs args;
+  args.hidden = h16.data();
+  args.embedding = e16.data();
+  args.dtype = DType::bf16;
+  args.rows = rows;
+  args.d = d;
+  args.vocab = vocab;
+  args.m = m;
+  cpu::log_softmax_top(args, values.data(), tokens.data(), counts.data());
+  auto want = reference_top(h, e, rows, d, vocab, m, -1);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < m; ++i) {
+      EXPECT_EQ(tokens[static_cast<size_t>(r * m + i)],
+                want[static_cast<size_t>(r)][static_cast<size_t>(i)].token);
+      EXPECT_NEAR(values[static_cast<size_t>(r * m + i)],
+                  want[static_cast<size_t>(r)][static_cast<size_t>(i)].log_prob, 1e-5);
+    }
+}
+
+// A scorer that is TransformerScorer except for step_top, which it leaves to StepScorer's default
+// (step(), then a scan of every row).
+class UnfusedScorer final : public decode::StepScorer {
+ public:
+  explicit UnfusedScorer(decode::TransformerScorer& inner) : inner_(inner) {}
+  int64_t rows() const override { return inner_.rows(); }
+  int64_t vocab_size() const override { return inner_.vocab_size(); }
+  Tensor step(const std::vector<int32_t>& last) override { return inner_.step(last); }
+  void select(const std::vector<int64_t>& rows) override { inner_.select(rows); }
+
+ private:
+  decode::TransformerScorer& inner_;
+};
+
+TEST(TransformerScorer, FusedStepTopEqualsTheTopOfStep) {
+  ModelConfig config = tiny_decoder_config();
+  config.vocab_size = 3000;  // several blocks of the fused product
+  nn::Transformer model(config);
+  model.init(44);
+  auto sources = random_sources({4, 6}, static_cast<int32_t>(config.vocab_size), 45);
+  std::vector<int32_t> ids{sources[0].begin(), sources[0].end()};
+  ids.resize(6, config.pad_id);
+  ids.insert(ids.end(), sources[1].begin(), sources[1].end());
+  auto ctx = nn::ForwardContext::inference();
+  Tensor memory = model.encode(Tensor::from_ints({2, 6}, ids), {4, 6}, ctx);
+  const int64_t beam = 3, m = 6;
+  decode::TransformerScorer fused(model, memory, {4, 6}, beam, 8),
+      plain_inner(model, memory, {4, 6}, beam, 8);
+  UnfusedScorer plain(plain_inner);
+  std::vector<int32_t> last(6, config.bos_id);
+  for (int step = 0; step < 4; ++step) {
+    decode::StepTop a, b;
+    const int32_t excluded = step == 0 ? config.eos_id : -1;
+    fused.step_top(last, m, excluded, a);
+    plain.step_top(last, m, excluded, b);
+    ASSERT_EQ(a.counts, b.counts);
+    EXPECT_EQ(a.tokens, b.tokens) << "step " << step;
+    for (size_t i = 0; i < a.log_probs.size(); ++i)
+      EXPECT_NEAR(a.log_probs[i], b.log_probs[i], 1e-5);
+    // Continue every row with its second-best token, beams shuffled within their sentence.
+    for (size_t r = 0; r < last.size(); ++r) last[r] = a.tokens[r * m + 1];
+    std::vector<int64_t> rows{2, 0, 0, 4, 5, 3};
+    std::vector<int32_t> next;
+    for (int64_t r : rows) next.push_back(last[static_cast<size_t>(r)]);
+    last = next;
+    fused.select(rows);
+    plain.select(rows);
+  }
+}
+
+// Reordering rewrites the slot table; the attention over it must equal the attention over a
+// physical copy of the selected rows. Rows are reordered, repeated, dropped and, at the end,
+// repeated beyond the buffer's rows (which copies); the buffers grow on the way.
+TEST(KeyValueCache, SlotTableEqualsPhysicalCopies) {
+  std::mt19937_64 rng(46);
+  const int64_t width = 12, heads = 3;
+  nn::KeyValueCache slotted = nn::KeyValueCache::with_capacity(5, 2, width, width);
+  nn::KeyValueCache copied = slotted;
+  copied.keys = slotted.keys.clone();
+  copied.values = slotted.values.clone();
+  auto random = [&](int64_t rows) {
+    auto v = normal_values(static_cast<size_t>(rows * width), rng, 1.0f);
+    return Tensor::from_floats({rows, 1, width}, v);
+  };
+  const std::vector<std::vector<int64_t>> orders{
+      {1, 1, 0, 4, 2}, {4, 3, 2, 1, 0}, {0, 0, 3}, {2, 1, 1}, {0, 1, 2, 2, 2, 1, 0}};
+  for (size_t step = 0; step <= orders.size(); ++step) {
+    const int64_t rows = slotted.rows();
+    ASSERT_EQ(rows, copied.rows());
+    Tensor k = random(rows), v = random(rows);
+    slotted.append(k, v);
+    copied.append(k, v);
+    Tensor q = random(rows);
+    ops::AttentionMask mask;
+    std::vector<float> a = ops::attention_cached(q, slotted.keys, slotted.values, slotted.length,
+                                                 heads, mask, nullptr, slotted.slots)
+                               .to_floats();
+    std::vector<float> b =
+        ops::attention_cached(q, copied.keys, copied.values, copied.length, heads, mask)
+            .to_floats();
+    ASSERT_EQ(a, b) << "step " << step;
+    if (step == orders.size()) break;
+    slotted.reorder(orders[step]);
+    copied = copied.gather(orders[step]);
+  }
+  EXPECT_GT(slotted.capacity(), 2);
+  EXPECT_EQ(slotted.rows(), 7);
+}
+
+}  // namespace
+}  // namespace tfm
