@@ -188,6 +188,8 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
       Tensor x_op = packed->dtype() == DType::bf16 ? to_bf16(x) : x;
       cpu::packed_linear(x_op.raw(), rows, *packed, bias.defined() ? bias.data<float>() : nullptr,
                          out.data<float>());
+      // The packed product has no post-op: ReLU is a second pass over the output.
+      if (relu) cpu::relu(out.data<float>(), out.data<float>(), out.numel());
       return out;
     }
   }
