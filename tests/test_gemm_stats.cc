@@ -1,6 +1,7 @@
 // cpu::gemm_stats(): the always-on accounting of matrix products that bench_train_step uses to
 // report the share of a training step spent outside them.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <random>
 
@@ -87,6 +88,24 @@ TEST(GemmStats, AnEmptyInnerDimensionIsACallWithoutFlops) {
   cpu::GemmStats stats = cpu::gemm_stats();
   EXPECT_EQ(stats.calls, 1);
   EXPECT_EQ(stats.flops, 0.0);
+}
+
+// The packed inference products (decode::prepare_weights) report through record_gemm; inside a
+// parallel region each thread counts its share of the wall time.
+TEST(GemmStats, RecordedProductsCountTheirShareOfAParallelRegion) {
+  cpu::reset_gemm_stats();
+  cpu::record_gemm(0.5, 1000.0);
+  int threads = 1;
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp single
+    threads = omp_get_num_threads();
+    cpu::record_gemm(0.25, 10.0);
+  }
+  cpu::GemmStats stats = cpu::gemm_stats();
+  EXPECT_EQ(stats.calls, 1 + threads);
+  EXPECT_DOUBLE_EQ(stats.flops, 1000.0 + 10.0 * threads);
+  EXPECT_NEAR(stats.seconds, 0.5 + 0.25, 1e-6);  // threads x (0.25 / threads)
 }
 
 }  // namespace

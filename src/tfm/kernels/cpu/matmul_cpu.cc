@@ -1,5 +1,7 @@
 #include "tfm/kernels/cpu/matmul_cpu.h"
 
+#include <omp.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -319,11 +321,8 @@ void gemm(const GemmArgs& args) {
   check_shapes(args);
   const auto start = std::chrono::steady_clock::now();
   run_gemm(args);
-  const auto elapsed = std::chrono::steady_clock::now() - start;
-  stat_calls.fetch_add(1, std::memory_order_relaxed);
-  stat_nanoseconds.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count(),
-                             std::memory_order_relaxed);
-  stat_flops.fetch_add(product_flops(args), std::memory_order_relaxed);
+  record_gemm(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+              static_cast<double>(product_flops(args)));
 }
 
 GemmStats gemm_stats() {
@@ -332,6 +331,15 @@ GemmStats gemm_stats() {
   stats.seconds = static_cast<double>(stat_nanoseconds.load(std::memory_order_relaxed)) * 1e-9;
   stats.flops = static_cast<double>(stat_flops.load(std::memory_order_relaxed));
   return stats;
+}
+
+void record_gemm(double seconds, double flops) {
+  // Products run by each thread of a parallel region overlap in time: each counts its share of the
+  // wall time, so that the total stays comparable with the wall time of the work around it.
+  if (omp_in_parallel()) seconds /= omp_get_num_threads();
+  stat_calls.fetch_add(1, std::memory_order_relaxed);
+  stat_nanoseconds.fetch_add(static_cast<int64_t>(seconds * 1e9), std::memory_order_relaxed);
+  stat_flops.fetch_add(static_cast<int64_t>(flops), std::memory_order_relaxed);
 }
 
 void reset_gemm_stats() {

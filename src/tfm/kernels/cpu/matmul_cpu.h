@@ -70,5 +70,8 @@ struct GemmStats {
 
 GemmStats gemm_stats();
 void reset_gemm_stats();
+// Adds a product done outside gemm (the packed inference products of packed_matmul_cpu.h). Inside
+// a parallel region each thread counts seconds / threads.
+void record_gemm(double seconds, double flops);
 
 }  // namespace tfm::cpu

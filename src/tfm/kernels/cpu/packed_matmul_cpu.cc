@@ -1,11 +1,13 @@
 #include "tfm/kernels/cpu/packed_matmul_cpu.h"
 
+#include <chrono>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
 #include "tfm/core/allocator.h"
 #include "tfm/core/error.h"
+#include "tfm/kernels/cpu/matmul_cpu.h"
 
 namespace tfm::cpu {
 
@@ -126,6 +128,7 @@ PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
 
 void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float* bias, float* y) {
   if (m == 0) return;
+  const auto start = std::chrono::steady_clock::now();
   const Key key{m, w.out_features(), w.in_features(), w.dtype(), bias != nullptr};
   Product p;
   try {
@@ -156,6 +159,9 @@ void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float*
     fail("packed linear: oneDNN matmul failed for x [{}, {}]: {}", m, w.in_features(), e.what());
   }
   if (scratchpad) CachingAllocator::cpu().release(scratchpad, p.scratchpad_bytes);
+  record_gemm(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+              2.0 * static_cast<double>(m) * static_cast<double>(w.out_features()) *
+                  static_cast<double>(w.in_features()));
 }
 
 }  // namespace tfm::cpu
