@@ -217,43 +217,85 @@ TEST(TransformerScorer, FusedStepTopEqualsTheTopOfStep) {
   }
 }
 
+// TransformerScorer computes the first step once per source (every beam row starts from bos); its
+// log-probabilities must equal the full state's, row for row, at that step and after the state is
+// widened by select(). First tokens that differ within a source widen the state before the step.
+TEST(TransformerScorer, FirstStepOncePerSourceEqualsTheFullBeam) {
+  ModelConfig config = tiny_decoder_config();
+  nn::Transformer model(config);
+  model.init(47);
+  auto sources = random_sources({3, 5}, static_cast<int32_t>(config.vocab_size), 48);
+  std::vector<int32_t> ids{sources[0].begin(), sources[0].end()};
+  ids.resize(5, config.pad_id);
+  ids.insert(ids.end(), sources[1].begin(), sources[1].end());
+  auto ctx = nn::ForwardContext::inference();
+  Tensor memory = model.encode(Tensor::from_ints({2, 5}, ids), {3, 5}, ctx);
+  const int64_t beam = 3;
+  for (bool same_start : {true, false}) {
+    SCOPED_TRACE(same_start ? "bos everywhere" : "different first tokens");
+    decode::TransformerScorer scorer(model, memory, {3, 5}, beam, 6);
+    nn::DecoderState full = model.start_decoding(memory, {3, 5}, beam, 6);
+    std::vector<int32_t> last(6, config.bos_id);
+    if (!same_start) last[4] = 7;
+    const std::vector<std::vector<int64_t>> orders{{1, 0, 0, 5, 3, 3}, {2, 2, 1, 4, 3, 5}};
+    for (size_t step = 0; step <= orders.size(); ++step) {
+      std::vector<float> got = scorer.step(last).to_floats();
+      Tensor logits = model.decode_step(Tensor::from_ints({6}, last), full);
+      decode::log_softmax_rows(logits.data<float>(), 6, logits.dim(1));
+      std::vector<float> want = logits.to_floats();
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6) << step;
+      if (step == orders.size()) break;
+      scorer.select(orders[step]);
+      full.select(orders[step]);
+      for (size_t r = 0; r < last.size(); ++r) last[r] = static_cast<int32_t>(5 + r + step);
+    }
+    EXPECT_EQ(scorer.state().beam, beam);
+  }
+}
+
 // Reordering rewrites the slot table; the attention over it must equal the attention over a
 // physical copy of the selected rows. Rows are reordered, repeated, dropped and, at the end,
-// repeated beyond the buffer's rows (which copies); the buffers grow on the way.
+// repeated beyond the buffer's rows (which copies); the buffers grow on the way. A bf16 cache reads
+// as an f32 cache of the rounded values.
 TEST(KeyValueCache, SlotTableEqualsPhysicalCopies) {
-  std::mt19937_64 rng(46);
-  const int64_t width = 12, heads = 3;
-  nn::KeyValueCache slotted = nn::KeyValueCache::with_capacity(5, 2, width, width);
-  nn::KeyValueCache copied = slotted;
-  copied.keys = slotted.keys.clone();
-  copied.values = slotted.values.clone();
-  auto random = [&](int64_t rows) {
-    auto v = normal_values(static_cast<size_t>(rows * width), rng, 1.0f);
-    return Tensor::from_floats({rows, 1, width}, v);
-  };
-  const std::vector<std::vector<int64_t>> orders{
-      {1, 1, 0, 4, 2}, {4, 3, 2, 1, 0}, {0, 0, 3}, {2, 1, 1}, {0, 1, 2, 2, 2, 1, 0}};
-  for (size_t step = 0; step <= orders.size(); ++step) {
-    const int64_t rows = slotted.rows();
-    ASSERT_EQ(rows, copied.rows());
-    Tensor k = random(rows), v = random(rows);
-    slotted.append(k, v);
-    copied.append(k, v);
-    Tensor q = random(rows);
-    ops::AttentionMask mask;
-    std::vector<float> a = ops::attention_cached(q, slotted.keys, slotted.values, slotted.length,
-                                                 heads, mask, nullptr, slotted.slots)
-                               .to_floats();
-    std::vector<float> b =
-        ops::attention_cached(q, copied.keys, copied.values, copied.length, heads, mask)
-            .to_floats();
-    ASSERT_EQ(a, b) << "step " << step;
-    if (step == orders.size()) break;
-    slotted.reorder(orders[step]);
-    copied = copied.gather(orders[step]);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    std::mt19937_64 rng(46);
+    const int64_t width = 12, heads = 3;
+    nn::KeyValueCache slotted = nn::KeyValueCache::with_capacity(5, 2, width, width, dtype);
+    nn::KeyValueCache copied = nn::KeyValueCache::with_capacity(5, 2, width, width);
+    auto random = [&](int64_t rows) {
+      auto v = normal_values(static_cast<size_t>(rows * width), rng, 1.0f);
+      if (dtype == DType::bf16)
+        for (float& x : v) x = bf16_to_float(float_to_bf16(x));
+      return Tensor::from_floats({rows, 1, width}, v);
+    };
+    const std::vector<std::vector<int64_t>> orders{
+        {1, 1, 0, 4, 2}, {4, 3, 2, 1, 0}, {0, 0, 3}, {2, 1, 1}, {0, 1, 2, 2, 2, 1, 0}};
+    for (size_t step = 0; step <= orders.size(); ++step) {
+      const int64_t rows = slotted.rows();
+      ASSERT_EQ(rows, copied.rows());
+      Tensor k = random(rows), v = random(rows);
+      slotted.append(k, v);
+      copied.append(k, v);
+      Tensor q = random(rows);
+      ops::AttentionMask mask;
+      std::vector<float> a = ops::attention_cached(q, slotted.keys, slotted.values, slotted.length,
+                                                   heads, mask, nullptr, slotted.slots)
+                                 .to_floats();
+      std::vector<float> b =
+          ops::attention_cached(q, copied.keys, copied.values, copied.length, heads, mask)
+              .to_floats();
+      ASSERT_EQ(a, b) << "step " << step;
+      if (step == orders.size()) break;
+      slotted.reorder(orders[step]);
+      copied = copied.gather(orders[step]);
+    }
+    EXPECT_GT(slotted.capacity(), 2);
+    EXPECT_EQ(slotted.rows(), 7);
+    EXPECT_EQ(slotted.keys.dtype(), dtype);
   }
-  EXPECT_GT(slotted.capacity(), 2);
-  EXPECT_EQ(slotted.rows(), 7);
 }
 
 }  // namespace

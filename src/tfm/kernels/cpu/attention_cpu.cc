@@ -1,5 +1,6 @@
 #include "tfm/kernels/cpu/attention_cpu.h"
 
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -90,12 +91,25 @@ void attention_forward(const AttentionDims& dims, const AttentionMaskSpec& mask,
            head_view(out, B, h, dims.tq, dims.dv), 1.0f, false);
 }
 
-void attention_forward_cached(const AttentionDims& dims, const AttentionMaskSpec& mask,
-                              const float* q, const CachedKeyValues& kv, float* probs, float* out) {
+namespace {
+
+// Cache elements as f32: bf16 is the upper half of an f32.
+inline float load(const float* p, int64_t i) {
+  return p[i];
+}
+inline float load(const bf16* p, int64_t i) {
+  return std::bit_cast<float>(static_cast<uint32_t>(p[i].bits) << 16);
+}
+
+template <typename T>
+void attention_cached_rows(const AttentionDims& dims, const AttentionMaskSpec& mask, const float* q,
+                           const CachedKeyValues& kv, float* probs, float* out) {
   const int64_t h = dims.heads, dk = dims.dk, dv = dims.dv, tq = dims.tq, tk = dims.tk;
   const float alpha = 1.0f / std::sqrt(static_cast<float>(dk));
   const int64_t rows = dims.batch * h * tq;
   const int64_t stride_k = h * dk, stride_v = h * dv;
+  const T* k = static_cast<const T*>(kv.k);
+  const T* v = static_cast<const T*>(kv.v);
   // Row r of P is (batch b, head, query t) as in attention_forward: r = (b * h + head) * Tq + t.
 #pragma omp parallel for schedule(static) if (rows * tk * (dk + dv) >= kParallelMinElements)
   for (int64_t r = 0; r < rows; ++r) {
@@ -105,11 +119,11 @@ void attention_forward_cached(const AttentionDims& dims, const AttentionMaskSpec
     // Key j of this row and head: its slot's row, then position j.
     auto key = [&](int64_t j) {
       const int64_t slot = slots ? slots[j] : b;
-      return kv.k + slot * kv.k_batch_stride + j * stride_k + head * dk;
+      return k + slot * kv.k_batch_stride + j * stride_k + head * dk;
     };
     auto value = [&](int64_t j) {
       const int64_t slot = slots ? slots[j] : b;
-      return kv.v + slot * kv.v_batch_stride + j * stride_v + head * dv;
+      return v + slot * kv.v_batch_stride + j * stride_v + head * dv;
     };
     float* p_row = probs + r * tk;
     float* o_row = out + (b * tq + t) * h * dv + head * dv;
@@ -121,14 +135,14 @@ void attention_forward_cached(const AttentionDims& dims, const AttentionMaskSpec
     const int64_t n4 = n - n % 4;
     float max = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < n4; j += 4) {
-      const float *k0 = key(j), *k1 = key(j + 1), *k2 = key(j + 2), *k3 = key(j + 3);
+      const T *k0 = key(j), *k1 = key(j + 1), *k2 = key(j + 2), *k3 = key(j + 3);
       float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
 #pragma omp simd reduction(+ : d0, d1, d2, d3)
       for (int64_t i = 0; i < dk; ++i) {
-        d0 += q_row[i] * k0[i];
-        d1 += q_row[i] * k1[i];
-        d2 += q_row[i] * k2[i];
-        d3 += q_row[i] * k3[i];
+        d0 += q_row[i] * load(k0, i);
+        d1 += q_row[i] * load(k1, i);
+        d2 += q_row[i] * load(k2, i);
+        d3 += q_row[i] * load(k3, i);
       }
       p_row[j] = alpha * d0;
       p_row[j + 1] = alpha * d1;
@@ -136,10 +150,10 @@ void attention_forward_cached(const AttentionDims& dims, const AttentionMaskSpec
       p_row[j + 3] = alpha * d3;
     }
     for (int64_t j = n4; j < n; ++j) {
-      const float* k_row = key(j);
+      const T* k_row = key(j);
       float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-      for (int64_t i = 0; i < dk; ++i) dot += q_row[i] * k_row[i];
+      for (int64_t i = 0; i < dk; ++i) dot += q_row[i] * load(k_row, i);
       p_row[j] = alpha * dot;
     }
     for (int64_t j = 0; j < n; ++j) max = std::max(max, p_row[j]);
@@ -156,18 +170,29 @@ void attention_forward_cached(const AttentionDims& dims, const AttentionMaskSpec
     // O = P v for this head's columns of the concatenated output.
     for (int64_t i = 0; i < dv; ++i) o_row[i] = 0.0f;
     for (int64_t j = 0; j < n4; j += 4) {
-      const float *v0 = value(j), *v1 = value(j + 1), *v2 = value(j + 2), *v3 = value(j + 3);
+      const T *v0 = value(j), *v1 = value(j + 1), *v2 = value(j + 2), *v3 = value(j + 3);
       const float p0 = p_row[j], p1 = p_row[j + 1], p2 = p_row[j + 2], p3 = p_row[j + 3];
 #pragma omp simd
       for (int64_t i = 0; i < dv; ++i)
-        o_row[i] += p0 * v0[i] + p1 * v1[i] + p2 * v2[i] + p3 * v3[i];
+        o_row[i] += p0 * load(v0, i) + p1 * load(v1, i) + p2 * load(v2, i) + p3 * load(v3, i);
     }
     for (int64_t j = n4; j < n; ++j) {
-      const float* v_row = value(j);
+      const T* v_row = value(j);
       const float p = p_row[j];
 #pragma omp simd
-      for (int64_t i = 0; i < dv; ++i) o_row[i] += p * v_row[i];
+      for (int64_t i = 0; i < dv; ++i) o_row[i] += p * load(v_row, i);
     }
+  }
+}
+
+}  // namespace
+
+void attention_forward_cached(const AttentionDims& dims, const AttentionMaskSpec& mask,
+                              const float* q, const CachedKeyValues& kv, float* probs, float* out) {
+  if (kv.dtype == DType::bf16) {
+    attention_cached_rows<bf16>(dims, mask, q, kv, probs, out);
+  } else {
+    attention_cached_rows<float>(dims, mask, q, kv, probs, out);
   }
 }
 
