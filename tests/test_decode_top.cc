@@ -14,6 +14,7 @@
 #include "tfm/kernels/cpu/log_softmax_top_cpu.h"
 #include "tfm/nn/transformer.h"
 #include "tfm/ops/autocast.h"
+#include "tfm/ops/ops.h"
 
 namespace tfm {
 namespace {
@@ -295,6 +296,73 @@ TEST(KeyValueCache, SlotTableEqualsPhysicalCopies) {
     EXPECT_GT(slotted.capacity(), 2);
     EXPECT_EQ(slotted.rows(), 7);
     EXPECT_EQ(slotted.keys.dtype(), dtype);
+  }
+}
+
+// Heads of 64 take a vectorised path (four keys per reduction, the output in registers): it must
+// equal ops::attention on dense copies of the used keys and values, for f32 and bf16 caches, key
+// counts that are not multiples of four, padding and causal masks, and a slot table.
+TEST(AttentionCached, HeadsOf64EqualTheDenseAttention) {
+  const int64_t batch = 3, heads = 2, d = 64, capacity = 16;
+  std::mt19937_64 rng(49);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (int64_t keys : {1, 7, 13}) {
+      for (int64_t tq : {1, 3}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + ", keys " + std::to_string(keys) +
+                     ", queries " + std::to_string(tq));
+        // Buffer rows 0..4; batch b reads position j from slot (b + j) % 5.
+        const int64_t slots_rows = 5;
+        std::vector<float> kc =
+            normal_values(static_cast<size_t>(slots_rows * capacity * heads * d), rng, 1.0f);
+        std::vector<float> vc = normal_values(kc.size(), rng, 1.0f);
+        if (dtype == DType::bf16)
+          for (auto* values : {&kc, &vc})
+            for (float& x : *values) x = bf16_to_float(float_to_bf16(x));
+        Tensor k_cache = Tensor::from_floats({slots_rows, capacity, heads * d}, kc);
+        Tensor v_cache = Tensor::from_floats({slots_rows, capacity, heads * d}, vc);
+        if (dtype == DType::bf16) {
+          k_cache = ops::to_bf16(k_cache);
+          v_cache = ops::to_bf16(v_cache);
+        }
+        std::vector<int32_t> table(static_cast<size_t>(batch * capacity));
+        std::vector<float> k_dense, v_dense;
+        for (int64_t b = 0; b < batch; ++b)
+          for (int64_t j = 0; j < capacity; ++j) {
+            const int64_t slot = (b + j) % slots_rows;
+            table[static_cast<size_t>(b * capacity + j)] = static_cast<int32_t>(slot);
+            if (j >= keys) continue;
+            const auto at = kc.begin() + (slot * capacity + j) * heads * d;
+            k_dense.insert(k_dense.end(), at, at + heads * d);
+            const auto vat = vc.begin() + (slot * capacity + j) * heads * d;
+            v_dense.insert(v_dense.end(), vat, vat + heads * d);
+          }
+        Tensor slots = Tensor::from_ints({batch, capacity}, table);
+        Tensor k = Tensor::from_floats({batch, keys, heads * d}, k_dense);
+        Tensor v = Tensor::from_floats({batch, keys, heads * d}, v_dense);
+        Tensor q = Tensor::from_floats(
+            {batch, tq, heads * d},
+            normal_values(static_cast<size_t>(batch * tq * heads * d), rng, 0.3f));
+        std::vector<ops::AttentionMask> masks(3);
+        masks[1].key_lengths = {static_cast<int32_t>(keys), 1,
+                                static_cast<int32_t>((keys + 1) / 2)};
+        masks[2].causal = true;
+        masks[2].query_offset = keys - tq;
+        for (size_t i = 0; i < masks.size(); ++i) {
+          if (masks[i].causal && keys < tq) continue;
+          Tensor probs_cached, probs;
+          std::vector<float> got = ops::attention_cached(q, k_cache, v_cache, keys, heads, masks[i],
+                                                         &probs_cached, slots)
+                                       .to_floats();
+          std::vector<float> want =
+              ops::attention(q, k, v, heads, masks[i], 0.0f, 0, &probs).to_floats();
+          ASSERT_EQ(got.size(), want.size());
+          for (size_t e = 0; e < got.size(); ++e)
+            ASSERT_NEAR(got[e], want[e], 1e-5) << "mask " << i;
+          std::vector<float> pc = probs_cached.to_floats(), p = probs.to_floats();
+          for (size_t e = 0; e < p.size(); ++e) ASSERT_NEAR(pc[e], p[e], 1e-6) << "mask " << i;
+        }
+      }
+    }
   }
 }
 
