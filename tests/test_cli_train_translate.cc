@@ -87,6 +87,18 @@ TEST(CliTrainTranslate, TrainResumeAverageTranslate) {
   ASSERT_EQ(lines.size(), 3u) << translated.out;
   EXPECT_EQ(lines[1], "");
 
+  // bf16 products: the same shape of output; an unknown precision is a one-line error.
+  auto bf16 = run_tfm_command(fmt::format("translate -m {} -i {} -b 2 --precision bf16",
+                                          quoted(dir / "avg"), quoted(dir / "input.txt")),
+                              dir);
+  ASSERT_EQ(bf16.status, 0) << bf16.err;
+  EXPECT_EQ(std::count(bf16.out.begin(), bf16.out.end(), '\n'), 3) << bf16.out;
+  auto fp16 = run_tfm_command(fmt::format("translate -m {} -i {} --precision fp16",
+                                          quoted(dir / "avg"), quoted(dir / "input.txt")),
+                              dir);
+  EXPECT_NE(fp16.status, 0);
+  EXPECT_NE(fp16.err.find("'fp16' is not a precision"), std::string::npos) << fp16.err;
+
   auto no_vocab =
       run_tfm_command(fmt::format("translate -m {}", quoted(dir / "run" / "nothing")), dir);
   EXPECT_NE(no_vocab.status, 0);

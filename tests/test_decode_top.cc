@@ -14,6 +14,7 @@
 #include "tfm/kernels/cpu/log_softmax_top_cpu.h"
 #include "tfm/nn/transformer.h"
 #include "tfm/ops/autocast.h"
+#include "tfm/ops/ops.h"
 
 namespace tfm {
 namespace {
@@ -217,43 +218,152 @@ TEST(TransformerScorer, FusedStepTopEqualsTheTopOfStep) {
   }
 }
 
+// TransformerScorer computes the first step once per source (every beam row starts from bos); its
+// log-probabilities must equal the full state's, row for row, at that step and after the state is
+// widened by select(). First tokens that differ within a source widen the state before the step.
+TEST(TransformerScorer, FirstStepOncePerSourceEqualsTheFullBeam) {
+  ModelConfig config = tiny_decoder_config();
+  nn::Transformer model(config);
+  model.init(47);
+  auto sources = random_sources({3, 5}, static_cast<int32_t>(config.vocab_size), 48);
+  std::vector<int32_t> ids{sources[0].begin(), sources[0].end()};
+  ids.resize(5, config.pad_id);
+  ids.insert(ids.end(), sources[1].begin(), sources[1].end());
+  auto ctx = nn::ForwardContext::inference();
+  Tensor memory = model.encode(Tensor::from_ints({2, 5}, ids), {3, 5}, ctx);
+  const int64_t beam = 3;
+  for (bool same_start : {true, false}) {
+    SCOPED_TRACE(same_start ? "bos everywhere" : "different first tokens");
+    decode::TransformerScorer scorer(model, memory, {3, 5}, beam, 6);
+    nn::DecoderState full = model.start_decoding(memory, {3, 5}, beam, 6);
+    std::vector<int32_t> last(6, config.bos_id);
+    if (!same_start) last[4] = 7;
+    const std::vector<std::vector<int64_t>> orders{{1, 0, 0, 5, 3, 3}, {2, 2, 1, 4, 3, 5}};
+    for (size_t step = 0; step <= orders.size(); ++step) {
+      std::vector<float> got = scorer.step(last).to_floats();
+      Tensor logits = model.decode_step(Tensor::from_ints({6}, last), full);
+      decode::log_softmax_rows(logits.data<float>(), 6, logits.dim(1));
+      std::vector<float> want = logits.to_floats();
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6) << step;
+      if (step == orders.size()) break;
+      scorer.select(orders[step]);
+      full.select(orders[step]);
+      for (size_t r = 0; r < last.size(); ++r) last[r] = static_cast<int32_t>(5 + r + step);
+    }
+    EXPECT_EQ(scorer.state().beam, beam);
+  }
+}
+
 // Reordering rewrites the slot table; the attention over it must equal the attention over a
 // physical copy of the selected rows. Rows are reordered, repeated, dropped and, at the end,
-// repeated beyond the buffer's rows (which copies); the buffers grow on the way.
+// repeated beyond the buffer's rows (which copies); the buffers grow on the way. A bf16 cache reads
+// as an f32 cache of the rounded values.
 TEST(KeyValueCache, SlotTableEqualsPhysicalCopies) {
-  std::mt19937_64 rng(46);
-  const int64_t width = 12, heads = 3;
-  nn::KeyValueCache slotted = nn::KeyValueCache::with_capacity(5, 2, width, width);
-  nn::KeyValueCache copied = slotted;
-  copied.keys = slotted.keys.clone();
-  copied.values = slotted.values.clone();
-  auto random = [&](int64_t rows) {
-    auto v = normal_values(static_cast<size_t>(rows * width), rng, 1.0f);
-    return Tensor::from_floats({rows, 1, width}, v);
-  };
-  const std::vector<std::vector<int64_t>> orders{
-      {1, 1, 0, 4, 2}, {4, 3, 2, 1, 0}, {0, 0, 3}, {2, 1, 1}, {0, 1, 2, 2, 2, 1, 0}};
-  for (size_t step = 0; step <= orders.size(); ++step) {
-    const int64_t rows = slotted.rows();
-    ASSERT_EQ(rows, copied.rows());
-    Tensor k = random(rows), v = random(rows);
-    slotted.append(k, v);
-    copied.append(k, v);
-    Tensor q = random(rows);
-    ops::AttentionMask mask;
-    std::vector<float> a = ops::attention_cached(q, slotted.keys, slotted.values, slotted.length,
-                                                 heads, mask, nullptr, slotted.slots)
-                               .to_floats();
-    std::vector<float> b =
-        ops::attention_cached(q, copied.keys, copied.values, copied.length, heads, mask)
-            .to_floats();
-    ASSERT_EQ(a, b) << "step " << step;
-    if (step == orders.size()) break;
-    slotted.reorder(orders[step]);
-    copied = copied.gather(orders[step]);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    std::mt19937_64 rng(46);
+    const int64_t width = 12, heads = 3;
+    nn::KeyValueCache slotted = nn::KeyValueCache::with_capacity(5, 2, width, width, dtype);
+    nn::KeyValueCache copied = nn::KeyValueCache::with_capacity(5, 2, width, width);
+    auto random = [&](int64_t rows) {
+      auto v = normal_values(static_cast<size_t>(rows * width), rng, 1.0f);
+      if (dtype == DType::bf16)
+        for (float& x : v) x = bf16_to_float(float_to_bf16(x));
+      return Tensor::from_floats({rows, 1, width}, v);
+    };
+    const std::vector<std::vector<int64_t>> orders{
+        {1, 1, 0, 4, 2}, {4, 3, 2, 1, 0}, {0, 0, 3}, {2, 1, 1}, {0, 1, 2, 2, 2, 1, 0}};
+    for (size_t step = 0; step <= orders.size(); ++step) {
+      const int64_t rows = slotted.rows();
+      ASSERT_EQ(rows, copied.rows());
+      Tensor k = random(rows), v = random(rows);
+      slotted.append(k, v);
+      copied.append(k, v);
+      Tensor q = random(rows);
+      ops::AttentionMask mask;
+      std::vector<float> a = ops::attention_cached(q, slotted.keys, slotted.values, slotted.length,
+                                                   heads, mask, nullptr, slotted.slots)
+                                 .to_floats();
+      std::vector<float> b =
+          ops::attention_cached(q, copied.keys, copied.values, copied.length, heads, mask)
+              .to_floats();
+      ASSERT_EQ(a, b) << "step " << step;
+      if (step == orders.size()) break;
+      slotted.reorder(orders[step]);
+      copied = copied.gather(orders[step]);
+    }
+    EXPECT_GT(slotted.capacity(), 2);
+    EXPECT_EQ(slotted.rows(), 7);
+    EXPECT_EQ(slotted.keys.dtype(), dtype);
   }
-  EXPECT_GT(slotted.capacity(), 2);
-  EXPECT_EQ(slotted.rows(), 7);
+}
+
+// Heads of 64 take a vectorised path (four keys per reduction, the output in registers): it must
+// equal ops::attention on dense copies of the used keys and values, for f32 and bf16 caches, key
+// counts that are not multiples of four, padding and causal masks, and a slot table.
+TEST(AttentionCached, HeadsOf64EqualTheDenseAttention) {
+  const int64_t batch = 3, heads = 2, d = 64, capacity = 16;
+  std::mt19937_64 rng(49);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (int64_t keys : {1, 7, 13}) {
+      for (int64_t tq : {1, 3}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + ", keys " + std::to_string(keys) +
+                     ", queries " + std::to_string(tq));
+        // Buffer rows 0..4; batch b reads position j from slot (b + j) % 5.
+        const int64_t slots_rows = 5;
+        std::vector<float> kc =
+            normal_values(static_cast<size_t>(slots_rows * capacity * heads * d), rng, 1.0f);
+        std::vector<float> vc = normal_values(kc.size(), rng, 1.0f);
+        if (dtype == DType::bf16)
+          for (auto* values : {&kc, &vc})
+            for (float& x : *values) x = bf16_to_float(float_to_bf16(x));
+        Tensor k_cache = Tensor::from_floats({slots_rows, capacity, heads * d}, kc);
+        Tensor v_cache = Tensor::from_floats({slots_rows, capacity, heads * d}, vc);
+        if (dtype == DType::bf16) {
+          k_cache = ops::to_bf16(k_cache);
+          v_cache = ops::to_bf16(v_cache);
+        }
+        std::vector<int32_t> table(static_cast<size_t>(batch * capacity));
+        std::vector<float> k_dense, v_dense;
+        for (int64_t b = 0; b < batch; ++b)
+          for (int64_t j = 0; j < capacity; ++j) {
+            const int64_t slot = (b + j) % slots_rows;
+            table[static_cast<size_t>(b * capacity + j)] = static_cast<int32_t>(slot);
+            if (j >= keys) continue;
+            const auto at = kc.begin() + (slot * capacity + j) * heads * d;
+            k_dense.insert(k_dense.end(), at, at + heads * d);
+            const auto vat = vc.begin() + (slot * capacity + j) * heads * d;
+            v_dense.insert(v_dense.end(), vat, vat + heads * d);
+          }
+        Tensor slots = Tensor::from_ints({batch, capacity}, table);
+        Tensor k = Tensor::from_floats({batch, keys, heads * d}, k_dense);
+        Tensor v = Tensor::from_floats({batch, keys, heads * d}, v_dense);
+        Tensor q = Tensor::from_floats(
+            {batch, tq, heads * d},
+            normal_values(static_cast<size_t>(batch * tq * heads * d), rng, 0.3f));
+        std::vector<ops::AttentionMask> masks(3);
+        masks[1].key_lengths = {static_cast<int32_t>(keys), 1,
+                                static_cast<int32_t>((keys + 1) / 2)};
+        masks[2].causal = true;
+        masks[2].query_offset = keys - tq;
+        for (size_t i = 0; i < masks.size(); ++i) {
+          if (masks[i].causal && keys < tq) continue;
+          Tensor probs_cached, probs;
+          std::vector<float> got = ops::attention_cached(q, k_cache, v_cache, keys, heads, masks[i],
+                                                         &probs_cached, slots)
+                                       .to_floats();
+          std::vector<float> want =
+              ops::attention(q, k, v, heads, masks[i], 0.0f, 0, &probs).to_floats();
+          ASSERT_EQ(got.size(), want.size());
+          for (size_t e = 0; e < got.size(); ++e)
+            ASSERT_NEAR(got[e], want[e], 1e-5) << "mask " << i;
+          std::vector<float> pc = probs_cached.to_floats(), p = probs.to_floats();
+          for (size_t e = 0; e < p.size(); ++e) ASSERT_NEAR(pc[e], p[e], 1e-6) << "mask " << i;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

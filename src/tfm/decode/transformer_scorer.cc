@@ -33,27 +33,59 @@ TransformerScorer::TransformerScorer(const nn::Transformer& model, const Tensor&
                                      const std::vector<int32_t>& source_lengths, int64_t beam,
                                      int64_t capacity, AttentionProbe probe)
     : model_(model),
-      state_(model.start_decoding(memory, source_lengths, beam, capacity)),
+      beam_(beam),
+      state_(model.start_decoding(memory, source_lengths, 1, capacity)),
       probe_(probe) {
+  TFM_CHECK(beam >= 1, "transformer scorer: beam {} must be at least 1", beam);
   const auto& c = model.config();
   TFM_CHECK(!probe.enabled() || (probe.layer < c.layers && probe.head < c.heads),
             "attention probe: layer {} / head {} is outside the model's {} layers / {} heads",
             probe.layer, probe.head, c.layers, c.heads);
 }
 
+std::vector<int32_t> TransformerScorer::state_tokens(const std::vector<int32_t>& last_tokens) {
+  TFM_CHECK(static_cast<int64_t>(last_tokens.size()) == rows(),
+            "transformer scorer: {} last tokens for {} rows", last_tokens.size(), rows());
+  if (!narrow()) return last_tokens;
+  std::vector<int32_t> first;
+  for (size_t r = 0; r < last_tokens.size(); r += static_cast<size_t>(beam_)) {
+    if (!std::equal(last_tokens.begin() + static_cast<int64_t>(r) + 1,
+                    last_tokens.begin() + static_cast<int64_t>(r) + beam_,
+                    last_tokens.begin() + static_cast<int64_t>(r))) {
+      state_.widen(beam_);
+      return last_tokens;
+    }
+    first.push_back(last_tokens[r]);
+  }
+  return first;
+}
+
+void TransformerScorer::select(const std::vector<int64_t>& rows) {
+  if (narrow()) state_.widen(beam_);
+  state_.select(rows);
+}
+
 Tensor TransformerScorer::step(const std::vector<int32_t>& last_tokens) {
-  Tensor tokens = Tensor::from_ints({static_cast<int64_t>(last_tokens.size())}, last_tokens);
+  const std::vector<int32_t> ids = state_tokens(last_tokens);
+  Tensor tokens = Tensor::from_ints({static_cast<int64_t>(ids.size())}, ids);
   Tensor heads;
   Tensor logits =
       model_.decode_step(tokens, state_, probe_.layer, probe_.enabled() ? &heads : nullptr);
   log_softmax_rows(logits.data<float>(), logits.dim(0), logits.dim(1));
   if (probe_.enabled()) keep_attention(heads);
-  return logits;
+  if (!narrow()) return logits;
+  // Every beam row of a source gets its source's row.
+  const int64_t vocab = logits.dim(1);
+  Tensor wide = Tensor::empty({rows(), vocab});
+  for (int64_t r = 0; r < rows(); ++r)
+    std::copy_n(logits.data<float>() + (r / beam_) * vocab, vocab, wide.data<float>() + r * vocab);
+  return wide;
 }
 
 void TransformerScorer::step_top(const std::vector<int32_t>& last_tokens, int64_t m,
                                  int32_t excluded, StepTop& out) {
-  Tensor tokens = Tensor::from_ints({static_cast<int64_t>(last_tokens.size())}, last_tokens);
+  const std::vector<int32_t> ids = state_tokens(last_tokens);
+  Tensor tokens = Tensor::from_ints({static_cast<int64_t>(ids.size())}, ids);
   Tensor heads;
   Tensor hidden =
       model_.decode_hidden(tokens, state_, probe_.layer, probe_.enabled() ? &heads : nullptr);
@@ -80,8 +112,18 @@ void TransformerScorer::step_top(const std::vector<int32_t>& last_tokens, int64_
   args.vocab = vocab;
   args.m = m;
   args.excluded = excluded;
-  out.resize(args.rows, m);
+  out.resize(rows(), m);
   cpu::log_softmax_top(args, out.log_probs.data(), out.tokens.data(), out.counts.data());
+  if (narrow()) {
+    // Computed for row s (one per source) into the first rows; every beam row of source s gets
+    // row s's tokens, from the last source back so that nothing is overwritten before it is read.
+    for (int64_t r = rows() - 1; r >= 0; --r) {
+      const int64_t s = r / beam_;
+      std::copy_n(out.log_probs.begin() + s * m, m, out.log_probs.begin() + r * m);
+      std::copy_n(out.tokens.begin() + s * m, m, out.tokens.begin() + r * m);
+      out.counts[static_cast<size_t>(r)] = out.counts[static_cast<size_t>(s)];
+    }
+  }
 }
 
 std::vector<const cpu::PackedWeight*> TransformerScorer::packed_output_blocks(
@@ -96,17 +138,19 @@ std::vector<const cpu::PackedWeight*> TransformerScorer::packed_output_blocks(
 }
 
 void TransformerScorer::keep_attention(const Tensor& heads) {
-  // [rows, h, S] -> [rows, S]: the probed head, or the mean over the heads.
-  const int64_t rows = heads.dim(0), h = heads.dim(1), keys = heads.dim(2);
-  attention_ = Tensor::zeros({rows, keys});
+  // [state rows, h, S] -> [rows, S]: the probed head, or the mean over the heads (a narrow
+  // state's row for every beam row of its source).
+  const int64_t h = heads.dim(1), keys = heads.dim(2), per_row = narrow() ? beam_ : 1;
+  attention_ = Tensor::zeros({rows(), keys});
   const float* from = heads.data<float>();
   float* to = attention_.data<float>();
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = 0; r < rows(); ++r) {
+    const int64_t state_row = r / per_row;
     for (int64_t head = 0; head < h; ++head) {
       if (probe_.head >= 0 && head != probe_.head) continue;
       const float weight = probe_.head >= 0 ? 1.0f : 1.0f / static_cast<float>(h);
       for (int64_t j = 0; j < keys; ++j)
-        to[r * keys + j] += weight * from[(r * h + head) * keys + j];
+        to[r * keys + j] += weight * from[(state_row * h + head) * keys + j];
     }
   }
 }

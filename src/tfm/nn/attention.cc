@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "tfm/ops/autocast.h"
+
 namespace tfm::nn {
 
 MultiHeadAttention::MultiHeadAttention(int64_t d_model, int num_heads, int64_t d_k, int64_t d_v,
@@ -25,7 +27,8 @@ Tensor MultiHeadAttention::forward(const Tensor& query_input, const Tensor& memo
 }
 
 KeyValueCache MultiHeadAttention::empty_cache(int64_t rows, int64_t capacity) const {
-  return KeyValueCache::with_capacity(rows, capacity, k_proj.weight.dim(0), v_proj.weight.dim(0));
+  return KeyValueCache::with_capacity(rows, capacity, k_proj.weight.dim(0), v_proj.weight.dim(0),
+                                      ops::autocast_dtype());
 }
 
 void MultiHeadAttention::append(const Tensor& input, KeyValueCache& cache) const {
@@ -55,11 +58,13 @@ void MultiHeadAttention::collect(const std::string& prefix, NamedTensors& out) c
 }
 
 KeyValueCache KeyValueCache::with_capacity(int64_t rows, int64_t capacity, int64_t key_width,
-                                           int64_t value_width) {
+                                           int64_t value_width, DType dtype) {
   TFM_CHECK(rows >= 0 && capacity > 0, "key/value cache: {} rows with capacity {}", rows, capacity);
+  TFM_CHECK(dtype == DType::f32 || dtype == DType::bf16,
+            "key/value cache: {} elements are not supported (f32 or bf16)", dtype_name(dtype));
   KeyValueCache cache;
-  cache.keys = Tensor::empty({rows, capacity, key_width});
-  cache.values = Tensor::empty({rows, capacity, value_width});
+  cache.keys = Tensor::empty({rows, capacity, key_width}, dtype);
+  cache.values = Tensor::empty({rows, capacity, value_width}, dtype);
   return cache;
 }
 
@@ -74,15 +79,17 @@ namespace {
 // width] buffers (the capacities may differ); slot(row, j) = slots[row, j], or row without a table.
 void copy_positions(const Tensor& src, const Tensor& slots, Tensor& dst,
                     const std::vector<int64_t>& rows, int64_t positions) {
-  const int64_t width = src.dim(2);
-  const float* from = src.data<float>();
-  float* to = dst.data<float>();
+  // In bytes: the buffers hold f32 or bf16.
+  const auto width =
+      static_cast<int64_t>(static_cast<size_t>(src.dim(2)) * dtype_size(src.dtype()));
+  const char* from = static_cast<const char*>(src.raw());
+  char* to = static_cast<char*>(dst.raw());
   const auto n = static_cast<int64_t>(rows.size());
   const int64_t src_row = src.dim(1) * width, dst_row = dst.dim(1) * width;
   if (!slots.defined()) {
-    const size_t bytes = static_cast<size_t>(positions * width) * sizeof(float);
     for (int64_t r = 0; r < n; ++r)
-      std::memcpy(to + r * dst_row, from + rows[static_cast<size_t>(r)] * src_row, bytes);
+      std::memcpy(to + r * dst_row, from + rows[static_cast<size_t>(r)] * src_row,
+                  static_cast<size_t>(positions * width));
     return;
   }
   const int32_t* table = slots.data<int32_t>();
@@ -91,7 +98,7 @@ void copy_positions(const Tensor& src, const Tensor& slots, Tensor& dst,
     const int32_t* row_slots = table + rows[static_cast<size_t>(r)] * table_row;
     for (int64_t j = 0; j < positions; ++j)
       std::memcpy(to + r * dst_row + j * width, from + row_slots[j] * src_row + j * width,
-                  static_cast<size_t>(width) * sizeof(float));
+                  static_cast<size_t>(width));
   }
 }
 
@@ -105,7 +112,8 @@ std::vector<int64_t> identity_rows(int64_t n) {
 
 void KeyValueCache::append(const Tensor& k, const Tensor& v) {
   TFM_CHECK(k.rank() == 3 && v.rank() == 3 && k.dim(0) == rows() && v.dim(0) == rows() &&
-                k.dim(1) == v.dim(1) && k.dim(2) == keys.dim(2) && v.dim(2) == values.dim(2),
+                k.dim(1) == v.dim(1) && k.dim(2) == keys.dim(2) && v.dim(2) == values.dim(2) &&
+                k.dtype() == DType::f32 && v.dtype() == DType::f32,
             "key/value cache {} / {}: cannot append k {} and v {}", keys.describe(),
             values.describe(), k.describe(), v.describe());
   const int64_t n = k.dim(1);
@@ -113,7 +121,8 @@ void KeyValueCache::append(const Tensor& k, const Tensor& v) {
     // Doubling keeps the copies of a long decode linear in its length. Every buffer row is copied
     // as it is (the slot table stays valid), then the table is widened.
     const int64_t grown = std::max(2 * capacity(), length + n);
-    KeyValueCache bigger = with_capacity(keys.dim(0), grown, keys.dim(2), values.dim(2));
+    KeyValueCache bigger =
+        with_capacity(keys.dim(0), grown, keys.dim(2), values.dim(2), keys.dtype());
     const std::vector<int64_t> all = identity_rows(keys.dim(0));
     copy_positions(keys, Tensor(), bigger.keys, all, length);
     copy_positions(values, Tensor(), bigger.values, all, length);
@@ -129,12 +138,15 @@ void KeyValueCache::append(const Tensor& k, const Tensor& v) {
   }
   // Row r's new positions go to slot r (see the struct's comment).
   auto write = [&](const Tensor& src, Tensor& dst) {
-    const int64_t width = dst.dim(2);
-    const float* from = src.data<float>();
-    float* to = dst.data<float>();
+    // One conversion of the whole input (not one per row: each is a parallel region to open).
+    const Tensor typed = dst.dtype() == DType::bf16 ? ops::to_bf16(src) : src;
+    const auto width =
+        static_cast<int64_t>(static_cast<size_t>(dst.dim(2)) * dtype_size(dst.dtype()));
+    const char* from = static_cast<const char*>(typed.raw());
+    char* to = static_cast<char*>(dst.raw());
     for (int64_t r = 0; r < rows(); ++r)
       std::memcpy(to + (r * dst.dim(1) + length) * width, from + r * n * width,
-                  static_cast<size_t>(n * width) * sizeof(float));
+                  static_cast<size_t>(n * width));
   };
   write(k, keys);
   write(v, values);
@@ -176,7 +188,7 @@ KeyValueCache KeyValueCache::gather(const std::vector<int64_t>& rows_to_keep) co
   for (int64_t r : rows_to_keep)
     TFM_CHECK(r >= 0 && r < rows(), "key/value cache: row {} selected from {} rows", r, rows());
   KeyValueCache out = with_capacity(static_cast<int64_t>(rows_to_keep.size()), capacity(),
-                                    keys.dim(2), values.dim(2));
+                                    keys.dim(2), values.dim(2), keys.dtype());
   copy_positions(keys, slots, out.keys, rows_to_keep, length);
   copy_positions(values, slots, out.values, rows_to_keep, length);
   out.length = length;

@@ -23,17 +23,18 @@ namespace tfm::nn {
 // position that has not been written yet, so the slot is free there. Beams that share a prefix
 // then also share its cached projections.
 struct KeyValueCache {
-  Tensor keys;    // [buffer rows, capacity, h*dk]
-  Tensor values;  // [buffer rows, capacity, h*dv]
+  Tensor keys;    // [buffer rows, capacity, h*dk], f32 or bf16
+  Tensor values;  // [buffer rows, capacity, h*dv], of the keys' type
   Tensor slots;   // i32 [rows, capacity]; undefined: row r's positions are all in slot r
   int64_t length = 0;
 
-  // An empty cache for `rows` rows with room for `capacity` positions.
+  // An empty cache for `rows` rows with room for `capacity` positions, holding f32 or bf16.
   static KeyValueCache with_capacity(int64_t rows, int64_t capacity, int64_t key_width,
-                                     int64_t value_width);
+                                     int64_t value_width, DType dtype = DType::f32);
   int64_t rows() const;
   int64_t capacity() const { return keys.defined() ? keys.dim(1) : 0; }
-  // Appends k: [rows, n, h*dk] and v: [rows, n, h*dv] at positions [length, length + n).
+  // Appends k: [rows, n, h*dk] and v: [rows, n, h*dv] (f32; rounded to bf16 for a bf16 cache) at
+  // positions [length, length + n).
   void append(const Tensor& k, const Tensor& v);
   // New row i continues old row rows[i] (indices may repeat). Rewrites the slot table only, unless
   // there are more new rows than buffer rows (then it copies, as gather).
@@ -52,7 +53,9 @@ struct MultiHeadAttention {
   Tensor forward(const Tensor& query_input, const Tensor& memory, const ops::AttentionMask& mask,
                  ForwardContext& ctx) const;
   // ---- incremental decoding (inference: no tape may be recording) ----
-  // An empty cache of this attention's key and value widths.
+  // An empty cache of this attention's key and value widths, in the product type of the current
+  // ops::AutocastScope: bf16 under bf16 autocast (the attention products then read bf16 keys and
+  // values, as torch.autocast's bf16 matmuls do, and the cache's memory traffic halves).
   KeyValueCache empty_cache(int64_t rows, int64_t capacity) const;
   // Projects input [rows, n, d_model] and appends its keys and values to the cache.
   void append(const Tensor& input, KeyValueCache& cache) const;

@@ -332,6 +332,16 @@ void DecoderState::select(const std::vector<int64_t>& rows) {
   }
 }
 
+void DecoderState::widen(int64_t new_beam) {
+  TFM_CHECK(beam == 1 && new_beam >= 1, "decoder state: cannot widen beam {} to {}", beam,
+            new_beam);
+  std::vector<int64_t> rows;
+  for (int64_t s = 0; s < sources(); ++s)
+    for (int64_t i = 0; i < new_beam; ++i) rows.push_back(s);
+  for (auto& layer : layers) layer.self.reorder(rows);
+  beam = new_beam;
+}
+
 Tensor Transformer::output_logits(const Tensor& hidden) const {
   return ops::linear(hidden, embedding_);
 }

@@ -83,6 +83,9 @@ struct DecoderState {
   // self-attention caches rewrite their slot tables (KeyValueCache::reorder), no keys or values
   // copied; the encoder-decoder caches are copied only when the list of sources changes.
   void select(const std::vector<int64_t>& rows);
+  // From beam 1 to `new_beam` rows per source, each a copy of its source's row (the first step of
+  // a beam search is the same for every beam: decode::TransformerScorer runs it once per source).
+  void widen(int64_t new_beam);
 };
 
 class Transformer {

@@ -11,12 +11,15 @@ namespace {
 
 // `keys` < 0: every position of k and v is a key; otherwise only the first `keys` are. `slotted`:
 // k and v are the rows of a slot table (any number of them), not one per batch of q.
+// `bf16_kv`: k and v may also both be bf16 (attention_cached).
 cpu::AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
                                    const AttentionMask& mask, float dropout_p, int64_t keys = -1,
-                                   bool slotted = false) {
+                                   bool slotted = false, bool bf16_kv = false) {
   TFM_CHECK(q.defined() && k.defined() && v.defined(), "attention: an input is undefined");
-  TFM_CHECK(q.dtype() == DType::f32 && k.dtype() == DType::f32 && v.dtype() == DType::f32,
-            "attention: q {}, k {}, v {} must be f32", q.describe(), k.describe(), v.describe());
+  const bool kv_ok =
+      k.dtype() == v.dtype() && (k.dtype() == DType::f32 || (bf16_kv && k.dtype() == DType::bf16));
+  TFM_CHECK(q.dtype() == DType::f32 && kv_ok, "attention: q {}, k {}, v {} must be f32{}",
+            q.describe(), k.describe(), v.describe(), bf16_kv ? " (k and v: or both bf16)" : "");
   TFM_CHECK(q.rank() == 3 && k.rank() == 3 && v.rank() == 3,
             "attention: q {}, k {}, v {} must be [B, T, h*d]", q.describe(), k.describe(),
             v.describe());
@@ -121,7 +124,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
 Tensor attention_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64_t keys, int heads,
                         const AttentionMask& mask, Tensor* probs_out, const Tensor& slots) {
   const bool slotted = slots.defined();
-  cpu::AttentionDims dims = check_attention(q, k, v, heads, mask, 0.0f, keys, slotted);
+  cpu::AttentionDims dims = check_attention(q, k, v, heads, mask, 0.0f, keys, slotted, true);
   TFM_CHECK(!needs_grad({&q, &k, &v}),
             "attention_cached: inference only, but an input requires a gradient while a tape is "
             "recording");
@@ -147,9 +150,10 @@ Tensor attention_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64
   // Row b of k and v starts capacity positions after row b - 1.
   const int64_t capacity = k.dim(1);
   cpu::CachedKeyValues kv;
-  kv.k = k.data<float>();
+  kv.dtype = k.dtype();
+  kv.k = k.raw();
   kv.k_batch_stride = capacity * k.dim(2);
-  kv.v = v.data<float>();
+  kv.v = v.raw();
   kv.v_batch_stride = capacity * v.dim(2);
   if (slotted) {
     kv.slots = slots.data<int32_t>();

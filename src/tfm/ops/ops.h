@@ -87,7 +87,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
 // h*dv], 1 <= keys <= capacity. q, mask and probs_out ([B, h, Tq, keys]) as in attention(), without
 // dropout. Inference only: records no backward and refuses inputs that would need one.
 // slots (optional, i32 [B, >= keys]): batch b's position j is in row slots[b, j] of k and v, which
-// may then have any number of rows; undefined: in row b.
+// may then have any number of rows; undefined: in row b. k and v may both be bf16 (read as f32).
 Tensor attention_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64_t keys, int heads,
                         const AttentionMask& mask, Tensor* probs_out = nullptr,
                         const Tensor& slots = Tensor());

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "tfm/core/dtype.h"
+
 namespace tfm::cpu {
 
 // ---- the attention-dropout mask: a pure function of (seed, element index) ----
@@ -67,9 +69,11 @@ void attention_forward(const AttentionDims& dims, const AttentionMaskSpec& mask,
 // (values likewise). The slot table lets beam search reorder its hypotheses by rewriting indices
 // instead of copying the caches.
 struct CachedKeyValues {
-  const float* k = nullptr;
+  DType dtype =
+      DType::f32;  // of k and v: f32 or bf16 (read as f32; the products accumulate in f32)
+  const void* k = nullptr;
   int64_t k_batch_stride = 0;
-  const float* v = nullptr;
+  const void* v = nullptr;
   int64_t v_batch_stride = 0;
   const int32_t* slots = nullptr;
   int64_t slots_stride = 0;
