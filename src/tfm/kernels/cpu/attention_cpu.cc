@@ -96,6 +96,21 @@ void attention_forward(const AttentionDims& dims, const AttentionMaskSpec& mask,
 
 namespace {
 
+// Softmax in place over the n visible scores of a row; the masked tail up to tk becomes 0.
+inline void softmax_visible(float* p_row, int64_t n, int64_t tk) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) max = std::max(max, p_row[i]);
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) {
+    p_row[i] = exp_f32(p_row[i] - max);
+    sum += p_row[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) p_row[i] *= inv;
+  for (int64_t i = n; i < tk; ++i) p_row[i] = 0.0f;
+}
+
 // Cache elements as f32: bf16 is the upper half of an f32.
 inline float load(const float* p, int64_t i) {
   return p[i];
@@ -163,17 +178,7 @@ void attention_row64(const float* q_row, Key key, Value value, int64_t n, int64_
     p_row[j] = alpha * _mm_cvtss_f32(sum4(dot, dot, dot, dot));
   }
 
-  float max = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i) max = std::max(max, p_row[i]);
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i) {
-    p_row[i] = exp_f32(p_row[i] - max);
-    sum += p_row[i];
-  }
-  const float inv = 1.0f / sum;
-  for (int64_t i = 0; i < n; ++i) p_row[i] *= inv;
-  for (int64_t i = n; i < tk; ++i) p_row[i] = 0.0f;
+  softmax_visible(p_row, n, tk);
 
   __m512 o[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                  _mm512_setzero_ps()};
@@ -224,7 +229,6 @@ void attention_cached_rows(const AttentionDims& dims, const AttentionMaskSpec& m
     // four at a time: four independent sums per pass over q, and in O += P v one load and store of
     // the output row per four keys instead of per key (that chain through memory bounds the loop).
     const int64_t n4 = n - n % 4;
-    float max = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < n4; j += 4) {
       const T *k0 = key(j), *k1 = key(j + 1), *k2 = key(j + 2), *k3 = key(j + 3);
       float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
@@ -247,16 +251,7 @@ void attention_cached_rows(const AttentionDims& dims, const AttentionMaskSpec& m
       for (int64_t i = 0; i < dk; ++i) dot += q_row[i] * load(k_row, i);
       p_row[j] = alpha * dot;
     }
-    for (int64_t j = 0; j < n; ++j) max = std::max(max, p_row[j]);
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j) {
-      p_row[j] = exp_f32(p_row[j] - max);
-      sum += p_row[j];
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t j = 0; j < n; ++j) p_row[j] *= inv;
-    for (int64_t j = n; j < tk; ++j) p_row[j] = 0.0f;
+    softmax_visible(p_row, n, tk);
 
     // O = P v for this head's columns of the concatenated output.
     for (int64_t i = 0; i < dv; ++i) o_row[i] = 0.0f;
