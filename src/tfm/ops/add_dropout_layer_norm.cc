@@ -5,6 +5,7 @@
 #include "tfm/autograd/tape.h"
 #include "tfm/kernels/cpu/layer_norm_cpu.h"
 #include "tfm/ops/argument_checks.h"
+#include "tfm/ops/layer_norm_grads.h"
 #include "tfm/ops/ops.h"
 
 namespace tfm::ops {
@@ -45,22 +46,7 @@ Tensor add_dropout_layer_norm(const Tensor& x, const Tensor& branch, float p, ui
   record_backward(out, [x, branch, gamma, beta, sum, mean, rstd, out, p, seed, rows, d] {
     Tensor g = out.grad();
     if (!g.defined()) return;
-    cpu::LayerNormGrads grads;
-    if (x.requires_grad()) {
-      GradTarget t = grad_target(x);
-      grads.dx = t.tensor.data<float>();
-      grads.dx_accumulate = t.accumulate;
-    }
-    if (gamma.requires_grad()) {
-      GradTarget t = grad_target(gamma);
-      grads.dgamma = t.tensor.data<float>();
-      grads.dgamma_accumulate = t.accumulate;
-    }
-    if (beta.requires_grad()) {
-      GradTarget t = grad_target(beta);
-      grads.dbeta = t.tensor.data<float>();
-      grads.dbeta_accumulate = t.accumulate;
-    }
+    cpu::LayerNormGrads grads = layer_norm_grad_targets(x, gamma, beta);
     float* dbranch = nullptr;
     bool dbranch_accumulate = false;
     if (branch.requires_grad()) {

@@ -1,6 +1,7 @@
 #include "tfm/autograd/tape.h"
 #include "tfm/kernels/cpu/layer_norm_cpu.h"
 #include "tfm/ops/argument_checks.h"
+#include "tfm/ops/layer_norm_grads.h"
 #include "tfm/ops/ops.h"
 
 namespace tfm::ops {
@@ -30,22 +31,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, floa
     record_backward(out, [x, gamma, beta, mean, rstd, out, rows, d] {
       Tensor g = out.grad();
       if (!g.defined()) return;
-      cpu::LayerNormGrads grads;
-      if (x.requires_grad()) {
-        GradTarget t = grad_target(x);
-        grads.dx = t.tensor.data<float>();
-        grads.dx_accumulate = t.accumulate;
-      }
-      if (gamma.requires_grad()) {
-        GradTarget t = grad_target(gamma);
-        grads.dgamma = t.tensor.data<float>();
-        grads.dgamma_accumulate = t.accumulate;
-      }
-      if (beta.requires_grad()) {
-        GradTarget t = grad_target(beta);
-        grads.dbeta = t.tensor.data<float>();
-        grads.dbeta_accumulate = t.accumulate;
-      }
+      cpu::LayerNormGrads grads = layer_norm_grad_targets(x, gamma, beta);
       cpu::layer_norm_backward(x.data<float>(), gamma.data<float>(), mean.data<float>(),
                                rstd.data<float>(), g.data<float>(), rows, d, grads);
     });
