@@ -57,7 +57,8 @@ inline void row_grad(const float* z, int32_t y, float row_lse, int64_t vocab, fl
 }  // namespace
 
 void cross_entropy_rows(const float* logits, const int32_t* targets, int64_t rows, int64_t vocab,
-                        float label_smoothing, int32_t ignore_index, float* row_loss_nll) {
+                        float label_smoothing, int32_t ignore_index, float* row_loss_nll,
+                        float* lse) {
 #pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinElements)
   for (int64_t r = 0; r < rows; ++r) {
     const int32_t y = targets[r];
@@ -66,6 +67,7 @@ void cross_entropy_rows(const float* logits, const int32_t* targets, int64_t row
       continue;
     }
     RowLoss row = row_loss(logits + r * vocab, vocab, y, label_smoothing);
+    if (lse != nullptr) lse[r] = row.lse;
     row_loss_nll[2 * r] = row.loss;
     row_loss_nll[2 * r + 1] = row.nll;
   }
@@ -102,18 +104,8 @@ CrossEntropySums cross_entropy(const float* logits, const int32_t* targets, int6
   // on the thread count.
   Tensor row_sums = Tensor::empty({rows, 2});
   float* row_loss_nll = row_sums.data<float>();
-#pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinElements)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int32_t y = targets[r];
-    if (y == ignore_index) {
-      row_loss_nll[2 * r] = row_loss_nll[2 * r + 1] = 0.0f;
-      continue;
-    }
-    RowLoss row = row_loss(logits + r * vocab, vocab, y, label_smoothing);
-    lse[r] = row.lse;
-    row_loss_nll[2 * r] = row.loss;
-    row_loss_nll[2 * r + 1] = row.nll;
-  }
+  cross_entropy_rows(logits, targets, rows, vocab, label_smoothing, ignore_index, row_loss_nll,
+                     lse);
   CrossEntropySums sums;
   for (int64_t r = 0; r < rows; ++r) {
     if (targets[r] == ignore_index) continue;

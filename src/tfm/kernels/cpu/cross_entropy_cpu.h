@@ -21,8 +21,10 @@ CrossEntropySums cross_entropy(const float* logits, const int32_t* targets, int6
 
 // The per-row terms of cross_entropy: row_loss_nll[2r] = loss_r, row_loss_nll[2r + 1] = nll_r (both
 // 0 on ignored rows). Summing them in row order gives cross_entropy's sums.
+// When lse is given it receives each counted row's log-sum-exp (ignored rows are left as they are).
 void cross_entropy_rows(const float* logits, const int32_t* targets, int64_t rows, int64_t vocab,
-                        float label_smoothing, int32_t ignore_index, float* row_loss_nll);
+                        float label_smoothing, int32_t ignore_index, float* row_loss_nll,
+                        float* lse = nullptr);
 
 // cross_entropy_rows, and in the same visit of each row (while it is in cache) the row's logits
 // are overwritten with its gradient scale * (softmax(z) - q) (0 on ignored rows): the values
