@@ -20,6 +20,7 @@ packages=(
   build-essential cmake ninja-build pkg-config clang-format
   libgtest-dev libbenchmark-dev
   libdnnl-dev            # oneDNN: CPU matrix products (f32, bf16)
+  ocl-icd-opencl-dev     # oneDNN's CMake config looks for OpenCL; Debian only "recommends" it
   libsentencepiece-dev   # subword vocabulary
   nlohmann-json3-dev     # config.json, safetensors headers
   libcli11-dev           # command line
@@ -28,6 +29,7 @@ packages=(
   zlib1g-dev             # gzipped corpora
   libicu-dev             # Unicode properties and lower-casing (BLEU's intl tokenizer)
   python3 python3-numpy
+  curl ca-certificates   # scripts/fetch_multi30k.sh downloads Multi30k over https when no copy is found
 )
 if [ "$with_torch" = 1 ]; then
   # OpenBLAS: without it Debian's PyTorch runs f32 matrix products on the reference BLAS (~6 GFLOP/s).
