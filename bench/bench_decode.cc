@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     // As a translation service would (and `tfm translate` does): one autocast scope for the
     // model's lifetime, so that the weights are packed (and converted) once, before the timed runs,
     // as loading them is. The packing is timed on its own and reported as "pack_seconds".
-    const tfm::DType product_type = tfm::decode::parse_precision(precision, "--precision");
+    const tfm::DType product_type = tfm::ops::parse_precision(precision, "--precision");
     tfm::ops::AutocastScope model_scope(product_type);
     const auto pack_start = std::chrono::steady_clock::now();
     tfm::decode::prepare_weights(model);

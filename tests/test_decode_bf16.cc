@@ -163,10 +163,11 @@ TEST(Bf16Decoding, RejectsOtherPrecisions) {
         translate(model, {{5, 6}}, options);
       },
       {"precision i32 is not supported"});
-  EXPECT_EQ(parse_precision("bf16"), DType::bf16);
-  EXPECT_EQ(parse_precision("f32"), DType::f32);
-  testing::expect_error([&] { parse_precision("fp16", "--precision"); },
-                        {"--precision", "'fp16' is not a precision"});
+  EXPECT_EQ(ops::parse_precision("bf16"), DType::bf16);
+  EXPECT_EQ(ops::parse_precision("f32"), DType::f32);
+  EXPECT_EQ(ops::parse_precision("auto"), ops::native_bf16_products() ? DType::bf16 : DType::f32);
+  testing::expect_error([&] { ops::parse_precision("fp16", "--precision"); },
+                        {"--precision", "'fp16' is not a precision (f32, bf16 or auto)"});
 }
 
 }  // namespace

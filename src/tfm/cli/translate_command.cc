@@ -46,7 +46,7 @@ std::vector<std::string> read_input(const std::string& input) {
 
 void run_translate(TranslateCommandOptions options) {
   set_num_threads(options.threads);
-  options.decoding.precision = decode::parse_precision(options.precision, "--precision");
+  options.decoding.precision = ops::parse_precision(options.precision, "--precision");
   const std::filesystem::path dir = options.model;
   LoadedModel loaded = load_model_dir(dir);
   const std::filesystem::path vocab_path = dir / kVocabFileName;
@@ -175,8 +175,8 @@ void register_translate(CLI::App& app) {
                   "JSON lines file for the attention weights of the best translation");
   cmd->add_option("--threads", o->threads, "threads (0: all cores)");
   cmd->add_option("--precision", o->precision,
-                  "operands of the matrix products: f32, or bf16 (f32 accumulation; faster where "
-                  "the CPU has AVX512-BF16 or AMX) (default f32)");
+                  "operands of the matrix products: f32, bf16 (f32 accumulation; faster where the "
+                  "CPU has AVX512-BF16 or AMX), or auto (bf16 where native) (default f32)");
   cmd->callback([o] { run_translate(*o); });
 }
 

@@ -7,12 +7,6 @@
 
 namespace tfm::decode {
 
-DType parse_precision(const std::string& name, const char* what) {
-  if (name == "f32") return DType::f32;
-  if (name == "bf16") return DType::bf16;
-  fail("{}: '{}' is not a precision (f32 or bf16)", what, name);
-}
-
 SearchOptions search_options(const TranslateOptions& options, const ModelConfig& config) {
   SearchOptions search;
   search.beam_size = options.beam_size;

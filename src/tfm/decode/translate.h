@@ -31,9 +31,6 @@ struct TranslateOptions {
   DType precision = DType::f32;
 };
 
-// "f32" or "bf16" as a precision (a one-line error for anything else; `what` names the setting).
-DType parse_precision(const std::string& name, const char* what = "precision");
-
 // The search options translate() derives (token ids from the model's config).
 SearchOptions search_options(const TranslateOptions& options, const ModelConfig& config);
 

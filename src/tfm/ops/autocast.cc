@@ -49,6 +49,17 @@ AutocastScope::~AutocastScope() {
   }
 }
 
+bool native_bf16_products() {
+  return __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+}
+
+DType parse_precision(const std::string& name, const char* what) {
+  if (name == "f32") return DType::f32;
+  if (name == "bf16") return DType::bf16;
+  if (name == "auto") return native_bf16_products() ? DType::bf16 : DType::f32;
+  fail("{}: '{}' is not a precision (f32, bf16 or auto)", what, name);
+}
+
 DType autocast_dtype() {
   return state().dtype;
 }

@@ -8,6 +8,8 @@
 // weight while a scope that has used it is open.
 #pragma once
 
+#include <string>
+
 #include "tfm/core/tensor.h"
 
 namespace tfm::cpu {
@@ -26,6 +28,14 @@ class AutocastScope {
  private:
   DType previous_;
 };
+
+// Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX-BF16). Elsewhere oneDNN emulates
+// bf16 products, which are then slower than f32 ones.
+bool native_bf16_products();
+
+// A precision setting: "f32", "bf16", or "auto" (bf16 where native_bf16_products(), else f32). A
+// one-line error for anything else; `what` names the setting.
+DType parse_precision(const std::string& name, const char* what = "precision");
 
 // The operand type of products now: f32 outside any scope.
 DType autocast_dtype();
