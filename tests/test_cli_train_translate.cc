@@ -3,10 +3,14 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "data_test_util.h"
 #include "tfm/model/model_dir.h"
+#include "tfm/ops/autocast.h"
 #include "tfm/train/checkpoint.h"
 
 namespace tfm {
@@ -134,6 +138,92 @@ TEST(CliTrainTranslate, OneEpochValidatesOnceAtItsEnd) {
   EXPECT_NE(
       run.err.find(fmt::format("valid | step {} ", load_checkpoint(checkpoints[0]).state.step)),
       std::string::npos)
+      << run.err;
+}
+
+}  // namespace
+}  // namespace tfm
+
+namespace tfm {
+namespace {
+
+// The learning rate of each logged update in metrics.jsonl.
+std::map<int64_t, double> logged_learning_rates(const std::filesystem::path& metrics_path) {
+  std::map<int64_t, double> rates;
+  std::stringstream lines(testing::read_text(metrics_path));
+  for (std::string line; std::getline(lines, line);) {
+    auto record = nlohmann::json::parse(line);
+    if (record["type"] == "train") rates[record["step"].get<int64_t>()] = record["lr"];
+  }
+  return rates;
+}
+
+TEST(CliTrainTranslate, WarmupAndCheckpointsFitAStepBudgetAndSurviveAResume) {
+  TempDir dir;
+  write_recipe(dir);
+  const std::string budget_fitted =
+      "--set optimizer.warmup=1000 --set optimizer.warmup_fraction=0.25 "
+      "--set checkpoints.every_fraction=0.25 --set checkpoints.every_steps=0 "
+      "--set checkpoints.keep=10 --set validation.bleu=false";
+  auto run = run_tfm_command(
+      fmt::format("train -c {} --max-steps 20 {}", quoted(dir / "recipe.yaml"), budget_fitted),
+      dir);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.err.find("warmup: 5 updates (0.25 of the about 20 updates of the budget, at most "
+                         "1000) to the peak learning rate 0.00791"),
+            std::string::npos)
+      << run.err;
+  // Equation 3 (d_model 16) rises to the peak of warmup 1000, 16^-0.5 * 1000^-0.5, in 5 updates,
+  // then decays as peak * sqrt(5 / step).
+  const double peak = 0.25 / std::sqrt(1000.0);
+  auto rates = logged_learning_rates(dir / "run" / "metrics.jsonl");
+  ASSERT_TRUE(rates.count(4) && rates.count(6) && rates.count(20));
+  EXPECT_NEAR(rates[4], peak * 4 / 5, 1e-12);
+  EXPECT_NEAR(rates[6], peak * std::sqrt(5.0 / 6), 1e-12);
+  EXPECT_NEAR(rates[20], peak * std::sqrt(5.0 / 20), 1e-12);
+  // A checkpoint every quarter of the budget.
+  std::vector<std::string> names;
+  for (const auto& c : list_checkpoints(dir / "run" / "checkpoints"))
+    names.push_back(c.filename().string());
+  EXPECT_EQ(names, (std::vector<std::string>{"step-000000005", "step-000000010", "step-000000015",
+                                             "step-000000020"}));
+
+  // A longer budget on resume keeps the warmup the run started with (the schedule is the run's).
+  auto resumed = run_tfm_command(fmt::format("train -c {} --max-steps 40 --resume {}",
+                                             quoted(dir / "recipe.yaml"), budget_fitted),
+                                 dir);
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_EQ(resumed.err.find("warmup:"), std::string::npos) << resumed.err;
+  rates = logged_learning_rates(dir / "run" / "metrics.jsonl");
+  ASSERT_TRUE(rates.count(22));
+  EXPECT_NEAR(rates[22], peak * std::sqrt(5.0 / 22), 1e-12);
+}
+
+TEST(CliTrainTranslate, WarmupFitsATimeBudgetFromTheSpeedOfTheFirstUpdates) {
+  TempDir dir;
+  write_recipe(dir);
+  auto run = run_tfm_command(
+      fmt::format("train -c {} --max-minutes 0.05 --set optimizer.warmup=100000 "
+                  "--set optimizer.warmup_fraction=0.1 --set checkpoints.every_fraction=0.5 "
+                  "--set checkpoints.every_steps=0 --set validation.bleu=false "
+                  "--set training.precision=auto",
+                  quoted(dir / "recipe.yaml")),
+      dir);
+  ASSERT_EQ(run.status, 0) << run.err;
+  // The tiny model makes hundreds of updates in 3 seconds: the warmup is a tenth of their number.
+  const size_t at = run.err.find("warmup: ");
+  ASSERT_NE(at, std::string::npos) << run.err;
+  const int64_t warmup = std::stoll(run.err.substr(at + 8));
+  const int64_t steps =
+      load_checkpoint(list_checkpoints(dir / "run" / "checkpoints").back()).state.step;
+  EXPECT_GT(warmup, 1) << run.err;
+  EXPECT_NEAR(static_cast<double>(warmup), 0.1 * static_cast<double>(steps),
+              0.05 * static_cast<double>(steps))
+      << run.err;
+  EXPECT_NE(run.err.find("checkpoints every 0.03 minutes, keeping the last 3"), std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find(ops::native_bf16_products() ? "bf16 products" : "f32 products"),
+            std::string::npos)
       << run.err;
 }
 

@@ -26,6 +26,20 @@ TEST(NoamSchedule, FollowsEquationThree) {
   EXPECT_THROW(s.learning_rate(0), Error);
 }
 
+TEST(NoamSchedule, AShorterWarmupReachesTheSamePeakSooner) {
+  NoamSchedule recipe{256, 1000, 1.5};
+  NoamSchedule fitted = recipe.with_warmup_at_same_peak(160);
+  EXPECT_EQ(fitted.warmup, 160);
+  EXPECT_NEAR(fitted.peak(), recipe.peak(), 1e-15);
+  EXPECT_NEAR(recipe.peak(), 1.5 / std::sqrt(256.0 * 1000.0), 1e-15);
+  // Linear to the peak at step 160, then peak * sqrt(160 / step).
+  EXPECT_NEAR(fitted.learning_rate(40), recipe.peak() * 40 / 160, 1e-15);
+  EXPECT_NEAR(fitted.learning_rate(640), recipe.peak() * 0.5, 1e-15);
+  EXPECT_GT(fitted.learning_rate(160), fitted.learning_rate(159));
+  EXPECT_GT(fitted.learning_rate(160), fitted.learning_rate(161));
+  EXPECT_THROW(recipe.with_warmup_at_same_peak(0), Error);
+}
+
 TEST(Adam, MatchesTheUpdateFormulaOverSeveralSteps) {
   Tensor p = Tensor::from_floats({3}, {0.5f, -1.0f, 2.0f});
   p.set_requires_grad(true);

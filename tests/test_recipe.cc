@@ -90,8 +90,15 @@ TEST(Recipe, TyposAndBadValuesAreOneLineErrorsWithFileAndLine) {
   apply_override(precision, "data.train_target=a.de");
   apply_override(precision, "training.precision=bf16");
   validate(precision);
+  apply_override(precision, "training.precision=auto");
+  validate(precision);
+  for (const char* bad : {"optimizer.warmup_fraction=1.5", "checkpoints.every_fraction=-0.1"}) {
+    TrainRecipe fraction = precision;
+    apply_override(fraction, bad);
+    expect_error([&] { validate(fraction); }, {"must be in [0, 1]"});
+  }
   apply_override(precision, "training.precision=fp16");
-  expect_error([&] { validate(precision); }, {"training.precision", "f32 or bf16", "fp16"});
+  expect_error([&] { validate(precision); }, {"training.precision", "f32, bf16 or auto", "fp16"});
 }
 
 }  // namespace

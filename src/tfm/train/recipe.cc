@@ -103,6 +103,7 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
       {"data.skip_empty_lines", boolean(&TrainRecipe::skip_empty_lines)},
       {"optimizer.lr_scale", number(&TrainRecipe::lr_scale)},
       {"optimizer.warmup", integer(&TrainRecipe::warmup)},
+      {"optimizer.warmup_fraction", number(&TrainRecipe::warmup_fraction)},
       {"optimizer.beta1", number(&TrainRecipe::beta1)},
       {"optimizer.beta2", number(&TrainRecipe::beta2)},
       {"optimizer.eps", number(&TrainRecipe::eps)},
@@ -126,6 +127,7 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
       {"checkpoints.every_steps", integer(&TrainRecipe::checkpoint_every_steps)},
       {"checkpoints.every_minutes", number(&TrainRecipe::checkpoint_every_minutes)},
       {"checkpoints.keep", integer(&TrainRecipe::keep_checkpoints)},
+      {"checkpoints.every_fraction", number(&TrainRecipe::checkpoint_every_fraction)},
       {"validation.every_steps", integer(&TrainRecipe::validate_every_steps)},
       {"validation.bleu", boolean(&TrainRecipe::validate_bleu)},
       {"validation.max_sentences", integer(&TrainRecipe::valid_max_sentences)},
@@ -277,8 +279,12 @@ void validate(const TrainRecipe& r) {
             "optimizer.beta1 and beta2 must be in [0, 1)");
   TFM_CHECK(r.eps > 0, "optimizer.eps must be positive, got {}", r.eps);
   TFM_CHECK(r.clip_norm >= 0, "optimizer.clip_norm must be >= 0, got {}", r.clip_norm);
-  TFM_CHECK(r.precision == "f32" || r.precision == "bf16",
-            "training.precision must be f32 or bf16, got '{}'", r.precision);
+  TFM_CHECK(r.precision == "f32" || r.precision == "bf16" || r.precision == "auto",
+            "training.precision must be f32, bf16 or auto, got '{}'", r.precision);
+  TFM_CHECK(r.warmup_fraction >= 0 && r.warmup_fraction <= 1,
+            "optimizer.warmup_fraction must be in [0, 1], got {}", r.warmup_fraction);
+  TFM_CHECK(r.checkpoint_every_fraction >= 0 && r.checkpoint_every_fraction <= 1,
+            "checkpoints.every_fraction must be in [0, 1], got {}", r.checkpoint_every_fraction);
   TFM_CHECK(r.max_steps >= 0 && r.max_epochs >= 0 && r.max_minutes >= 0,
             "training limits must be >= 0");
   TFM_CHECK(r.log_every >= 1, "training.log_every must be at least 1, got {}", r.log_every);

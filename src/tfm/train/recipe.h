@@ -34,6 +34,10 @@ struct TrainRecipe {
   // optimizer (section 5.3)
   double lr_scale = 1.0;  // multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
   int64_t warmup = 4000;
+  // > 0: the warmup is at most this fraction of the run's updates, for runs too short for `warmup`
+  // (the number of updates comes from training.max_steps, or is estimated from
+  // training.max_minutes and the speed of the first updates).
+  double warmup_fraction = 0.0;
   double beta1 = 0.9, beta2 = 0.98, eps = 1e-9;
   double clip_norm = 0.0;  // global gradient-norm clipping; 0: off
 
@@ -43,8 +47,9 @@ struct TrainRecipe {
   double max_minutes = 0.0;  // wall-clock training budget; 0: no limit
   uint64_t seed = 1;
   int threads = 0;  // 0: OMP_NUM_THREADS or all cores
-  std::string precision =
-      "f32";  // matrix products: "f32", or "bf16" (f32 master weights and statistics)
+  // Matrix products: "f32", "bf16" (f32 master weights and statistics), or "auto" (bf16 where the
+  // CPU multiplies bf16 natively, else f32).
+  std::string precision = "f32";
   int64_t log_every = 50;
   std::string run_dir = "runs/default";  // checkpoints, metrics.jsonl, the vocabulary, the cache
 
@@ -52,6 +57,9 @@ struct TrainRecipe {
   int64_t checkpoint_every_steps = 0;      // 0: only by time
   double checkpoint_every_minutes = 10.0;  // the paper's interval; 0: only by steps
   int64_t keep_checkpoints = 5;
+  // > 0: a checkpoint at least every this fraction of the budget (max_minutes, or max_steps), so
+  // that averaging the last `keep` covers the same share of a short run as of a long one.
+  double checkpoint_every_fraction = 0.0;
 
   // validation
   int64_t validate_every_steps = 0;  // 0: at the end of every epoch

@@ -15,4 +15,14 @@ double NoamSchedule::learning_rate(int64_t step) const {
          std::min(std::pow(s, -0.5), s * std::pow(static_cast<double>(warmup), -1.5));
 }
 
+double NoamSchedule::peak() const {
+  return learning_rate(warmup);
+}
+
+NoamSchedule NoamSchedule::with_warmup_at_same_peak(int64_t shorter_warmup) const {
+  TFM_CHECK(shorter_warmup >= 1, "warmup must be >= 1, got {}", shorter_warmup);
+  return {d_model, shorter_warmup,
+          scale * std::sqrt(static_cast<double>(shorter_warmup) / static_cast<double>(warmup))};
+}
+
 }  // namespace tfm

@@ -61,6 +61,9 @@ class TrainingSession {
   const nn::Transformer& model() const { return model_; }
   const Adam& optimizer() const { return adam_; }
   int64_t step() const { return adam_.steps(); }
+  const NoamSchedule& schedule() const { return options_.schedule; }
+  // The schedule from the next update on (a budget-fitted warmup, train_loop.cc).
+  void set_schedule(const NoamSchedule& schedule) { options_.schedule = schedule; }
 
  private:
   double clip_gradients();

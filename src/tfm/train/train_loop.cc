@@ -1,7 +1,9 @@
 #include "tfm/train/train_loop.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +16,7 @@
 #include "tfm/io/text_reader.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/model/parameters.h"
+#include "tfm/ops/autocast.h"
 #include "tfm/train/session.h"
 
 namespace fs = std::filesystem;
@@ -98,6 +101,42 @@ class MetricsLog {
   std::ofstream out_;
 };
 
+// Budget-fitted schedules (optimizer.warmup_fraction, checkpoints.every_fraction), so that a short
+// run is a small copy of a long one rather than its first minutes: the warmup ends and the
+// averaged checkpoints start at the same share of the run whatever its budget.
+
+// Updates timed to estimate the speed of a run with a time budget, after its first update (which
+// also pays for start-up). Until then the recipe's warmup applies: its ramp starts lower than the
+// fitted one, which changes the first few updates' learning rate by a negligible amount.
+constexpr int64_t kWarmupProbeUpdates = 20;
+
+int64_t fitted_warmup(const TrainRecipe& recipe, double expected_updates) {
+  const auto fitted = static_cast<int64_t>(std::llround(recipe.warmup_fraction * expected_updates));
+  return std::clamp<int64_t>(fitted, 1, recipe.warmup);
+}
+
+struct CheckpointInterval {
+  int64_t steps = 0;     // 0: not by steps
+  double minutes = 0.0;  // 0: not by time
+};
+
+// The recipe's intervals, shortened to checkpoints.every_fraction of its budgets.
+CheckpointInterval checkpoint_interval(const TrainRecipe& recipe) {
+  CheckpointInterval interval{recipe.checkpoint_every_steps, recipe.checkpoint_every_minutes};
+  const double fraction = recipe.checkpoint_every_fraction;
+  if (fraction <= 0) return interval;
+  if (recipe.max_minutes > 0) {
+    const double minutes = fraction * recipe.max_minutes;
+    interval.minutes = interval.minutes > 0 ? std::min(interval.minutes, minutes) : minutes;
+  }
+  if (recipe.max_steps > 0) {
+    const int64_t steps =
+        std::max<int64_t>(1, std::llround(fraction * static_cast<double>(recipe.max_steps)));
+    interval.steps = interval.steps > 0 ? std::min(interval.steps, steps) : steps;
+  }
+  return interval;
+}
+
 }  // namespace
 
 TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_options) {
@@ -141,7 +180,7 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
   session_options.adam = AdamOptions{recipe.beta1, recipe.beta2, recipe.eps};
   session_options.clip_norm = recipe.clip_norm;
   session_options.seed = recipe.seed;
-  session_options.precision = recipe.precision == "bf16" ? DType::bf16 : DType::f32;
+  session_options.precision = ops::parse_precision(recipe.precision, "training.precision");
   TrainingSession session(config, session_options);
 
   data::BatcherOptions batch_options;
@@ -154,6 +193,7 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
 
   double elapsed_before = 0;
   TrainSummary summary;
+  bool warmup_fitted = false;  // the budget-fitted warmup is known (optimizer.warmup_fraction)
   if (run_options.resume) {
     auto checkpoint = load_latest_checkpoint(checkpoint_dir, say);
     if (checkpoint) {
@@ -166,15 +206,55 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
                 checkpoint->dir.string());
       batcher.restore({s.epoch, s.batch_in_epoch});
       elapsed_before = s.extra.value("elapsed_s", 0.0);
+      if (recipe.warmup_fraction > 0 && s.extra.contains("fitted_warmup")) {
+        session.set_schedule(session_options.schedule.with_warmup_at_same_peak(
+            s.extra.value("fitted_warmup", recipe.warmup)));
+        warmup_fitted = true;
+      }
       say(fmt::format("resuming from {} (step {}, epoch {}, batch {})", checkpoint->dir.string(),
                       s.step, s.epoch + 1, s.batch_in_epoch));
     } else {
       say("no checkpoint to resume from: starting a new run");
     }
   }
-  say(fmt::format("model: {} layers, d_model {}, {:.2f} M parameters; batches of {} tokens x {}",
+  say(
+      fmt::format("model: {} layers, d_model {}, {:.2f} M parameters; batches of {} tokens x {}; "
+                  "{} products",
                   config.layers, config.d_model, static_cast<double>(parameter_count(config)) / 1e6,
-                  recipe.max_tokens, recipe.accumulate));
+                  recipe.max_tokens, recipe.accumulate, dtype_name(session_options.precision)));
+
+  auto fit_warmup = [&](double expected_updates) {
+    session.set_schedule(
+        session_options.schedule.with_warmup_at_same_peak(fitted_warmup(recipe, expected_updates)));
+    warmup_fitted = true;
+    say(
+        fmt::format("warmup: {} updates ({:g} of the about {:.0f} updates of the budget, at most "
+                    "{}) to the peak learning rate {:.3g}",
+                    session.schedule().warmup, recipe.warmup_fraction, expected_updates,
+                    recipe.warmup, session.schedule().peak()));
+  };
+  if (recipe.warmup_fraction > 0 && !warmup_fitted) {
+    if (recipe.max_minutes <= 0 && recipe.max_steps > 0) {
+      fit_warmup(static_cast<double>(recipe.max_steps));
+    } else if (recipe.max_minutes <= 0) {
+      say(
+          fmt::format("optimizer.warmup_fraction needs a budget (training.max_steps or "
+                      "max_minutes): warmup {}",
+                      recipe.warmup));
+      warmup_fitted = true;
+    }
+  }
+  // The speed of the updates after this process's first one, for a warmup fitted to a time budget.
+  int64_t probe_start_step = -1;
+  double probe_start_seconds = 0;
+  const CheckpointInterval checkpoint_every = checkpoint_interval(recipe);
+  if (recipe.checkpoint_every_fraction > 0)
+    say(fmt::format(
+        "checkpoints every {}{}{}, keeping the last {}",
+        checkpoint_every.minutes > 0 ? fmt::format("{:.2f} minutes", checkpoint_every.minutes) : "",
+        checkpoint_every.minutes > 0 && checkpoint_every.steps > 0 ? " or " : "",
+        checkpoint_every.steps > 0 ? fmt::format("{} updates", checkpoint_every.steps) : "",
+        recipe.keep_checkpoints));
 
   MetricsLog metrics(run_dir / "metrics.jsonl");
   StopSignals signals;
@@ -193,6 +273,8 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
     state.batch_in_epoch = batcher.state().batch;
     state.seed = recipe.seed;
     state.extra = {{"elapsed_s", elapsed()}, {"batcher_fingerprint", batcher.fingerprint()}};
+    if (recipe.warmup_fraction > 0 && warmup_fitted)
+      state.extra["fitted_warmup"] = session.schedule().warmup;
     fs::path dir = save_checkpoint(checkpoint_dir, config, session.model().named_parameters(),
                                    session.optimizer(), state, {vocab.path()});
     prune_checkpoints(checkpoint_dir, static_cast<int>(recipe.keep_checkpoints));
@@ -257,6 +339,21 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
     log_tokens += update.target_tokens + update.source_tokens;
     ++log_updates;
 
+    if (!warmup_fitted) {
+      if (probe_start_step < 0) {
+        probe_start_step = session.step();
+        probe_start_seconds = elapsed();
+      } else if (session.step() - probe_start_step >= kWarmupProbeUpdates) {
+        const double per_update = (elapsed() - probe_start_seconds) /
+                                  static_cast<double>(session.step() - probe_start_step);
+        double expected = static_cast<double>(session.step()) +
+                          std::max(0.0, recipe.max_minutes * 60 - elapsed()) / per_update;
+        if (recipe.max_steps > 0)
+          expected = std::min(expected, static_cast<double>(recipe.max_steps));
+        fit_warmup(expected);
+      }
+    }
+
     if (session.step() % recipe.log_every == 0) {
       double seconds = std::chrono::duration<double>(clock::now() - log_start).count();
       double loss = log_loss / static_cast<double>(log_target);
@@ -296,10 +393,10 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
     if ((recipe.validate_every_steps > 0 && session.step() % recipe.validate_every_steps == 0) ||
         (recipe.validate_every_steps == 0 && epoch_ended))
       run_validation();
-    const bool by_steps = recipe.checkpoint_every_steps > 0 &&
-                          session.step() - last_checkpoint_step >= recipe.checkpoint_every_steps;
-    const bool by_time = recipe.checkpoint_every_minutes > 0 &&
-                         elapsed() - last_checkpoint_time >= recipe.checkpoint_every_minutes * 60;
+    const bool by_steps = checkpoint_every.steps > 0 &&
+                          session.step() - last_checkpoint_step >= checkpoint_every.steps;
+    const bool by_time = checkpoint_every.minutes > 0 &&
+                         elapsed() - last_checkpoint_time >= checkpoint_every.minutes * 60;
     if (by_steps || by_time) save();
   }
 
