@@ -20,6 +20,6 @@ resume=""
   --beam-size 4 --alpha 0.6
 zcat "$data/test_2016_flickr.de.gz" > "$run/test_2016.ref.de"
 echo "== test 2016, English -> German, averaged model, beam 4:"
-"$tfm" bleu -r "$run/test_2016.ref.de" -i "$run/test_2016.hyp.de" | tee "$run/test_2016.bleu"
+"$tfm" bleu --signature -r "$run/test_2016.ref.de" -i "$run/test_2016.hyp.de" | tee "$run/test_2016.bleu"
 echo "== first translations:"
 paste -d '\n' <(zcat "$data/test_2016_flickr.en.gz" | head -3) <(head -3 "$run/test_2016.hyp.de")
