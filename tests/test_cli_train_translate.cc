@@ -227,5 +227,20 @@ TEST(CliTrainTranslate, WarmupFitsATimeBudgetFromTheSpeedOfTheFirstUpdates) {
       << run.err;
 }
 
+TEST(CliTrainTranslate, WithoutAWarmupFractionATimeBudgetKeepsTheRecipesWarmup) {
+  TempDir dir;
+  write_recipe(dir);
+  auto run =
+      run_tfm_command(fmt::format("train -c {} --max-minutes 0.02 --set optimizer.warmup=1000 "
+                                  "--set validation.bleu=false",
+                                  quoted(dir / "recipe.yaml")),
+                      dir);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.err.find("warmup:"), std::string::npos) << run.err;
+  // Still on equation 3's linear rise of warmup 1000 (d_model 16).
+  for (const auto& [step, rate] : logged_learning_rates(dir / "run" / "metrics.jsonl"))
+    EXPECT_NEAR(rate, 0.25 * static_cast<double>(step) * std::pow(1000.0, -1.5), 1e-12) << step;
+}
+
 }  // namespace
 }  // namespace tfm

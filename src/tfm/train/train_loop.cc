@@ -193,7 +193,8 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
 
   double elapsed_before = 0;
   TrainSummary summary;
-  bool warmup_fitted = false;  // the budget-fitted warmup is known (optimizer.warmup_fraction)
+  // No budget-fitted warmup to wait for (optimizer.warmup_fraction off, or already known).
+  bool warmup_fitted = recipe.warmup_fraction <= 0;
   if (run_options.resume) {
     auto checkpoint = load_latest_checkpoint(checkpoint_dir, say);
     if (checkpoint) {
