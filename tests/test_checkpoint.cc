@@ -90,11 +90,15 @@ TEST(Checkpoint, InterruptedWriteIsIgnoredAndDamagedNewestFallsBack) {
   EXPECT_EQ(load_latest_checkpoint(folder, warn)->state.step, 100);
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("step-000000200"), std::string::npos);
+  // ...and the damaged one is moved aside, out of the checkpoints.
+  EXPECT_NE(warnings[0].find("moved aside to step-000000200.damaged"), std::string::npos)
+      << warnings[0];
+  EXPECT_TRUE(fs::is_directory(folder / "step-000000200.damaged"));
 
   prune_checkpoints(folder, 1);
   EXPECT_FALSE(fs::exists(folder / "step-000000300.partial-999"));
   ASSERT_EQ(list_checkpoints(folder).size(), 1u);
-  EXPECT_EQ(list_checkpoints(folder)[0].filename(), "step-000000200");
+  EXPECT_EQ(list_checkpoints(folder)[0].filename(), "step-000000100");
 }
 
 TEST(Checkpoint, PruneKeepsTheNewest) {

@@ -1,5 +1,6 @@
 #include "tfm/core/tensor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "tfm/core/allocator.h"
@@ -147,6 +148,44 @@ Tensor Tensor::grad() const {
 
 void Tensor::zero_grad() {
   if (meta_) meta_->grad_valid = false;
+}
+
+namespace {
+// An IEEE value is NaN or infinite exactly when its exponent bits are all ones.
+template <typename Bits>
+int64_t first_all_ones_exponent(const Bits* bits, int64_t n, Bits exponent_mask) {
+  int64_t first = n;
+  constexpr int64_t kBlock = 1 << 16;
+#pragma omp parallel for reduction(min : first) schedule(static) if (n > 4 * kBlock)
+  for (int64_t block = 0; block < n; block += kBlock) {
+    const int64_t end = std::min(n, block + kBlock);
+    bool any = false;
+    for (int64_t i = block; i < end; ++i) any |= (bits[i] & exponent_mask) == exponent_mask;
+    if (!any) continue;
+    for (int64_t i = block; i < end; ++i)
+      if ((bits[i] & exponent_mask) == exponent_mask) {
+        first = std::min(first, i);
+        break;
+      }
+  }
+  return first == n ? -1 : first;
+}
+}  // namespace
+
+int64_t first_non_finite(const Tensor& tensor) {
+  if (!tensor.defined() || tensor.numel() == 0) return -1;
+  TFM_CHECK(tensor.device() == Device::cpu, "first_non_finite reads CPU tensors");
+  switch (tensor.dtype()) {
+    case DType::f32:
+      return first_all_ones_exponent(static_cast<const uint32_t*>(tensor.raw()), tensor.numel(),
+                                     uint32_t{0x7f800000});
+    case DType::bf16:
+      return first_all_ones_exponent(static_cast<const uint16_t*>(tensor.raw()), tensor.numel(),
+                                     uint16_t{0x7f80});
+    case DType::i32:
+      return -1;
+  }
+  return -1;
 }
 
 }  // namespace tfm

@@ -91,6 +91,10 @@ class Tensor {
   std::shared_ptr<AutogradMeta> meta_;
 };
 
+// The index of the first NaN or infinity among a CPU tensor's f32/bf16 elements, or -1 (always
+// -1 for i32). Loaded weights, checkpoints and gradients are checked with it.
+int64_t first_non_finite(const Tensor& tensor);
+
 struct AutogradMeta {
   bool requires_grad = false;
   Tensor grad;              // buffer kept between steps so that no step allocates it again

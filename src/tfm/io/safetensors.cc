@@ -11,6 +11,7 @@
 
 #include "tfm/core/error.h"
 #include "tfm/io/atomic_file.h"
+#include "tfm/io/checksum.h"
 
 namespace tfm {
 
@@ -144,6 +145,37 @@ void check_coverage(std::vector<Entry>& entries, uint64_t data_bytes) {
             data_bytes - covered);
 }
 
+// Each tensor's CRC-32 is stored as "__metadata__": {"crc32:<name>": "<8 hex digits>"}: other
+// readers ignore it, tfm verifies it. A file without any such key (written by another tool) loads
+// unchecked; one with some tensors lacking their checksum has been edited and is refused.
+const std::string kChecksumPrefix = "crc32:";
+
+void verify_checksums(SafeTensors& result) {
+  std::set<std::string> checked;
+  for (auto it = result.metadata.begin(); it != result.metadata.end();) {
+    if (!it->first.starts_with(kChecksumPrefix)) {
+      ++it;
+      continue;
+    }
+    const std::string name = it->first.substr(kChecksumPrefix.size());
+    auto tensor = result.tensors.find(name);
+    TFM_CHECK(tensor != result.tensors.end(),
+              "__metadata__ has a checksum of '{}', which is not a tensor of the file", name);
+    const std::string computed = crc32_hex(crc32_of(tensor->second.raw(), tensor->second.nbytes()));
+    TFM_CHECK(computed == it->second,
+              "tensor '{}' fails its checksum (crc32 {}, stored {}): the file is damaged", name,
+              computed, it->second);
+    checked.insert(name);
+    it = result.metadata.erase(it);
+  }
+  if (checked.empty()) return;
+  for (const std::string& name : result.names)
+    TFM_CHECK(checked.count(name),
+              "tensor '{}' has no checksum while {} others have one: the file was altered", name,
+              checked.size());
+  result.checksums_verified = true;
+}
+
 uint64_t read_u64_le(const unsigned char* bytes) {
   uint64_t value = 0;
   for (int i = 7; i >= 0; --i) value = (value << 8) | bytes[i];
@@ -203,7 +235,7 @@ SafeTensors read_safetensors(const std::filesystem::path& path) {
     Json header;
     try {
       header = Json::parse(header_text);
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) {  // syntax, or a number beyond double (1e400)
       fail("header is not valid JSON: {}", e.what());
     }
     TFM_CHECK(header.is_object(), "header is not a JSON object (it is {})", header.type_name());
@@ -227,6 +259,11 @@ SafeTensors read_safetensors(const std::filesystem::path& path) {
     result.names.push_back(e.name);
     result.tensors.emplace(e.name, std::move(t));
   }
+  try {
+    verify_checksums(result);
+  } catch (const Error& e) {
+    fail("{}: {}", file, e.what());
+  }
   return result;
 }
 
@@ -235,7 +272,11 @@ void write_safetensors(const std::filesystem::path& path,
                        const std::map<std::string, std::string>& metadata) {
   const std::string file = path.string();
   Json header = Json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::map<std::string, std::string> all_metadata = metadata;
+  for (const auto& [name, tensor] : tensors)
+    if (tensor.defined() && tensor.device() == Device::cpu)
+      all_metadata[kChecksumPrefix + name] = crc32_hex(crc32_of(tensor.raw(), tensor.nbytes()));
+  if (!all_metadata.empty()) header["__metadata__"] = all_metadata;
   std::set<std::string> seen;
   uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {

@@ -14,6 +14,16 @@ std::string more(size_t extra, const char* what) {
 
 }  // namespace
 
+void check_finite(const std::filesystem::path& file,
+                  const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  for (const auto& [name, tensor] : tensors) {
+    const int64_t at = first_non_finite(tensor);
+    if (at >= 0)
+      fail("{}: tensor '{}' holds a non-finite value ({}) at element {}: the model is unusable",
+           file.string(), name, tensor.to_floats()[static_cast<size_t>(at)], at);
+  }
+}
+
 const Tensor& LoadedModel::parameter(const std::string& name) const {
   for (const auto& [n, t] : parameters)
     if (n == name) return t;
@@ -81,7 +91,9 @@ LoadedModel load_model_dir(const std::filesystem::path& dir) {
   } catch (const Error& e) {
     fail("{}: {}", weights.string(), e.what());
   }
+  check_finite(weights, model.parameters);
   model.metadata = std::move(file.metadata);
+  model.checksums_verified = file.checksums_verified;
   return model;
 }
 

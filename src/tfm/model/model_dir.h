@@ -22,6 +22,7 @@ struct LoadedModel {
   ModelConfig config;
   std::vector<std::pair<std::string, Tensor>> parameters;  // in parameter_specs(config) order
   std::map<std::string, std::string> metadata;             // model.safetensors' __metadata__
+  bool checksums_verified = false;  // the file carried per-tensor checksums, all matched
   // The parameter of that name; tfm::Error when there is none.
   const Tensor& parameter(const std::string& name) const;
 };
@@ -39,7 +40,12 @@ std::vector<std::pair<std::string, Tensor>> check_parameters(
 void save_model_dir(const std::filesystem::path& dir, const ModelConfig& config,
                     const std::vector<std::pair<std::string, Tensor>>& parameters);
 
-// Reads and checks a model directory; every error names the file and the problem.
+// Throws tfm::Error naming `file` and the first tensor holding a NaN or an infinity.
+void check_finite(const std::filesystem::path& file,
+                  const std::vector<std::pair<std::string, Tensor>>& tensors);
+
+// Reads and checks a model directory (configuration, shapes, checksums, finite weights); every
+// error names the file and the problem.
 LoadedModel load_model_dir(const std::filesystem::path& dir);
 
 }  // namespace tfm

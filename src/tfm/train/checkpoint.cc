@@ -3,10 +3,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <regex>
 
 #include "tfm/io/atomic_file.h"
+#include "tfm/io/checksum.h"
 #include "tfm/io/safetensors.h"
 #include "tfm/model/model_dir.h"
 
@@ -54,6 +59,54 @@ TrainingState state_from_json(const nlohmann::json& j, const fs::path& file) {
   }
 }
 
+void remove_or_fail(const fs::path& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  TFM_CHECK(!ec, "{}: cannot remove: {}", path.string(), ec.message());
+}
+
+void create_directories_or_fail(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  TFM_CHECK(!ec, "{}: cannot create the directory: {}", dir.string(), ec.message());
+}
+
+void rename_or_fail(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::rename(from, to, ec);
+  TFM_CHECK(!ec, "cannot rename {} to {}: {}", from.string(), to.filename().string(), ec.message());
+}
+
+// Through our own writer rather than fs::copy_file, whose kernel copy reports a full disk as an
+// I/O error: a full disk must say "No space left on device".
+void copy_file_or_fail(const fs::path& from, const fs::path& to) {
+  std::ifstream in(from, std::ios::binary);
+  TFM_CHECK(in.good(), "{}: cannot open: {}", from.string(), std::strerror(errno));
+  std::string contents((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  TFM_CHECK(!in.bad(), "{}: cannot read: {}", from.string(), std::strerror(errno));
+  write_file_atomically(to, contents);
+}
+
+// Parses the whole of `text` as a non-negative integer, or fails naming `what`.
+int64_t parse_count(const std::string& text, const std::string& what) {
+  int64_t value = -1;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  TFM_CHECK(error == std::errc() && end == text.data() + text.size() && value >= 0 && !text.empty(),
+            "{} is '{}', not a non-negative integer", what, text);
+  return value;
+}
+
+// A name for moving `dir` aside that is not taken: "step-N.damaged", "step-N.damaged-2"...
+fs::path damaged_name(const fs::path& dir) {
+  fs::path candidate = dir;
+  candidate += ".damaged";
+  for (int k = 2; fs::exists(candidate); ++k) {
+    candidate = dir;
+    candidate += fmt::format(".damaged-{}", k);
+  }
+  return candidate;
+}
+
 void fsync_directory(const fs::path& dir) {
   std::FILE* f = std::fopen(dir.c_str(), "r");
   if (f != nullptr) {
@@ -67,12 +120,11 @@ void fsync_directory(const fs::path& dir) {
 fs::path save_checkpoint(const fs::path& folder, const ModelConfig& config,
                          const nn::NamedTensors& parameters, const Adam& optimizer,
                          const TrainingState& state, const std::vector<fs::path>& extra_files) {
-  fs::create_directories(folder);
   const fs::path final_dir = folder / step_name(state.step);
   const fs::path partial =
       folder / (step_name(state.step) + ".partial-" + std::to_string(getpid()));
-  fs::remove_all(partial);
-  fs::create_directories(partial);
+  remove_or_fail(partial);
+  create_directories_or_fail(partial);
 
   save_model_dir(partial, config, parameters);
   std::vector<std::pair<std::string, Tensor>> moments;
@@ -82,14 +134,14 @@ fs::path save_checkpoint(const fs::path& folder, const ModelConfig& config,
   }
   write_safetensors(partial / kOptimizerFile, moments,
                     {{"steps", std::to_string(optimizer.steps())}});
-  for (const fs::path& file : extra_files) fs::copy_file(file, partial / file.filename());
+  for (const fs::path& file : extra_files) copy_file_or_fail(file, partial / file.filename());
   write_file_atomically(partial / kStateFile, state_to_json(state).dump(2) + "\n");
   fsync_directory(partial);
 
   // Replacing an existing checkpoint of the same step (a resumed run saving again) keeps the old
   // one until the new one is complete.
-  if (fs::exists(final_dir)) fs::remove_all(final_dir);
-  fs::rename(partial, final_dir);
+  if (fs::exists(final_dir)) remove_or_fail(final_dir);
+  rename_or_fail(partial, final_dir);
   fsync_directory(folder);
   return final_dir;
 }
@@ -116,7 +168,7 @@ Checkpoint load_checkpoint(const fs::path& dir, bool with_optimizer) {
   c.parameters = std::move(model.parameters);
   const fs::path state_file = dir / kStateFile;
   std::ifstream in(state_file);
-  TFM_CHECK(in.good(), "{}: cannot open", state_file.string());
+  TFM_CHECK(in.good(), "{}: cannot open: {}", state_file.string(), std::strerror(errno));
   nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   TFM_CHECK(!j.is_discarded(), "{}: not valid JSON", state_file.string());
   c.state = state_from_json(j, state_file);
@@ -132,9 +184,12 @@ Checkpoint load_checkpoint(const fs::path& dir, bool with_optimizer) {
       c.adam_m.push_back(m);
       c.adam_v.push_back(v);
     }
+    std::vector<std::pair<std::string, Tensor>> moments;
+    for (const auto& [name, tensor] : opt.tensors) moments.emplace_back(name, tensor);
+    check_finite(opt_file, moments);
     auto steps = opt.metadata.find("steps");
     TFM_CHECK(steps != opt.metadata.end(), "{}: no 'steps' in the metadata", opt_file.string());
-    c.adam_steps = std::stoll(steps->second);
+    c.adam_steps = parse_count(steps->second, opt_file.string() + ": the metadata's 'steps'");
   }
   return c;
 }
@@ -146,24 +201,81 @@ std::optional<Checkpoint> load_latest_checkpoint(
     try {
       return load_checkpoint(*it);
     } catch (const Error& e) {
-      warn(fmt::format("skipping damaged checkpoint {}: {}", it->string(), e.what()));
+      // Moved aside, so that it neither counts among the checkpoints kept nor is tried again.
+      const fs::path aside = damaged_name(*it);
+      std::error_code ec;
+      fs::rename(*it, aside, ec);
+      warn(fmt::format("damaged checkpoint {}: {}; {}", it->string(), e.what(),
+                       ec ? "cannot move it aside: " + ec.message()
+                          : "moved aside to " + aside.filename().string()));
     }
   }
   return std::nullopt;
 }
 
+void clean_checkpoint_folder(const fs::path& folder,
+                             const std::function<void(const std::string&)>& warn) {
+  if (!fs::is_directory(folder)) return;
+  std::vector<fs::path> leftovers;
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    const bool unfinished =
+        name.find(".partial-") != std::string::npos || name.find(".deleting-") != std::string::npos;
+    // A final step-N folder always holds state.json (it is renamed in complete), so one without
+    // it is what a kill during pruning left.
+    const bool half_deleted = step_of(entry.path()) >= 0 && entry.is_directory() &&
+                              !fs::exists(entry.path() / kStateFile);
+    if (unfinished || half_deleted) leftovers.push_back(entry.path());
+  }
+  for (const fs::path& path : leftovers) {
+    warn(fmt::format("removing {}, left by an interrupted run", path.string()));
+    remove_or_fail(path);
+  }
+}
+
 void prune_checkpoints(const fs::path& folder, int keep) {
   if (!fs::is_directory(folder)) return;
-  for (const auto& entry : fs::directory_iterator(folder))
-    if (entry.path().filename().string().find(".partial-") != std::string::npos)
-      fs::remove_all(entry.path());
+  clean_checkpoint_folder(folder, [](const std::string&) {});
+  if (keep < 0) return;
   std::vector<fs::path> all = list_checkpoints(folder);
-  for (size_t i = 0; keep >= 0 && i + static_cast<size_t>(keep) < all.size(); ++i)
-    fs::remove_all(all[i]);
+  for (size_t i = 0; i + static_cast<size_t>(keep) < all.size(); ++i) {
+    // Renamed first: a kill during the deletion leaves a folder that is plainly not a checkpoint.
+    const fs::path doomed =
+        folder / (all[i].filename().string() + ".deleting-" + std::to_string(getpid()));
+    rename_or_fail(all[i], doomed);
+    remove_or_fail(doomed);
+  }
 }
+
+namespace {
+
+// The bytes' hash of a model directory's vocab.model, or "" when it has none.
+std::string vocabulary_hash(const fs::path& model_dir) {
+  const fs::path vocab = model_dir / kVocabFileName;
+  if (!fs::exists(vocab)) return "";
+  std::ifstream in(vocab, std::ios::binary);
+  TFM_CHECK(in.good(), "{}: cannot open: {}", vocab.string(), std::strerror(errno));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return crc32_hex(crc32_of(bytes.data(), bytes.size())) + fmt::format("/{}", bytes.size());
+}
+
+}  // namespace
 
 void average_models(const std::vector<fs::path>& inputs, const fs::path& out) {
   TFM_CHECK(!inputs.empty(), "no models to average");
+  // Models of one configuration but different vocabularies (BPE and unigram of one size) have the
+  // same shapes; their average would be garbage, so the vocabularies must be the same file.
+  const std::string vocab_hash = vocabulary_hash(inputs.front());
+  for (size_t k = 1; k < inputs.size(); ++k) {
+    const std::string other = vocabulary_hash(inputs[k]);
+    if (other == vocab_hash) continue;
+    if (vocab_hash.empty() || other.empty())
+      fail("{} has a {} but {} has none: cannot tell whether their vocabularies agree",
+           (vocab_hash.empty() ? inputs[k] : inputs.front()).string(), kVocabFileName,
+           (vocab_hash.empty() ? inputs.front() : inputs[k]).string());
+    fail("{}/{} differs from {}/{}: models with different vocabularies cannot be averaged",
+         inputs[k].string(), kVocabFileName, inputs.front().string(), kVocabFileName);
+  }
   LoadedModel first = load_model_dir(inputs.front());
   // Sum in double so that averaging many checkpoints loses nothing to f32 rounding.
   std::vector<std::vector<double>> sums;
@@ -190,8 +302,7 @@ void average_models(const std::vector<fs::path>& inputs, const fs::path& out) {
   }
   save_model_dir(out, first.config, averaged);
   const fs::path vocab = inputs.back() / kVocabFileName;
-  if (fs::exists(vocab))
-    fs::copy_file(vocab, out / kVocabFileName, fs::copy_options::overwrite_existing);
+  if (fs::exists(vocab)) copy_file_or_fail(vocab, out / kVocabFileName);
 }
 
 }  // namespace tfm

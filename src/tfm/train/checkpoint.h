@@ -53,12 +53,19 @@ std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path&
 // Loads and checks one checkpoint; errors name the file.
 Checkpoint load_checkpoint(const std::filesystem::path& dir, bool with_optimizer = true);
 
-// The newest checkpoint that loads; one that fails (a damaged file) is reported through `warn` and
-// the previous one is tried. nullopt when there is none.
+// The newest checkpoint that loads; one that fails (a damaged or altered file, a non-finite value)
+// is moved aside as "step-N.damaged", reported through `warn`, and the previous one is tried.
+// nullopt when there is none.
 std::optional<Checkpoint> load_latest_checkpoint(
     const std::filesystem::path& folder, const std::function<void(const std::string&)>& warn);
 
-// Deletes all but the newest `keep` checkpoints and any partial folder left by a killed run.
+// Removes what a killed run left in `folder` (partial folders, half-deleted checkpoints), saying so
+// through `warn`. Call it with the run directory locked.
+void clean_checkpoint_folder(const std::filesystem::path& folder,
+                             const std::function<void(const std::string&)>& warn);
+
+// Deletes all but the newest `keep` complete checkpoints (damaged ones moved aside do not count)
+// and, quietly, what clean_checkpoint_folder removes.
 void prune_checkpoints(const std::filesystem::path& folder, int keep);
 
 // Averages the parameters of model directories (checkpoints) of one configuration into `out` (a
