@@ -64,17 +64,22 @@ UpdateResult TrainingSession::update(const std::vector<nn::Batch>& batches) {
     }
   }
   result.nll = nll_sum / normalizer;
-  result.grad_norm = clip_gradients();
+  result.grad_norm = gradient_norm();
   result.learning_rate = options_.schedule.learning_rate(step() + 1);
-  adam_.step(result.learning_rate);
+  // An overflow (a learning rate far too high, a bad batch) shows as a non-finite loss or norm:
+  // the update is skipped rather than written into the weights and Adam's moments.
+  result.skipped = !std::isfinite(result.loss) || !std::isfinite(result.grad_norm);
+  if (!result.skipped) {
+    clip_gradients(result.grad_norm);
+    adam_.step(result.learning_rate);
+  }
   adam_.zero_grad();
   return result;
 }
 
-// Global L2 norm of all gradients; scales them to clip_norm when above it.
-double TrainingSession::clip_gradients() {
+// Global L2 norm of all gradients.
+double TrainingSession::gradient_norm() const {
   double sum = 0;
-  std::vector<Tensor> grads;
   for (const Tensor& p : model_.parameters()) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
@@ -83,17 +88,20 @@ double TrainingSession::clip_gradients() {
 #pragma omp parallel for reduction(+ : s) schedule(static) if (g.numel() > 65536)
     for (int64_t i = 0; i < g.numel(); ++i) s += static_cast<double>(d[i]) * d[i];
     sum += s;
-    grads.push_back(g);
   }
-  double norm = std::sqrt(sum);
-  if (options_.clip_norm > 0 && norm > options_.clip_norm) {
-    float scale = static_cast<float>(options_.clip_norm / norm);
-    for (Tensor& g : grads) {
-      float* d = g.data<float>();
-      for (int64_t i = 0; i < g.numel(); ++i) d[i] *= scale;
-    }
+  return std::sqrt(sum);
+}
+
+// Scales the gradients to clip_norm when their norm is above it.
+void TrainingSession::clip_gradients(double norm) {
+  if (options_.clip_norm <= 0 || norm <= options_.clip_norm) return;
+  const auto scale = static_cast<float>(options_.clip_norm / norm);
+  for (const Tensor& p : model_.parameters()) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    float* d = g.data<float>();
+    for (int64_t i = 0; i < g.numel(); ++i) d[i] *= scale;
   }
-  return norm;
 }
 
 EvalResult TrainingSession::evaluate(const std::vector<nn::Batch>& batches) const {

@@ -34,6 +34,7 @@ struct UpdateResult {
   int64_t source_tokens = 0;
   double learning_rate = 0;
   double grad_norm = 0;  // before clipping
+  bool skipped = false;  // the loss or the gradient norm was not finite: no update was made
 };
 
 struct EvalResult {
@@ -52,6 +53,7 @@ class TrainingSession {
 
   // One optimizer update from these batches: gradients are summed over them and normalised by
   // their total number of target tokens, so 2 half batches give the update of the whole batch.
+  // When the loss or the gradient norm is not finite, nothing changes and `skipped` is set.
   UpdateResult update(const std::vector<nn::Batch>& batches);
 
   // Loss over batches, without a tape or dropout.
@@ -66,7 +68,8 @@ class TrainingSession {
   void set_schedule(const NoamSchedule& schedule) { options_.schedule = schedule; }
 
  private:
-  double clip_gradients();
+  double gradient_norm() const;
+  void clip_gradients(double norm);
 
   SessionOptions options_;
   nn::Transformer model_;

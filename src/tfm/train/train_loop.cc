@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -13,10 +15,13 @@
 #include "tfm/data/batcher.h"
 #include "tfm/data/corpus.h"
 #include "tfm/data/vocab.h"
+#include "tfm/io/atomic_file.h"
 #include "tfm/io/text_reader.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/model/parameters.h"
 #include "tfm/ops/autocast.h"
+#include "tfm/train/run_lock.h"
+#include "tfm/train/run_vocab.h"
 #include "tfm/train/session.h"
 
 namespace fs = std::filesystem;
@@ -68,29 +73,11 @@ std::vector<std::string> read_lines(const fs::path& path) {
   return lines;
 }
 
-data::Vocabulary prepare_vocabulary(const TrainRecipe& recipe, const fs::path& run_dir) {
-  fs::path path = recipe.vocab.empty() ? run_dir / kVocabFileName : fs::path(recipe.vocab);
-  if (!recipe.vocab.empty()) {
-    TFM_CHECK(fs::exists(path), "{}: no such vocabulary (data.vocab)", path.string());
-  } else if (!fs::exists(path)) {
-    data::VocabTrainOptions options;
-    options.inputs = {recipe.train_source, recipe.train_target};
-    options.output_prefix = run_dir / "vocab";
-    options.model_type = recipe.vocab_type;
-    options.vocab_size = recipe.vocab_size;
-    options.seed = static_cast<uint32_t>(recipe.seed);
-    say(fmt::format("learning a {} vocabulary of {} from {} and {}", recipe.vocab_type,
-                    recipe.vocab_size, recipe.train_source, recipe.train_target));
-    data::train_vocabulary(options, say);
-  }
-  return data::Vocabulary(path);
-}
-
 // Appends one JSON object per line to metrics.jsonl.
 class MetricsLog {
  public:
   explicit MetricsLog(const fs::path& path) : out_(path, std::ios::app) {
-    TFM_CHECK(out_.good(), "{}: cannot open for writing", path.string());
+    TFM_CHECK(out_.good(), "{}: cannot open for writing: {}", path.string(), std::strerror(errno));
   }
   void write(const nlohmann::json& record) {
     out_ << record.dump() << "\n";
@@ -100,6 +87,49 @@ class MetricsLog {
  private:
   std::ofstream out_;
 };
+
+// A resumed run repeats the updates after its checkpoint: their records, written by the run that
+// was stopped, are dropped from metrics.jsonl (so that each step appears once) and a "resume"
+// record says how many.
+void drop_replayed_metrics(const fs::path& path, int64_t resumed_step) {
+  std::ifstream in(path);
+  if (!in.good()) return;
+  std::string kept, line;
+  int64_t dropped = 0;
+  while (std::getline(in, line)) {
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
+    if (!record.is_discarded() && record.is_object() &&
+        record.value("step", int64_t{0}) > resumed_step) {
+      ++dropped;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  kept += nlohmann::json{{"type", "resume"}, {"step", resumed_step}, {"dropped", dropped}}.dump() +
+          "\n";
+  write_file_atomically(path, kept);
+}
+
+// Every validation pair must fit the model's positions (validation skips nothing): checked at
+// start-up, naming the line, rather than failing at the first validation after hours of training.
+void check_validation_lengths(const data::Corpus& valid, const TrainRecipe& recipe,
+                              int64_t max_positions) {
+  const bool lines_known = valid.stats().empty_skipped == 0;
+  for (int64_t i = 0; i < valid.size(); ++i) {
+    const int64_t longest = std::max(valid.source_length(i), valid.target_length(i) + 1);
+    if (longest <= max_positions) continue;
+    fail(
+        "{}{}: the validation pair needs {} positions, more than the model's {} "
+        "(model.max_positions): raise it, or remove the pair",
+        valid.source_length(i) > max_positions ? recipe.valid_source : recipe.valid_target,
+        lines_known ? fmt::format(":{}", i + 1) : fmt::format(" (pair {})", i + 1), longest,
+        max_positions);
+  }
+}
+
+// Updates in a row with a non-finite loss or gradient norm after which a run stops: one is an odd
+// batch, several mean the weights or the learning rate are broken.
+constexpr int64_t kMaxNonFiniteUpdatesInARow = 5;
 
 // Budget-fitted schedules (optimizer.warmup_fraction, checkpoints.every_fraction), so that a short
 // run is a small copy of a long one rather than its first minutes: the warmup ends and the
@@ -144,14 +174,20 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
   set_num_threads(recipe.threads);
   const fs::path run_dir = recipe.run_dir;
   const fs::path checkpoint_dir = run_dir / "checkpoints";
-  fs::create_directories(run_dir);
-  if (!run_options.resume && !list_checkpoints(checkpoint_dir).empty())
+  RunDirectoryLock lock(run_dir);
+  clean_checkpoint_folder(checkpoint_dir, say);
+  const bool has_checkpoints = !list_checkpoints(checkpoint_dir).empty();
+  if (!run_options.resume && has_checkpoints)
     fail("{} already holds checkpoints: continue it with --resume, or choose another run_dir",
          run_dir.string());
 
-  data::Vocabulary vocab = prepare_vocabulary(recipe, run_dir);
+  data::Vocabulary vocab = prepare_run_vocabulary(recipe, run_dir, has_checkpoints, say);
+  const ModelConfig config = recipe.model_config(vocab.size());
   data::CorpusOptions corpus_options;
-  corpus_options.max_length = recipe.max_length;
+  // Training pairs longer than the model's positions are skipped and counted, as over max_length.
+  corpus_options.max_length = recipe.max_length > 0
+                                  ? std::min(recipe.max_length, config.max_positions)
+                                  : config.max_positions;
   corpus_options.skip_empty_lines = recipe.skip_empty_lines;
   corpus_options.cache_dir = run_dir / "cache";
   data::Corpus train =
@@ -165,6 +201,7 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
     valid_options.max_length = 0;  // score every sentence
     valid = data::Corpus::load(recipe.valid_source, recipe.valid_target, vocab, valid_options);
     say("valid: " + valid.stats().summary());
+    check_validation_lengths(valid, recipe, config.max_positions);
     valid_sources = read_lines(recipe.valid_source);
     valid_references = read_lines(recipe.valid_target);
     if (recipe.valid_max_sentences > 0 &&
@@ -174,7 +211,6 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
     }
   }
 
-  ModelConfig config = recipe.model_config(vocab.size());
   SessionOptions session_options;
   session_options.schedule = NoamSchedule{config.d_model, recipe.warmup, recipe.lr_scale};
   session_options.adam = AdamOptions{recipe.beta1, recipe.beta2, recipe.eps};
@@ -198,6 +234,7 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
   if (run_options.resume) {
     auto checkpoint = load_latest_checkpoint(checkpoint_dir, say);
     if (checkpoint) {
+      check_checkpoint_vocabulary(vocab, checkpoint->dir);
       session.restore(*checkpoint);
       const TrainingState& s = checkpoint->state;
       uint64_t fingerprint = s.extra.value("batcher_fingerprint", uint64_t{0});
@@ -214,6 +251,8 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
       }
       say(fmt::format("resuming from {} (step {}, epoch {}, batch {})", checkpoint->dir.string(),
                       s.step, s.epoch + 1, s.batch_in_epoch));
+      drop_replayed_metrics(run_dir / "metrics.jsonl", session.step());
+      summary.last_checkpoint = checkpoint->dir.string();
     } else {
       say("no checkpoint to resume from: starting a new run");
     }
@@ -268,6 +307,12 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
   int64_t last_checkpoint_step = session.step();
 
   auto save = [&]() {
+    for (const auto& [name, tensor] : session.model().named_parameters())
+      TFM_CHECK(first_non_finite(tensor) < 0,
+                "step {}: parameter '{}' holds a non-finite value: not saving it; the last "
+                "checkpoint is {}",
+                session.step(), name,
+                summary.last_checkpoint.empty() ? "none" : summary.last_checkpoint);
     TrainingState state;
     state.step = session.step();
     state.epoch = batcher.state().epoch;
@@ -329,11 +374,33 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
     return false;
   };
 
+  int64_t non_finite_in_a_row = 0;
   while (!limits_reached() && g_stop_signal == 0) {
     const int64_t epochs_before = completed_epochs();
     std::vector<nn::Batch> batches;
     for (int64_t i = 0; i < recipe.accumulate; ++i) batches.push_back(batcher.next());
     UpdateResult update = session.update(batches);
+    if (update.skipped) {
+      ++non_finite_in_a_row;
+      ++summary.skipped_updates;
+      say(
+          fmt::format("step {}: loss {} and gradient norm {} are not finite: update skipped ({} "
+                      "in a row)",
+                      session.step() + 1, update.loss, update.grad_norm, non_finite_in_a_row));
+      metrics.write({{"type", "skipped"},
+                     {"step", session.step() + 1},
+                     {"loss", fmt::format("{}", update.loss)},
+                     {"grad_norm", fmt::format("{}", update.grad_norm)},
+                     {"elapsed_s", elapsed()}});
+      TFM_CHECK(non_finite_in_a_row < kMaxNonFiniteUpdatesInARow,
+                "step {}: the loss or gradient norm was not finite in {} updates in a row (is "
+                "optimizer.lr_scale {} too high?); stopped without saving; the last checkpoint is "
+                "{}",
+                session.step() + 1, non_finite_in_a_row, recipe.lr_scale,
+                summary.last_checkpoint.empty() ? "none" : summary.last_checkpoint);
+      continue;
+    }
+    non_finite_in_a_row = 0;
     log_loss += update.loss * static_cast<double>(update.target_tokens);
     log_nll += update.nll * static_cast<double>(update.target_tokens);
     log_target += update.target_tokens;

@@ -26,6 +26,7 @@ struct TrainSummary {
   double last_valid_loss = 0;
   double last_valid_bleu = -1;  // -1: not computed
   bool interrupted = false;
+  int64_t skipped_updates = 0;  // updates skipped for a non-finite loss or gradient norm
   std::string last_checkpoint;
 };
 
