@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -145,19 +147,157 @@ TEST(Bleu, Lowercase) {
   lc.lowercase = true;
   EXPECT_DOUBLE_EQ(corpus_bleu(hyp, ref, lc).score, 100.0);
   EXPECT_DOUBLE_EQ(corpus_bleu({"ÉCOLE D'ÉTÉ À ΟΔΟΣ"}, {{"école d'été à οδος"}}, lc).score, 100.0);
-  EXPECT_EQ(corpus_bleu(hyp, ref, lc).signature, "nrefs:1|case:lc|eff:no|tok:13a|smooth:exp");
+  EXPECT_EQ(corpus_bleu(hyp, ref, lc).signature,
+            "nrefs:1|case:lc|eff:no|tok:13a|smooth:exp|version:2.6.0");
 }
 
-TEST(Bleu, EmptyReferencesAreLeftOutPerSegment) {
-  // Segment 1 has only the second reference: its length (2) is the only candidate.
-  const BleuScore s = corpus_bleu({"a b c d", "x y"}, {{"a b c d", ""}, {"a b c d", "x y"}});
+TEST(Bleu, AnEmptyReferenceIsAReferenceOfLengthZero) {
+  // sacreBLEU since 2.2: an empty reference line stays a reference, with no n-grams and length 0.
+  // Line 1: c = 6, references of 6 and 8 tokens: r = 6. Line 2: c = 2, references of 6 and 0
+  // tokens: 0 is closer (2 < 4), r = 0. Line 3: c = 2, every reference empty: r = 0.
+  // Unigrams 6 + 2 + 0 of 6 + 2 + 2, bigrams 5 + 1 + 0 of 5 + 1 + 1, trigrams 4/4, 4-grams 3/3;
+  // c = 10 > r = 6 so BP = 1: BLEU = 100 * (8/10 * 6/7 * 1 * 1)^(1/4) = 90.998828...
+  const Lines hyp = {"a b c d e f", "x y", "p q"};
+  const std::vector<Lines> refs = {{"a b c d e f", "x y z w v u", ""}, {"a b c d e f g h", "", ""}};
+  const BleuScore s = corpus_bleu(hyp, refs);
+  EXPECT_EQ(s.sys_len, 10);
   EXPECT_EQ(s.ref_len, 6);
-  EXPECT_EQ(s.signature, "nrefs:var|case:mixed|eff:no|tok:13a|smooth:exp");
-  testing::expect_error(
-      [] {
-        corpus_bleu({"a", "b"}, {{"a", ""}, {"a", ""}});
-      },
-      {"line 2", "empty"});
+  EXPECT_EQ(s.counts, (std::vector<int64_t>{8, 6, 4, 3}));
+  EXPECT_EQ(s.totals, (std::vector<int64_t>{10, 7, 4, 3}));
+  EXPECT_NEAR(s.score, 90.99882808096076, 1e-9);
+  // Every segment has both references, empty or not.
+  EXPECT_EQ(s.signature, "nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0");
+
+  // Lines 1 and 2 alone: r = 6 + 0 = 6 = c, BP = 1 and every n-gram matches: 100. sacreBLEU
+  // 2.0/2.1 left the empty reference out (r = 6 + 6 = 12, BLEU = 100 * exp(1 - 12/8) = 60.65).
+  EXPECT_DOUBLE_EQ(
+      corpus_bleu({hyp[0], hyp[1]}, {{refs[0][0], refs[0][1]}, {refs[1][0], refs[1][1]}}).score,
+      100.0);
+
+  // A single reference with an empty line: c = 4 + 1, r = 4 + 0, BP = 1; unigrams 4/5, then
+  // 3/3, 2/2, 1/1: BLEU = 100 * (4/5)^(1/4) = 94.574160...
+  const BleuScore single = corpus_bleu({"a b c d", "e"}, {{"a b c d", ""}});
+  EXPECT_EQ(single.ref_len, 4);
+  EXPECT_NEAR(single.score, 94.57416090031758, 1e-9);
+  EXPECT_EQ(single.signature, "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0");
+  // A reference of spaces is empty too (trailing whitespace is stripped before tokenizing).
+  EXPECT_EQ(corpus_bleu({"a b c d", "e"}, {{"a b c d", "  \t"}}).score, single.score);
+  // Empty hypotheses against empty references: no n-grams, c = r = 0, BP = 1, BLEU 0.
+  const BleuScore nothing = corpus_bleu({"", ""}, {{"", ""}});
+  EXPECT_EQ(nothing.score, 0.0);
+  EXPECT_EQ(nothing.bp, 1.0);
+  EXPECT_EQ(nothing.ratio, 0.0);
+}
+
+// Corpus BLEU written out plainly (tokenizer none: tokens are the space-separated words; exp
+// smoothing), to check corpus_bleu against on a larger corpus. `drop_empty` is sacreBLEU 2.0/2.1's
+// rule, which left an empty reference out of its segment.
+struct PlainBleu {
+  int64_t sys_len = 0, ref_len = 0;
+  std::vector<int64_t> counts = std::vector<int64_t>(4), totals = std::vector<int64_t>(4);
+  double score = 0;
+};
+
+PlainBleu plain_bleu(const Lines& hyps, const std::vector<Lines>& refs, bool drop_empty) {
+  using Ngrams = std::map<std::vector<std::string>, int64_t>;
+  auto words = [](const std::string& line) {
+    std::vector<std::string> out;
+    std::istringstream in(line);
+    for (std::string w; in >> w;) out.push_back(w);
+    return out;
+  };
+  auto ngrams = [](const std::vector<std::string>& w) {
+    Ngrams out;
+    for (size_t n = 1; n <= 4; ++n)
+      for (size_t i = 0; i + n <= w.size(); ++i) ++out[{w.begin() + i, w.begin() + i + n}];
+    return out;
+  };
+  PlainBleu b;
+  for (size_t i = 0; i < hyps.size(); ++i) {
+    const auto h = words(hyps[i]);
+    Ngrams best;
+    int64_t closest = -1;
+    const auto c = static_cast<int64_t>(h.size());
+    for (const Lines& set : refs) {
+      if (drop_empty && set[i].empty()) continue;
+      const auto r = words(set[i]);
+      const auto len = static_cast<int64_t>(r.size());
+      if (closest < 0 || std::abs(c - len) < std::abs(c - closest) ||
+          (std::abs(c - len) == std::abs(c - closest) && len < closest))
+        closest = len;
+      for (const auto& [g, k] : ngrams(r)) best[g] = std::max(best[g], k);
+    }
+    b.sys_len += c;
+    b.ref_len += closest;
+    for (const auto& [g, k] : ngrams(h)) {
+      b.totals[g.size() - 1] += k;
+      b.counts[g.size() - 1] += std::min(k, best[g]);
+    }
+  }
+  double log_sum = 0, smooth = 1;
+  for (size_t n = 0; n < 4; ++n) {
+    double p = 100.0 * static_cast<double>(b.counts[n]) / static_cast<double>(b.totals[n]);
+    if (b.counts[n] == 0) p = 100.0 / ((smooth *= 2) * static_cast<double>(b.totals[n]));
+    log_sum += std::log(p);
+  }
+  const double bp =
+      b.sys_len < b.ref_len
+          ? std::exp(1 - static_cast<double>(b.ref_len) / static_cast<double>(b.sys_len))
+          : 1.0;
+  b.score = bp * std::exp(log_sum / 4);
+  return b;
+}
+
+TEST(Bleu, SecondReferenceEmptyOnEverySeventhLine) {
+  // The case: two references, the second empty on every 7th line. Hypotheses are a
+  // little shorter than the references, and on the 7th lines very short, so that the empty
+  // reference is the closest there: sacreBLEU 2.2+ counts r = 0 for those lines, 2.0/2.1 took
+  // the first reference's length.
+  const std::vector<std::string> vocab = {"the", "a",   "cat", "dog", "sat", "ran",
+                                          "on",  "mat", "red", "big", "and", "it"};
+  uint32_t state = 12345;
+  auto next = [&](uint32_t range) {
+    state = state * 1664525u + 1013904223u;  // a fixed LCG: the same corpus everywhere
+    return (state >> 16) % range;
+  };
+  auto sentence = [&](size_t length) {
+    std::string out;
+    for (size_t k = 0; k < length; ++k) out += (k ? " " : "") + vocab[next(12)];
+    return out;
+  };
+  Lines hyps, ref_a, ref_b;
+  for (size_t i = 0; i < 70; ++i) {
+    const bool seventh = i % 7 == 6;
+    ref_a.push_back(sentence(8 + next(4)));
+    ref_b.push_back(seventh ? "" : sentence(8 + next(4)));
+    // The hypothesis shares a prefix with the first reference and then guesses.
+    const size_t length = seventh ? 2 : 7 + next(3);
+    std::string hyp;
+    std::istringstream in(ref_a.back());
+    std::string word;
+    for (size_t k = 0; k < length; ++k) {
+      const bool copy = k < length / 2 && (in >> word);
+      hyp += (k ? " " : "") + (copy ? word : vocab[next(12)]);
+    }
+    hyps.push_back(hyp);
+  }
+  BleuOptions options;
+  options.tokenizer = BleuTokenizer::kNone;
+  const BleuScore s = corpus_bleu(hyps, {ref_a, ref_b}, options);
+  const PlainBleu now = plain_bleu(hyps, {ref_a, ref_b}, false);
+  const PlainBleu before = plain_bleu(hyps, {ref_a, ref_b}, true);
+  EXPECT_EQ(s.sys_len, now.sys_len);
+  EXPECT_EQ(s.ref_len, now.ref_len);
+  EXPECT_EQ(s.counts, now.counts);
+  EXPECT_EQ(s.totals, now.totals);
+  EXPECT_NEAR(s.score, now.score, 1e-9);
+  EXPECT_EQ(s.signature, "nrefs:2|case:mixed|eff:no|tok:none|smooth:exp|version:2.6.0");
+  // The old rule: each of the ten 7th lines counted the first reference's 8..11 tokens (here
+  // r = 627 against 529, c = 495: BLEU 25.47 against 31.04).
+  EXPECT_EQ(now.ref_len, 529);
+  EXPECT_EQ(before.ref_len, 627);
+  EXPECT_LT(s.bp, 1.0);
+  EXPECT_GT(s.score, before.score + 1.0);
 }
 
 TEST(Bleu, RejectsBadInput) {
@@ -178,9 +318,15 @@ TEST(Bleu, RejectsBadInput) {
         corpus_bleu({"a"}, {{"a"}, {"\xc3"}});
       },
       {"reference set 2 line 1", "UTF-8"});
-  BleuOptions zero_order;
-  zero_order.max_ngram_order = 0;
-  testing::expect_error([&] { corpus_bleu({"a"}, {{"a"}}, zero_order); }, {"order"});
+  BleuOptions order;
+  order.max_ngram_order = 0;
+  testing::expect_error([&] { corpus_bleu({"a"}, {{"a"}}, order); },
+                        {"order 0", "allowed range 1 to 100"});
+  order.max_ngram_order = 101;
+  testing::expect_error([&] { corpus_bleu({"a"}, {{"a"}}, order); },
+                        {"order 101", "allowed range 1 to 100"});
+  order.max_ngram_order = kMaxBleuNgramOrder;
+  EXPECT_EQ(corpus_bleu({"a"}, {{"a"}}, order).counts.size(), 100u);
   EXPECT_THROW(bleu_smoothing_from_name("floor2"), Error);
 }
 
@@ -193,7 +339,7 @@ TEST(Bleu, TokenizedBleuIsMultiBleuPerl) {
   EXPECT_NEAR(s.score, 100 * std::pow(1.0 / 3, 0.25), 1e-9);
   EXPECT_EQ(s.format_multi_bleu(),
             "BLEU = 75.98, 83.3/80.0/75.0/66.7 (BP=1.000, ratio=1.000, hyp_len=6, ref_len=6)");
-  EXPECT_EQ(s.signature, "nrefs:1|case:mixed|eff:no|tok:none|smooth:none");
+  EXPECT_EQ(s.signature, "nrefs:1|case:mixed|eff:no|tok:none|smooth:none|version:2.6.0");
 }
 
 TEST(Bleu, JsonHasEveryField) {
@@ -205,7 +351,7 @@ TEST(Bleu, JsonHasEveryField) {
             "100.0/66.7/25.0/25.0 (BP = 1.000 ratio = 1.000 hyp_len = 4 "
             "ref_len = 4)");
   EXPECT_EQ(j["counts"], nlohmann::json({4, 2, 0, 0}));
-  EXPECT_EQ(j["signature"], "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp");
+  EXPECT_EQ(j["signature"], "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0");
 }
 
 TEST(Bleu, StatisticsAddUpOverShards) {
@@ -336,15 +482,18 @@ TEST(BleuSacrebleuTests, SentenceBleu) {
 
 TEST(BleuSignature, NamesEveryOption) {
   BleuOptions options;
-  EXPECT_EQ(bleu_signature(options, 2), "nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp");
+  // sacreBLEU's Signature.format: the version field always last.
+  EXPECT_EQ(bleu_signature(options, 2),
+            "nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0");
   options.smoothing = BleuSmoothing::kFloor;
   options.tokenizer = BleuTokenizer::kIntl;
   options.effective_order = true;
-  EXPECT_EQ(bleu_signature(options, 1), "nrefs:1|case:mixed|eff:yes|tok:intl|smooth:floor[0.10]");
+  EXPECT_EQ(bleu_signature(options, 1),
+            "nrefs:1|case:mixed|eff:yes|tok:intl|smooth:floor[0.10]|version:2.6.0");
   options.smoothing = BleuSmoothing::kAddK;
   options.smooth_value = 2;
   EXPECT_EQ(bleu_signature(options, -1),
-            "nrefs:var|case:mixed|eff:yes|tok:intl|smooth:add-k[2.00]");
+            "nrefs:var|case:mixed|eff:yes|tok:intl|smooth:add-k[2.00]|version:2.6.0");
 }
 
 }  // namespace

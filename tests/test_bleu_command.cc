@@ -60,8 +60,10 @@ TEST(BleuCommand, PrintsSacrebleusLine) {
 
   // Standard input, and the signature.
   const BleuRun piped = run_bleu("-r " + ref1 + " -r " + ref2 + " --signature < " + hyp, dir);
-  EXPECT_EQ(piped.out, std::string("BLEU|nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp = ") +
-                           (kReadmeLine + 7));
+  // sacreBLEU's text line with its signature, the version field included.
+  EXPECT_EQ(piped.out,
+            std::string("BLEU|nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0 = ") +
+                (kReadmeLine + 7));
 
   // Published: intl 43.91623493, none 49.1919566.
   EXPECT_EQ(run_bleu("-r " + ref1 + " -r " + ref2 + " -i " + hyp + " --tokenize intl", dir)
@@ -85,7 +87,7 @@ TEST(BleuCommand, JsonOutput) {
   EXPECT_EQ(j["totals"], nlohmann::json({17, 14, 11, 8}));
   EXPECT_EQ(j["hyp_len"], 17);
   EXPECT_EQ(j["ref_len"], 18);
-  EXPECT_EQ(j["signature"], "nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp");
+  EXPECT_EQ(j["signature"], "nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0");
 }
 
 TEST(BleuCommand, LowercaseSmoothingTokenizedAndGzip) {
@@ -118,12 +120,49 @@ TEST(BleuCommand, LowercaseSmoothingTokenizedAndGzip) {
   EXPECT_EQ(run_bleu("-r '" + gz + "' -i " + hyp + " -lc", dir).out, lc.out);
 }
 
+TEST(BleuCommand, EmptyReferenceLinesAreReferencesOfLengthZero) {
+  // As sacreBLEU 2.2 and later (the arithmetic is in test_bleu.cc's
+  // AnEmptyReferenceIsAReferenceOfLengthZero): line 2's empty second reference is the closest
+  // (r = 0), line 3 is empty in both references (a line of spaces is empty) and is scored.
+  TempDir dir;
+  const std::string hyp = write(dir, "hyp", "a b c d e f\nx y\np q\n");
+  const std::string ref1 = write(dir, "ref1", "a b c d e f\nx y z w v u\n\n");
+  const std::string ref2 = write(dir, "ref2", "a b c d e f g h\n\n   \n");
+  const BleuRun two = run_bleu("-r " + ref1 + " -r " + ref2 + " -i " + hyp + " --signature", dir);
+  EXPECT_EQ(two.status, 0) << two.err;
+  EXPECT_EQ(two.out,
+            "BLEU|nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0 = 91.00 "
+            "80.0/85.7/100.0/100.0 (BP = 1.000 ratio = 1.667 hyp_len = 10 ref_len = 6)\n");
+
+  // One reference with an empty line: scored, r = 4 + 0.
+  const std::string hyp1 = write(dir, "hyp1", "a b c d\ne\n");
+  const std::string ref = write(dir, "ref", "a b c d\n\n");
+  const BleuRun one = run_bleu("-r " + ref + " -i " + hyp1, dir);
+  EXPECT_EQ(one.status, 0) << one.err;
+  EXPECT_EQ(one.out,
+            "BLEU = 94.57 80.0/100.0/100.0/100.0 (BP = 1.000 ratio = 1.250 hyp_len = 5 "
+            "ref_len = 4)\n");
+}
+
+TEST(BleuCommand, RangesAtTheirEdgesAreAccepted) {
+  TempDir dir;
+  const std::string hyp = write(dir, "hyp", kHyp), ref1 = write(dir, "ref1", kRef1);
+  for (const std::string& arguments :
+       {std::string(" --max-ngram-order 1"), std::string(" --max-ngram-order 100"),
+        std::string(" --smooth floor --smooth-value 0"),
+        std::string(" --smooth add-k --smooth-value 2.5")}) {
+    SCOPED_TRACE(arguments);
+    const BleuRun run = run_bleu("-r " + ref1 + " -i " + hyp + arguments, dir);
+    EXPECT_EQ(run.status, 0) << run.err;
+    EXPECT_EQ(run.out.substr(0, 7), "BLEU = ");
+  }
+}
+
 TEST(BleuCommand, ErrorsAreOneLineAndExitOne) {
   TempDir dir;
   const std::string hyp = write(dir, "hyp.txt", kHyp), ref1 = write(dir, "ref1.txt", kRef1);
   const std::string short_ref = write(dir, "short.txt", "one\ntwo\n");
   const std::string bad = write(dir, "bad.txt", "fine\nnot \xff fine\nfine\n");
-  const std::string empty_line = write(dir, "empty.txt", "a\n   \nc\n");
 
   struct Case {
     std::string arguments;
@@ -136,7 +175,20 @@ TEST(BleuCommand, ErrorsAreOneLineAndExitOne) {
       {"-r " + ref1 + " -i '" + (dir / "missing.txt").string() + "'",
        {"missing.txt", "cannot open", "No such file"}},
       {"-r '" + (dir / "gone.txt").string() + "' -i " + hyp, {"gone.txt", "cannot open"}},
-      {"-r " + empty_line + " -i " + hyp, {"line 2", "empty"}},
+      // Ranges, in words (not CLI11's 309-digit largest double).
+      {"-r " + ref1 + " -i " + hyp + " --max-ngram-order 0",
+       {"--max-ngram-order: 0 is not in the allowed range 1 to 100"}},
+      {"-r " + ref1 + " -i " + hyp + " --max-ngram-order 101",
+       {"--max-ngram-order: 101 is not in the allowed range 1 to 100"}},
+      {"-r " + ref1 + " -i " + hyp + " --max-ngram-order 99999999999",
+       {"--max-ngram-order: 99999999999 is not in the allowed range 1 to 100"}},
+      {"-r " + ref1 + " -i " + hyp + " --smooth floor --smooth-value -1",
+       {"--smooth-value: -1 is not allowed (a finite number, 0 or more)"}},
+      {"-r " + ref1 + " -i " + hyp + " --smooth add-k --smooth-value inf",
+       {"--smooth-value: inf is not allowed"}},
+      // A value that exp or none smoothing would ignore.
+      {"-r " + ref1 + " -i " + hyp + " --smooth-value 0.5",
+       {"--smooth-value is used only by --smooth floor and add-k, not by exp"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.arguments);
@@ -147,6 +199,7 @@ TEST(BleuCommand, ErrorsAreOneLineAndExitOne) {
     EXPECT_EQ(run.err.find('\n'), run.err.size() - 1) << "not one line: " << run.err;
     for (const std::string& part : c.parts)
       EXPECT_NE(run.err.find(part), std::string::npos) << run.err << " lacks " << part;
+    EXPECT_EQ(run.err.find("0000000000"), std::string::npos) << run.err;
   }
 
   // Usage errors: also one line, non-zero.

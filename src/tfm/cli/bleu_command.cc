@@ -1,6 +1,10 @@
 // tfm bleu: corpus BLEU of a hypothesis file (or standard input) against one or more reference
 // files, as `sacrebleu REF... -i HYP` computes it (docs/BLEU.md), or tokenized BLEU as
 // multi-bleu.perl prints it (--tokenized).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -26,7 +30,7 @@ struct BleuCommandOptions {
   std::string smooth = "exp";
   double smooth_value = 0;
   bool smooth_value_given = false;
-  int max_ngram_order = 4;
+  int64_t max_ngram_order = 4;  // wider than the range, so that 10^11 gets the range message
   bool effective_order = false;
   bool tokenized = false;
   bool signature = false;
@@ -42,6 +46,22 @@ std::vector<std::string> read_stripped_lines(const std::string& file) {
   return lines;
 }
 
+// The numeric options' ranges, said in words (CLI11's own range check would print the largest
+// double as a 309-digit number).
+void check_ranges(const BleuCommandOptions& options, eval::BleuSmoothing smoothing) {
+  TFM_CHECK(options.max_ngram_order >= eval::kMinBleuNgramOrder &&
+                options.max_ngram_order <= eval::kMaxBleuNgramOrder,
+            "--max-ngram-order: {} is not in the allowed range {} to {}", options.max_ngram_order,
+            eval::kMinBleuNgramOrder, eval::kMaxBleuNgramOrder);
+  if (!options.smooth_value_given) return;
+  TFM_CHECK(std::isfinite(options.smooth_value) && options.smooth_value >= 0,
+            "--smooth-value: {} is not allowed (a finite number, 0 or more)", options.smooth_value);
+  // sacreBLEU ignores the value of exp and none; a value that changes nothing is refused here.
+  TFM_CHECK(smoothing == eval::BleuSmoothing::kFloor || smoothing == eval::BleuSmoothing::kAddK,
+            "--smooth-value is used only by --smooth floor and add-k, not by {}",
+            eval::bleu_smoothing_name(smoothing));
+}
+
 void run_bleu(const BleuCommandOptions& options) {
   eval::BleuOptions bleu;
   if (options.tokenized) {
@@ -51,8 +71,9 @@ void run_bleu(const BleuCommandOptions& options) {
     bleu.smoothing = eval::bleu_smoothing_from_name(options.smooth);
     if (options.smooth_value_given) bleu.smooth_value = options.smooth_value;
   }
+  check_ranges(options, bleu.smoothing);
   bleu.lowercase = options.lowercase;
-  bleu.max_ngram_order = options.max_ngram_order;
+  bleu.max_ngram_order = static_cast<int>(options.max_ngram_order);  // checked above
   bleu.effective_order = options.effective_order;
 
   const std::string hyp_name = options.input == "-" ? "<stdin>" : options.input;
@@ -65,12 +86,6 @@ void run_bleu(const BleuCommandOptions& options) {
     TFM_CHECK(references.back().size() == hypotheses.size(),
               "hypotheses '{}' have {} lines but reference '{}' has {} lines", hyp_name,
               hypotheses.size(), file, references.back().size());
-  }
-  for (size_t i = 0; i < hypotheses.size(); ++i) {
-    bool any = false;
-    for (const auto& set : references) any = any || !set[i].empty();
-    TFM_CHECK(any, "line {} is empty in every reference ({}); sacreBLEU refuses that too", i + 1,
-              fmt::join(options.references, ", "));
   }
 
   const eval::BleuScore score = eval::corpus_bleu(hypotheses, references, bleu);
@@ -95,7 +110,7 @@ void register_bleu(CLI::App& app) {
   auto options = std::make_shared<BleuCommandOptions>();
   cmd->add_option("-r,--reference", options->references,
                   "A reference file, one segment a line (repeat for more references; an empty "
-                  "line leaves that reference out for the segment)")
+                  "line is a reference of length 0, as in sacreBLEU 2.2 and later)")
       ->required();
   cmd->add_option("-i,--input", options->input,
                   "The hypotheses, one a line (default '-': standard input)");
@@ -109,10 +124,11 @@ void register_bleu(CLI::App& app) {
           ->check(CLI::IsMember({"exp", "floor", "add-k", "none"}));
   CLI::Option* smooth_value_option =
       cmd->add_option("--smooth-value", options->smooth_value,
-                      "The value of floor (default 0.1) and add-k (default 1) smoothing")
-          ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-ngram-order", options->max_ngram_order, "Longest n-gram (default 4)")
-      ->check(CLI::PositiveNumber);
+                      "The value of floor (default 0.1) and add-k (default 1) smoothing: a finite "
+                      "number, 0 or more");
+  cmd->add_option("--max-ngram-order", options->max_ngram_order,
+                  fmt::format("Longest n-gram, {} to {} (default 4)", eval::kMinBleuNgramOrder,
+                              eval::kMaxBleuNgramOrder));
   cmd->add_flag("--effective-order", options->effective_order,
                 "Average only over orders the hypotheses have n-grams of (for sentence BLEU)");
   CLI::Option* tokenized_option = cmd->add_flag(
@@ -120,7 +136,8 @@ void register_bleu(CLI::App& app) {
       "Tokenized BLEU as the paper reports it (multi-bleu.perl): the text is already tokenized, "
       "split on whitespace only, no smoothing; prints multi-bleu.perl's line");
   CLI::Option* signature_option = cmd->add_flag(
-      "--signature", options->signature, "Print sacreBLEU's signature after 'BLEU|' (text output)");
+      "--signature", options->signature,
+      "Print sacreBLEU's signature, its version field included, after 'BLEU|' (text output)");
   cmd->add_flag("--json", options->json, "Machine-readable output");
 
   tokenized_option->excludes(tokenize_option)->excludes(smooth_option);

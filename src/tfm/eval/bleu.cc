@@ -80,8 +80,10 @@ void check_utf8(const std::string& line, std::string_view what, size_t index) {
 }
 
 void check_options(const BleuOptions& options) {
-  TFM_CHECK(options.max_ngram_order >= 1, "BLEU: max n-gram order must be at least 1, got {}",
-            options.max_ngram_order);
+  TFM_CHECK(options.max_ngram_order >= kMinBleuNgramOrder &&
+                options.max_ngram_order <= kMaxBleuNgramOrder,
+            "BLEU: max n-gram order {} is not in the allowed range {} to {}",
+            options.max_ngram_order, kMinBleuNgramOrder, kMaxBleuNgramOrder);
   TFM_CHECK(
       !options.smooth_value || (std::isfinite(*options.smooth_value) && *options.smooth_value >= 0),
       "BLEU: smoothing value must be finite and not negative, got {}",
@@ -150,10 +152,11 @@ std::string bleu_signature(const BleuOptions& options, int nrefs) {
   std::string smooth(bleu_smoothing_name(options.smoothing));
   if (const auto fallback = default_smooth_value(options.smoothing))
     smooth += fmt::format("[{:.2f}]", options.smooth_value.value_or(*fallback));
-  return fmt::format("nrefs:{}|case:{}|eff:{}|tok:{}|smooth:{}",
+  // sacreBLEU's Signature.format: its fields in this order, the version always last.
+  return fmt::format("nrefs:{}|case:{}|eff:{}|tok:{}|smooth:{}|version:{}",
                      nrefs < 0 ? std::string("var") : std::to_string(nrefs),
                      options.lowercase ? "lc" : "mixed", options.effective_order ? "yes" : "no",
-                     bleu_tokenizer_name(options.tokenizer), smooth);
+                     bleu_tokenizer_name(options.tokenizer), smooth, kSacrebleuVersion);
 }
 
 BleuStatistics corpus_bleu_statistics(const std::vector<std::string>& hypotheses,
@@ -171,20 +174,21 @@ BleuStatistics corpus_bleu_statistics(const std::vector<std::string>& hypotheses
   BleuStatistics stats;
   stats.counts.assign(max_order, 0);
   stats.totals.assign(max_order, 0);
-  std::optional<int> nrefs;
+  // sacreBLEU's signature counts the references of a segment that are not None; a line of a
+  // reference file is never None (an empty one is ""), so every segment has all of them.
+  stats.nrefs = static_cast<int>(references.size());
   for (size_t i = 0; i < hypotheses.size(); ++i) {
     check_utf8(hypotheses[i], "hypothesis", i);
-    // References: the largest count of each n-gram in any one reference clips the matches.
+    // References: the largest count of each n-gram in any one reference clips the matches. An
+    // empty reference (sacreBLEU since 2.2) has no n-grams and length 0, which competes for the
+    // closest reference length like any other.
     std::vector<TokenizedLine> refs;
     refs.reserve(references.size());
     for (size_t k = 0; k < references.size(); ++k) {
       const std::string& ref = references[k][i];
       check_utf8(ref, fmt::format("reference set {}", k + 1), i);
-      if (!ref.empty()) refs.push_back(preprocess(ref, options));
+      refs.push_back(preprocess(ref, options));
     }
-    TFM_CHECK(!refs.empty(), "BLEU: every reference of line {} is empty", i + 1);
-    const int segment_refs = static_cast<int>(refs.size());
-    nrefs = !nrefs || *nrefs == segment_refs ? segment_refs : -1;
     NgramCounts ref_max;
     std::vector<int64_t> ref_lens;
     for (const TokenizedLine& ref : refs) {
@@ -206,7 +210,6 @@ BleuStatistics corpus_bleu_statistics(const std::vector<std::string>& hypotheses
         stats.counts[order] += std::min(count, found->second);
     }
   }
-  stats.nrefs = *nrefs;
   return stats;
 }
 

@@ -1,8 +1,9 @@
-// Corpus BLEU (Papineni et al., 2002) computed as sacreBLEU 2.x computes it, so that scores agree
-// with `sacrebleu` to every printed digit: the same tokenizers, clipping of n-gram counts by the
-// largest count in any reference, brevity penalty from the closest reference length (ties go to
-// the shorter), and the same smoothing methods. Also "tokenized BLEU", the multi-bleu.perl score
-// the paper reports. docs/BLEU.md describes what is computed and where it matches sacreBLEU.
+// Corpus BLEU (Papineni et al., 2002) computed as sacreBLEU computes it (kSacrebleuVersion), so
+// that scores agree with `sacrebleu` to every printed digit: the same tokenizers, clipping of
+// n-gram counts by the largest count in any reference, brevity penalty from the closest reference
+// length (ties go to the shorter), and the same smoothing methods. Also "tokenized BLEU", the
+// multi-bleu.perl score the paper reports. docs/BLEU.md describes what is computed and where it
+// matches sacreBLEU.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,16 @@
 #include "tfm/eval/bleu_tokenizers.h"
 
 namespace tfm::eval {
+
+// The sacreBLEU release whose BLEU tfm follows, as the signature's `version:` field names it. The
+// semantics are those of sacreBLEU since 2.2 (an empty reference line is a reference of length 0);
+// docs/BLEU.md says why this release.
+inline constexpr std::string_view kSacrebleuVersion = "2.6.0";
+
+// The allowed n-gram orders: longer n-grams than any line only make the score 0, and the bound
+// keeps the statistics (one count per order) small.
+inline constexpr int kMinBleuNgramOrder = 1;
+inline constexpr int kMaxBleuNgramOrder = 100;
 
 // Chen and Cherry (2014)'s names, as sacreBLEU's smooth_method.
 enum class BleuSmoothing {
@@ -33,7 +44,7 @@ struct BleuOptions {
   bool lowercase = false;
   BleuSmoothing smoothing = BleuSmoothing::kExp;
   std::optional<double> smooth_value;  // floor: 0.1, add-k: 1 when unset; unused by none and exp
-  int max_ngram_order = 4;
+  int max_ngram_order = 4;             // kMinBleuNgramOrder..kMaxBleuNgramOrder
   // Average only over the orders up to the largest with any hypothesis n-gram (for sentence BLEU
   // of short sentences); off for corpus BLEU, as in sacreBLEU.
   bool effective_order = false;
@@ -50,7 +61,7 @@ struct BleuStatistics {
   int64_t ref_len = 0;          // per segment the closest reference length, ties to the shorter
   std::vector<int64_t> counts;  // clipped matching n-grams, order 1..max
   std::vector<int64_t> totals;  // hypothesis n-grams, order 1..max
-  int nrefs = 0;  // non-empty references per segment, -1 when it varies (for the signature)
+  int nrefs = 0;  // references per segment (the number of reference sets), for the signature
 };
 
 struct BleuScore {
@@ -62,7 +73,8 @@ struct BleuScore {
   double ratio = 0;                // sys_len / ref_len (0 when ref_len is 0)
   int64_t sys_len = 0;
   int64_t ref_len = 0;
-  std::string signature;  // sacreBLEU's, e.g. "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp"
+  // sacreBLEU's, e.g. "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+  std::string signature;
 
   // sacreBLEU's line, "BLEU = 34.56 67.8/45.6/33.2/24.5 (BP = 1.000 ratio = 1.012 hyp_len = 1234
   // ref_len = 1219)", with "BLEU|<signature> = ..." when `with_signature`.
@@ -77,9 +89,10 @@ struct BleuScore {
 
 // Corpus BLEU of `hypotheses` against one or more reference sets, each as long as `hypotheses`
 // (references[k][i] is the k-th reference of hypothesis i). As sacreBLEU does: each line is
-// lower-cased if asked, stripped of trailing whitespace and tokenized; an empty reference is left
-// out (variable numbers of references per segment), and a segment whose references are all empty
-// is an error. Throws tfm::Error for unequal lengths, no hypotheses or invalid UTF-8.
+// lower-cased if asked, stripped of trailing whitespace and tokenized. An empty reference line is
+// a reference of length 0 (sacreBLEU since 2.2): it has no n-grams but takes part in the closest
+// reference length, also when every reference of a line is empty. Throws tfm::Error for unequal
+// lengths, no hypotheses, invalid UTF-8 or options out of range.
 BleuScore corpus_bleu(const std::vector<std::string>& hypotheses,
                       const std::vector<std::vector<std::string>>& references,
                       const BleuOptions& options = {});
@@ -96,8 +109,9 @@ BleuStatistics corpus_bleu_statistics(const std::vector<std::string>& hypotheses
                                       const BleuOptions& options = {});
 BleuScore compute_bleu(const BleuStatistics& statistics, const BleuOptions& options = {});
 
-// sacreBLEU's signature without the version: "nrefs:N|case:mixed|eff:no|tok:13a|smooth:exp"
-// ("nrefs:var" when segments have different numbers of non-empty references).
+// sacreBLEU's signature, "nrefs:N|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0" (N = -1
+// writes "nrefs:var", sacreBLEU's spelling for a number of references that varies per segment,
+// which its API allows and tfm's inputs, one line per reference set and segment, cannot have).
 std::string bleu_signature(const BleuOptions& options, int nrefs);
 
 }  // namespace tfm::eval
