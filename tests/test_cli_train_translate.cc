@@ -12,6 +12,7 @@
 #include "tfm/model/model_dir.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/train/checkpoint.h"
+#include "train_test_util.h"
 
 namespace tfm {
 namespace {
@@ -19,28 +20,8 @@ namespace {
 using testing::run_tfm_command;
 using testing::TempDir;
 
-// fmt, not operator+: GCC 12 reports a false -Wrestrict on some std::string concatenations.
-std::string quoted(const std::filesystem::path& p) {
-  return fmt::format("'{}'", p.string());
-}
-
-void write_recipe(const TempDir& dir) {
-  testing::write_text(dir / "en.txt",
-                      testing::joined_lines(testing::generated_sentences(300, false, 11)));
-  testing::write_text(dir / "de.txt",
-                      testing::joined_lines(testing::generated_sentences(300, true, 12)));
-  testing::write_text(
-      dir / "recipe.yaml",
-      fmt::format("model:\n  layers: 1\n  d_model: 16\n  d_ff: 32\n  heads: 2\n  d_k: 8\n"
-                  "  d_v: 8\n  max_positions: 128\n"
-                  "data:\n  train_source: {0}\n  train_target: {1}\n  valid_source: {0}\n"
-                  "  valid_target: {1}\n  vocab_size: 100\n  max_tokens: 400\n"
-                  "optimizer:\n  warmup: 10\n"
-                  "training:\n  log_every: 2\n  threads: 1\n  run_dir: {2}\n"
-                  "checkpoints:\n  every_steps: 2\n  keep: 3\n"
-                  "validation:\n  every_steps: 4\n  max_sentences: 20\n",
-                  (dir / "en.txt").string(), (dir / "de.txt").string(), (dir / "run").string()));
-}
+using testing::quoted;
+using testing::write_recipe;
 
 TEST(CliTrainTranslate, TrainResumeAverageTranslate) {
   TempDir dir;

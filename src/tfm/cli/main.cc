@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const tfm::Error& e) {
     std::fprintf(stderr, "tfm: error: %s\n", e.what());
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A file system failure the code did not word itself still names the path and the reason.
+    std::fprintf(stderr, "tfm: error: %s: %s\n", e.path1().c_str(), e.code().message().c_str());
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tfm: internal error: %s\n", e.what());

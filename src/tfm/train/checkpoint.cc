@@ -34,7 +34,10 @@ int64_t step_of(const fs::path& dir) {
   std::smatch match;
   std::string name = dir.filename().string();
   if (!std::regex_match(name, match, pattern)) return -1;
-  return std::stoll(match[1].str());
+  const std::string digits = match[1].str();
+  int64_t step = -1;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  return error == std::errc() && end == digits.data() + digits.size() ? step : -1;  // too large
 }
 
 nlohmann::json state_to_json(const TrainingState& s) {
