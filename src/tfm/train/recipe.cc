@@ -258,7 +258,7 @@ void apply_override(TrainRecipe& recipe, const std::string& assignment) {
 
 namespace {
 
-// 0-based line numbers of the file's lines that hold YAML content (not blank, not a comment).
+// Per line of the file (0-based): whether it holds YAML content (is neither blank nor a comment).
 std::vector<bool> content_lines(const std::string& text) {
   std::vector<bool> lines;
   size_t begin = 0;
