@@ -1,4 +1,5 @@
 // ModelConfig presets, JSON and validation; parameter specs and counts; forward FLOPs.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -314,6 +315,17 @@ TEST(ModelConfig, FileErrorsNameTheFile) {
   const auto invalid = dir / "invalid.json";
   std::ofstream(invalid) << R"({"layers": 6, "norm": "sideways"})";
   expect_error([&] { load_config(invalid); }, {invalid.string(), "'norm'", "sideways"});
+  // Numbers beyond double (nlohmann throws out_of_range) and integers beyond int64 (read as
+  // doubles): tfm::Errors naming the file and the problem.
+  const auto overflow = dir / "overflow.json";
+  std::ofstream(overflow) << R"({"layers": 6, "d_model": 1e400})";
+  expect_error([&] { load_config(overflow); }, {overflow.string(), "not valid JSON", "1e400"});
+  for (const char* huge : {"123456789012345678901234567890", "18446744073709551616",
+                           "9223372036854775808", "-9223372036854775809"}) {
+    const auto big = dir / "big.json";
+    std::ofstream(big) << fmt::format(R"({{"layers": {}}})", huge);
+    expect_error([&] { load_config(big); }, {big.string(), "'layers'"});
+  }
   ModelConfig bad;
   bad.heads = 0;
   expect_error([&] { save_config(dir / "bad.json", bad); }, {"bad.json", "'heads'"});

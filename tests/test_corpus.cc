@@ -4,6 +4,7 @@
 
 #include "data_test_util.h"
 #include "tfm/data/corpus.h"
+#include "tfm/io/text_lines.h"
 #include "tfm/io/text_reader.h"
 
 namespace tfm::testing {
@@ -232,6 +233,44 @@ TEST(LineReader, LinesCountsAndLimits) {
   LineReader limited(dir / "big.gz", 100000);
   ASSERT_TRUE(limited.next(line));
   expect_error([&] { limited.next(line); }, {"big.gz:2:", "longer than the limit of 100000 bytes"});
+}
+
+// A gzip file cut short reads without complaint from zlib's gzread (it returns 0 at the cut, as at
+// a real end): every reader must report it, naming the file and the line reached.
+TEST(LineReader, TruncatedOrCorruptGzipIsAnError) {
+  TempDir dir;
+  const std::string text = joined_lines(generated_sentences(100, false, 5));
+  write_gzip(dir / "full.gz", text);
+  const std::string bytes = read_text(dir / "full.gz");
+  write_text(dir / "cut.gz", bytes.substr(0, bytes.size() * 3 / 10));
+  std::string line;
+  {
+    LineReader reader(dir / "cut.gz");
+    int64_t lines = 0;
+    expect_error(
+        [&] {
+          while (reader.next(line)) ++lines;
+        },
+        {"cut.gz", "gzip stream ends early after line", "truncated or corrupt"});
+    EXPECT_GT(lines, 0);
+    EXPECT_LT(lines, 100);
+    expect_error([&] { LineReader(dir / "cut.gz").count_to_end(); }, {"cut.gz", "ends early"});
+  }
+  expect_error([&] { read_text_lines(dir / "cut.gz"); }, {"cut.gz", "ends early"});
+  // The corpus reader (training data) reads through LineReader too.
+  Fixture f;
+  write_gzip(f.dir / "en.gz", read_text(f.dir / "en.txt"));
+  const std::string en = read_text(f.dir / "en.gz");
+  write_text(f.dir / "en.gz", en.substr(0, en.size() * 3 / 10));
+  expect_error([&] { Corpus::load(f.dir / "en.gz", f.dir / "de.txt", f.vocab); },
+               {"en.gz", "ends early"});
+  // A damaged trailer (CRC-32 of the data) is a corrupt stream.
+  std::string damaged = bytes;
+  damaged[damaged.size() - 6] = static_cast<char>(damaged[damaged.size() - 6] ^ 0x5a);
+  write_text(dir / "damaged.gz", damaged);
+  expect_error([&] { read_text_lines(dir / "damaged.gz"); }, {"damaged.gz", "cannot read"});
+  // The whole file still reads in full.
+  EXPECT_EQ(read_text_lines(dir / "full.gz").size(), 100u);
 }
 
 TEST(Utf8, FindsTheFirstMalformedByte) {

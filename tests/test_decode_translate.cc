@@ -204,5 +204,31 @@ TEST(TranslateLimits, LearnedPositionsCapTheOutputLength) {
   EXPECT_EQ(max_output_length(3, options, config), 7);
 }
 
+TEST_F(Translate, SourcesLongerThanTheMaximumInputLengthAreErrors) {
+  // Default: the model's max_positions (64), for sinusoidal positions too.
+  EXPECT_EQ(max_input_length(TranslateOptions{}, config_), 64);
+  const auto long_source = random_sources({65}, static_cast<int32_t>(config_.vocab_size), 5);
+  testing::expect_error(
+      [&] {
+        translate(model_, {{5, 6}, long_source[0]}, TranslateOptions{});
+      },
+      {"source sentence 1 has 65 tokens", "maximum input length 64"});
+  TranslateOptions options;
+  options.max_input_length = 3;
+  testing::expect_error(
+      [&] {
+        translate(model_, {{5, 6, 7, 8}}, options);
+      },
+      {"source sentence 0 has 4 tokens", "maximum input length 3"});
+  EXPECT_EQ(translate(model_, {{5, 6, 7}}, options).size(), 1u);
+  // Sinusoids may go past max_positions when asked; a learned table may not.
+  options.max_input_length = 100;
+  EXPECT_EQ(max_input_length(options, config_), 100);
+  EXPECT_EQ(translate(model_, long_source, options).size(), 1u);
+  const ModelConfig learned = tiny_decoder_config("post", "learned");
+  testing::expect_error([&] { max_input_length(options, learned); },
+                        {"maximum input length 100", "learned position table of 64"});
+}
+
 }  // namespace
 }  // namespace tfm::decode

@@ -1,7 +1,10 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 
 #include "temp_dir.h"
 #include "tfm/train/recipe.h"
@@ -99,6 +102,82 @@ TEST(Recipe, TyposAndBadValuesAreOneLineErrorsWithFileAndLine) {
   }
   apply_override(precision, "training.precision=fp16");
   expect_error([&] { validate(precision); }, {"training.precision", "f32, bf16 or auto", "fp16"});
+}
+
+TEST(Recipe, DuplicateKeysAndSectionsAreErrors) {
+  TempDir tmp;
+  expect_error([&] { load_recipe(write(tmp, "data:\n  max_tokens: 100\n  max_tokens: 200\n")); },
+               {"recipe.yaml:3", "'data.max_tokens' given twice", "first at line 2"});
+  expect_error(
+      [&] {
+        load_recipe(
+            write(tmp, "data:\n  max_tokens: 100\ntraining:\n  seed: 2\ndata:\n  accumulate: 2\n"));
+      },
+      {"recipe.yaml:5", "section 'data' given twice", "first at line 1"});
+}
+
+TEST(Recipe, AnUnterminatedQuoteOrAMultiLineValueIsAnError) {
+  TempDir tmp;
+  // A double-quoted scalar may span lines in YAML: here run_dir would swallow the checkpoints
+  // section, up to the next '"', and the file would still parse.
+  expect_error(
+      [&] {
+        load_recipe(write(tmp,
+                          "training:\n  run_dir: \"runs/a\ncheckpoints:\n  keep: 3\"\n"
+                          "validation:\n  bleu: false\n"));
+      },
+      {"recipe.yaml:2", "'training.run_dir'", "runs on to line 3", "unterminated quote"});
+  // At the end of the file.
+  expect_error([&] { load_recipe(write(tmp, "training:\n  run_dir: \"runs/a\n  seed: 3\n")); },
+               {"recipe.yaml:2"});
+  // Plain and block scalars over several lines.
+  expect_error(
+      [&] { load_recipe(write(tmp, "training:\n  run_dir: runs/a\n    more\n  seed: 3\n")); },
+      {"recipe.yaml:2", "'training.run_dir'", "runs on to line 3"});
+  expect_error([&] { load_recipe(write(tmp, "training:\n  run_dir: |\n    runs/a\n")); },
+               {"recipe.yaml:2", "'training.run_dir'"});
+  // Comments, blank lines and a value on the line after its key are fine.
+  TrainRecipe r = load_recipe(
+      write(tmp, "training:\n  run_dir: \"runs/a\"  # here\n\n  # a comment\n  seed:\n    5\n"));
+  EXPECT_EQ(r.run_dir, "runs/a");
+  EXPECT_EQ(r.seed, 5u);
+}
+
+TEST(Recipe, NumbersMustBeFinite) {
+  TempDir tmp;
+  for (const char* bad : {"inf", ".inf", "-inf", "nan", ".nan", "1e400", "infinity"}) {
+    expect_error([&] { load_recipe(write(tmp, fmt::format("optimizer:\n  lr_scale: {}\n", bad))); },
+                 {"recipe.yaml:2", "optimizer.lr_scale", bad});
+    expect_error([&] { load_recipe(write(tmp, fmt::format("model:\n  dropout: {}\n", bad))); },
+                 {"recipe.yaml:2", "model.dropout"});
+    TrainRecipe r;
+    expect_error([&] { apply_override(r, fmt::format("training.max_minutes={}", bad)); },
+                 {"training.max_minutes", bad});
+    expect_error([&] { apply_override(r, fmt::format("model.layer_norm_eps={}", bad)); },
+                 {"model.layer_norm_eps"});
+  }
+  // Finite but absurd, or set past the parser (command-line shortcuts).
+  TrainRecipe r;
+  apply_override(r, "data.train_source=a.en");
+  apply_override(r, "data.train_target=a.de");
+  validate(r);
+  for (const char* bad : {"optimizer.lr_scale=1e30", "training.max_minutes=1e300",
+                          "checkpoints.every_minutes=1e20", "training.threads=-3"}) {
+    TrainRecipe absurd = r;
+    try {
+      apply_override(absurd, bad);
+    } catch (const Error&) {
+      continue;  // rejected already
+    }
+    expect_error([&] { validate(absurd); }, {"must be"});
+  }
+  expect_error([&] { apply_override(r, "training.threads=-3"); }, {"training.threads", "-3"});
+  TrainRecipe infinite = r;
+  infinite.max_minutes = std::numeric_limits<double>::infinity();
+  expect_error([&] { validate(infinite); }, {"training.max_minutes", "finite"});
+  TrainRecipe not_a_number = r;
+  not_a_number.clip_norm = std::nan("");
+  expect_error([&] { validate(not_a_number); }, {"optimizer.clip_norm", "finite"});
 }
 
 }  // namespace

@@ -65,9 +65,11 @@ void register_corpus(CLI::App& app) {
   cmd->add_option("--cache-dir", options->cache_dir, "Cache the encoded corpus here");
   cmd->add_option("--max-length", options->corpus.max_length,
                   "Skip pairs longer than this many subword tokens (target + 1; 0: no limit)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
       ->default_str("256");
   cmd->add_option("--max-line-bytes", options->corpus.max_line_bytes,
                   "A longer line is an error (0: no limit)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->default_str("65536");
   cmd->add_flag("--skip-empty-lines", options->corpus.skip_empty_lines,
                 "Skip (and count) pairs with an empty line instead of failing");
@@ -80,7 +82,10 @@ void register_corpus(CLI::App& app) {
   cmd->add_option("--window", options->batcher.window_batches,
                   "Sort window, in batches (0: the whole corpus)")
       ->default_str("100");
-  cmd->add_option("--seed", options->seed, "Shuffling seed")->default_str("1");
+  // Range in double: CLI11 reads "-1" into a uint64_t as 2^64 - 1.
+  cmd->add_option("--seed", options->seed, "Shuffling seed")
+      ->check(CLI::Range(0.0, 18446744073709551615.0))
+      ->default_str("1");
   cmd->callback([options] { run_corpus(*options); });
 }
 

@@ -219,13 +219,17 @@ void register_info(CLI::App& app) {
   CLI::Option* vocab_option =
       cmd->add_option("--vocab", options->vocab_size,
                       "Vocabulary size for a preset or config (default: the configuration's, "
-                      "37000 for presets)");
+                      "37000 for presets)")
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   CLI::Option* bias_option = cmd->add_flag("--attention-bias", options->attention_bias,
                                            "Add biases to the attention projections");
   cmd->add_option("--length", options->length,
-                  "Source and target length for the FLOP count (default 25)");
-  cmd->add_option("--source-length", options->source_length, "Source length (default --length)");
-  cmd->add_option("--target-length", options->target_length, "Target length (default --length)");
+                  "Source and target length for the FLOP count (default 25)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  cmd->add_option("--source-length", options->source_length, "Source length (default --length)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  cmd->add_option("--target-length", options->target_length, "Target length (default --length)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_flag("--json", options->json, "Machine-readable output");
 
   model_option->excludes(preset_option)->excludes(config_option)->excludes(all_option);

@@ -1,8 +1,14 @@
 // tfm translate: raw sentences in (stdin or a file), detokenized translations out, in input order.
 // The model directory's vocab.model encodes the input and decodes the output. Empty input lines
 // give empty output lines.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -37,14 +43,52 @@ struct TranslateCommandOptions {
   int64_t chunk = 512;  // sentences per progress report
   int threads = 0;
   std::string precision = "f32";
+  bool reject_long_inputs = false;
 };
 
+bool reads_stdin(const std::string& input) {
+  return input.empty() || input == "-";
+}
+
 std::vector<std::string> read_input(const std::string& input) {
-  if (input.empty() || input == "-") return read_text_lines(std::cin, "<stdin>");
+  if (reads_stdin(input)) return read_text_lines(std::cin, "<stdin>");
   return read_text_lines(input);
 }
 
+// An ofstream for `path`, or an error with the reason (errno of the failed open).
+void open_for_writing(std::ofstream& file, const std::string& path) {
+  errno = 0;
+  file.open(path);
+  TFM_CHECK(file.good(), "{}: cannot open for writing: {}", path,
+            errno != 0 ? std::strerror(errno) : "unknown reason");
+}
+
+// The subword ids of every line. A line longer than max_input tokens is cut to its first
+// max_input with a warning naming it (counted in `truncated`), or with `reject` an error: the
+// encoder's attention grows with the square of the length.
+std::vector<std::vector<int32_t>> encode_lines(const data::Vocabulary& vocab,
+                                               const std::vector<std::string>& lines,
+                                               int64_t max_input, bool reject,
+                                               const std::string& input_name, int64_t& truncated) {
+  std::vector<std::vector<int32_t>> encoded(lines.size());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::vector<int32_t>& ids = encoded[i] = vocab.encode(lines[i]);
+    if (static_cast<int64_t>(ids.size()) <= max_input) continue;
+    TFM_CHECK(!reject, "{}:{}: {} subword tokens, more than the maximum input length {}",
+              input_name, i + 1, ids.size(), max_input);
+    std::fprintf(stderr, "tfm: warning: %s:%zu: %zu subword tokens, truncated to %lld\n",
+                 input_name.c_str(), i + 1, ids.size(), static_cast<long long>(max_input));
+    ids.resize(static_cast<size_t>(max_input));
+    ++truncated;
+  }
+  return encoded;
+}
+
 void run_translate(TranslateCommandOptions options) {
+  // Checked first: with descriptor 0 closed, the next file opened would take its place.
+  if (reads_stdin(options.input))
+    TFM_CHECK(fcntl(STDIN_FILENO, F_GETFD) != -1 || errno != EBADF,
+              "standard input is closed; give the input file with -i");
   set_num_threads(options.threads);
   options.decoding.precision = ops::parse_precision(options.precision, "--precision");
   const std::filesystem::path dir = options.model;
@@ -54,18 +98,15 @@ void run_translate(TranslateCommandOptions options) {
             "{}: missing; a model directory needs its SentencePiece vocabulary to translate text",
             vocab_path.string());
   data::Vocabulary vocab(vocab_path);
-  TFM_CHECK(vocab.size() == loaded.config.vocab_size,
-            "{}: {} pieces, but the model has a vocabulary of {}", vocab_path.string(),
-            vocab.size(), loaded.config.vocab_size);
+  vocab.check_config(loaded.config, dir / kConfigFileName);
+  const int64_t max_input = decode::max_input_length(options.decoding, loaded.config);
   nn::Transformer model(loaded.config);
   model.load(loaded.parameters);
 
   std::vector<std::string> lines = read_input(options.input);
+  const std::string input_name = reads_stdin(options.input) ? "<stdin>" : options.input;
   std::ofstream file;
-  if (!options.output.empty() && options.output != "-") {
-    file.open(options.output);
-    TFM_CHECK(file.good(), "{}: cannot open for writing", options.output);
-  }
+  if (!options.output.empty() && options.output != "-") open_for_writing(file, options.output);
   std::ostream& out = file.is_open() ? file : std::cout;
   std::ofstream attention_file;
   if (!options.attention_output.empty()) {
@@ -77,8 +118,7 @@ void run_translate(TranslateCommandOptions options) {
               "--attention-head {} out of range: the model has {} heads", options.attention_head,
               loaded.config.heads);
     options.decoding.attention = {options.attention_layer, options.attention_head};
-    attention_file.open(options.attention_output);
-    TFM_CHECK(attention_file.good(), "{}: cannot open for writing", options.attention_output);
+    open_for_writing(attention_file, options.attention_output);
   }
   TFM_CHECK(options.decoding.n_best <= options.decoding.beam_size,
             "--n-best {} exceeds the beam size {}", options.decoding.n_best,
@@ -88,7 +128,10 @@ void run_translate(TranslateCommandOptions options) {
   ops::AutocastScope autocast(options.decoding.precision);
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
-  const bool show_progress = lines.size() > static_cast<size_t>(options.chunk);
+  int64_t truncated = 0;
+  // Every line is encoded (and checked for length) before anything is translated.
+  const std::vector<std::vector<int32_t>> encoded =
+      encode_lines(vocab, lines, max_input, options.reject_long_inputs, input_name, truncated);
   int64_t target_tokens = 0;
   for (size_t begin = 0; begin < lines.size(); begin += static_cast<size_t>(options.chunk)) {
     size_t end = std::min(lines.size(), begin + static_cast<size_t>(options.chunk));
@@ -96,9 +139,8 @@ void run_translate(TranslateCommandOptions options) {
     std::vector<std::vector<int32_t>> sources;
     std::vector<size_t> positions;
     for (size_t i = begin; i < end; ++i) {
-      std::vector<int32_t> ids = vocab.encode(lines[i]);
-      if (ids.empty()) continue;
-      sources.push_back(std::move(ids));
+      if (encoded[i].empty()) continue;
+      sources.push_back(encoded[i]);
       positions.push_back(i);
     }
     std::vector<std::vector<decode::Hypothesis>> results =
@@ -132,7 +174,7 @@ void run_translate(TranslateCommandOptions options) {
       }
     }
     out.flush();
-    if (show_progress) {
+    if (end < lines.size()) {
       double seconds = std::chrono::duration<double>(clock::now() - start).count();
       std::fprintf(stderr, "translated %zu/%zu sentences, %.1f sentences/s, %.0f target tokens/s\n",
                    end, lines.size(), static_cast<double>(end) / seconds,
@@ -140,6 +182,14 @@ void run_translate(TranslateCommandOptions options) {
     }
   }
   TFM_CHECK(out.good(), "{}: write failed", options.output.empty() ? "<stdout>" : options.output);
+  // The summary, for inputs of any size (stderr: stdout holds only the translations).
+  const double seconds =
+      std::max(std::chrono::duration<double>(clock::now() - start).count(), 1e-9);
+  const std::string note = truncated > 0 ? fmt::format(", {} truncated", truncated) : "";
+  std::fprintf(stderr,
+               "translated %zu sentences in %.2f s, %.1f sentences/s, %.0f target tokens/s%s\n",
+               lines.size(), seconds, static_cast<double>(lines.size()) / seconds,
+               static_cast<double>(target_tokens) / seconds, note.c_str());
 }
 
 }  // namespace
@@ -155,10 +205,17 @@ void register_translate(CLI::App& app) {
   cmd->add_option("-o,--output", o->output, "output file (default: stdout)");
   cmd->add_option("-b,--beam-size", o->decoding.beam_size, "beam size; 1: greedy (default 4)")
       ->check(CLI::Range(1, 1024));
-  cmd->add_option("--alpha", o->decoding.alpha, "length penalty ((5+len)/6)^alpha (default 0.6)");
+  cmd->add_option("--alpha", o->decoding.alpha, "length penalty ((5+len)/6)^alpha (default 0.6)")
+      ->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--max-length-offset", o->decoding.max_length_offset,
                   "maximum output length = source length + this (default 50)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  cmd->add_option("--max-input-length", o->decoding.max_input_length,
+                  "longer inputs (in subword tokens) are truncated, with a warning naming the line "
+                  "(default 0: the model's max_positions)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  cmd->add_flag("--reject-long-inputs", o->reject_long_inputs,
+                "an input longer than --max-input-length is an error instead");
   cmd->add_option("--batch-size", o->decoding.batch_size, "sentences per batch (default 32)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--batch-tokens", o->decoding.batch_tokens,
@@ -168,12 +225,18 @@ void register_translate(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
   cmd->add_flag("--n-best-output", o->n_best_output,
                 "write 'line ||| translation ||| score' for each of the n best");
+  CLI::Option* attention_output =
+      cmd->add_option("--attention-output", o->attention_output,
+                      "JSON lines file for the attention weights of the best translation");
   cmd->add_option("--attention-layer", o->attention_layer,
-                  "decoder layer whose encoder-decoder attention to write (0-based)");
-  cmd->add_option("--attention-head", o->attention_head, "head (default: the mean of the heads)");
-  cmd->add_option("--attention-output", o->attention_output,
-                  "JSON lines file for the attention weights of the best translation");
-  cmd->add_option("--threads", o->threads, "threads (0: all cores)");
+                  "decoder layer whose encoder-decoder attention to write (0-based)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
+      ->needs(attention_output);
+  cmd->add_option("--attention-head", o->attention_head,
+                  "head, 0-based (default: the mean of the heads)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
+      ->needs(attention_output);
+  cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(CLI::Range(0, 4096));
   cmd->add_option("--precision", o->precision,
                   "operands of the matrix products: f32, bf16 (f32 accumulation; faster where the "
                   "CPU has AVX512-BF16 or AMX), or auto (bf16 where native) (default f32)");

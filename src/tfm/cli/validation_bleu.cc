@@ -10,11 +10,17 @@ namespace tfm::cli {
 double greedy_validation_bleu(const nn::Transformer& model, const data::Vocabulary& vocab,
                               const std::vector<std::string>& sources,
                               const std::vector<std::string>& references) {
-  std::vector<std::vector<int32_t>> ids;
-  for (const std::string& s : sources) ids.push_back(vocab.encode(s));
   decode::TranslateOptions options;
   options.beam_size = 1;
   options.batch_size = 64;
+  // A source beyond the model's max_positions is cut there (translate() would refuse it): a
+  // validation score should not end a training run.
+  const auto longest = static_cast<size_t>(decode::max_input_length(options, model.config()));
+  std::vector<std::vector<int32_t>> ids;
+  for (const std::string& s : sources) {
+    ids.push_back(vocab.encode(s));
+    if (ids.back().size() > longest) ids.back().resize(longest);
+  }
   auto results = decode::translate(model, ids, options);
   std::vector<std::string> hypotheses;
   for (const auto& nbest : results)

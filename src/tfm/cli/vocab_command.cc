@@ -65,7 +65,9 @@ void register_vocab(CLI::App& app) {
       ->default_str("0");
   cmd->add_option("--seed", t.seed, "Seed of the sampling (and of unigram training)")
       ->default_str("1");
-  cmd->add_option("--threads", t.num_threads, "Training threads (0: all cores)")->default_str("0");
+  cmd->add_option("--threads", t.num_threads, "Training threads (0: all cores)")
+      ->check(CLI::Range(0, 4096))
+      ->default_str("0");
   cmd->add_flag("--verbose", t.verbose, "Show SentencePiece's own log");
   cmd->callback([options] { run_vocab(*options); });
 }

@@ -242,4 +242,24 @@ int64_t Vocabulary::size() const {
   return processor_->GetPieceSize();
 }
 
+void Vocabulary::check_config(const ModelConfig& config,
+                              const std::filesystem::path& config_path) const {
+  TFM_CHECK(config.vocab_size == size(), "{}: vocab_size {} but {} has {} pieces",
+            config_path.string(), config.vocab_size, path_.string(), size());
+  // The constructor checked that this vocabulary's special ids are the fixed ones.
+  const struct {
+    const char* key;
+    int32_t configured;
+    int32_t id;
+    std::string_view piece;
+  } specials[] = {{"pad_id", config.pad_id, kPadId, kPadPiece},
+                  {"unk_id", config.unk_id, kUnkId, kUnkPiece},
+                  {"bos_id", config.bos_id, kBosId, kBosPiece},
+                  {"eos_id", config.eos_id, kEosId, kEosPiece}};
+  for (const auto& s : specials)
+    TFM_CHECK(s.configured == s.id, "{}: {} {} but {} has {} id {} ({})", config_path.string(),
+              s.key, s.configured, path_.string(), std::string_view(s.key).substr(0, 3), s.id,
+              s.piece);
+}
+
 }  // namespace tfm::data

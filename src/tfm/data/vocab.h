@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tfm/model/config.h"
+
 namespace sentencepiece {
 class SentencePieceProcessor;
 }
@@ -69,6 +71,10 @@ class Vocabulary {
   std::string piece(int32_t id) const;
 
   int64_t size() const;
+  // Checks that a model configuration (read from `config_path`) fits this vocabulary: the same
+  // size and the same pad/unk/bos/eos ids. Throws naming both files, e.g. "model/config.json:
+  // eos_id 2 but model/vocab.model has eos id 3 (</s>)".
+  void check_config(const ModelConfig& config, const std::filesystem::path& config_path) const;
   // FNV-1a hash of the .model file's bytes, as 16 hex digits: identifies the vocabulary in cache
   // keys.
   const std::string& hash() const { return hash_; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "tfm/core/error.h"
 #include "tfm/ops/autocast.h"
 
 namespace tfm::decode {
@@ -17,6 +18,16 @@ SearchOptions search_options(const TranslateOptions& options, const ModelConfig&
   search.eos_id = config.eos_id;
   search.early_stopping = options.early_stopping;
   return search;
+}
+
+int64_t max_input_length(const TranslateOptions& options, const ModelConfig& config) {
+  TFM_CHECK(options.max_input_length >= 0, "maximum input length {} must be >= 0 (0: the model's)",
+            options.max_input_length);
+  if (options.max_input_length == 0) return config.max_positions;
+  TFM_CHECK(!config.learned_positions() || options.max_input_length <= config.max_positions,
+            "maximum input length {} exceeds the model's learned position table of {}",
+            options.max_input_length, config.max_positions);
+  return options.max_input_length;
 }
 
 int64_t max_output_length(int64_t source_length, const TranslateOptions& options,
@@ -52,8 +63,13 @@ std::vector<std::vector<Hypothesis>> translate(const nn::Transformer& model,
   TFM_CHECK(options.precision == DType::f32 || options.precision == DType::bf16,
             "translate: precision {} is not supported (f32 or bf16)",
             dtype_name(options.precision));
-  for (size_t i = 0; i < sources.size(); ++i)
+  const int64_t longest = max_input_length(options, config);
+  for (size_t i = 0; i < sources.size(); ++i) {
     TFM_CHECK(!sources[i].empty(), "translate: source sentence {} is empty", i);
+    TFM_CHECK(static_cast<int64_t>(sources[i].size()) <= longest,
+              "translate: source sentence {} has {} tokens, more than the maximum input length {}",
+              i, sources[i].size(), longest);
+  }
   // One scope for every batch: the weights are packed (and converted) once per call, or once for
   // the caller's scope when one is open (prepare_weights).
   ops::AutocastScope autocast(options.precision);

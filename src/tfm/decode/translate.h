@@ -26,6 +26,9 @@ struct TranslateOptions {
   bool sort_by_length = true;      // batch sentences of similar length together
   bool early_stopping = true;      // see beam_search
   AttentionProbe attention;        // encoder-decoder weights to return per output token
+  // Longest source accepted, in tokens (a longer one is an error: the encoder's attention grows
+  // with the square of the length); 0: the model's max_positions.
+  int64_t max_input_length = 0;
   // Operand type of the matrix products (ops::AutocastScope): f32, or bf16 (f32 accumulation,
   // weights converted once per translate() call); everything else stays f32.
   DType precision = DType::f32;
@@ -33,6 +36,10 @@ struct TranslateOptions {
 
 // The search options translate() derives (token ids from the model's config).
 SearchOptions search_options(const TranslateOptions& options, const ModelConfig& config);
+
+// The longest source translate() accepts: options.max_input_length, or the model's max_positions.
+// Learned position tables hold no more than max_positions (an error if asked for more).
+int64_t max_input_length(const TranslateOptions& options, const ModelConfig& config);
 
 // The maximum output length of a source of `source_length` tokens: source length + offset (or the
 // fixed maximum), no more than the learned position table holds.
@@ -45,8 +52,9 @@ int64_t max_output_length(int64_t source_length, const TranslateOptions& options
 void prepare_weights(const nn::Transformer& model);
 
 // Translates every source (token ids as the model was trained on, without bos/eos padding) and
-// returns per source its n_best hypotheses, best first, in input order. With an attention probe
-// each hypothesis carries, per generated token, the weights over that source's positions.
+// returns per source its n_best hypotheses, best first, in input order; a source longer than
+// max_input_length() is an error naming it. With an attention probe each hypothesis carries, per
+// generated token, the weights over that source's positions.
 std::vector<std::vector<Hypothesis>> translate(const nn::Transformer& model,
                                                const std::vector<std::vector<int32_t>>& sources,
                                                const TranslateOptions& options);

@@ -52,6 +52,13 @@ bool LineReader::fill() {
          code == Z_ERRNO ? std::string_view(std::strerror(errno)) : message);
   }
   if (got == 0) {
+    // At the end, gzread returns 0 even when the stream stopped early: zlib then reports
+    // Z_BUF_ERROR ("unexpected end of file") for a gzip member cut before its trailer.
+    int code = 0;
+    gzerror(file_, &code);
+    TFM_CHECK(code != Z_BUF_ERROR,
+              "'{}': the gzip stream ends early after line {} (truncated or corrupt file)",
+              path_.string(), line_number_);
     at_end_ = true;
     return false;
   }
@@ -155,8 +162,10 @@ uint64_t fnv1a64(std::string_view bytes, uint64_t hash) {
 }
 
 std::string read_file_bytes(const std::filesystem::path& path) {
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  TFM_CHECK(in.good(), "cannot open '{}'", path.string());
+  TFM_CHECK(in.good(), "cannot open '{}': {}", path.string(),
+            errno != 0 ? std::strerror(errno) : "unknown reason");
   std::ostringstream contents;
   contents << in.rdbuf();
   TFM_CHECK(!in.bad(), "cannot read '{}'", path.string());

@@ -25,7 +25,7 @@ class LineReader {
 
   // The next line without its "\n" (and without a "\r" before it); false at the end of the file.
   // A last line without a newline still counts. Throws, naming file and line, on a line longer
-  // than the limit or a corrupt gzip stream.
+  // than the limit or a corrupt or truncated gzip stream.
   bool next(std::string& line);
   // Reads to the end without any check and returns the number of lines in the whole file.
   int64_t count_to_end();

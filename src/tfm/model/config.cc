@@ -312,12 +312,15 @@ ModelConfig load_config(const std::filesystem::path& path) {
   nlohmann::ordered_json json;
   try {
     json = nlohmann::ordered_json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error, and out_of_range for a number beyond double (1e400).
     fail("{}: not valid JSON: {}", path.string(), e.what());
   }
   try {
     return from_json(json, ModelConfig{});
   } catch (const Error& e) {
+    fail("{}: {}", path.string(), e.what());
+  } catch (const nlohmann::json::exception& e) {
     fail("{}: {}", path.string(), e.what());
   }
 }

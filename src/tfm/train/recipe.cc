@@ -2,16 +2,24 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <nlohmann/json.hpp>
 
 #include "tfm/core/error.h"
+#include "tfm/io/text_reader.h"
 
 namespace tfm {
 
 namespace {
+
+constexpr double kMaxLrScale = 1000;
+constexpr double kMaxMinutes = 1e7;
+constexpr int kMaxThreads = 4096;
 
 int64_t parse_int(const std::string& key, const std::string& text) {
   char* end = nullptr;
@@ -26,9 +34,26 @@ double parse_double(const std::string& key, const std::string& text) {
   char* end = nullptr;
   errno = 0;
   double v = std::strtod(text.c_str(), &end);
-  TFM_CHECK(!text.empty() && *end == '\0' && errno == 0, "'{}' must be a number, got '{}'", key,
+  TFM_CHECK(!text.empty() && *end == '\0', "'{}' must be a number, got '{}'", key, text);
+  // strtod reads "inf" and "nan", and gives ERANGE for 1e400 (and for 1e-400, which underflows).
+  TFM_CHECK(errno == 0 && std::isfinite(v), "'{}' must be a finite number in range, got '{}'", key,
             text);
   return v;
+}
+
+// A model key's value becomes a JSON number when it reads as one: it must be finite (YAML's
+// spellings .inf and .nan included).
+void check_model_value(const std::string& key, const std::string& text) {
+  std::string lower;
+  for (char c : text) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  TFM_CHECK(lower != ".inf" && lower != "+.inf" && lower != "-.inf" && lower != ".nan",
+            "'{}' must be a finite number in range, got '{}'", key, text);
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (!text.empty() && *end == '\0')
+    TFM_CHECK(errno == 0 && std::isfinite(v), "'{}' must be a finite number in range, got '{}'",
+              key, text);
 }
 
 bool parse_bool(const std::string& key, const std::string& text) {
@@ -119,7 +144,10 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
        }},
       {"training.threads",
        [](TrainRecipe& r, const std::string& k, const std::string& v) {
-         r.threads = static_cast<int>(parse_int(k, v));
+         const int64_t threads = parse_int(k, v);
+         TFM_CHECK(threads >= 0 && threads <= kMaxThreads,
+                   "'{}' must be in [0, {}] (0: all cores), got {}", k, kMaxThreads, threads);
+         r.threads = static_cast<int>(threads);
        }},
       {"training.precision", text(&TrainRecipe::precision)},
       {"training.log_every", integer(&TrainRecipe::log_every)},
@@ -167,6 +195,7 @@ void set_key(TrainRecipe& recipe, const std::string& key, const std::string& val
     std::string field = key.substr(6);
     for (const std::string& k : model_keys()) {
       if (k == field) {
+        check_model_value(key, value);
         recipe.model_overrides[field] = value;
         return;
       }
@@ -227,38 +256,120 @@ void apply_override(TrainRecipe& recipe, const std::string& assignment) {
   set_key(recipe, assignment.substr(0, eq), assignment.substr(eq + 1));
 }
 
+namespace {
+
+// Per line of the file (0-based): whether it holds YAML content (is neither blank nor a comment).
+std::vector<bool> content_lines(const std::string& text) {
+  std::vector<bool> lines;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    const size_t first = text.find_first_not_of(" \t\r", begin);
+    lines.push_back(first < end && text[first] != '#');
+    begin = end + 1;
+  }
+  return lines;
+}
+
+}  // namespace
+
 TrainRecipe load_recipe(const std::filesystem::path& path) {
-  TFM_CHECK(std::filesystem::is_regular_file(path), "{}: no such recipe file", path.string());
+  const std::string file = path.string();
+  TFM_CHECK(std::filesystem::is_regular_file(path), "{}: no such recipe file", file);
+  const std::string text = read_file_bytes(path);
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path.string());
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    fail("{}:{}: invalid YAML: {}", path.string(), e.mark.line + 1, e.msg);
+    fail("{}:{}: invalid YAML: {}", file, e.mark.line + 1, e.msg);
   }
   TrainRecipe recipe;
   if (root.IsNull()) return recipe;
-  TFM_CHECK(root.IsMap(), "{}: a recipe is a map of sections", path.string());
-  for (const auto& section : root) {
-    const std::string name = section.first.as<std::string>();
-    const int line = section.first.Mark().line + 1;
-    TFM_CHECK(section.second.IsMap() || section.second.IsNull(),
-              "{}:{}: section '{}' must be a map of keys", path.string(), line, name);
-    for (const auto& entry : section.second) {
-      const std::string key = name + "." + entry.first.as<std::string>();
-      const int key_line = entry.first.Mark().line + 1;
-      TFM_CHECK(entry.second.IsScalar(), "{}:{}: '{}' must be a single value", path.string(),
-                key_line, key);
-      try {
-        set_key(recipe, key, entry.second.Scalar());
-      } catch (const Error& e) {
-        fail("{}:{}: {}", path.string(), key_line, e.what());
+  TFM_CHECK(root.IsMap(), "{}: a recipe is a map of sections", file);
+  // Keys are unique: YAML requires it, but yaml-cpp keeps both and the last would win.
+  struct Entry {
+    std::string key;
+    int key_line;    // 1-based
+    int value_line;  // 0-based
+    std::string value;
+  };
+  std::vector<Entry> entries;
+  std::vector<int> key_lines;             // 0-based lines of every key
+  std::map<std::string, int> first_line;  // key (or section) -> 1-based line
+  try {
+    for (const auto& section : root) {
+      const std::string name = section.first.as<std::string>();
+      const int line = section.first.Mark().line + 1;
+      const auto [seen, fresh] = first_line.emplace(name, line);
+      TFM_CHECK(fresh, "{}:{}: section '{}' given twice (first at line {})", file, line, name,
+                seen->second);
+      key_lines.push_back(line - 1);
+      TFM_CHECK(section.second.IsMap() || section.second.IsNull(),
+                "{}:{}: section '{}' must be a map of keys", file, line, name);
+      for (const auto& entry : section.second) {
+        const std::string key = name + "." + entry.first.as<std::string>();
+        const int key_line = entry.first.Mark().line + 1;
+        const auto [previous, unique] = first_line.emplace(key, key_line);
+        TFM_CHECK(unique, "{}:{}: '{}' given twice (first at line {})", file, key_line, key,
+                  previous->second);
+        key_lines.push_back(key_line - 1);
+        TFM_CHECK(entry.second.IsScalar(), "{}:{}: '{}' must be a single value", file, key_line,
+                  key);
+        entries.push_back({key, key_line, entry.second.Mark().line, entry.second.Scalar()});
       }
+    }
+  } catch (const YAML::Exception& e) {
+    fail("{}:{}: invalid recipe: {}", file, e.mark.line + 1, e.msg);
+  }
+  // Every value is one line: YAML lets a quoted (or plain) scalar run over several lines, so an
+  // unterminated quote would swallow the keys after it. The lines between a value's start and the
+  // next key must hold nothing but blanks and comments.
+  const std::vector<bool> content = content_lines(text);
+  std::sort(key_lines.begin(), key_lines.end());
+  for (const Entry& e : entries) {
+    auto next = std::upper_bound(key_lines.begin(), key_lines.end(), e.value_line);
+    const int stop = next == key_lines.end() ? static_cast<int>(content.size()) : *next;
+    for (int l = e.value_line + 1; l < stop; ++l)
+      TFM_CHECK(!content[static_cast<size_t>(l)],
+                "{}:{}: the value of '{}' runs on to line {} (an unterminated quote?); recipe "
+                "values are one line",
+                file, e.key_line, e.key, l + 1);
+  }
+  for (const Entry& e : entries) {
+    try {
+      set_key(recipe, e.key, e.value);
+    } catch (const Error& error) {
+      fail("{}:{}: {}", file, e.key_line, error.what());
     }
   }
   return recipe;
 }
 
 void validate(const TrainRecipe& r) {
+  // Command-line shortcuts (--max-minutes) bypass parse_double: every number is checked here too.
+  const std::pair<const char*, double> numbers[] = {
+      {"optimizer.lr_scale", r.lr_scale},
+      {"optimizer.warmup_fraction", r.warmup_fraction},
+      {"optimizer.beta1", r.beta1},
+      {"optimizer.beta2", r.beta2},
+      {"optimizer.eps", r.eps},
+      {"optimizer.clip_norm", r.clip_norm},
+      {"training.max_minutes", r.max_minutes},
+      {"checkpoints.every_minutes", r.checkpoint_every_minutes},
+      {"checkpoints.every_fraction", r.checkpoint_every_fraction}};
+  for (const auto& [key, value] : numbers)
+    TFM_CHECK(std::isfinite(value), "{} must be a finite number, got {}", key, value);
+  // Beyond these the run is meaningless and products like minutes * 60 or lr * gradient could
+  // overflow: the peak learning rate of base is 0.0007 * lr_scale.
+  TFM_CHECK(r.lr_scale <= kMaxLrScale, "optimizer.lr_scale must be at most {}, got {}", kMaxLrScale,
+            r.lr_scale);
+  TFM_CHECK(r.max_minutes <= kMaxMinutes && r.checkpoint_every_minutes <= kMaxMinutes,
+            "training.max_minutes and checkpoints.every_minutes must be at most {} (about 19 "
+            "years), got {} and {}",
+            kMaxMinutes, r.max_minutes, r.checkpoint_every_minutes);
+  TFM_CHECK(r.threads >= 0 && r.threads <= kMaxThreads,
+            "training.threads must be in [0, {}] (0: all cores), got {}", kMaxThreads, r.threads);
   TFM_CHECK(!r.train_source.empty() && !r.train_target.empty(),
             "data.train_source and data.train_target are required");
   TFM_CHECK(r.valid_source.empty() == r.valid_target.empty(),

@@ -1,7 +1,8 @@
 // A training recipe: every option of `tfm train`, read from a YAML file whose sections are `model`,
 // `data`, `optimizer`, `training`, `checkpoints`, `validation`, then overridden by command-line
-// `--set section.key=value`. docs/TRAINING.md documents every key. Unknown keys, wrong types and
-// invalid values are one-line errors naming the file, the line and the key.
+// `--set section.key=value`. docs/TRAINING.md documents every key. Unknown or repeated keys, wrong
+// types, values over several lines (an unterminated quote), non-finite numbers and invalid values
+// are one-line errors naming the file, the line and the key.
 #pragma once
 
 #include <cstdint>
