@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
@@ -182,6 +183,18 @@ TEST(CliTrainReliability, FileSystemFailuresNameThePathAndTheReason) {
   const std::string err = testing::read_text(dir / "limited.err");
   EXPECT_NE(err.find("File too large"), std::string::npos) << err;
   EXPECT_EQ(err.find("internal error"), std::string::npos) << err;
+}
+
+TEST(CliTrainReliability, NegativeCountsAreUsageErrors) {
+  TempDir dir;
+  for (const char* arguments : {"train --threads -3", "train --max-steps -5",
+                                "train --max-minutes -1", "average -n 0 -o x a"}) {
+    auto result = run_tfm_command(arguments, dir);
+    EXPECT_NE(result.status, 0) << arguments;
+    EXPECT_NE(result.err.find("not in range"), std::string::npos)
+        << arguments << ": " << result.err;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  }
 }
 
 }  // namespace

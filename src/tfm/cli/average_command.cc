@@ -48,7 +48,8 @@ void register_average(CLI::App& app) {
   cmd->add_option("models", options->models, "model directories or checkpoints to average");
   cmd->add_option("-c,--checkpoints", options->checkpoints,
                   "a run's checkpoint folder: average its newest --last checkpoints");
-  cmd->add_option("-n,--last", options->last, "how many of the newest checkpoints (default 5)");
+  cmd->add_option("-n,--last", options->last, "how many of the newest checkpoints (default 5)")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("-o,--output", options->output, "the averaged model directory")->required();
   cmd->callback([options] { run_average(*options); });
 }

@@ -47,9 +47,13 @@ void register_train(CLI::App& app) {
   cmd->add_flag("--resume", options->resume,
                 "continue from the newest checkpoint in the run directory");
   cmd->add_option("-o,--run-dir", options->run_dir, "run directory (training.run_dir)");
-  cmd->add_option("--max-steps", options->max_steps, "stop after this many updates");
-  cmd->add_option("--max-minutes", options->max_minutes, "stop after this many minutes");
-  cmd->add_option("--threads", options->threads, "threads (0: all cores)");
+  // -1 (not given) is the default only: a negative value typed on the command line is an error.
+  cmd->add_option("--max-steps", options->max_steps, "stop after this many updates")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--max-minutes", options->max_minutes, "stop after this many minutes")
+      ->check(CLI::Range(0.0, 1e7));
+  cmd->add_option("--threads", options->threads, "threads (0: all cores)")
+      ->check(CLI::Range(0, 4096));
   cmd->callback([options] { run_train(*options); });
 }
 
