@@ -4,6 +4,7 @@
 // in the CLI) or a multi-line message aborts, so that libFuzzer records the input as a finding.
 #pragma once
 
+#include <cxxabi.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -63,6 +64,25 @@ inline std::pair<std::string_view, std::string_view> split2(const uint8_t* data,
   return {{p, first}, {p + first, size - first}};
 }
 
+// TFM_FUZZ_TOLERATE="text|text...": exceptions whose message contains one of these are taken as
+// expected, to look past a known finding until it is fixed (never set by scripts/fuzz.sh).
+inline bool tolerated(std::string_view message) {
+  static const std::vector<std::string> known = [] {
+    std::vector<std::string> out;
+    const char* env = std::getenv("TFM_FUZZ_TOLERATE");
+    std::string_view rest = env ? env : "";
+    while (!rest.empty()) {
+      size_t bar = rest.find('|');
+      if (bar != 0) out.emplace_back(rest.substr(0, bar));
+      rest = bar == std::string_view::npos ? "" : rest.substr(bar + 1);
+    }
+    return out;
+  }();
+  for (const std::string& k : known)
+    if (message.find(k) != std::string_view::npos) return true;
+  return false;
+}
+
 // Runs the code under test: tfm::Error with a one-line message is the expected outcome of a bad
 // file; anything else is a finding.
 template <typename Fn>
@@ -71,12 +91,17 @@ void expect_only_tfm_errors(Fn&& fn) {
     fn();
   } catch (const tfm::Error& e) {
     std::string_view message = e.what();
-    if (message.empty() || message.find('\n') != std::string_view::npos) {
+    if ((message.empty() || message.find_first_of("\r\n") != std::string_view::npos) &&
+        !tolerated(message)) {
       std::fprintf(stderr, "fuzz: tfm::Error message is not one line: [%s]\n", e.what());
       std::abort();
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "fuzz: internal error: uncaught %s: %s\n", typeid(e).name(), e.what());
+    if (tolerated(e.what())) return;
+    int status = 0;
+    char* type = abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &status);
+    std::fprintf(stderr, "fuzz: internal error: uncaught %s: %s\n", type ? type : typeid(e).name(),
+                 e.what());
     std::abort();
   }
   // Anything else (not a std::exception) leaves the function: std::terminate, also a finding.
