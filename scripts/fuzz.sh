@@ -96,6 +96,10 @@ for t in "${targets[@]}"; do
     "${parallel[@]}" >"$log" 2>&1
   rc=$?
   set -e
+  # A crashing target (abort) leaves its scratch folder (fuzz_util.h) behind.
+  for d in /dev/shm/tfm-fuzz-* "${TMPDIR:-/tmp}"/tfm-fuzz-*; do
+    [ -d "$d" ] && ! kill -0 "${d##*-}" 2>/dev/null && rm -rf "$d"
+  done
   execs="$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | awk '{print $2}')"
   [ -n "$execs" ] || execs="$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#')"
   cov="$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1 | awk '{print $2 " edges, " $4 " features"}')"
