@@ -70,3 +70,14 @@ TEST(Tape, GradTargetOverwritesThenAccumulates) {
 
 }  // namespace
 }  // namespace tfm
+
+namespace tfm {
+namespace {
+
+TEST(Error, MessagesAreOneLineWhateverTheQuotedTextHolds) {
+  EXPECT_STREQ(Error("key 'max\ntokens' in\r\x1b[31m").what(), "key 'max\\ntokens' in\\r\\x1b[31m");
+  EXPECT_STREQ(Error("tabs\tand UTF-8 \xc3\xa4 stay").what(), "tabs\tand UTF-8 \xc3\xa4 stay");
+}
+
+}  // namespace
+}  // namespace tfm
