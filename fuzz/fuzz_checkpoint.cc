@@ -31,5 +31,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // What resume does: the newest checkpoint that loads, a damaged one reported, never thrown.
   tfm::fuzz::expect_only_tfm_errors(
       [&] { (void)tfm::load_latest_checkpoint(dir.parent_path(), [](const std::string&) {}); });
+  // A damaged checkpoint is moved aside as step-N.damaged: put it back for the next input.
+  std::filesystem::path aside = dir;
+  aside += ".damaged";
+  if (!std::filesystem::exists(dir) && std::filesystem::exists(aside))
+    std::filesystem::rename(aside, dir);
   return 0;
 }

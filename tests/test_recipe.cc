@@ -143,6 +143,18 @@ TEST(Recipe, AnUnterminatedQuoteOrAMultiLineValueIsAnError) {
   EXPECT_EQ(r.seed, 5u);
 }
 
+// Found by fuzz/fuzz_recipe (fuzz/findings): keys that are not text, and control characters in
+// quoted keys or in yaml-cpp's own messages, are one-line errors with file:line.
+TEST(Recipe, OddKeysAndControlCharactersAreOneLineErrors) {
+  TempDir tmp;
+  expect_error([&] { load_recipe(write(tmp, "model:\n  [a, b]: 1\n")); },
+               {"recipe.yaml:2", "invalid recipe"});
+  expect_error([&] { load_recipe(write(tmp, "data:\n  \"max\\ntokens\": 1\n")); },
+               {"recipe.yaml:2", "unknown option 'data.max\\ntokens'"});
+  expect_error([&] { load_recipe(write(tmp, "data:\n  vocab: \"a\\\rb\"\n")); },
+               {"recipe.yaml:2", "invalid YAML", "\\r"});
+}
+
 TEST(Recipe, NumbersMustBeFinite) {
   TempDir tmp;
   for (const char* bad : {"inf", ".inf", "-inf", "nan", ".nan", "1e400", "infinity"}) {
