@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "model_test_util.h"
 #include "temp_dir.h"
 #include "tfm/autograd/tape.h"
 #include "tfm/io/safetensors.h"
@@ -16,16 +17,7 @@ namespace fs = std::filesystem;
 using testing::TempDir;
 
 ModelConfig small_config() {
-  ModelConfig c;
-  c.layers = 1;
-  c.d_model = 8;
-  c.d_ff = 16;
-  c.heads = 2;
-  c.d_k = 4;
-  c.d_v = 4;
-  c.vocab_size = 20;
-  c.max_positions = 16;
-  return c;
+  return testing::small_model_config();
 }
 
 // Gives every parameter a gradient so that Adam's moments become non-zero.

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "model_test_util.h"
 #include "temp_dir.h"
 #include "tfm/io/checksum.h"
 #include "tfm/io/safetensors.h"
@@ -24,16 +25,7 @@ using testing::expect_error;
 using testing::TempDir;
 
 ModelConfig small_config() {
-  ModelConfig c;
-  c.layers = 1;
-  c.d_model = 8;
-  c.d_ff = 16;
-  c.heads = 2;
-  c.d_k = 4;
-  c.d_v = 4;
-  c.vocab_size = 20;
-  c.max_positions = 16;
-  return c;
+  return testing::small_model_config();
 }
 
 std::string read_bytes(const fs::path& path) {
