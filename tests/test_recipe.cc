@@ -153,6 +153,10 @@ TEST(Recipe, OddKeysAndControlCharactersAreOneLineErrors) {
                {"recipe.yaml:2", "unknown option 'data.max\\ntokens'"});
   expect_error([&] { load_recipe(write(tmp, "data:\n  vocab: \"a\\\rb\"\n")); },
                {"recipe.yaml:2", "invalid YAML", "\\r"});
+  // A model value that is not UTF-8 (one byte 0xd3) reaches config.json's checks: an error with
+  // the key, not nlohmann's type_error from printing it.
+  TrainRecipe invalid_utf8 = load_recipe(write(tmp, "model:\n  layers: M\xd3S\n"));
+  expect_error([&] { invalid_utf8.model_config(100); }, {"'layers' must be an integer"});
 }
 
 TEST(Recipe, NumbersMustBeFinite) {

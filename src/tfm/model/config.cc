@@ -69,10 +69,17 @@ void check_token_id(std::string_view key, int32_t id, int64_t vocab_size) {
             vocab_size, id);
 }
 
+// A value as JSON text for an error message; invalid UTF-8 (a recipe's raw bytes) is replaced, not
+// thrown as nlohmann's type_error.
+template <typename Json>
+std::string shown(const Json& value) {
+  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 template <typename Json>
 int64_t read_integer(std::string_view key, const Json& value) {
   TFM_CHECK(value.is_number_integer(), "configuration key '{}' must be an integer, got {} {}", key,
-            value.type_name(), value.dump());
+            value.type_name(), shown(value));
   if (value.is_number_unsigned()) {
     auto u = value.template get<uint64_t>();
     TFM_CHECK(u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
@@ -93,21 +100,21 @@ int32_t read_token_id(std::string_view key, const Json& value) {
 template <typename Json>
 double read_number(std::string_view key, const Json& value) {
   TFM_CHECK(value.is_number(), "configuration key '{}' must be a number, got {} {}", key,
-            value.type_name(), value.dump());
+            value.type_name(), shown(value));
   return value.template get<double>();
 }
 
 template <typename Json>
 std::string read_string(std::string_view key, const Json& value) {
   TFM_CHECK(value.is_string(), "configuration key '{}' must be a string, got {} {}", key,
-            value.type_name(), value.dump());
+            value.type_name(), shown(value));
   return value.template get<std::string>();
 }
 
 template <typename Json>
 bool read_bool(std::string_view key, const Json& value) {
   TFM_CHECK(value.is_boolean(), "configuration key '{}' must be true or false, got {} {}", key,
-            value.type_name(), value.dump());
+            value.type_name(), shown(value));
   return value.template get<bool>();
 }
 

@@ -16,6 +16,11 @@ namespace {
 
 constexpr const char* kRecordFileName = "vocab.recipe.json";
 
+// JSON text that never throws on invalid UTF-8 (a path given as raw bytes).
+std::string shown(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 nlohmann::json file_record(const std::string& path, bool with_contents) {
   std::error_code ec;
   const auto bytes = fs::file_size(path, ec);
@@ -44,7 +49,7 @@ std::string differences(const nlohmann::json& recorded, const nlohmann::json& wa
     if (recorded.value(key, nlohmann::json()) != wanted[key])
       changed.push_back(fmt::format(
           "{} {} -> {}", std::string(key) == "seed" ? "seed" : std::string("data.") + key,
-          recorded.value(key, nlohmann::json()).dump(), wanted[key].dump()));
+          shown(recorded.value(key, nlohmann::json())), shown(wanted[key])));
   for (const char* key : {"train_source", "train_target"}) {
     const nlohmann::json old_file = recorded.value(key, nlohmann::json::object());
     const nlohmann::json& new_file = wanted[key];
@@ -74,7 +79,9 @@ void learn(const TrainRecipe& recipe, const fs::path& run_dir, const nlohmann::j
   say(fmt::format("learning a {} vocabulary of {} from {} and {}", recipe.vocab_type,
                   recipe.vocab_size, recipe.train_source, recipe.train_target));
   data::train_vocabulary(options, say);
-  write_file_atomically(run_dir / kRecordFileName, record.dump(2) + "\n");
+  write_file_atomically(
+      run_dir / kRecordFileName,
+      record.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace
