@@ -5,7 +5,7 @@
 # reached and the run finishes. Passes when every restart resumed from the newest complete
 # checkpoint and the final model.safetensors, optimizer.safetensors and config.json equal the
 # reference's bit for bit (cmp).
-# Usage: scripts/soak_kill.sh [--kills N (50)] [--steps N (kills x every x 2.4)] [--every N (5)] [--lines N (3000)]
+# Usage: scripts/soak_kill.sh [--kills N (50)] [--steps N (kills x every x 5)] [--every N (5)] [--lines N (3000)]
 #                             [--seed N] [--dir DIR (build/soak)]
 # Data: $TFM_DATA_DIR/multi30k or ../shared/data/multi30k (train.en.gz, train.de.gz).
 set -euo pipefail
@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
 done
 RANDOM="$seed"
 # Enough updates that the kills (about 1 checkpoint of progress per life) do not reach the end.
-[ -n "$steps" ] || steps=$(( kills_wanted * every * 12 / 5 > 100 ? kills_wanted * every * 12 / 5 : 100 ))
+[ -n "$steps" ] || steps=$(( kills_wanted * every * 5 > 100 ? kills_wanted * every * 5 : 100 ))
 
 tfm=build/release/tfm
 [ -x "$tfm" ] || { cmake --preset release -G Ninja >/dev/null && cmake --build --preset release -j2; }
