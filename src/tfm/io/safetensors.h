@@ -20,8 +20,8 @@
 namespace tfm {
 
 struct SafeTensors {
-  std::vector<std::string> names;         // in the order of their data in the file
-  std::map<std::string, Tensor> tensors;  // by name
+  std::vector<std::string> names;               // in the order of their data in the file
+  std::map<std::string, Tensor> tensors;        // by name
   std::map<std::string, std::string> metadata;  // without the checksums (below)
   // Whether the file carried a CRC-32 per tensor in its __metadata__ ("crc32:<name>") and every
   // tensor matched it. Files written by other tools have none and load unchecked.
