@@ -81,6 +81,35 @@ int main(int argc, char** argv) {
     with.push_back(milliseconds_to_load(checked, true));
     without.push_back(milliseconds_to_load(plain, false));
   }
+  // Building the model to translate with, from the loaded weights: the constructor that takes
+  // them (no random initialisation) against random initialisation then load(), the old path.
+  std::vector<double> build_loaded, build_random_then_load;
+  const tfm::LoadedModel loaded = tfm::load_model_dir(checked);
+  for (int64_t r = 0; r < repeats; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    { const tfm::nn::Transformer built(loaded.config, loaded.parameters); }
+    build_loaded.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
+    start = std::chrono::steady_clock::now();
+    {
+      tfm::nn::Transformer built(loaded.config);
+      built.load(loaded.parameters);
+    }
+    build_random_then_load.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
+  }
+  for (auto* times : {&build_loaded, &build_random_then_load}) {
+    std::sort(times->begin(), times->end());
+    nlohmann::json line = {
+        {"preset", preset},
+        {"build", times == &build_loaded ? "Transformer(config, weights)" : "init(1) + load()"},
+        {"median_ms", (*times)[times->size() / 2]},
+        {"min_ms", times->front()},
+        {"max_ms", times->back()}};
+    std::printf("%s\n", line.dump().c_str());
+  }
   const double bytes = static_cast<double>(fs::file_size(checked / tfm::kWeightsFileName));
   for (auto* times : {&with, &without}) {
     std::sort(times->begin(), times->end());

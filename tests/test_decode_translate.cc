@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <thread>
 
 #include "temp_dir.h"
 #include "test_decode_helpers.h"
@@ -186,11 +187,31 @@ TEST_F(Translate, ModelDirectoryRoundTripTranslatesTheSame) {
   testing::TempDir dir;
   save_model_dir(dir.path() / "model", config_, model_.named_parameters());
   const LoadedModel loaded = load_model_dir(dir.path() / "model");
-  nn::Transformer reloaded(loaded.config);
-  reloaded.load(loaded.parameters);
+  const nn::Transformer reloaded(loaded.config, loaded.parameters);
   TranslateOptions options;
   options.max_length_offset = 5;
   expect_same(translate(reloaded, sources_, options), translate(model_, sources_, options), 0.0);
+}
+
+// One immutable model shared by decoding threads (a server's workers): each thread's results are
+// exactly those of a single thread, with beam search and with sequences beyond the precomputed
+// positions (sinusoids computed per call, never cached in the shared model).
+TEST_F(Translate, ThreadsSharingOneModelGiveTheResultsOfOne) {
+  const nn::Transformer& shared = model_;
+  TranslateOptions options;
+  options.beam_size = 3;
+  // Every output runs past the precomputed sinusoids (eos suppressed until then).
+  options.min_length = options.max_length = config_.max_positions + 4;
+  const auto expected = translate(shared, sources_, options);
+  std::vector<std::vector<std::vector<Hypothesis>>> results(4);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < results.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (int repeat = 0; repeat < 3; ++repeat) results[t] = translate(shared, sources_, options);
+    });
+  for (std::thread& thread : threads) thread.join();
+  ASSERT_EQ(expected[0][0].tokens.size(), static_cast<size_t>(config_.max_positions + 4));
+  for (const auto& result : results) expect_same(result, expected, 0.0);
 }
 
 TEST(TranslateLimits, LearnedPositionsCapTheOutputLength) {

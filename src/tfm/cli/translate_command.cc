@@ -100,8 +100,7 @@ void run_translate(TranslateCommandOptions options) {
   data::Vocabulary vocab(vocab_path);
   vocab.check_config(loaded.config, dir / kConfigFileName);
   const int64_t max_input = decode::max_input_length(options.decoding, loaded.config);
-  nn::Transformer model(loaded.config);
-  model.load(loaded.parameters);
+  const nn::Transformer model(loaded.config, loaded.parameters);
 
   std::vector<std::string> lines = read_input(options.input);
   const std::string input_name = reads_stdin(options.input) ? "<stdin>" : options.input;

@@ -114,11 +114,22 @@ void DecoderLayer::collect(const std::string& prefix, NamedTensors& out) const {
   ffn_block.norm.collect(prefix + "ffn_norm.", out);
 }
 
-Transformer::Transformer(const ModelConfig& config)
+Transformer::Transformer(const ModelConfig& config) : Transformer(config, Uninitialised{}) {
+  init(1);
+}
+
+Transformer::Transformer(const ModelConfig& config, const NamedTensors& weights)
+    : Transformer(config, Uninitialised{}) {
+  load(weights);
+}
+
+Transformer::Transformer(const ModelConfig& config, Uninitialised)
     : config_(config), embedding_(make_parameter({config.vocab_size, config.d_model})) {
   if (config.learned_positions()) {
     encoder_positions_ = make_parameter({config.max_positions, config.d_model});
     decoder_positions_ = make_parameter({config.max_positions, config.d_model});
+  } else {
+    sinusoids_ = sinusoidal_positions(config.max_positions, config.d_model);
   }
   for (int64_t i = 0; i < config.layers; ++i) {
     encoder_layers_.emplace_back(config);
@@ -128,7 +139,6 @@ Transformer::Transformer(const ModelConfig& config)
     encoder_final_norm_ = LayerNorm(config.d_model, static_cast<float>(config.layer_norm_eps));
     decoder_final_norm_ = LayerNorm(config.d_model, static_cast<float>(config.layer_norm_eps));
   }
-  init(1);
 }
 
 void Transformer::init(uint64_t seed) {
@@ -183,16 +193,14 @@ void Transformer::load(const NamedTensors& values) {
   }
 }
 
-const Tensor& Transformer::position_table(const Tensor& learned, int64_t length) const {
+Tensor Transformer::position_table(const Tensor& learned, int64_t length) const {
   if (learned.defined()) {
     TFM_CHECK(length <= learned.dim(0), "sequence of {} tokens exceeds max_positions {}", length,
               learned.dim(0));
     return learned;
   }
-  if (!sinusoids_.defined() || sinusoids_.dim(0) < length)
-    sinusoids_ =
-        sinusoidal_positions(std::max<int64_t>(length, config_.max_positions), config_.d_model);
-  return sinusoids_;
+  if (length <= sinusoids_.dim(0)) return sinusoids_;
+  return sinusoidal_positions(length, config_.d_model);
 }
 
 Tensor Transformer::embed(const Tensor& ids, const Tensor& positions, ForwardContext& ctx,

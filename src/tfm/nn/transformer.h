@@ -90,7 +90,12 @@ struct DecoderState {
 
 class Transformer {
  public:
+  // A model of random weights (init(1)), to be trained.
   explicit Transformer(const ModelConfig& config);
+  // A model with these weights (copied; every parameter present with its shape), without the
+  // random initialisation: building a loaded model costs a copy of its weights, not ~1 s of random
+  // numbers for base.
+  Transformer(const ModelConfig& config, const NamedTensors& weights);
 
   // Random initialisation from a seed: Glorot-uniform projections, N(0, d_model^-0.5) embeddings
   // (so that the sqrt(d_model) scaling gives unit variance), LayerNorm 1/0, zero biases.
@@ -139,12 +144,17 @@ class Transformer {
   // dropout(E[ids] * sqrt(d_model) + positions[offset + t])
   Tensor embed(const Tensor& ids, const Tensor& positions, ForwardContext& ctx,
                int64_t offset = 0) const;
-  const Tensor& position_table(const Tensor& learned, int64_t length) const;
+  Tensor position_table(const Tensor& learned, int64_t length) const;
+  struct Uninitialised {};
+  Transformer(const ModelConfig& config, Uninitialised);
 
   ModelConfig config_;
   Tensor embedding_;
   Tensor encoder_positions_, decoder_positions_;  // learned only
-  mutable Tensor sinusoids_;                      // grown on demand
+  // Sinusoidal encodings of positions [0, max_positions), computed once at construction so that a
+  // model is immutable after it and can be shared across threads; longer sequences (sinusoids have
+  // no end) get a table of their own per call.
+  Tensor sinusoids_;
   std::vector<EncoderLayer> encoder_layers_;
   std::vector<DecoderLayer> decoder_layers_;
   LayerNorm encoder_final_norm_, decoder_final_norm_;  // pre-norm only
