@@ -12,6 +12,7 @@
 
 #include "tfm/core/error.h"
 #include "tfm/io/text_reader.h"
+#include "tfm/ops/autocast.h"
 
 namespace tfm {
 
@@ -387,8 +388,7 @@ void validate(const TrainRecipe& r) {
             "optimizer.beta1 and beta2 must be in [0, 1)");
   TFM_CHECK(r.eps > 0, "optimizer.eps must be positive, got {}", r.eps);
   TFM_CHECK(r.clip_norm >= 0, "optimizer.clip_norm must be >= 0, got {}", r.clip_norm);
-  TFM_CHECK(r.precision == "f32" || r.precision == "bf16" || r.precision == "auto",
-            "training.precision must be f32, bf16 or auto, got '{}'", r.precision);
+  ops::parse_precision(r.precision, "training.precision");  // the one parser of precision names
   TFM_CHECK(r.warmup_fraction >= 0 && r.warmup_fraction <= 1,
             "optimizer.warmup_fraction must be in [0, 1], got {}", r.warmup_fraction);
   TFM_CHECK(r.checkpoint_every_fraction >= 0 && r.checkpoint_every_fraction <= 1,
