@@ -15,6 +15,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tfm/cli/commands.h"
@@ -129,7 +130,7 @@ void run_translate(TranslateCommandOptions options) {
   const auto start = clock::now();
   int64_t truncated = 0;
   // Every line is encoded (and checked for length) before anything is translated.
-  const std::vector<std::vector<int32_t>> encoded =
+  std::vector<std::vector<int32_t>> encoded =
       encode_lines(vocab, lines, max_input, options.reject_long_inputs, input_name, truncated);
   int64_t target_tokens = 0;
   for (size_t begin = 0; begin < lines.size(); begin += static_cast<size_t>(options.chunk)) {
@@ -139,7 +140,7 @@ void run_translate(TranslateCommandOptions options) {
     std::vector<size_t> positions;
     for (size_t i = begin; i < end; ++i) {
       if (encoded[i].empty()) continue;
-      sources.push_back(encoded[i]);
+      sources.push_back(std::move(encoded[i]));
       positions.push_back(i);
     }
     std::vector<std::vector<decode::Hypothesis>> results =

@@ -7,12 +7,12 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <regex>
 
 #include "tfm/io/atomic_file.h"
 #include "tfm/io/checksum.h"
 #include "tfm/io/safetensors.h"
+#include "tfm/io/text_reader.h"
 #include "tfm/model/model_dir.h"
 
 namespace fs = std::filesystem;
@@ -83,11 +83,7 @@ void rename_or_fail(const fs::path& from, const fs::path& to) {
 // Through our own writer rather than fs::copy_file, whose kernel copy reports a full disk as an
 // I/O error: a full disk must say "No space left on device".
 void copy_file_or_fail(const fs::path& from, const fs::path& to) {
-  std::ifstream in(from, std::ios::binary);
-  TFM_CHECK(in.good(), "{}: cannot open: {}", from.string(), std::strerror(errno));
-  std::string contents((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  TFM_CHECK(!in.bad(), "{}: cannot read: {}", from.string(), std::strerror(errno));
-  write_file_atomically(to, contents);
+  write_file_atomically(to, read_file_bytes(from));
 }
 
 // Parses the whole of `text` as a non-negative integer, or fails naming `what`.
@@ -256,10 +252,7 @@ namespace {
 std::string vocabulary_hash(const fs::path& model_dir) {
   const fs::path vocab = model_dir / kVocabFileName;
   if (!fs::exists(vocab)) return "";
-  std::ifstream in(vocab, std::ios::binary);
-  TFM_CHECK(in.good(), "{}: cannot open: {}", vocab.string(), std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return crc32_hex(crc32_of(bytes.data(), bytes.size())) + fmt::format("/{}", bytes.size());
+  return fmt::format("{}/{}", crc32_hex(crc32_of_file(vocab)), fs::file_size(vocab));
 }
 
 }  // namespace
