@@ -98,7 +98,7 @@ data::Vocabulary prepare_run_vocabulary(const TrainRecipe& recipe, const fs::pat
   const bool with_contents = !has_checkpoints;
   const nlohmann::json wanted = vocabulary_record(recipe, with_contents);
   if (!fs::exists(path)) {
-    learn(recipe, run_dir, vocabulary_record(recipe, true), say);
+    learn(recipe, run_dir, with_contents ? wanted : vocabulary_record(recipe, true), say);
     return data::Vocabulary(path);
   }
   std::string changed;
@@ -120,7 +120,7 @@ data::Vocabulary prepare_run_vocabulary(const TrainRecipe& recipe, const fs::pat
             "trained with it: restore the recipe, or start a new run_dir",
             path.string(), changed);
   say(fmt::format("{} is stale ({}): learning it again", path.string(), changed));
-  learn(recipe, run_dir, vocabulary_record(recipe, true), say);
+  learn(recipe, run_dir, wanted, say);
   return data::Vocabulary(path);
 }
 
