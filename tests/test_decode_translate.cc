@@ -188,6 +188,8 @@ TEST_F(Translate, ModelDirectoryRoundTripTranslatesTheSame) {
   save_model_dir(dir.path() / "model", config_, model_.named_parameters());
   const LoadedModel loaded = load_model_dir(dir.path() / "model");
   const nn::Transformer reloaded(loaded.config, loaded.parameters);
+  // The loaded tensors are adopted, not copied.
+  EXPECT_TRUE(reloaded.output_embedding().same_storage(loaded.parameter("embedding.weight")));
   TranslateOptions options;
   options.max_length_offset = 5;
   expect_same(translate(reloaded, sources_, options), translate(model_, sources_, options), 0.0);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "temp_dir.h"
 #include "tfm/autograd/tape.h"
 #include "tfm/core/allocator.h"
 #include "tfm/model/parameters.h"
@@ -14,6 +15,8 @@
 
 namespace tfm {
 namespace {
+
+using testing::expect_error;
 
 ModelConfig tiny_config() {
   ModelConfig c = preset("base");
@@ -75,6 +78,37 @@ TEST(Transformer, ParametersFollowTheDocumentedSpec) {
       EXPECT_EQ(params[i].second.shape(), specs[i].shape) << specs[i].name;
     }
   }
+}
+
+// A model built from loaded weights adopts them: every parameter shares the given tensor's storage
+// (no copy, no random initialisation) and computes what the original computes; a missing or
+// misshapen weight is an error naming it.
+TEST(Transformer, LoadedWeightsAreAdoptedNotCopied) {
+  for (int variant = 0; variant < 3; ++variant) {
+    ModelConfig c = tiny_config();
+    if (variant == 1) c.norm = "pre";
+    if (variant == 2) c.positional = "learned", c.attention_bias = true;
+    nn::Transformer original(c);
+    original.init(7);
+    const nn::NamedTensors weights = original.named_parameters();
+    const nn::Transformer adopted(c, weights);
+    const nn::NamedTensors params = adopted.named_parameters();
+    ASSERT_EQ(params.size(), weights.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      EXPECT_EQ(params[i].first, weights[i].first);
+      EXPECT_TRUE(params[i].second.same_storage(weights[i].second)) << params[i].first;
+      EXPECT_TRUE(params[i].second.requires_grad()) << params[i].first;
+    }
+    const nn::Batch batch = make_batch(kSrc, kTgt, 5, 6);
+    EXPECT_EQ(loss_of(adopted, batch), loss_of(original, batch)) << "variant " << variant;
+  }
+  nn::NamedTensors weights = nn::Transformer(tiny_config()).named_parameters();
+  nn::NamedTensors missing(weights.begin() + 1, weights.end());
+  expect_error([&] { nn::Transformer(tiny_config(), missing); },
+               {"parameter 'embedding.weight' is missing"});
+  weights[1].second = Tensor::zeros({3});
+  expect_error([&] { nn::Transformer(tiny_config(), weights); },
+               {"parameter '" + weights[1].first + "'", "f32[3]", "expected f32[16, 16]"});
 }
 
 TEST(Transformer, ExtraPaddingChangesNothing) {

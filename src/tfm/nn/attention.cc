@@ -8,11 +8,12 @@
 namespace tfm::nn {
 
 MultiHeadAttention::MultiHeadAttention(int64_t d_model, int num_heads, int64_t d_k, int64_t d_v,
-                                       bool bias, float dropout)
-    : q_proj(d_model, num_heads * d_k, bias),
-      k_proj(d_model, num_heads * d_k, bias),
-      v_proj(d_model, num_heads * d_v, bias),
-      out_proj(num_heads * d_v, d_model, bias),
+                                       bool bias, float dropout, const ParameterSource& source,
+                                       const std::string& name)
+    : q_proj(d_model, num_heads * d_k, bias, source, name + "q_proj."),
+      k_proj(d_model, num_heads * d_k, bias, source, name + "k_proj."),
+      v_proj(d_model, num_heads * d_v, bias, source, name + "v_proj."),
+      out_proj(num_heads * d_v, d_model, bias, source, name + "out_proj."),
       heads(num_heads),
       attention_dropout(dropout) {}
 

@@ -47,7 +47,8 @@ struct KeyValueCache {
 struct MultiHeadAttention {
   MultiHeadAttention() = default;
   MultiHeadAttention(int64_t d_model, int heads, int64_t d_k, int64_t d_v, bool bias,
-                     float attention_dropout);
+                     float attention_dropout, const ParameterSource& source = {},
+                     const std::string& name = "");
 
   // query_input: [B, Tq, d_model]; memory: [B, Tk, d_model] (the same tensor for self-attention).
   Tensor forward(const Tensor& query_input, const Tensor& memory, const ops::AttentionMask& mask,

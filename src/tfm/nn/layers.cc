@@ -12,6 +12,28 @@ Tensor make_parameter(const Shape& shape) {
   return t;
 }
 
+ParameterSource::ParameterSource(const NamedTensors& loaded) : adopting_(true) {
+  for (const auto& [name, tensor] : loaded) loaded_.emplace(name, tensor);
+}
+
+Tensor ParameterSource::make(const std::string& name, const Shape& shape, float initial) const {
+  if (!adopting_) {
+    Tensor t = make_parameter(shape);
+    if (initial != 0.0f) t.fill(initial);
+    return t;
+  }
+  auto it = loaded_.find(name);
+  TFM_CHECK(it != loaded_.end(), "parameter '{}' is missing", name);
+  const Tensor& src = it->second;
+  TFM_CHECK(src.defined() && src.shape() == shape && src.dtype() == DType::f32,
+            "parameter '{}' is {}, expected f32{}", name,
+            src.defined() ? src.describe() : "undefined", shape.str());
+  // A handle on the same storage with autograd state of its own.
+  Tensor t = src.view(shape);
+  t.set_requires_grad(true);
+  return t;
+}
+
 namespace {
 void fill_uniform(Tensor& t, float bound, std::mt19937_64& rng) {
   std::uniform_real_distribution<float> dist(-bound, bound);
@@ -20,8 +42,10 @@ void fill_uniform(Tensor& t, float bound, std::mt19937_64& rng) {
 }
 }  // namespace
 
-Linear::Linear(int64_t in, int64_t out, bool has_bias) : weight(make_parameter({out, in})) {
-  if (has_bias) bias = make_parameter({out});
+Linear::Linear(int64_t in, int64_t out, bool has_bias, const ParameterSource& source,
+               const std::string& name)
+    : weight(source.make(name + "weight", {out, in})) {
+  if (has_bias) bias = source.make(name + "bias", {out});
 }
 
 Tensor Linear::forward(const Tensor& x) const {
@@ -40,10 +64,11 @@ void Linear::collect(const std::string& prefix, NamedTensors& out) const {
   if (bias.defined()) out.emplace_back(prefix + "bias", bias);
 }
 
-LayerNorm::LayerNorm(int64_t dim, float epsilon)
-    : weight(make_parameter({dim})), bias(make_parameter({dim})), eps(epsilon) {
-  weight.fill(1.0f);
-}
+LayerNorm::LayerNorm(int64_t dim, float epsilon, const ParameterSource& source,
+                     const std::string& name)
+    : weight(source.make(name + "weight", {dim}, 1.0f)),
+      bias(source.make(name + "bias", {dim})),
+      eps(epsilon) {}
 
 Tensor LayerNorm::forward(const Tensor& x) const {
   return ops::layer_norm(x, weight, bias, eps);
@@ -54,8 +79,10 @@ void LayerNorm::collect(const std::string& prefix, NamedTensors& out) const {
   out.emplace_back(prefix + "bias", bias);
 }
 
-FeedForward::FeedForward(int64_t d_model, int64_t d_ff)
-    : fc1(d_model, d_ff, true), fc2(d_ff, d_model, true) {}
+FeedForward::FeedForward(int64_t d_model, int64_t d_ff, const ParameterSource& source,
+                         const std::string& name)
+    : fc1(d_model, d_ff, true, source, name + "fc1."),
+      fc2(d_ff, d_model, true, source, name + "fc2.") {}
 
 Tensor FeedForward::forward(const Tensor& x) const {
   // relu(fc1(x)) as one product with the relu applied on its output (ops::linear_relu).

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -18,10 +19,29 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 // A parameter: f32, requires a gradient.
 Tensor make_parameter(const Shape& shape);
 
+// Where a module's parameters come from as it is built: fresh tensors (zeros, or `initial`) for
+// init() to fill, or the tensors of a loaded model, adopted: each checked for presence, shape and
+// dtype, then shared (no copy), so that building a loaded model costs nothing beyond reading it.
+class ParameterSource {
+ public:
+  ParameterSource() = default;  // fresh parameters
+  explicit ParameterSource(const NamedTensors& loaded);
+
+  // The parameter `name` of `shape`, requiring a gradient.
+  Tensor make(const std::string& name, const Shape& shape, float initial = 0.0f) const;
+  bool adopting() const { return adopting_; }
+
+ private:
+  std::unordered_map<std::string, Tensor> loaded_;
+  bool adopting_ = false;
+};
+
 // y = x W^T + b (torch.nn.Linear layout: weight [out, in]).
 struct Linear {
   Linear() = default;
-  Linear(int64_t in, int64_t out, bool bias);
+  // `name`: the prefix of its parameters' names ("...q_proj."), used when adopting.
+  Linear(int64_t in, int64_t out, bool bias, const ParameterSource& source = {},
+         const std::string& name = "");
   Tensor forward(const Tensor& x) const;
   // Xavier/Glorot uniform weights (as tensor2tensor and fairseq), zero bias.
   void init(std::mt19937_64& rng);
@@ -32,7 +52,8 @@ struct Linear {
 
 struct LayerNorm {
   LayerNorm() = default;
-  LayerNorm(int64_t dim, float eps);
+  LayerNorm(int64_t dim, float eps, const ParameterSource& source = {},
+            const std::string& name = "");
   Tensor forward(const Tensor& x) const;
   void collect(const std::string& prefix, NamedTensors& out) const;
 
@@ -43,7 +64,8 @@ struct LayerNorm {
 // Position-wise feed-forward network: FFN(x) = max(0, x W1^T + b1) W2^T + b2 (equation 2).
 struct FeedForward {
   FeedForward() = default;
-  FeedForward(int64_t d_model, int64_t d_ff);
+  FeedForward(int64_t d_model, int64_t d_ff, const ParameterSource& source = {},
+              const std::string& name = "");
   Tensor forward(const Tensor& x) const;
   void init(std::mt19937_64& rng);
   void collect(const std::string& prefix, NamedTensors& out) const;

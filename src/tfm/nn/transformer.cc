@@ -23,21 +23,25 @@ Tensor ResidualNorm::apply(const Tensor& x, ForwardContext& ctx, Sublayer&& subl
 }
 
 namespace {
-ResidualNorm residual(const ModelConfig& c) {
-  return ResidualNorm{LayerNorm(c.d_model, static_cast<float>(c.layer_norm_eps)), c.pre_norm(),
-                      static_cast<float>(c.dropout)};
+ResidualNorm residual(const ModelConfig& c, const ParameterSource& source,
+                      const std::string& name) {
+  return ResidualNorm{LayerNorm(c.d_model, static_cast<float>(c.layer_norm_eps), source, name),
+                      c.pre_norm(), static_cast<float>(c.dropout)};
 }
-MultiHeadAttention attention(const ModelConfig& c) {
+MultiHeadAttention attention(const ModelConfig& c, const ParameterSource& source,
+                             const std::string& name) {
   return MultiHeadAttention(c.d_model, static_cast<int>(c.heads), c.d_k, c.d_v, c.attention_bias,
-                            static_cast<float>(c.attention_dropout));
+                            static_cast<float>(c.attention_dropout), source, name);
 }
 }  // namespace
 
-EncoderLayer::EncoderLayer(const ModelConfig& c)
-    : self_attn(attention(c)),
-      self_attn_block(residual(c)),
-      ffn(c.d_model, c.d_ff),
-      ffn_block(residual(c)) {}
+// The parameters' names are those of collect() below.
+EncoderLayer::EncoderLayer(const ModelConfig& c, const ParameterSource& source,
+                           const std::string& prefix)
+    : self_attn(attention(c, source, prefix + "self_attn.")),
+      self_attn_block(residual(c, source, prefix + "self_attn_norm.")),
+      ffn(c.d_model, c.d_ff, source, prefix + "ffn."),
+      ffn_block(residual(c, source, prefix + "ffn_norm.")) {}
 
 Tensor EncoderLayer::forward(const Tensor& x, const ops::AttentionMask& source_mask,
                              ForwardContext& ctx) const {
@@ -58,13 +62,14 @@ void EncoderLayer::collect(const std::string& prefix, NamedTensors& out) const {
   ffn_block.norm.collect(prefix + "ffn_norm.", out);
 }
 
-DecoderLayer::DecoderLayer(const ModelConfig& c)
-    : self_attn(attention(c)),
-      self_attn_block(residual(c)),
-      cross_attn(attention(c)),
-      cross_attn_block(residual(c)),
-      ffn(c.d_model, c.d_ff),
-      ffn_block(residual(c)) {}
+DecoderLayer::DecoderLayer(const ModelConfig& c, const ParameterSource& source,
+                           const std::string& prefix)
+    : self_attn(attention(c, source, prefix + "self_attn.")),
+      self_attn_block(residual(c, source, prefix + "self_attn_norm.")),
+      cross_attn(attention(c, source, prefix + "cross_attn.")),
+      cross_attn_block(residual(c, source, prefix + "cross_attn_norm.")),
+      ffn(c.d_model, c.d_ff, source, prefix + "ffn."),
+      ffn_block(residual(c, source, prefix + "ffn_norm.")) {}
 
 Tensor DecoderLayer::forward(const Tensor& y, const Tensor& memory,
                              const ops::AttentionMask& self_mask,
@@ -114,30 +119,33 @@ void DecoderLayer::collect(const std::string& prefix, NamedTensors& out) const {
   ffn_block.norm.collect(prefix + "ffn_norm.", out);
 }
 
-Transformer::Transformer(const ModelConfig& config) : Transformer(config, Uninitialised{}) {
+Transformer::Transformer(const ModelConfig& config) : Transformer(config, ParameterSource()) {
   init(1);
 }
 
 Transformer::Transformer(const ModelConfig& config, const NamedTensors& weights)
-    : Transformer(config, Uninitialised{}) {
-  load(weights);
-}
+    : Transformer(config, ParameterSource(weights)) {}
 
-Transformer::Transformer(const ModelConfig& config, Uninitialised)
-    : config_(config), embedding_(make_parameter({config.vocab_size, config.d_model})) {
+// The parameters' names are those of named_parameters() below.
+Transformer::Transformer(const ModelConfig& config, const ParameterSource& source)
+    : config_(config),
+      embedding_(source.make("embedding.weight", {config.vocab_size, config.d_model})) {
   if (config.learned_positions()) {
-    encoder_positions_ = make_parameter({config.max_positions, config.d_model});
-    decoder_positions_ = make_parameter({config.max_positions, config.d_model});
+    encoder_positions_ =
+        source.make("encoder.positions.weight", {config.max_positions, config.d_model});
+    decoder_positions_ =
+        source.make("decoder.positions.weight", {config.max_positions, config.d_model});
   } else {
     sinusoids_ = sinusoidal_positions(config.max_positions, config.d_model);
   }
-  for (int64_t i = 0; i < config.layers; ++i) {
-    encoder_layers_.emplace_back(config);
-    decoder_layers_.emplace_back(config);
-  }
+  for (int64_t i = 0; i < config.layers; ++i)
+    encoder_layers_.emplace_back(config, source, "encoder.layers." + std::to_string(i) + ".");
+  for (int64_t i = 0; i < config.layers; ++i)
+    decoder_layers_.emplace_back(config, source, "decoder.layers." + std::to_string(i) + ".");
   if (config.pre_norm()) {
-    encoder_final_norm_ = LayerNorm(config.d_model, static_cast<float>(config.layer_norm_eps));
-    decoder_final_norm_ = LayerNorm(config.d_model, static_cast<float>(config.layer_norm_eps));
+    const auto eps = static_cast<float>(config.layer_norm_eps);
+    encoder_final_norm_ = LayerNorm(config.d_model, eps, source, "encoder.final_norm.");
+    decoder_final_norm_ = LayerNorm(config.d_model, eps, source, "decoder.final_norm.");
   }
 }
 

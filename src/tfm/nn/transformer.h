@@ -27,7 +27,9 @@ struct ResidualNorm {
 };
 
 struct EncoderLayer {
-  EncoderLayer(const ModelConfig& config);
+  // prefix: "encoder.layers.<i>.", the start of its parameters' names.
+  EncoderLayer(const ModelConfig& config, const ParameterSource& source = {},
+               const std::string& prefix = "");
   Tensor forward(const Tensor& x, const ops::AttentionMask& source_mask, ForwardContext& ctx) const;
   void init(std::mt19937_64& rng);
   void collect(const std::string& prefix, NamedTensors& out) const;
@@ -39,7 +41,8 @@ struct EncoderLayer {
 };
 
 struct DecoderLayer {
-  DecoderLayer(const ModelConfig& config);
+  DecoderLayer(const ModelConfig& config, const ParameterSource& source = {},
+               const std::string& prefix = "");
   Tensor forward(const Tensor& y, const Tensor& memory, const ops::AttentionMask& self_mask,
                  const ops::AttentionMask& source_mask, ForwardContext& ctx) const;
   // One position of incremental decoding (inference): y [rows, 1, d_model] for rows = sources *
@@ -92,9 +95,10 @@ class Transformer {
  public:
   // A model of random weights (init(1)), to be trained.
   explicit Transformer(const ModelConfig& config);
-  // A model with these weights (copied; every parameter present with its shape), without the
-  // random initialisation: building a loaded model costs a copy of its weights, not ~1 s of random
-  // numbers for base.
+  // A model of these weights, adopted: every parameter must be present with its shape and dtype
+  // f32 (extra tensors are ignored), and shares its storage with the given tensor (no copy, no
+  // random initialisation): building a loaded model costs nothing beyond reading its file. The
+  // model sees later changes to those tensors, and updates (training) write into them.
   Transformer(const ModelConfig& config, const NamedTensors& weights);
 
   // Random initialisation from a seed: Glorot-uniform projections, N(0, d_model^-0.5) embeddings
@@ -145,8 +149,7 @@ class Transformer {
   Tensor embed(const Tensor& ids, const Tensor& positions, ForwardContext& ctx,
                int64_t offset = 0) const;
   Tensor position_table(const Tensor& learned, int64_t length) const;
-  struct Uninitialised {};
-  Transformer(const ModelConfig& config, Uninitialised);
+  Transformer(const ModelConfig& config, const ParameterSource& source);
 
   ModelConfig config_;
   Tensor embedding_;
