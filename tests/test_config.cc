@@ -120,6 +120,15 @@ TEST(ModelConfig, PaperParamsColumn) {
   expect_error([] { paper_params_millions("Z"); }, {"unknown preset 'Z'"});
 }
 
+// Presets are not validated when taken (config.h: a configuration is validated where it enters):
+// every one must be valid as written.
+TEST(ModelConfig, EveryPresetIsValid) {
+  for (const std::string& name : preset_names()) {
+    SCOPED_TRACE(name);
+    EXPECT_NO_THROW(validate(preset(name)));
+  }
+}
+
 TEST(ModelConfig, UnknownPresetListsValidNames) {
   expect_error([] { preset("huge"); }, {"unknown preset 'huge'", "base", "A1", "C7", "E", "big"});
   expect_error([] { preset("Base"); }, {"unknown preset 'Base'"});
@@ -326,6 +335,16 @@ TEST(ModelConfig, FileErrorsNameTheFile) {
     std::ofstream(big) << fmt::format(R"({{"layers": {}}})", huge);
     expect_error([&] { load_config(big); }, {big.string(), "'layers'"});
   }
+  // A key given twice (JSON parsers keep the last one silently) is an error naming file and key;
+  // so is an unknown key.
+  const auto repeated = dir / "repeated.json";
+  std::ofstream(repeated) << R"({"layers": 6, "d_model": 256, "layers": 2})";
+  expect_error([&] { load_config(repeated); },
+               {repeated.string(), "configuration key 'layers' given twice"});
+  const auto unknown = dir / "unknown.json";
+  std::ofstream(unknown) << R"({"layers": 6, "colour": "red"})";
+  expect_error([&] { load_config(unknown); },
+               {unknown.string(), "unknown configuration key 'colour'", "valid keys: layers"});
   ModelConfig bad;
   bad.heads = 0;
   expect_error([&] { save_config(dir / "bad.json", bad); }, {"bad.json", "'heads'"});

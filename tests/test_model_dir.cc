@@ -235,5 +235,23 @@ TEST(InfoCommand, ErrorsAreOneLineAndNonZero) {
   EXPECT_NE(bad.err.find("unknown preset 'nope'"), std::string::npos) << bad.err;
 }
 
+// An invalid configuration is reported once, as one line naming the key, wherever it comes from:
+// a preset edited by --vocab (the special ids no longer fit) or a config.json.
+TEST(InfoCommand, AnInvalidConfigurationIsOneErrorNamingTheKey) {
+  TempDir dir;
+  const CommandResult edited = run_tfm("info --preset base --vocab 3", dir);
+  EXPECT_EQ(edited.status, 1);
+  EXPECT_EQ(count_lines(edited.err), 1) << edited.err;
+  EXPECT_NE(edited.err.find("tfm: error: configuration key 'eos_id'"), std::string::npos)
+      << edited.err;
+  { std::ofstream(dir / "config.json") << R"({"layers": 2, "heads": 0})"; }
+  const CommandResult run = run_tfm("info -c '" + (dir / "config.json").string() + "'", dir);
+  EXPECT_EQ(run.status, 1);
+  EXPECT_EQ(count_lines(run.err), 1) << run.err;
+  EXPECT_NE(run.err.find("config.json: configuration key 'heads' must be positive"),
+            std::string::npos)
+      << run.err;
+}
+
 }  // namespace
 }  // namespace tfm

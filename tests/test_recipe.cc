@@ -1,10 +1,12 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "temp_dir.h"
 #include "tfm/train/recipe.h"
@@ -55,6 +57,31 @@ TEST(Recipe, ReadsSectionsModelOverridesAndEnvironment) {
   apply_override(r, "model.heads=4");
   EXPECT_EQ(r.max_steps, 123);
   EXPECT_EQ(r.model_config(1000).heads, 4);
+}
+
+// The recipe's model section and config.json share one table of configuration keys: every key
+// of config.json but those the vocabulary decides is a recipe option, and reaches the model.
+TEST(Recipe, ModelSectionTakesEveryConfigurationKey) {
+  const std::vector<std::string> options = recipe_keys();
+  const nlohmann::ordered_json written = config_to_json(ModelConfig{});
+  ASSERT_EQ(config_keys().size(), written.size());
+  size_t i = 0;
+  for (const auto& [key, value] : written.items()) {
+    EXPECT_EQ(config_keys()[i++], key);
+    const bool decided_by_vocabulary = key == "vocab_size" || key.ends_with("_id");
+    EXPECT_EQ(std::count(options.begin(), options.end(), "model." + key),
+              decided_by_vocabulary ? 0 : 1)
+        << key;
+  }
+  TrainRecipe r;
+  apply_override(r, "model.layer_norm_eps=1e-6");
+  apply_override(r, "model.attention_bias=true");
+  EXPECT_DOUBLE_EQ(r.model_config(100).layer_norm_eps, 1e-6);
+  EXPECT_TRUE(r.model_config(100).attention_bias);
+  expect_error([&] { apply_override(r, "model.vocab_size=5"); },
+               {"unknown option 'model.vocab_size'"});
+  expect_error([&] { apply_override(r, "model.layerz=5"); },
+               {"unknown option 'model.layerz'", "did you mean 'model.layers'"});
 }
 
 TEST(Recipe, TyposAndBadValuesAreOneLineErrorsWithFileAndLine) {

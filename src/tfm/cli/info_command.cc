@@ -52,7 +52,10 @@ std::string with_commas(double value) {
   return with_commas(static_cast<int64_t>(value));
 }
 
+// A preset or config.json is valid already; edited by --vocab or --attention-bias, it is a new
+// configuration and checked once here.
 ModelConfig with_overrides(ModelConfig config, const InfoOptions& options) {
+  if (options.vocab_size <= 0 && !options.attention_bias) return config;
   if (options.vocab_size > 0) config.vocab_size = options.vocab_size;
   if (options.attention_bias) config.attention_bias = true;
   validate(config);

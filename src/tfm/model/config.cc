@@ -5,10 +5,13 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include "tfm/core/error.h"
 #include "tfm/io/atomic_file.h"
+#include "tfm/io/key_table.h"
 
 namespace tfm {
 
@@ -17,40 +20,6 @@ namespace {
 // Every dimension is capped so that products of a few of them cannot overflow int64 (and the whole
 // model is checked against a parameter budget in validate()).
 constexpr int64_t kMaxDimension = int64_t{1} << 24;
-
-constexpr std::array<std::string_view, 19> kKeys = {"layers",
-                                                    "d_model",
-                                                    "d_ff",
-                                                    "heads",
-                                                    "d_k",
-                                                    "d_v",
-                                                    "dropout",
-                                                    "attention_dropout",
-                                                    "label_smoothing",
-                                                    "positional",
-                                                    "max_positions",
-                                                    "vocab_size",
-                                                    "norm",
-                                                    "attention_bias",
-                                                    "layer_norm_eps",
-                                                    "pad_id",
-                                                    "unk_id",
-                                                    "bos_id",
-                                                    "eos_id"};
-
-}  // namespace
-
-std::span<const std::string_view> config_keys() {
-  return kKeys;
-}
-
-namespace {
-
-std::string joined_keys() {
-  std::string out;
-  for (std::string_view key : kKeys) out += (out.empty() ? "" : ", ") + std::string(key);
-  return out;
-}
 
 void check_dimension(std::string_view key, int64_t value) {
   TFM_CHECK(value > 0, "configuration key '{}' must be positive, got {}", key, value);
@@ -71,51 +40,83 @@ void check_token_id(std::string_view key, int32_t id, int64_t vocab_size) {
 
 // A value as JSON text for an error message; invalid UTF-8 (a recipe's raw bytes) is replaced, not
 // thrown as nlohmann's type_error.
-template <typename Json>
-std::string shown(const Json& value) {
-  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+std::string shown(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-template <typename Json>
-int64_t read_integer(std::string_view key, const Json& value) {
+int64_t read_integer(std::string_view key, const nlohmann::json& value) {
   TFM_CHECK(value.is_number_integer(), "configuration key '{}' must be an integer, got {} {}", key,
             value.type_name(), shown(value));
   if (value.is_number_unsigned()) {
-    auto u = value.template get<uint64_t>();
+    auto u = value.get<uint64_t>();
     TFM_CHECK(u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
               "configuration key '{}' is out of range: {}", key, u);
     return static_cast<int64_t>(u);
   }
-  return value.template get<int64_t>();
+  return value.get<int64_t>();
 }
 
-template <typename Json>
-int32_t read_token_id(std::string_view key, const Json& value) {
+int32_t read_token_id(std::string_view key, const nlohmann::json& value) {
   int64_t id = read_integer(key, value);
   TFM_CHECK(id >= 0 && id <= std::numeric_limits<int32_t>::max(),
             "configuration key '{}' must be a non-negative token id, got {}", key, id);
   return static_cast<int32_t>(id);
 }
 
-template <typename Json>
-double read_number(std::string_view key, const Json& value) {
+double read_number(std::string_view key, const nlohmann::json& value) {
   TFM_CHECK(value.is_number(), "configuration key '{}' must be a number, got {} {}", key,
             value.type_name(), shown(value));
-  return value.template get<double>();
+  return value.get<double>();
 }
 
-template <typename Json>
-std::string read_string(std::string_view key, const Json& value) {
+std::string read_string(std::string_view key, const nlohmann::json& value) {
   TFM_CHECK(value.is_string(), "configuration key '{}' must be a string, got {} {}", key,
             value.type_name(), shown(value));
-  return value.template get<std::string>();
+  return value.get<std::string>();
 }
 
-template <typename Json>
-bool read_bool(std::string_view key, const Json& value) {
+bool read_bool(std::string_view key, const nlohmann::json& value) {
   TFM_CHECK(value.is_boolean(), "configuration key '{}' must be true or false, got {} {}", key,
             value.type_name(), shown(value));
-  return value.template get<bool>();
+  return value.get<bool>();
+}
+
+// Rows of the key table from a field and its reader: the reader parses and checks a JSON value.
+using ConfigRow = KeyRow<ModelConfig, nlohmann::json>;
+
+template <typename Field, typename Reader>
+ConfigRow row(std::string name, Field ModelConfig::*field, Reader read) {
+  return {std::move(name),
+          [field, read](ModelConfig& c, const std::string& key, const nlohmann::json& value) {
+            c.*field = read(key, value);
+          },
+          [field](const ModelConfig& c) { return nlohmann::ordered_json(c.*field); }};
+}
+
+// Every key of config.json, in file order (docs/MODEL_FORMAT.md).
+const KeyTable<ModelConfig, nlohmann::json>& config_table() {
+  static const KeyTable<ModelConfig, nlohmann::json> table({
+      row("layers", &ModelConfig::layers, read_integer),
+      row("d_model", &ModelConfig::d_model, read_integer),
+      row("d_ff", &ModelConfig::d_ff, read_integer),
+      row("heads", &ModelConfig::heads, read_integer),
+      row("d_k", &ModelConfig::d_k, read_integer),
+      row("d_v", &ModelConfig::d_v, read_integer),
+      row("dropout", &ModelConfig::dropout, read_number),
+      row("attention_dropout", &ModelConfig::attention_dropout, read_number),
+      row("label_smoothing", &ModelConfig::label_smoothing, read_number),
+      row("positional", &ModelConfig::positional, read_string),
+      row("max_positions", &ModelConfig::max_positions, read_integer),
+      row("vocab_size", &ModelConfig::vocab_size, read_integer),
+      row("norm", &ModelConfig::norm, read_string),
+      row("attention_bias", &ModelConfig::attention_bias, read_bool),
+      row("layer_norm_eps", &ModelConfig::layer_norm_eps, read_number),
+      row("pad_id", &ModelConfig::pad_id, read_token_id),
+      row("unk_id", &ModelConfig::unk_id, read_token_id),
+      row("bos_id", &ModelConfig::bos_id, read_token_id),
+      row("eos_id", &ModelConfig::eos_id, read_token_id),
+  });
+  return table;
 }
 
 template <typename Json>
@@ -123,50 +124,10 @@ ModelConfig from_json(const Json& json, const ModelConfig& defaults) {
   TFM_CHECK(json.is_object(), "a model configuration must be a JSON object, got {}",
             json.type_name());
   ModelConfig c = defaults;
-  for (auto it = json.begin(); it != json.end(); ++it) {
-    const std::string& key = it.key();
-    const Json& v = it.value();
-    if (key == "layers")
-      c.layers = read_integer(key, v);
-    else if (key == "d_model")
-      c.d_model = read_integer(key, v);
-    else if (key == "d_ff")
-      c.d_ff = read_integer(key, v);
-    else if (key == "heads")
-      c.heads = read_integer(key, v);
-    else if (key == "d_k")
-      c.d_k = read_integer(key, v);
-    else if (key == "d_v")
-      c.d_v = read_integer(key, v);
-    else if (key == "dropout")
-      c.dropout = read_number(key, v);
-    else if (key == "attention_dropout")
-      c.attention_dropout = read_number(key, v);
-    else if (key == "label_smoothing")
-      c.label_smoothing = read_number(key, v);
-    else if (key == "positional")
-      c.positional = read_string(key, v);
-    else if (key == "max_positions")
-      c.max_positions = read_integer(key, v);
-    else if (key == "vocab_size")
-      c.vocab_size = read_integer(key, v);
-    else if (key == "norm")
-      c.norm = read_string(key, v);
-    else if (key == "attention_bias")
-      c.attention_bias = read_bool(key, v);
-    else if (key == "layer_norm_eps")
-      c.layer_norm_eps = read_number(key, v);
-    else if (key == "pad_id")
-      c.pad_id = read_token_id(key, v);
-    else if (key == "unk_id")
-      c.unk_id = read_token_id(key, v);
-    else if (key == "bos_id")
-      c.bos_id = read_token_id(key, v);
-    else if (key == "eos_id")
-      c.eos_id = read_token_id(key, v);
-    else
-      fail("unknown configuration key '{}' (valid keys: {})", key, joined_keys());
-  }
+  for (auto it = json.begin(); it != json.end(); ++it)
+    if (!config_table().set(c, it.key(), nlohmann::json(it.value())))
+      fail("unknown configuration key '{}' (valid keys: {})", it.key(),
+           joined_names(config_table().names()));
   validate(c);
   return c;
 }
@@ -278,28 +239,14 @@ std::optional<int> paper_params_millions(std::string_view preset_name) {
   return find_preset(preset_name).paper_params_millions;
 }
 
+std::span<const std::string_view> config_keys() {
+  static const std::vector<std::string> names = config_table().names();
+  static const std::vector<std::string_view> views(names.begin(), names.end());
+  return views;
+}
+
 nlohmann::ordered_json config_to_json(const ModelConfig& c) {
-  nlohmann::ordered_json j;
-  j["layers"] = c.layers;
-  j["d_model"] = c.d_model;
-  j["d_ff"] = c.d_ff;
-  j["heads"] = c.heads;
-  j["d_k"] = c.d_k;
-  j["d_v"] = c.d_v;
-  j["dropout"] = c.dropout;
-  j["attention_dropout"] = c.attention_dropout;
-  j["label_smoothing"] = c.label_smoothing;
-  j["positional"] = c.positional;
-  j["max_positions"] = c.max_positions;
-  j["vocab_size"] = c.vocab_size;
-  j["norm"] = c.norm;
-  j["attention_bias"] = c.attention_bias;
-  j["layer_norm_eps"] = c.layer_norm_eps;
-  j["pad_id"] = c.pad_id;
-  j["unk_id"] = c.unk_id;
-  j["bos_id"] = c.bos_id;
-  j["eos_id"] = c.eos_id;
-  return j;
+  return config_table().to_json(c);
 }
 
 ModelConfig config_from_json(const nlohmann::json& json, const ModelConfig& defaults) {
@@ -316,9 +263,21 @@ ModelConfig load_config(const std::filesystem::path& path) {
             path.string());
   std::stringstream text;
   text << in.rdbuf();
+  // A JSON object keeps the last of a repeated key; a configuration key given twice is refused.
+  std::vector<std::set<std::string>> keys_seen;  // per open object
+  auto refuse_repeated_keys = [&keys_seen, &path](int, nlohmann::ordered_json::parse_event_t event,
+                                                  nlohmann::ordered_json& parsed) {
+    using Event = nlohmann::ordered_json::parse_event_t;
+    if (event == Event::object_start) keys_seen.emplace_back();
+    if (event == Event::object_end) keys_seen.pop_back();
+    if (event == Event::key)
+      TFM_CHECK(keys_seen.back().insert(parsed.get<std::string>()).second,
+                "{}: configuration key '{}' given twice", path.string(), parsed.get<std::string>());
+    return true;
+  };
   nlohmann::ordered_json json;
   try {
-    json = nlohmann::ordered_json::parse(text.str());
+    json = nlohmann::ordered_json::parse(text.str(), refuse_repeated_keys);
   } catch (const nlohmann::json::exception& e) {
     // parse_error, and out_of_range for a number beyond double (1e400).
     fail("{}: not valid JSON: {}", path.string(), e.what());

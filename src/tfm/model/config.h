@@ -47,10 +47,18 @@ std::span<const std::string_view> config_keys();
 // Throws tfm::Error naming the first field that is out of its range (sizes not positive, dropout
 // outside [0, 1), odd d_model with sinusoidal encoding, token ids outside the vocabulary or
 // equal...).
+//
+// Validation happens once, where a configuration enters: config_from_json and load_config (a
+// config.json, a recipe's model section through TrainRecipe::model_config) validate what they
+// return, and every preset is valid (a test checks them all). Code that builds or edits a
+// ModelConfig by hand (tfm info's --vocab, tests, benchmarks) calls validate() once before using
+// it. Everything that takes a ModelConfig (parameter_specs, forward_flops, nn::Transformer, the
+// trainer, the decoder) relies on that and does not validate again. save_config is the one other
+// check: a config.json that load_config would refuse is never written.
 void validate(const ModelConfig& config);
 
 // The named presets: "base", "big" and the Table 3 rows "A1".."A4", "B1", "B2", "C1".."C7",
-// "D1".."D4", "E". Unknown names throw tfm::Error listing the valid ones.
+// "D1".."D4", "E", all valid. Unknown names throw tfm::Error listing the valid ones.
 ModelConfig preset(std::string_view name);
 const std::vector<std::string>& preset_names();
 // The paper's Table 3 "params x 10^6" cell for a preset; empty where the paper leaves it blank

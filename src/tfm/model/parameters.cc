@@ -52,7 +52,6 @@ void add_stack(std::vector<ParameterSpec>& specs, const std::string& side, const
 }  // namespace
 
 std::vector<ParameterSpec> parameter_specs(const ModelConfig& config) {
-  validate(config);
   std::vector<ParameterSpec> specs;
   specs.push_back({"embedding.weight", Shape{config.vocab_size, config.d_model}});
   add_stack(specs, "encoder", config);
@@ -82,7 +81,6 @@ int64_t parameter_count(const ModelConfig& config) {
 }
 
 ForwardFlops forward_flops(const ModelConfig& c, int64_t source_length, int64_t target_length) {
-  validate(c);
   TFM_CHECK(source_length > 0 && target_length > 0,
             "sequence lengths must be positive, got source {} and target {}", source_length,
             target_length);

@@ -17,7 +17,8 @@ struct ParameterSpec {
 };
 
 // Every parameter of the model in its canonical order (the order of model.safetensors), with the
-// PyTorch nn.Linear layout weight [out, in]. Validates the configuration first.
+// PyTorch nn.Linear layout weight [out, in]. The configuration is valid (config.h: validated where
+// it entered), as for every function here.
 std::vector<ParameterSpec> parameter_specs(const ModelConfig& config);
 
 int64_t parameter_count(const ModelConfig& config);

@@ -7,10 +7,10 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "tfm/core/error.h"
+#include "tfm/io/key_table.h"
 #include "tfm/io/text_reader.h"
 #include "tfm/ops/autocast.h"
 
@@ -84,7 +84,8 @@ std::string expand_environment(const std::string& key, const std::string& text) 
   return out;
 }
 
-using Setter = std::function<void(TrainRecipe&, const std::string& key, const std::string& value)>;
+using RecipeRow = KeyRow<TrainRecipe, std::string>;
+using Setter = decltype(RecipeRow::set);
 
 template <typename Member>
 Setter integer(Member member) {
@@ -111,113 +112,93 @@ Setter text(Member member) {
   };
 }
 
-const std::vector<std::pair<std::string, Setter>>& setters() {
-  static const std::vector<std::pair<std::string, Setter>> table = {
-      {"model.preset", text(&TrainRecipe::preset)},
-      {"data.train_source", text(&TrainRecipe::train_source)},
-      {"data.train_target", text(&TrainRecipe::train_target)},
-      {"data.valid_source", text(&TrainRecipe::valid_source)},
-      {"data.valid_target", text(&TrainRecipe::valid_target)},
-      {"data.vocab", text(&TrainRecipe::vocab)},
-      {"data.vocab_size", integer(&TrainRecipe::vocab_size)},
-      {"data.vocab_type", text(&TrainRecipe::vocab_type)},
-      {"data.max_length", integer(&TrainRecipe::max_length)},
-      {"data.max_tokens", integer(&TrainRecipe::max_tokens)},
-      {"data.accumulate", integer(&TrainRecipe::accumulate)},
-      {"data.shuffle_window", integer(&TrainRecipe::shuffle_window)},
-      {"data.skip_empty_lines", boolean(&TrainRecipe::skip_empty_lines)},
-      {"optimizer.lr_scale", number(&TrainRecipe::lr_scale)},
-      {"optimizer.warmup", integer(&TrainRecipe::warmup)},
-      {"optimizer.warmup_fraction", number(&TrainRecipe::warmup_fraction)},
-      {"optimizer.beta1", number(&TrainRecipe::beta1)},
-      {"optimizer.beta2", number(&TrainRecipe::beta2)},
-      {"optimizer.eps", number(&TrainRecipe::eps)},
-      {"optimizer.clip_norm", number(&TrainRecipe::clip_norm)},
-      {"training.max_steps", integer(&TrainRecipe::max_steps)},
-      {"training.max_epochs", integer(&TrainRecipe::max_epochs)},
-      {"training.max_minutes", number(&TrainRecipe::max_minutes)},
-      {"training.seed",
-       [](TrainRecipe& r, const std::string& k, const std::string& v) {
-         int64_t s = parse_int(k, v);
-         TFM_CHECK(s >= 0, "'{}' must be >= 0, got {}", k, s);
-         r.seed = static_cast<uint64_t>(s);
-       }},
-      {"training.threads",
-       [](TrainRecipe& r, const std::string& k, const std::string& v) {
-         const int64_t threads = parse_int(k, v);
-         TFM_CHECK(threads >= 0 && threads <= kMaxThreads,
-                   "'{}' must be in [0, {}] (0: all cores), got {}", k, kMaxThreads, threads);
-         r.threads = static_cast<int>(threads);
-       }},
-      {"training.precision", text(&TrainRecipe::precision)},
-      {"training.log_every", integer(&TrainRecipe::log_every)},
-      {"training.run_dir", text(&TrainRecipe::run_dir)},
-      {"checkpoints.every_steps", integer(&TrainRecipe::checkpoint_every_steps)},
-      {"checkpoints.every_minutes", number(&TrainRecipe::checkpoint_every_minutes)},
-      {"checkpoints.keep", integer(&TrainRecipe::keep_checkpoints)},
-      {"checkpoints.every_fraction", number(&TrainRecipe::checkpoint_every_fraction)},
-      {"validation.every_steps", integer(&TrainRecipe::validate_every_steps)},
-      {"validation.bleu", boolean(&TrainRecipe::validate_bleu)},
-      {"validation.max_sentences", integer(&TrainRecipe::valid_max_sentences)},
-  };
+// The model section takes every configuration key (the rows of config.json's table) but those the
+// vocabulary decides; each value is kept as text and typed by TrainRecipe::model_config.
+std::vector<RecipeRow> model_rows() {
+  std::vector<RecipeRow> rows;
+  for (std::string_view key : config_keys()) {
+    if (key == "vocab_size" || key.ends_with("_id")) continue;
+    rows.push_back(
+        {"model." + std::string(key),
+         [field = std::string(key)](TrainRecipe& r, const std::string& k, const std::string& v) {
+           check_model_value(k, v);
+           r.model_overrides[field] = v;
+         },
+         {}});
+  }
+  return rows;
+}
+
+// Every "section.key" of a recipe (docs/TRAINING.md), in documentation order.
+const KeyTable<TrainRecipe, std::string>& recipe_table() {
+  static const KeyTable<TrainRecipe, std::string> table = [] {
+    std::vector<RecipeRow> rows = {
+        {"model.preset", text(&TrainRecipe::preset), {}},
+        {"data.train_source", text(&TrainRecipe::train_source), {}},
+        {"data.train_target", text(&TrainRecipe::train_target), {}},
+        {"data.valid_source", text(&TrainRecipe::valid_source), {}},
+        {"data.valid_target", text(&TrainRecipe::valid_target), {}},
+        {"data.vocab", text(&TrainRecipe::vocab), {}},
+        {"data.vocab_size", integer(&TrainRecipe::vocab_size), {}},
+        {"data.vocab_type", text(&TrainRecipe::vocab_type), {}},
+        {"data.max_length", integer(&TrainRecipe::max_length), {}},
+        {"data.max_tokens", integer(&TrainRecipe::max_tokens), {}},
+        {"data.accumulate", integer(&TrainRecipe::accumulate), {}},
+        {"data.shuffle_window", integer(&TrainRecipe::shuffle_window), {}},
+        {"data.skip_empty_lines", boolean(&TrainRecipe::skip_empty_lines), {}},
+        {"optimizer.lr_scale", number(&TrainRecipe::lr_scale), {}},
+        {"optimizer.warmup", integer(&TrainRecipe::warmup), {}},
+        {"optimizer.warmup_fraction", number(&TrainRecipe::warmup_fraction), {}},
+        {"optimizer.beta1", number(&TrainRecipe::beta1), {}},
+        {"optimizer.beta2", number(&TrainRecipe::beta2), {}},
+        {"optimizer.eps", number(&TrainRecipe::eps), {}},
+        {"optimizer.clip_norm", number(&TrainRecipe::clip_norm), {}},
+        {"training.max_steps", integer(&TrainRecipe::max_steps), {}},
+        {"training.max_epochs", integer(&TrainRecipe::max_epochs), {}},
+        {"training.max_minutes", number(&TrainRecipe::max_minutes), {}},
+        {"training.seed",
+         [](TrainRecipe& r, const std::string& k, const std::string& v) {
+           int64_t s = parse_int(k, v);
+           TFM_CHECK(s >= 0, "'{}' must be >= 0, got {}", k, s);
+           r.seed = static_cast<uint64_t>(s);
+         },
+         {}},
+        {"training.threads",
+         [](TrainRecipe& r, const std::string& k, const std::string& v) {
+           const int64_t threads = parse_int(k, v);
+           TFM_CHECK(threads >= 0 && threads <= kMaxThreads,
+                     "'{}' must be in [0, {}] (0: all cores), got {}", k, kMaxThreads, threads);
+           r.threads = static_cast<int>(threads);
+         },
+         {}},
+        {"training.precision", text(&TrainRecipe::precision), {}},
+        {"training.log_every", integer(&TrainRecipe::log_every), {}},
+        {"training.run_dir", text(&TrainRecipe::run_dir), {}},
+        {"checkpoints.every_steps", integer(&TrainRecipe::checkpoint_every_steps), {}},
+        {"checkpoints.every_minutes", number(&TrainRecipe::checkpoint_every_minutes), {}},
+        {"checkpoints.keep", integer(&TrainRecipe::keep_checkpoints), {}},
+        {"checkpoints.every_fraction", number(&TrainRecipe::checkpoint_every_fraction), {}},
+        {"validation.every_steps", integer(&TrainRecipe::validate_every_steps), {}},
+        {"validation.bleu", boolean(&TrainRecipe::validate_bleu), {}},
+        {"validation.max_sentences", integer(&TrainRecipe::valid_max_sentences), {}},
+    };
+    for (RecipeRow& row : model_rows()) rows.push_back(std::move(row));
+    return KeyTable<TrainRecipe, std::string>(std::move(rows));
+  }();
   return table;
 }
 
-// The model section takes every configuration key but those the vocabulary decides.
-std::vector<std::string> model_keys() {
-  std::vector<std::string> keys;
-  for (std::string_view key : config_keys())
-    if (key != "vocab_size" && !key.ends_with("_id")) keys.emplace_back(key);
-  return keys;
-}
-
-// Edit distance, for "did you mean".
-size_t distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t next = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-      diagonal = row[j];
-      row[j] = next;
-    }
-  }
-  return row[b.size()];
-}
-
 void set_key(TrainRecipe& recipe, const std::string& key, const std::string& value) {
-  for (const auto& [name, setter] : setters()) {
-    if (name == key) return setter(recipe, key, value);
-  }
-  if (key.rfind("model.", 0) == 0) {
-    std::string field = key.substr(6);
-    for (const std::string& k : model_keys()) {
-      if (k == field) {
-        check_model_value(key, value);
-        recipe.model_overrides[field] = value;
-        return;
-      }
-    }
-  }
-  std::string best;
-  size_t best_distance = 4;
-  for (const std::string& k : recipe_keys()) {
-    size_t d = distance(k, key);
-    if (d < best_distance) best_distance = d, best = k;
-  }
-  if (!best.empty()) fail("unknown option '{}' (did you mean '{}'?)", key, best);
+  if (recipe_table().set(recipe, key, value)) return;
+  if (auto best = nearest_name(recipe_table().names(), key, 4))
+    fail("unknown option '{}' (did you mean '{}'?)", key, *best);
   fail("unknown option '{}' (docs/TRAINING.md lists every option)", key);
 }
 
 }  // namespace
 
 std::vector<std::string> recipe_keys() {
-  std::vector<std::string> keys;
-  for (const auto& [name, setter] : setters()) keys.push_back(name);
-  for (const std::string& k : model_keys()) keys.push_back("model." + k);
-  return keys;
+  return recipe_table().names();
 }
 
 ModelConfig TrainRecipe::model_config(int64_t vocab_size_) const {
@@ -244,9 +225,7 @@ ModelConfig TrainRecipe::model_config(int64_t vocab_size_) const {
   }
   ModelConfig base = tfm::preset(preset);
   base.vocab_size = vocab_size_;
-  ModelConfig config = config_from_json(json, base);
-  tfm::validate(config);
-  return config;
+  return config_from_json(json, base);  // validates
 }
 
 void apply_override(TrainRecipe& recipe, const std::string& assignment) {

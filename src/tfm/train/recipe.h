@@ -67,7 +67,8 @@ struct TrainRecipe {
   bool validate_bleu = true;         // greedy-decoded BLEU on the validation set
   int64_t valid_max_sentences = 0;   // 0: all
 
-  // The model configuration: preset + overrides, with the given vocabulary size.
+  // The model configuration: preset + overrides, with the given vocabulary size; validated (the
+  // one check of it: config.h).
   ModelConfig model_config(int64_t vocab_size) const;
 };
 
