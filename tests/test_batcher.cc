@@ -8,6 +8,7 @@
 
 #include "temp_dir.h"
 #include "tfm/data/batcher.h"
+#include "tfm/train/model_batch.h"
 
 namespace tfm::testing {
 namespace {
@@ -152,7 +153,13 @@ TEST(Batcher, MakesRightPaddedBatchesWithBosAndEos) {
   plan.pairs = {1, 0};
   plan.source_width = 3;
   plan.target_width = 5;
-  const nn::Batch batch = batcher.make_batch(plan);
+  const data::TokenBatch ids = batcher.make_batch(plan);
+  EXPECT_EQ(ids.rows, 2);
+  EXPECT_EQ(ids.source_width, 3);
+  EXPECT_EQ(ids.target_width, 5);
+  EXPECT_EQ(ids.src, (std::vector<int32_t>{13, 0, 0, 10, 11, 12}));
+  // The model's tensors of it (train/model_batch.h): the same ids, lengths and token counts.
+  const nn::Batch batch = model_batch(ids);
   EXPECT_EQ(batch.src.to_ints(), (std::vector<int32_t>{13, 0, 0, 10, 11, 12}));
   EXPECT_EQ(batch.tgt_in.to_ints(), (std::vector<int32_t>{2, 22, 23, 24, 25, 2, 20, 21, 0, 0}));
   EXPECT_EQ(batch.tgt_out.to_ints(), (std::vector<int32_t>{22, 23, 24, 25, 3, 20, 21, 3, 0, 0}));
@@ -166,7 +173,7 @@ TEST(Batcher, MakesRightPaddedBatchesWithBosAndEos) {
   options.max_tokens = 600;
   const Batcher random_batcher(random, options, 9);
   for (const BatchPlan& p : random_batcher.epoch_plan(0)) {
-    const nn::Batch b = random_batcher.make_batch(p);
+    const nn::Batch b = model_batch(random_batcher.make_batch(p));
     ASSERT_EQ(b.size(), static_cast<int64_t>(p.pairs.size()));
     EXPECT_LE(b.size() * (b.src.dim(1) + b.tgt_in.dim(1)), 600);
     const auto src = b.src.to_ints(), out = b.tgt_out.to_ints(), in = b.tgt_in.to_ints();
@@ -200,8 +207,8 @@ TEST(Batcher, RestoredStateContinuesWithTheSameBatches) {
   // Through the end of epoch 1 and into epoch 2.
   for (int64_t i = 0; i < per_epoch + 3; ++i) {
     const Batcher::State at = original.state();
-    const nn::Batch expected = original.next();
-    const nn::Batch got = resumed.next();
+    const nn::Batch expected = model_batch(original.next());
+    const nn::Batch got = model_batch(resumed.next());
     ASSERT_EQ(got.src.to_ints(), expected.src.to_ints()) << "batch " << i;
     ASSERT_EQ(got.tgt_in.to_ints(), expected.tgt_in.to_ints()) << "batch " << i;
     ASSERT_EQ(got.tgt_out.to_ints(), expected.tgt_out.to_ints()) << "batch " << i;
@@ -214,7 +221,7 @@ TEST(Batcher, RestoredStateContinuesWithTheSameBatches) {
   end.restore({0, per_epoch});
   Batcher fresh(corpus, options, 11);
   fresh.restore({1, 0});
-  EXPECT_EQ(end.next().src.to_ints(), fresh.next().src.to_ints());
+  EXPECT_EQ(end.next().src, fresh.next().src);
   EXPECT_EQ(end.state(), (Batcher::State{1, 1}));
 
   expect_error([&] { end.restore({0, per_epoch + 1}); }, {"past the epoch's", "batches"});

@@ -25,13 +25,7 @@ void run_average(const AverageOptions& options) {
   std::vector<std::filesystem::path> inputs(options.models.begin(), options.models.end());
   if (!options.checkpoints.empty()) {
     TFM_CHECK(inputs.empty(), "give either model directories or --checkpoints, not both");
-    TFM_CHECK(options.last >= 1, "--last must be at least 1, got {}", options.last);
-    TFM_CHECK(std::filesystem::is_directory(options.checkpoints), "{}: no such directory",
-              options.checkpoints);
-    std::vector<std::filesystem::path> all = list_checkpoints(options.checkpoints);
-    TFM_CHECK(!all.empty(), "{}: no checkpoints", options.checkpoints);
-    size_t take = std::min(all.size(), static_cast<size_t>(options.last));
-    inputs.assign(all.end() - static_cast<std::ptrdiff_t>(take), all.end());
+    inputs = newest_checkpoints(options.checkpoints, options.last);
   }
   TFM_CHECK(!inputs.empty(), "nothing to average: give model directories or --checkpoints DIR");
   average_models(inputs, options.output);

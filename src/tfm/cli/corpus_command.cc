@@ -33,23 +33,16 @@ void run_corpus(const CorpusCommandOptions& options) {
   std::printf("corpus: %s\n", corpus.stats().summary().c_str());
 
   const data::Batcher batcher(corpus, options.batcher, options.seed);
-  const std::vector<data::BatchPlan> plan = batcher.epoch_plan(0);
-  int64_t real = 0, padded = 0, largest = 0, pairs = 0;
-  for (const data::BatchPlan& batch : plan) {
-    padded += batch.padded_tokens();
-    largest = std::max(largest, batch.padded_tokens());
-    pairs += static_cast<int64_t>(batch.pairs.size());
-    for (int64_t i : batch.pairs) real += corpus.source_length(i) + corpus.target_length(i) + 1;
-  }
+  const data::PlanSummary plan = data::summarize_plan(corpus, batcher.epoch_plan(0));
+  const auto batches = static_cast<double>(plan.batches);
   std::printf(
-      "batches (epoch 0, budget %lld padded tokens): %zu batches, %.1f pairs and %.0f padded "
+      "batches (epoch 0, budget %lld padded tokens): %lld batches, %.1f pairs and %.0f padded "
       "tokens each on average, largest %lld; real tokens %.1f%% of padded; %lld pairs skipped "
       "as larger than the budget\n",
-      static_cast<long long>(options.batcher.max_tokens), plan.size(),
-      static_cast<double>(pairs) / static_cast<double>(plan.size()),
-      static_cast<double>(padded) / static_cast<double>(plan.size()),
-      static_cast<long long>(largest),
-      100.0 * static_cast<double>(real) / static_cast<double>(padded),
+      static_cast<long long>(options.batcher.max_tokens), static_cast<long long>(plan.batches),
+      static_cast<double>(plan.pairs) / batches, static_cast<double>(plan.padded_tokens) / batches,
+      static_cast<long long>(plan.largest_batch),
+      100.0 * static_cast<double>(plan.real_tokens) / static_cast<double>(plan.padded_tokens),
       static_cast<long long>(batcher.skipped_pairs()));
 }
 

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "tfm/cli/commands.h"
-#include "tfm/cli/validation_bleu.h"
 #include "tfm/core/error.h"
+#include "tfm/eval/validation_bleu.h"
 #include "tfm/train/train_loop.h"
 
 namespace tfm::cli {
@@ -31,7 +31,7 @@ void run_train(const TrainOptions& options) {
   if (options.threads >= 0) recipe.threads = options.threads;
   TrainRunOptions run;
   run.resume = options.resume;
-  run.bleu = greedy_validation_bleu;
+  run.bleu = eval::greedy_validation_bleu;
   TrainSummary summary = run_training(recipe, run);
   if (summary.interrupted) throw tfm::Error("training interrupted; continue it with --resume");
 }

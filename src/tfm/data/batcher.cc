@@ -111,18 +111,32 @@ std::vector<BatchPlan> Batcher::epoch_plan(int64_t epoch) const {
   return batches;
 }
 
-nn::Batch Batcher::make_batch(const BatchPlan& plan) const {
+PlanSummary summarize_plan(const Corpus& corpus, const std::vector<BatchPlan>& plan) {
+  PlanSummary summary;
+  summary.batches = static_cast<int64_t>(plan.size());
+  for (const BatchPlan& batch : plan) {
+    summary.padded_tokens += batch.padded_tokens();
+    summary.largest_batch = std::max(summary.largest_batch, batch.padded_tokens());
+    summary.pairs += static_cast<int64_t>(batch.pairs.size());
+    for (int64_t i : batch.pairs)
+      summary.real_tokens += corpus.source_length(i) + corpus.target_length(i) + 1;
+  }
+  return summary;
+}
+
+TokenBatch Batcher::make_batch(const BatchPlan& plan) const {
   TFM_CHECK(!plan.pairs.empty(), "a batch plan without pairs");
   const int64_t rows = static_cast<int64_t>(plan.pairs.size());
-  Tensor src = Tensor::empty({rows, plan.source_width}, DType::i32);
-  Tensor tgt_in = Tensor::empty({rows, plan.target_width}, DType::i32);
-  Tensor tgt_out = Tensor::empty({rows, plan.target_width}, DType::i32);
-  int32_t* s = src.data<int32_t>();
-  int32_t* ti = tgt_in.data<int32_t>();
-  int32_t* to = tgt_out.data<int32_t>();
-  std::fill(s, s + src.numel(), kPadId);
-  std::fill(ti, ti + tgt_in.numel(), kPadId);
-  std::fill(to, to + tgt_out.numel(), kPadId);
+  TokenBatch batch;
+  batch.rows = rows;
+  batch.source_width = plan.source_width;
+  batch.target_width = plan.target_width;
+  batch.src.assign(static_cast<size_t>(rows * plan.source_width), kPadId);
+  batch.tgt_in.assign(static_cast<size_t>(rows * plan.target_width), kPadId);
+  batch.tgt_out.assign(static_cast<size_t>(rows * plan.target_width), kPadId);
+  int32_t* s = batch.src.data();
+  int32_t* ti = batch.tgt_in.data();
+  int32_t* to = batch.tgt_out.data();
   for (int64_t b = 0; b < rows; ++b) {
     const int64_t pair = plan.pairs[static_cast<size_t>(b)];
     TFM_CHECK(pair >= 0 && pair < corpus_.size(), "batch plan names pair {} of a corpus of {}",
@@ -140,10 +154,10 @@ nn::Batch Batcher::make_batch(const BatchPlan& plan) const {
     std::copy(target.begin(), target.end(), out_row);
     out_row[target.size()] = kEosId;
   }
-  return nn::Batch::from_ids(std::move(src), std::move(tgt_in), std::move(tgt_out), kPadId);
+  return batch;
 }
 
-nn::Batch Batcher::next() {
+TokenBatch Batcher::next() {
   if (state_.batch >= batches_in_epoch()) restore({state_.epoch + 1, 0});
   const BatchPlan& plan = plan_[static_cast<size_t>(state_.batch)];
   ++state_.batch;

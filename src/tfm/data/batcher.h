@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "tfm/data/corpus.h"
-#include "tfm/nn/batch.h"
 
 namespace tfm::data {
 
@@ -50,6 +49,27 @@ struct BatchPlan {
   }
 };
 
+// What a plan makes of its corpus: how many of the padded tokens are real ones.
+struct PlanSummary {
+  int64_t batches = 0;
+  int64_t pairs = 0;
+  int64_t real_tokens = 0;    // source + target + 1 per pair (the bos or eos position)
+  int64_t padded_tokens = 0;  // sum of the batches' padded_tokens()
+  int64_t largest_batch = 0;  // padded tokens of the largest batch
+};
+PlanSummary summarize_plan(const Corpus& corpus, const std::vector<BatchPlan>& plan);
+
+// A batch of sentence pairs as token ids on the host, each row right-padded with kPadId, row-major:
+// src [rows, source_width] = x (no bos/eos), tgt_in and tgt_out [rows, target_width] = bos y and
+// y eos. The model's tensors are made from it above data/ (train::model_batch), so that data/ and
+// nn/ do not depend on each other.
+struct TokenBatch {
+  int64_t rows = 0;
+  int64_t source_width = 0;
+  int64_t target_width = 0;
+  std::vector<int32_t> src, tgt_in, tgt_out;
+};
+
 class Batcher {
  public:
   // Where the batcher stands: the next batch next() returns is batch `batch` of epoch `epoch`
@@ -65,12 +85,12 @@ class Batcher {
 
   // The batches of an epoch, in order.
   std::vector<BatchPlan> epoch_plan(int64_t epoch) const;
-  // The model's batch of a plan: src = x (no bos/eos), tgt_in = bos y, tgt_out = y eos, each row
-  // right-padded with pad.
-  nn::Batch make_batch(const BatchPlan& plan) const;
+  // The token ids of a plan's pairs: src = x (no bos/eos), tgt_in = bos y, tgt_out = y eos, each
+  // row right-padded with pad.
+  TokenBatch make_batch(const BatchPlan& plan) const;
 
   // The batch at state(), then advances; after an epoch's last batch comes the next epoch's first.
-  nn::Batch next();
+  TokenBatch next();
   State state() const { return state_; }
   // Continues from a saved state (batch may equal the epoch's batch count: the epoch is done).
   void restore(const State& state);

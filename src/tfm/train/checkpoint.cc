@@ -159,6 +159,16 @@ std::vector<fs::path> list_checkpoints(const fs::path& folder) {
   return out;
 }
 
+std::vector<fs::path> newest_checkpoints(const fs::path& folder, int64_t count) {
+  TFM_CHECK(count >= 1, "the number of checkpoints must be at least 1, got {}", count);
+  TFM_CHECK(fs::is_directory(folder), "{}: no such directory", folder.string());
+  std::vector<fs::path> all = list_checkpoints(folder);
+  TFM_CHECK(!all.empty(), "{}: no checkpoints", folder.string());
+  const size_t take = std::min(all.size(), static_cast<size_t>(count));
+  all.erase(all.begin(), all.end() - static_cast<std::ptrdiff_t>(take));
+  return all;
+}
+
 Checkpoint load_checkpoint(const fs::path& dir, bool with_optimizer) {
   Checkpoint c;
   c.dir = dir;

@@ -49,6 +49,10 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& folder,
 
 // Complete checkpoints under `folder`, oldest first (by step).
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& folder);
+// The newest `count` (>= 1) complete checkpoints under `folder`, oldest first (all of them when
+// there are fewer); an error when the folder does not exist or holds none.
+std::vector<std::filesystem::path> newest_checkpoints(const std::filesystem::path& folder,
+                                                      int64_t count);
 
 // Loads and checks one checkpoint; errors name the file.
 Checkpoint load_checkpoint(const std::filesystem::path& dir, bool with_optimizer = true);

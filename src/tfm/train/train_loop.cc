@@ -20,6 +20,7 @@
 #include "tfm/model/model_dir.h"
 #include "tfm/model/parameters.h"
 #include "tfm/ops/autocast.h"
+#include "tfm/train/model_batch.h"
 #include "tfm/train/run_lock.h"
 #include "tfm/train/run_vocab.h"
 #include "tfm/train/session.h"
@@ -339,7 +340,7 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
     eval_options.shuffle = false;
     data::Batcher eval_batcher(valid, eval_options, 0);
     for (const auto& plan : eval_batcher.epoch_plan(0))
-      batches.push_back(eval_batcher.make_batch(plan));
+      batches.push_back(model_batch(eval_batcher.make_batch(plan)));
     EvalResult result = session.evaluate(batches);
     summary.last_valid_loss = result.loss;
     nlohmann::json record = {
@@ -378,7 +379,7 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
   while (!limits_reached() && g_stop_signal == 0) {
     const int64_t epochs_before = completed_epochs();
     std::vector<nn::Batch> batches;
-    for (int64_t i = 0; i < recipe.accumulate; ++i) batches.push_back(batcher.next());
+    for (int64_t i = 0; i < recipe.accumulate; ++i) batches.push_back(model_batch(batcher.next()));
     UpdateResult update = session.update(batches);
     if (update.skipped) {
       ++non_finite_in_a_row;

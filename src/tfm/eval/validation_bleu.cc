@@ -1,11 +1,11 @@
-#include "tfm/cli/validation_bleu.h"
+#include "tfm/eval/validation_bleu.h"
 
 #include "tfm/data/vocab.h"
 #include "tfm/decode/translate.h"
 #include "tfm/eval/bleu.h"
 #include "tfm/nn/transformer.h"
 
-namespace tfm::cli {
+namespace tfm::eval {
 
 double greedy_validation_bleu(const nn::Transformer& model, const data::Vocabulary& vocab,
                               const std::vector<std::string>& sources,
@@ -25,7 +25,7 @@ double greedy_validation_bleu(const nn::Transformer& model, const data::Vocabula
   std::vector<std::string> hypotheses;
   for (const auto& nbest : results)
     hypotheses.push_back(nbest.empty() ? std::string() : vocab.decode(nbest.front().tokens));
-  return eval::corpus_bleu(hypotheses, {references}).score;
+  return corpus_bleu(hypotheses, {references}).score;
 }
 
-}  // namespace tfm::cli
+}  // namespace tfm::eval

@@ -1,0 +1,14 @@
+// The bridge from data/ to nn/: a batcher's host token ids become the model's i32 tensors. It sits
+// in train/, above both, so that data/ and nn/ do not depend on each other.
+#pragma once
+
+#include "tfm/data/batcher.h"
+#include "tfm/nn/batch.h"
+
+namespace tfm {
+
+// nn::Batch::from_ids of the batch's three id matrices (pad = data::kPadId): checks that padding
+// only ends rows and counts the tokens.
+nn::Batch model_batch(const data::TokenBatch& batch);
+
+}  // namespace tfm
