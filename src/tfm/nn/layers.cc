@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "tfm/ops/ops.h"
+#include "tfm/ops/packed_weight.h"
 
 namespace tfm::nn {
 
@@ -24,8 +25,12 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias) : weight(make_parameter({
   if (has_bias) bias = make_parameter({out});
 }
 
-Tensor Linear::forward(const Tensor& x) const {
-  return ops::linear(x, weight, bias);
+Tensor Linear::forward(const Tensor& x, DType precision) const {
+  return ops::linear(x, weight, bias, {precision, packed.get()});
+}
+
+void Linear::pack(DType precision) {
+  packed = ops::pack_weight(weight, precision);
 }
 
 void Linear::init(std::mt19937_64& rng) {
@@ -57,9 +62,15 @@ void LayerNorm::collect(const std::string& prefix, NamedTensors& out) const {
 FeedForward::FeedForward(int64_t d_model, int64_t d_ff)
     : fc1(d_model, d_ff, true), fc2(d_ff, d_model, true) {}
 
-Tensor FeedForward::forward(const Tensor& x) const {
+Tensor FeedForward::forward(const Tensor& x, DType precision) const {
   // relu(fc1(x)) as one product with the relu applied on its output (ops::linear_relu).
-  return fc2.forward(ops::linear_relu(x, fc1.weight, fc1.bias));
+  return fc2.forward(ops::linear_relu(x, fc1.weight, fc1.bias, {precision, fc1.packed.get()}),
+                     precision);
+}
+
+void FeedForward::pack(DType precision) {
+  fc1.pack(precision);
+  fc2.pack(precision);
 }
 
 void FeedForward::init(std::mt19937_64& rng) {
