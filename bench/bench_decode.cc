@@ -1,8 +1,8 @@
 // Translation throughput: decode::translate of a preset with random weights on `batch` random
 // source sentences of src_len tokens, with exactly out_len output tokens per sentence (eos
 // suppressed: min_length = max_length = out_len), for each beam size asked (1 = greedy), with f32
-// or bf16 products (--precision; TranslateOptions::precision). Encoder and search are both timed.
-// Prints one JSON line per mode with the fields bench/decode_pytorch.py prints, so that
+// or bf16 products (--precision; the InferenceModel's precision). Encoder and search are both
+// timed. Prints one JSON line per mode with the fields bench/decode_pytorch.py prints, so that
 // bench/decode.sh can put both side by side; "mode" is "beam4" or "greedy", with "-bf16" appended
 // for bf16 products ("precision" says it too).
 //
@@ -67,8 +67,8 @@ int main(int argc, char** argv) {
     tfm::set_num_threads(threads);
     tfm::ModelConfig config = tfm::preset(preset);
     config.vocab_size = vocab;
-    tfm::nn::Transformer model(config);
-    model.init(7);
+    tfm::nn::Transformer trained(config);
+    trained.init(7);
 
     std::mt19937 rng(11);
     std::uniform_int_distribution<int32_t> word(4, static_cast<int32_t>(vocab) - 1);
@@ -79,18 +79,17 @@ int main(int argc, char** argv) {
       flat.insert(flat.end(), s.begin(), s.end());
     }
     if (!model_dir.empty()) {
-      tfm::save_model_dir(model_dir, config, model.named_parameters());
+      tfm::save_model_dir(model_dir, config, trained.named_parameters());
       tfm::write_safetensors(std::filesystem::path(model_dir) / "sources.safetensors",
                              {{"sources", tfm::Tensor::from_ints({batch, src_len}, flat)}});
     }
 
-    // As a translation service would (and `tfm translate` does): one autocast scope for the
-    // model's lifetime, so that the weights are packed (and converted) once, before the timed runs,
-    // as loading them is. The packing is timed on its own and reported as "pack_seconds".
+    // As a translation service would (and `tfm translate` does): an inference model whose weights
+    // are packed (and converted) once, before the timed runs, as loading them is. The packing is
+    // timed on its own and reported as "pack_seconds".
     const tfm::DType product_type = tfm::ops::parse_precision(precision, "--precision");
-    tfm::ops::AutocastScope model_scope(product_type);
     const auto pack_start = std::chrono::steady_clock::now();
-    tfm::decode::prepare_weights(model);
+    const tfm::decode::InferenceModel model(trained, {product_type, tfm::Device::cpu});
     const double pack_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - pack_start).count();
     nlohmann::json outputs = nlohmann::json::object();
@@ -101,7 +100,6 @@ int main(int argc, char** argv) {
       options.max_length = out_len;
       options.min_length = out_len;
       options.batch_size = batch;
-      options.precision = product_type;
       std::vector<std::vector<tfm::decode::Hypothesis>> result;
       double total = 0, best = 1e30;
       for (int run = 0; run < warmup + runs; ++run) {
@@ -125,7 +123,7 @@ int main(int argc, char** argv) {
       TFM_CHECK(tokens == batch * out_len, "bench: {} output tokens, expected {}", tokens,
                 batch * out_len);
       const std::string mode = (beam == 1 ? "greedy" : "beam" + std::to_string(beam)) +
-                               (options.precision == tfm::DType::bf16 ? "-bf16" : "");
+                               (model.precision() == tfm::DType::bf16 ? "-bf16" : "");
       outputs[mode] = best_outputs;
       const double mean = total / runs;
       const double gemm_seconds = tfm::cpu::gemm_stats().seconds / runs;

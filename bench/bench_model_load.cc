@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tfm/core/threading.h"
+#include "tfm/decode/inference_model.h"
 #include "tfm/model/config.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/nn/transformer.h"
@@ -113,6 +114,25 @@ int main(int argc, char** argv) {
         {"median_ms", (*times)[times->size() / 2]},
         {"min_ms", times->front()},
         {"max_ms", times->back()}};
+    std::printf("%s\n", line.dump().c_str());
+  }
+  // The whole load of a model to translate with (decode::load_inference_model): read and check the
+  // file, build the Transformer from its weights, pack every product's weight in the precision.
+  for (const tfm::DType precision : {tfm::DType::f32, tfm::DType::bf16}) {
+    std::vector<double> times;
+    for (int64_t r = 0; r < repeats; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      { const auto inference = tfm::decode::load_inference_model(checked, {precision}); }
+      times.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count());
+    }
+    std::sort(times.begin(), times.end());
+    nlohmann::json line = {{"preset", preset},
+                           {"inference_model", std::string(tfm::dtype_name(precision))},
+                           {"median_ms", times[times.size() / 2]},
+                           {"min_ms", times.front()},
+                           {"max_ms", times.back()}};
     std::printf("%s\n", line.dump().c_str());
   }
   const double bytes = static_cast<double>(fs::file_size(checked / tfm::kWeightsFileName));

@@ -6,8 +6,8 @@
 // goes: forward, backward, optimizer, and the share spent inside matrix products
 // (cpu::gemm_stats()).
 //
-// --precision bf16 runs forward and backward under ops::AutocastScope (bf16 operands for the
-// products, f32 parameters, gradients and Adam state), as PyTorch's autocast mode.
+// --precision bf16 runs forward and backward with bf16 products (nn::ForwardContext's precision:
+// bf16 operands, f32 parameters, gradients and Adam state), as PyTorch's autocast mode.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -31,9 +31,6 @@
 #include "tfm/train/recipe.h"
 #include "tfm/train/schedule.h"
 
-// Mixed precision is being added as ops::AutocastScope; until it is in this tree, --precision bf16
-// is an error.
-
 namespace {
 
 tfm::Tensor random_ids(int64_t rows, int64_t cols, int32_t vocab, std::mt19937& rng,
@@ -43,13 +40,6 @@ tfm::Tensor random_ids(int64_t rows, int64_t cols, int32_t vocab, std::mt19937& 
   for (size_t i = 0; i < ids.size(); ++i)
     ids[i] = (first >= 0 && i % cols == 0) ? first : dist(rng);
   return tfm::Tensor::from_ints({rows, cols}, ids);
-}
-
-// Runs `body` with bf16 products when `bf16` (forward and backward of a step).
-template <typename Body>
-void with_precision(bool bf16, Body&& body) {
-  tfm::ops::AutocastScope autocast(bf16 ? tfm::DType::bf16 : tfm::DType::f32);
-  body();
 }
 
 // `value` to `decimals` places, so that the JSON shows the short decimal.
@@ -80,8 +70,7 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--write-config", write_config_path,
                  "write the model's config.json here (e.g. a recipe's, for PyTorch's side)");
-  app.add_option("--precision", precision,
-                 "f32, or bf16: products with bf16 operands (ops::AutocastScope)")
+  app.add_option("--precision", precision, "f32 or bf16 (products with bf16 operands)")
       ->check(CLI::IsMember({"f32", "bf16"}));
   auto* vocab_option = app.add_option("--vocab", vocab, "vocabulary size (default: 37000)");
   app.add_option("--batch", batch_size, "sentence pairs per batch");
@@ -95,10 +84,11 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   tfm::set_num_threads(threads);
-  const bool bf16 = precision == "bf16";
   const bool from_file = !config_path.empty() || !recipe_path.empty();
   tfm::ModelConfig config;
+  tfm::DType product = tfm::DType::f32;
   try {
+    product = tfm::ops::parse_precision(precision, "--precision");
     if (!recipe_path.empty()) {
       const tfm::TrainRecipe recipe = tfm::load_recipe(recipe_path);
       config = recipe.model_config(recipe.vocab_size);
@@ -140,18 +130,18 @@ int main(int argc, char** argv) {
     }
     clock::time_point t0, t1, t2;
     tfm::ops::CrossEntropyResult result;
-    with_precision(bf16, [&] {
+    {
       t0 = clock::now();
       tfm::Tape tape;
       {
         tfm::TapeScope scope(tape);
-        auto ctx = tfm::nn::ForwardContext::training(static_cast<uint64_t>(step) + 1);
+        auto ctx = tfm::nn::ForwardContext::training(static_cast<uint64_t>(step) + 1, product);
         result = model.loss(batch, ctx);
       }
       t1 = clock::now();
       tape.backward(result.loss);
       t2 = clock::now();
-    });
+    }
     adam.step(schedule.learning_rate(step + 1));
     adam.zero_grad();
     auto t3 = clock::now();

@@ -1,12 +1,16 @@
-// Mixed precision: the bf16 conversion kernel against the scalar rounding, and ops::linear under
-// AutocastScope(bf16) against a double-precision product of the bf16-rounded operands (forward and
-// both gradients), plus the weight cache's lifetime.
+// Mixed precision: the bf16 conversion kernel against the scalar rounding, and ops::linear with
+// bf16 products (ops::ProductOptions) against a double-precision product of the bf16-rounded
+// operands (forward and both gradients); the product type is a value, with no state between calls
+// or threads.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <thread>
+#include <vector>
 
 #include "gradcheck.h"
+#include "temp_dir.h"
 #include "tfm/autograd/tape.h"
 #include "tfm/kernels/cpu/convert_cpu.h"
 #include "tfm/ops/autocast.h"
@@ -93,8 +97,7 @@ TEST(Autocast, LinearUsesBf16OperandsAndF32Accumulation) {
   std::vector<float> y_bf16;
   {
     TapeScope recording(tape);
-    ops::AutocastScope autocast(DType::bf16);
-    Tensor y = ops::linear(xt, wt, bt);
+    Tensor y = ops::linear(xt, wt, bt, {DType::bf16});
     y_bf16 = y.to_floats();
     tape.backward(y, tensor_of({rows, out}, g));
   }
@@ -123,31 +126,50 @@ TEST(Autocast, LinearUsesBf16OperandsAndF32Accumulation) {
   EXPECT_EQ(wt.grad().dtype(), DType::f32);
 }
 
-TEST(Autocast, WeightsAreConvertedOncePerOutermostScope) {
+// The product type is an argument, not state: a weight changed between two calls is converted
+// again (no stale copy), f32 and bf16 calls interleave freely, and other types are refused.
+TEST(Autocast, TheProductTypeIsAnArgumentAndNothingIsCached) {
   std::mt19937 rng(9);
-  Tensor w = tensor_of({8, 16}, random_values(128, rng));
-  EXPECT_EQ(ops::autocast_dtype(), DType::f32);
-  Tensor first;
-  {
-    ops::AutocastScope outer(DType::bf16);
-    EXPECT_EQ(ops::autocast_dtype(), DType::bf16);
-    first = ops::cast_weight_bf16(w);
-    {
-      ops::AutocastScope inner(DType::f32);
-      EXPECT_EQ(ops::autocast_dtype(), DType::f32);
-      EXPECT_TRUE(ops::cast_weight_bf16(w).same_storage(first));
-    }
-    EXPECT_EQ(ops::autocast_dtype(), DType::bf16);
-    EXPECT_TRUE(ops::cast_weight_bf16(w).same_storage(first));
-  }
-  EXPECT_EQ(ops::autocast_dtype(), DType::f32);
-  // A weight changed between scopes (an optimizer update) is converted again.
-  w.fill(2.5f);
-  ops::AutocastScope next(DType::bf16);
-  Tensor second = ops::cast_weight_bf16(w);
-  EXPECT_FALSE(second.same_storage(first));
-  EXPECT_EQ(second.to_floats()[0], 2.5f);
-  EXPECT_THROW(ops::AutocastScope(DType::i32), Error);
+  const int64_t rows = 5, in = 16, out = 8;
+  Values x = random_values(rows * in, rng), w = random_values(out * in, rng);
+  Tensor xt = tensor_of({rows, in}, x), wt = tensor_of({out, in}, w);
+  const Values none(static_cast<size_t>(out), 0.0);
+  const Values want_bf16 = linear_double(rounded(x), rounded(w), none, rows, in, out);
+  const Values want_f32 = linear_double(x, w, none, rows, in, out);
+  EXPECT_LT(relative_error(ops::linear(xt, wt, {}, {DType::bf16}).to_floats(), want_bf16), 1e-5);
+  EXPECT_LT(relative_error(ops::linear(xt, wt).to_floats(), want_f32), 1e-6);
+  EXPECT_LT(relative_error(ops::linear(xt, wt, {}, {DType::bf16}).to_floats(), want_bf16), 1e-5);
+  // A weight changed between calls (an optimizer update) is converted again.
+  wt.fill(2.5f);
+  const Values changed(static_cast<size_t>(out * in), 2.5);
+  EXPECT_LT(relative_error(ops::linear(xt, wt, {}, {DType::bf16}).to_floats(),
+                           linear_double(rounded(x), changed, none, rows, in, out)),
+            1e-5);
+  testing::expect_error([&] { ops::linear(xt, wt, {}, {DType::i32}); },
+                        {"linear", "products in i32 are not supported"});
+}
+
+// Two threads multiplying with one weight at once, one in bf16 and one in f32, each get exactly
+// what they get alone: there is no per-thread (or global) precision state to leak between them.
+TEST(Autocast, ThreadsWithDifferentProductTypesGetTheResultsOfOne) {
+  std::mt19937 rng(10);
+  const int64_t rows = 33, in = 48, out = 40;
+  Tensor xt = tensor_of({rows, in}, random_values(rows * in, rng));
+  Tensor wt = tensor_of({out, in}, random_values(out * in, rng));
+  const DType types[2] = {DType::bf16, DType::f32};
+  std::vector<float> alone[2];
+  for (int t = 0; t < 2; ++t) alone[t] = ops::linear(xt, wt, {}, {types[t]}).to_floats();
+  int differing[2] = {0, 0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      for (int repeat = 0; repeat < 20; ++repeat)
+        differing[t] += ops::linear(xt, wt, {}, {types[t]}).to_floats() != alone[t];
+    });
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(differing[0], 0);
+  EXPECT_EQ(differing[1], 0);
+  EXPECT_NE(alone[0], alone[1]);  // the two types really differ
 }
 
 }  // namespace

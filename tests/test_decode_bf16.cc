@@ -1,14 +1,15 @@
-// bf16 decoding (TranslateOptions::precision): the step's log-probabilities under
-// ops::AutocastScope(bf16) against f32 on the same prefixes, and whole translations against f32.
+// bf16 decoding (InferenceOptions::precision): the step's log-probabilities of a bf16 inference
+// model against f32 on the same prefixes, whole translations against f32, and a model loaded and
+// packed once against one packed per call.
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <optional>
 #include <random>
 
 #include "temp_dir.h"
 #include "test_decode_helpers.h"
 #include "tfm/decode/translate.h"
+#include "tfm/model/model_dir.h"
 #include "tfm/ops/autocast.h"
 
 namespace tfm::decode {
@@ -33,7 +34,8 @@ struct Encoded {
   std::vector<int32_t> lengths;
 };
 
-Encoded encode(const nn::Transformer& model, const std::vector<std::vector<int32_t>>& sources) {
+Encoded encode(const nn::Transformer& model, const std::vector<std::vector<int32_t>>& sources,
+               DType precision = DType::f32) {
   int64_t width = 0;
   for (const auto& s : sources) width = std::max<int64_t>(width, static_cast<int64_t>(s.size()));
   std::vector<int32_t> ids;
@@ -44,7 +46,7 @@ Encoded encode(const nn::Transformer& model, const std::vector<std::vector<int32
                                                        : model.config().pad_id);
     e.lengths.push_back(static_cast<int32_t>(s.size()));
   }
-  auto ctx = nn::ForwardContext::inference();
+  auto ctx = nn::ForwardContext::inference(precision);
   e.memory = model.encode(Tensor::from_ints({static_cast<int64_t>(sources.size()), width}, ids),
                           e.lengths, ctx);
   return e;
@@ -60,24 +62,16 @@ TEST(Bf16Decoding, StepLogProbsStayCloseToF32) {
   const int64_t beam = 2;
   Encoded f32 = encode(model, sources);
   TransformerScorer f32_scorer(model, f32.memory, f32.lengths, beam, 10);
-  Encoded bf16;
-  std::optional<TransformerScorer> bf16_scorer;
-  {
-    ops::AutocastScope scope(DType::bf16);  // the encoder and the cross-attention projections
-    bf16 = encode(model, sources);
-    bf16_scorer.emplace(model, bf16.memory, bf16.lengths, beam, 10);
-  }
+  const InferenceModel bf16_model(model, {DType::bf16, Device::cpu});
+  Encoded bf16 = encode(bf16_model.transformer(), sources, DType::bf16);
+  TransformerScorer bf16_scorer(bf16_model, bf16.memory, bf16.lengths, beam, 10);
   std::mt19937_64 rng(53);
   std::uniform_int_distribution<int32_t> word(4, static_cast<int32_t>(config.vocab_size) - 1);
   std::vector<int32_t> last(sources.size() * beam, config.bos_id);
   double worst = 0.0;
   for (int step = 0; step < 10; ++step) {
     std::vector<float> want = f32_scorer.step(last).to_floats();
-    std::vector<float> got;
-    {
-      ops::AutocastScope scope(DType::bf16);
-      got = bf16_scorer->step(last).to_floats();
-    }
+    std::vector<float> got = bf16_scorer.step(last).to_floats();
     for (size_t i = 0; i < want.size(); ++i)
       worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
     // Random next tokens, the two beams of every sentence swapped.
@@ -85,7 +79,7 @@ TEST(Bf16Decoding, StepLogProbsStayCloseToF32) {
     std::vector<int64_t> rows;
     for (int64_t r = 0; r < static_cast<int64_t>(last.size()); ++r) rows.push_back(r ^ 1);
     f32_scorer.select(rows);
-    bf16_scorer->select(rows);
+    bf16_scorer.select(rows);
   }
   // Every product rounds its operands to 8 significant bits (relative error <= 2^-9 each); through
   // the encoder and 2 decoder layers the log-probabilities, a few units in size, move by a few
@@ -111,8 +105,7 @@ TEST(Bf16Decoding, TranslationsAgreeWithF32) {
     options.max_length_offset = 6;
     options.batch_size = 8;
     auto want = translate(model, sources, options);
-    options.precision = DType::bf16;
-    auto got = translate(model, sources, options);
+    auto got = translate(model, sources, options, DType::bf16);
     int same = 0, tokens = 0, same_tokens = 0;
     double score_change = 0.0;
     for (size_t s = 0; s < sources.size(); ++s) {
@@ -133,36 +126,46 @@ TEST(Bf16Decoding, TranslationsAgreeWithF32) {
   }
 }
 
-// Weights packed ahead in the caller's scope translate exactly as weights packed on first use.
-TEST(Bf16Decoding, PreparedWeightsTranslateTheSame) {
+// A model loaded from its directory and packed once translates, call after call, exactly as a
+// model packed for one call; in f32 and in bf16.
+TEST(Bf16Decoding, AModelLoadedOnceTranslatesAsOnePackedPerCall) {
   ModelConfig config = small_config();
   nn::Transformer model(config);
   model.init(56);
+  testing::TempDir dir;
+  save_model_dir(dir.path(), config, model.named_parameters());
   auto sources = random_sources({4, 7, 2}, static_cast<int32_t>(config.vocab_size), 57);
   TranslateOptions options;
-  options.precision = DType::bf16;
   options.max_length_offset = 4;
-  auto lazily = translate(model, sources, options);
-  testing::expect_error([&] { prepare_weights(model); }, {"prepare_weights", "none is open"});
-  ops::AutocastScope scope(DType::bf16);
-  prepare_weights(model);
-  auto prepared = translate(model, sources, options);
-  for (size_t s = 0; s < sources.size(); ++s) {
-    EXPECT_EQ(prepared[s][0].tokens, lazily[s][0].tokens);
-    EXPECT_EQ(prepared[s][0].score, lazily[s][0].score);
+  for (DType precision : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(precision));
+    auto per_call = translate(model, sources, options, precision);
+    const auto loaded = load_inference_model(dir.path(), {precision, Device::cpu});
+    EXPECT_EQ(loaded->precision(), precision);
+    EXPECT_EQ(loaded->config(), config);
+    for (int call = 0; call < 2; ++call) {
+      auto got = translate(*loaded, sources, options);
+      for (size_t s = 0; s < sources.size(); ++s) {
+        EXPECT_EQ(got[s][0].tokens, per_call[s][0].tokens);
+        EXPECT_EQ(got[s][0].score, per_call[s][0].score);
+      }
+    }
   }
 }
 
 TEST(Bf16Decoding, RejectsOtherPrecisions) {
   ModelConfig config = tiny_decoder_config();
   nn::Transformer model(config);
-  TranslateOptions options;
-  options.precision = DType::i32;
   testing::expect_error(
       [&] {
-        translate(model, {{5, 6}}, options);
+        translate(model, {{5, 6}}, TranslateOptions{}, DType::i32);
       },
-      {"precision i32 is not supported"});
+      {"inference model", "precision i32 is not supported"});
+  testing::expect_error(
+      [&] {
+        InferenceModel(model, {DType::f32, Device::cuda});
+      },
+      {"inference model", "device cuda is not supported"});
   EXPECT_EQ(ops::parse_precision("bf16"), DType::bf16);
   EXPECT_EQ(ops::parse_precision("f32"), DType::f32);
   EXPECT_EQ(ops::parse_precision("auto"), ops::native_bf16_products() ? DType::bf16 : DType::f32);

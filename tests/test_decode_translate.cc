@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "temp_dir.h"
 #include "test_decode_helpers.h"
+#include "tfm/core/threading.h"
 #include "tfm/decode/translate.h"
 #include "tfm/model/model_dir.h"
 
@@ -198,22 +201,65 @@ TEST_F(Translate, ModelDirectoryRoundTripTranslatesTheSame) {
 // One immutable model shared by decoding threads (a server's workers): each thread's results are
 // exactly those of a single thread, with beam search and with sequences beyond the precomputed
 // positions (sinusoids computed per call, never cached in the shared model).
+// Decoding workers in their own threads, each with its own Translator (options and OpenMP thread
+// count), translating at once with ONE shared InferenceModel, give exactly what each gives alone;
+// for f32 and bf16 models. Every output runs past the precomputed sinusoids (eos suppressed until
+// then). Nothing depends on timing: each worker compares every one of its repeats.
 TEST_F(Translate, ThreadsSharingOneModelGiveTheResultsOfOne) {
-  const nn::Transformer& shared = model_;
-  TranslateOptions options;
-  options.beam_size = 3;
-  // Every output runs past the precomputed sinusoids (eos suppressed until then).
-  options.min_length = options.max_length = config_.max_positions + 4;
-  const auto expected = translate(shared, sources_, options);
-  std::vector<std::vector<std::vector<Hypothesis>>> results(4);
-  std::vector<std::thread> threads;
-  for (size_t t = 0; t < results.size(); ++t)
-    threads.emplace_back([&, t] {
-      for (int repeat = 0; repeat < 3; ++repeat) results[t] = translate(shared, sources_, options);
+  const int before = num_threads();
+  for (DType precision : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(precision));
+    const auto shared =
+        std::make_shared<const InferenceModel>(model_, InferenceOptions{precision, Device::cpu});
+    std::vector<Translator> workers;
+    for (int w = 0; w < 4; ++w) {
+      TranslateOptions options;
+      options.beam_size = w % 2 == 0 ? 3 : 1;
+      options.min_length = options.max_length = config_.max_positions + 4;
+      workers.emplace_back(shared, options, 1 + w / 2);
+    }
+    std::vector<std::vector<std::vector<Hypothesis>>> alone;
+    for (const Translator& worker : workers) alone.push_back(worker.translate(sources_));
+    EXPECT_EQ(num_threads(), before);  // a worker's count is its own
+    ASSERT_EQ(alone[0][0][0].tokens.size(), static_cast<size_t>(config_.max_positions + 4));
+
+    constexpr int kRepeats = 3;
+    std::vector<std::vector<std::vector<std::vector<Hypothesis>>>> together(workers.size());
+    std::vector<std::thread> threads;
+    for (size_t w = 0; w < workers.size(); ++w)
+      threads.emplace_back([&, w] {
+        for (int repeat = 0; repeat < kRepeats; ++repeat)
+          together[w].push_back(workers[w].translate(sources_));
+      });
+    for (std::thread& thread : threads) thread.join();
+    for (size_t w = 0; w < workers.size(); ++w) {
+      SCOPED_TRACE("worker " + std::to_string(w));
+      ASSERT_EQ(together[w].size(), static_cast<size_t>(kRepeats));
+      for (const auto& result : together[w]) expect_same(result, alone[w], 0.0);
+    }
+  }
+}
+
+// A thread count set in one thread (ThreadCountScope) is that thread's alone, and is restored.
+TEST(ThreadCountScope, SetsTheCallingThreadsCountOnlyAndRestoresIt) {
+  const int before = num_threads();
+  {
+    const ThreadCountScope three(3);
+    EXPECT_EQ(num_threads(), 3);
+    {
+      const ThreadCountScope unchanged(0);
+      EXPECT_EQ(num_threads(), 3);
+    }
+    int inside = 0;
+    std::thread other([&] {
+      const ThreadCountScope two(2);
+      inside = num_threads();
     });
-  for (std::thread& thread : threads) thread.join();
-  ASSERT_EQ(expected[0][0].tokens.size(), static_cast<size_t>(config_.max_positions + 4));
-  for (const auto& result : results) expect_same(result, expected, 0.0);
+    other.join();
+    EXPECT_EQ(inside, 2);
+    EXPECT_EQ(num_threads(), 3);
+  }
+  EXPECT_EQ(num_threads(), before);
 }
 
 TEST(TranslateLimits, LearnedPositionsCapTheOutputLength) {

@@ -90,8 +90,8 @@ TEST(GemmStats, AnEmptyInnerDimensionIsACallWithoutFlops) {
   EXPECT_EQ(stats.flops, 0.0);
 }
 
-// The packed inference products (decode::prepare_weights) report through record_gemm; inside a
-// parallel region each thread counts its share of the wall time.
+// The packed inference products (an InferenceModel's packed weights) report through record_gemm;
+// inside a parallel region each thread counts its share of the wall time.
 TEST(GemmStats, RecordedProductsCountTheirShareOfAParallelRegion) {
   cpu::reset_gemm_stats();
   cpu::record_gemm(0.5, 1000.0);

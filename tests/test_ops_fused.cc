@@ -1,7 +1,7 @@
 // The fused ops of the sub-layers: ops::linear_relu (the FFN's first product with oneDNN's relu
 // post-op) and ops::add_dropout_layer_norm (the end of a post-norm sub-layer). Each against a
 // double reference with finite differences, and against the unfused ops it replaces (forward and
-// every gradient, in f32 and under bf16 autocast for linear_relu).
+// every gradient, with f32 and bf16 products for linear_relu).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +10,6 @@
 #include "op_test_values.h"
 #include "tfm/kernels/cpu/dropout_cpu.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
-#include "tfm/ops/autocast.h"
 #include "tfm/ops/ops.h"
 
 namespace tfm {
@@ -69,19 +68,20 @@ struct LinearReluRun {
   std::vector<float> y, dx, dw, db;
 };
 
-LinearReluRun run_linear_relu(bool fused, Tensor x, Tensor w, Tensor b, const Tensor& seed) {
+LinearReluRun run_linear_relu(bool fused, Tensor x, Tensor w, Tensor b, const Tensor& seed,
+                              DType product) {
   for (Tensor* t : {&x, &w, &b}) t->zero_grad();
   Tape tape;
   Tensor y;
   {
     TapeScope scope(tape);
-    y = fused ? ops::linear_relu(x, w, b) : ops::relu(ops::linear(x, w, b));
+    y = fused ? ops::linear_relu(x, w, b, {product}) : ops::relu(ops::linear(x, w, b, {product}));
   }
   tape.backward(y, seed);
   return {y.to_floats(), x.grad().to_floats(), w.grad().to_floats(), b.grad().to_floats()};
 }
 
-TEST(OpsLinearRelu, EqualsReluOfLinearInF32AndUnderBf16Autocast) {
+TEST(OpsLinearRelu, EqualsReluOfLinearWithF32AndBf16Products) {
   // 370 rows by 90 outputs: above the parallel threshold of the relu kernels.
   const int64_t rows = 370, in = 70, out = 90;
   std::mt19937 rng(71);
@@ -91,9 +91,8 @@ TEST(OpsLinearRelu, EqualsReluOfLinearInF32AndUnderBf16Autocast) {
   Tensor seed = tensor_of({rows, out}, random_f32_values(rows * out, rng), false);
   for (DType product : {DType::f32, DType::bf16}) {
     SCOPED_TRACE(dtype_name(product));
-    ops::AutocastScope autocast(product);
-    LinearReluRun unfused = run_linear_relu(false, x, w, b, seed);
-    LinearReluRun fused = run_linear_relu(true, x, w, b, seed);
+    LinearReluRun unfused = run_linear_relu(false, x, w, b, seed, product);
+    LinearReluRun fused = run_linear_relu(true, x, w, b, seed, product);
     // One product with the relu applied to its output, and the same backward products on the same
     // masked gradient: the same numbers.
     EXPECT_EQ(fused.y, unfused.y);

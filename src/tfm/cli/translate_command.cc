@@ -25,7 +25,6 @@
 #include "tfm/decode/translate.h"
 #include "tfm/io/text_lines.h"
 #include "tfm/model/model_dir.h"
-#include "tfm/nn/transformer.h"
 #include "tfm/ops/autocast.h"
 
 namespace tfm::cli {
@@ -90,18 +89,21 @@ void run_translate(TranslateCommandOptions options) {
   if (reads_stdin(options.input))
     TFM_CHECK(fcntl(STDIN_FILENO, F_GETFD) != -1 || errno != EBADF,
               "standard input is closed; give the input file with -i");
-  set_num_threads(options.threads);
-  options.decoding.precision = ops::parse_precision(options.precision, "--precision");
+  set_num_threads(options.threads);  // loading too (the checksums run in parallel)
+  decode::InferenceOptions inference;
+  inference.precision = ops::parse_precision(options.precision, "--precision");
   const std::filesystem::path dir = options.model;
-  LoadedModel loaded = load_model_dir(dir);
+  // Loaded once, packed once (in the precision asked for), then only read.
+  const std::shared_ptr<const decode::InferenceModel> model =
+      decode::load_inference_model(dir, inference);
+  const ModelConfig& config = model->config();
   const std::filesystem::path vocab_path = dir / kVocabFileName;
   TFM_CHECK(std::filesystem::exists(vocab_path),
             "{}: missing; a model directory needs its SentencePiece vocabulary to translate text",
             vocab_path.string());
   data::Vocabulary vocab(vocab_path);
-  vocab.check_config(loaded.config, dir / kConfigFileName);
-  const int64_t max_input = decode::max_input_length(options.decoding, loaded.config);
-  const nn::Transformer model(loaded.config, loaded.parameters);
+  vocab.check_config(config, dir / kConfigFileName);
+  const int64_t max_input = decode::max_input_length(options.decoding, config);
 
   std::vector<std::string> lines = read_input(options.input);
   const std::string input_name = reads_stdin(options.input) ? "<stdin>" : options.input;
@@ -111,12 +113,12 @@ void run_translate(TranslateCommandOptions options) {
   std::ofstream attention_file;
   if (!options.attention_output.empty()) {
     TFM_CHECK(options.attention_layer >= 0, "--attention-output needs --attention-layer");
-    TFM_CHECK(options.attention_layer < loaded.config.layers,
+    TFM_CHECK(options.attention_layer < config.layers,
               "--attention-layer {} out of range: the model has {} decoder layers",
-              options.attention_layer, loaded.config.layers);
-    TFM_CHECK(options.attention_head < loaded.config.heads,
+              options.attention_layer, config.layers);
+    TFM_CHECK(options.attention_head < config.heads,
               "--attention-head {} out of range: the model has {} heads", options.attention_head,
-              loaded.config.heads);
+              config.heads);
     options.decoding.attention = {options.attention_layer, options.attention_head};
     open_for_writing(attention_file, options.attention_output);
   }
@@ -124,8 +126,8 @@ void run_translate(TranslateCommandOptions options) {
             "--n-best {} exceeds the beam size {}", options.decoding.n_best,
             options.decoding.beam_size);
 
-  // One autocast scope for every chunk: the weights are packed (and converted) once.
-  ops::AutocastScope autocast(options.decoding.precision);
+  // One worker, with --threads OpenMP threads, for every chunk.
+  const decode::Translator translator(model, options.decoding, options.threads);
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   int64_t truncated = 0;
@@ -145,7 +147,7 @@ void run_translate(TranslateCommandOptions options) {
     }
     std::vector<std::vector<decode::Hypothesis>> results =
         sources.empty() ? std::vector<std::vector<decode::Hypothesis>>{}
-                        : decode::translate(model, sources, options.decoding);
+                        : translator.translate(sources);
     std::vector<const std::vector<decode::Hypothesis>*> by_line(end - begin, nullptr);
     for (size_t k = 0; k < positions.size(); ++k) by_line[positions[k] - begin] = &results[k];
     for (size_t i = begin; i < end; ++i) {

@@ -12,4 +12,12 @@ int num_threads() {
   return omp_get_max_threads();
 }
 
+ThreadCountScope::ThreadCountScope(int n) : previous_(num_threads()) {
+  set_num_threads(n);
+}
+
+ThreadCountScope::~ThreadCountScope() {
+  set_num_threads(previous_);
+}
+
 }  // namespace tfm

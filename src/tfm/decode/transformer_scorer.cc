@@ -8,6 +8,7 @@
 #include "tfm/kernels/cpu/parallel.h"
 #include "tfm/kernels/cpu/vector_math.h"
 #include "tfm/ops/autocast.h"
+#include "tfm/ops/packed_weight.h"
 
 namespace tfm::decode {
 
@@ -29,12 +30,35 @@ void log_softmax_rows(float* values, int64_t rows, int64_t n) {
   }
 }
 
+namespace {
+std::vector<const cpu::PackedWeight*> kernel_blocks(const InferenceModel& model) {
+  std::vector<const cpu::PackedWeight*> blocks;
+  for (const auto& block : model.output_blocks()) blocks.push_back(&block->cpu());
+  return blocks;
+}
+}  // namespace
+
+TransformerScorer::TransformerScorer(const InferenceModel& model, const Tensor& memory,
+                                     const std::vector<int32_t>& source_lengths, int64_t beam,
+                                     int64_t capacity, AttentionProbe probe)
+    : TransformerScorer(model.transformer(), model.precision(), kernel_blocks(model), memory,
+                        source_lengths, beam, capacity, probe) {}
+
 TransformerScorer::TransformerScorer(const nn::Transformer& model, const Tensor& memory,
                                      const std::vector<int32_t>& source_lengths, int64_t beam,
                                      int64_t capacity, AttentionProbe probe)
+    : TransformerScorer(model, DType::f32, {}, memory, source_lengths, beam, capacity, probe) {}
+
+TransformerScorer::TransformerScorer(const nn::Transformer& model, DType precision,
+                                     const std::vector<const cpu::PackedWeight*>& blocks,
+                                     const Tensor& memory,
+                                     const std::vector<int32_t>& source_lengths, int64_t beam,
+                                     int64_t capacity, AttentionProbe probe)
     : model_(model),
+      precision_(precision),
+      output_blocks_(blocks),
       beam_(beam),
-      state_(model.start_decoding(memory, source_lengths, 1, capacity)),
+      state_(model.start_decoding(memory, source_lengths, 1, capacity, precision)),
       probe_(probe) {
   TFM_CHECK(beam >= 1, "transformer scorer: beam {} must be at least 1", beam);
   const auto& c = model.config();
@@ -91,21 +115,20 @@ void TransformerScorer::step_top(const std::vector<int32_t>& last_tokens, int64_
       model_.decode_hidden(tokens, state_, probe_.layer, probe_.enabled() ? &heads : nullptr);
   if (probe_.enabled()) keep_attention(heads);
 
-  // Inside an autocast scope the embedding is packed, once, per block of kVocabBlock tokens (in
-  // the scope's product type), as ops::linear packs its weights; outside, it is used as it is.
+  // An inference model's embedding is packed per block of kOutputBlockTokens tokens (in its
+  // product type) at load, as its linears are; a plain model's is used as it is.
   const Tensor& embedding = model_.output_embedding();
   const int64_t vocab = embedding.dim(0);
-  const std::vector<const cpu::PackedWeight*> packed = packed_output_blocks(embedding);
-  const bool bf16 = ops::autocast_dtype() == DType::bf16;
+  const bool bf16 = precision_ == DType::bf16;
   Tensor a = bf16 ? ops::to_bf16(hidden) : hidden;
   cpu::LogSoftmaxTopArgs args;
   args.hidden = a.raw();
   args.dtype = a.dtype();
-  args.block = kVocabBlock;
-  if (packed.empty()) {
+  args.block = kOutputBlockTokens;
+  if (output_blocks_.empty()) {
     args.embedding = embedding.data<float>();
   } else {
-    args.packed_blocks = packed.data();
+    args.packed_blocks = output_blocks_.data();
   }
   args.rows = hidden.dim(0);
   args.d = hidden.dim(1);
@@ -124,17 +147,6 @@ void TransformerScorer::step_top(const std::vector<int32_t>& last_tokens, int64_
       out.counts[static_cast<size_t>(r)] = out.counts[static_cast<size_t>(s)];
     }
   }
-}
-
-std::vector<const cpu::PackedWeight*> TransformerScorer::packed_output_blocks(
-    const Tensor& embedding) {
-  std::vector<const cpu::PackedWeight*> blocks;
-  if (ops::autocast_depth() == 0) return blocks;
-  const int64_t vocab = embedding.dim(0);
-  for (int64_t first = 0; first < vocab; first += kVocabBlock)
-    blocks.push_back(
-        ops::packed_weight(embedding.slice_rows(first, std::min(vocab, first + kVocabBlock))));
-  return blocks;
 }
 
 void TransformerScorer::keep_attention(const Tensor& heads) {

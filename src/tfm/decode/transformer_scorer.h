@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tfm/decode/inference_model.h"
 #include "tfm/decode/search.h"
 #include "tfm/nn/transformer.h"
 
@@ -25,8 +26,15 @@ struct AttentionProbe {
 
 class TransformerScorer final : public StepScorer {
  public:
-  // memory: model.encode()'s output for the sources, [sources, S, d_model]; `beam` rows per source;
-  // capacity: the longest output expected (the caches grow past it if needed).
+  // memory: the model's encoder output for the sources (encoded in the model's precision),
+  // [sources, S, d_model]; `beam` rows per source; capacity: the longest output expected (the
+  // caches grow past it if needed). The scorer owns its decoder state; the model is only read.
+  //
+  // Over an inference model: products in its precision, with its packed weights.
+  TransformerScorer(const InferenceModel& model, const Tensor& memory,
+                    const std::vector<int32_t>& source_lengths, int64_t beam, int64_t capacity,
+                    AttentionProbe probe = {});
+  // Over a plain model: f32 products with its weights as they are (tests, tools).
   TransformerScorer(const nn::Transformer& model, const Tensor& memory,
                     const std::vector<int32_t>& source_lengths, int64_t beam, int64_t capacity,
                     AttentionProbe probe = {});
@@ -35,8 +43,8 @@ class TransformerScorer final : public StepScorer {
   int64_t vocab_size() const override { return model_.config().vocab_size; }
   Tensor step(const std::vector<int32_t>& last_tokens) override;
   // The decoder step, then the output projection fused with log-softmax and the top-m selection
-  // (cpu::log_softmax_top): the [rows, V] logits are never stored. Under an ops::AutocastScope of
-  // bf16 the projection takes bf16 operands, like every other product.
+  // (cpu::log_softmax_top): the [rows, V] logits are never stored. With bf16 products the
+  // projection takes bf16 operands, like every other product.
   void step_top(const std::vector<int32_t>& last_tokens, int64_t m, int32_t excluded,
                 StepTop& out) override;
   void select(const std::vector<int64_t>& rows) override;
@@ -44,11 +52,14 @@ class TransformerScorer final : public StepScorer {
 
   const nn::DecoderState& state() const { return state_; }
 
-  // The output projection packed in the blocks step_top multiplies with (kVocabBlock tokens each,
-  // ops::packed_weight); empty outside any autocast scope.
-  static std::vector<const cpu::PackedWeight*> packed_output_blocks(const Tensor& embedding);
-
  private:
+  // blocks: the output projection packed in blocks of kOutputBlockTokens (empty: the plain
+  // embedding).
+  TransformerScorer(const nn::Transformer& model, DType precision,
+                    const std::vector<const cpu::PackedWeight*>& blocks, const Tensor& memory,
+                    const std::vector<int32_t>& source_lengths, int64_t beam, int64_t capacity,
+                    AttentionProbe probe);
+
   // The decoder state's rows for these last tokens: until the first select() the state has one
   // row per source, which computes the first step once for all of a source's beam rows (they all
   // start from bos); tokens that differ within a source widen it first.
@@ -59,13 +70,12 @@ class TransformerScorer final : public StepScorer {
   void keep_attention(const Tensor& heads);
 
   const nn::Transformer& model_;
+  DType precision_;
+  std::vector<const cpu::PackedWeight*> output_blocks_;
   int64_t beam_;
   nn::DecoderState state_;
   AttentionProbe probe_;
   Tensor attention_;  // [rows, S] of the last step, when probed
-  // Vocabulary columns per product of the output layer: a [128, 1024] f32 block of logits (512 KiB)
-  // stays in the core's cache while its row loops read it.
-  static constexpr int64_t kVocabBlock = 1024;
 };
 
 // In place: row <- row - log(sum(exp(row))) for each of `rows` rows of `n` values.

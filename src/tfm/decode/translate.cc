@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include "tfm/core/error.h"
-#include "tfm/ops/autocast.h"
+#include "tfm/core/threading.h"
 
 namespace tfm::decode {
 
@@ -39,20 +40,7 @@ int64_t max_output_length(int64_t source_length, const TranslateOptions& options
   return std::max<int64_t>(length, 1);
 }
 
-void prepare_weights(const nn::Transformer& model) {
-  TFM_CHECK(ops::autocast_depth() > 0,
-            "prepare_weights: weights are packed for an ops::AutocastScope, and none is open");
-  // The matrices of ops::linear: every rank-2 parameter but the embedding and a learned position
-  // table (docs/MODEL_FORMAT.md names them).
-  for (const auto& [name, tensor] : model.named_parameters()) {
-    if (tensor.rank() == 2 && name != "embedding.weight" &&
-        name.find("positions") == std::string::npos)
-      ops::packed_weight(tensor);
-  }
-  TransformerScorer::packed_output_blocks(model.output_embedding());
-}
-
-std::vector<std::vector<Hypothesis>> translate(const nn::Transformer& model,
+std::vector<std::vector<Hypothesis>> translate(const InferenceModel& model,
                                                const std::vector<std::vector<int32_t>>& sources,
                                                const TranslateOptions& options) {
   const ModelConfig& config = model.config();
@@ -60,9 +48,6 @@ std::vector<std::vector<Hypothesis>> translate(const nn::Transformer& model,
             options.batch_size);
   TFM_CHECK(options.beam_size >= 1, "translate: beam size {} must be at least 1",
             options.beam_size);
-  TFM_CHECK(options.precision == DType::f32 || options.precision == DType::bf16,
-            "translate: precision {} is not supported (f32 or bf16)",
-            dtype_name(options.precision));
   const int64_t longest = max_input_length(options, config);
   for (size_t i = 0; i < sources.size(); ++i) {
     TFM_CHECK(!sources[i].empty(), "translate: source sentence {} is empty", i);
@@ -70,9 +55,6 @@ std::vector<std::vector<Hypothesis>> translate(const nn::Transformer& model,
               "translate: source sentence {} has {} tokens, more than the maximum input length {}",
               i, sources[i].size(), longest);
   }
-  // One scope for every batch: the weights are packed (and converted) once per call, or once for
-  // the caller's scope when one is open (prepare_weights).
-  ops::AutocastScope autocast(options.precision);
   const SearchOptions search = search_options(options, config);
 
   std::vector<size_t> order(sources.size());
@@ -83,7 +65,7 @@ std::vector<std::vector<Hypothesis>> translate(const nn::Transformer& model,
   }
 
   std::vector<std::vector<Hypothesis>> results(sources.size());
-  auto ctx = nn::ForwardContext::inference();
+  auto ctx = nn::ForwardContext::inference(model.precision());
   const auto batch_size = static_cast<size_t>(options.batch_size);
   for (size_t begin = 0, end = 0; begin < order.size(); begin = end) {
     // A batch takes sentences while it has fewer than batch_size and, with a token budget, while
@@ -111,7 +93,8 @@ std::vector<std::vector<Hypothesis>> translate(const nn::Transformer& model,
       max_lengths.push_back(
           max_output_length(static_cast<int64_t>(source.size()), options, config));
     }
-    Tensor memory = model.encode(Tensor::from_ints({batch, width}, ids), lengths, ctx);
+    Tensor memory =
+        model.transformer().encode(Tensor::from_ints({batch, width}, ids), lengths, ctx);
     const int64_t capacity = *std::max_element(max_lengths.begin(), max_lengths.end());
     TransformerScorer scorer(model, memory, lengths, options.beam_size, capacity,
                              options.attention);
@@ -125,6 +108,25 @@ std::vector<std::vector<Hypothesis>> translate(const nn::Transformer& model,
     }
   }
   return results;
+}
+
+std::vector<std::vector<Hypothesis>> translate(const nn::Transformer& model,
+                                               const std::vector<std::vector<int32_t>>& sources,
+                                               const TranslateOptions& options, DType precision) {
+  const InferenceModel packed(model, {precision, Device::cpu});
+  return translate(packed, sources, options);
+}
+
+Translator::Translator(std::shared_ptr<const InferenceModel> model, TranslateOptions options,
+                       int threads)
+    : model_(std::move(model)), options_(std::move(options)), threads_(threads) {
+  TFM_CHECK(model_ != nullptr, "translator: no model");
+}
+
+std::vector<std::vector<Hypothesis>> Translator::translate(
+    const std::vector<std::vector<int32_t>>& sources) const {
+  const ThreadCountScope threads(threads_);
+  return decode::translate(*model_, sources, options_);
 }
 
 }  // namespace tfm::decode

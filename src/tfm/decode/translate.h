@@ -2,12 +2,18 @@
 // that a batch holds sentences of similar length), one encoder pass per batch, then greedy search
 // (beam_size 1) or beam search over an incremental decoder (TransformerScorer). Finished sentences
 // leave the batch; results come back in input order.
+//
+// translate() reads an InferenceModel (built once, shared, immutable) and keeps every piece of
+// scratch state (decoder caches, buffers) in the call; a Translator is a decoding worker: the
+// shared model, its options and its own thread count.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "tfm/decode/inference_model.h"
 #include "tfm/decode/search.h"
 #include "tfm/decode/transformer_scorer.h"
 #include "tfm/nn/transformer.h"
@@ -29,9 +35,7 @@ struct TranslateOptions {
   // Longest source accepted, in tokens (a longer one is an error: the encoder's attention grows
   // with the square of the length); 0: the model's max_positions.
   int64_t max_input_length = 0;
-  // Operand type of the matrix products (ops::AutocastScope): f32, or bf16 (f32 accumulation,
-  // weights converted once per translate() call); everything else stays f32.
-  DType precision = DType::f32;
+  // The products' operand type is the model's (InferenceOptions::precision), fixed at load.
 };
 
 // The search options translate() derives (token ids from the model's config).
@@ -46,17 +50,45 @@ int64_t max_input_length(const TranslateOptions& options, const ModelConfig& con
 int64_t max_output_length(int64_t source_length, const TranslateOptions& options,
                           const ModelConfig& config);
 
-// Packs, inside the caller's ops::AutocastScope, every weight a translation multiplies with (in
-// the scope's product type), so that translate() calls inside that scope find them ready. Without
-// it the first call packs them on first use (about a tenth of a second for `base`).
-void prepare_weights(const nn::Transformer& model);
-
 // Translates every source (token ids as the model was trained on, without bos/eos padding) and
 // returns per source its n_best hypotheses, best first, in input order; a source longer than
 // max_input_length() is an error naming it. With an attention probe each hypothesis carries, per
-// generated token, the weights over that source's positions.
-std::vector<std::vector<Hypothesis>> translate(const nn::Transformer& model,
+// generated token, the weights over that source's positions. Runs with the calling thread's
+// OpenMP thread count; any number of threads may translate with one model at once.
+std::vector<std::vector<Hypothesis>> translate(const InferenceModel& model,
                                                const std::vector<std::vector<int32_t>>& sources,
                                                const TranslateOptions& options);
+
+// A one-off translation with a model that is not an InferenceModel (validation during training,
+// tests): packs `model`'s weights in `precision` for this call, then translate() above. A model
+// that translates more than once should be loaded as an InferenceModel.
+std::vector<std::vector<Hypothesis>> translate(const nn::Transformer& model,
+                                               const std::vector<std::vector<int32_t>>& sources,
+                                               const TranslateOptions& options,
+                                               DType precision = DType::f32);
+
+// A decoding worker: a shared model, the options of its translations, and its own OpenMP thread
+// count. Workers in different threads share the model and nothing else; one worker serves one
+// thread at a time (a server gives each decoding thread its own).
+class Translator {
+ public:
+  // threads <= 0: the calling thread's count (OMP_NUM_THREADS or the number of cores).
+  Translator(std::shared_ptr<const InferenceModel> model, TranslateOptions options = {},
+             int threads = 0);
+
+  // translate(model(), sources, options()) with threads() OpenMP threads in the calling thread
+  // (its count is restored afterwards; other threads' counts are never touched).
+  std::vector<std::vector<Hypothesis>> translate(
+      const std::vector<std::vector<int32_t>>& sources) const;
+
+  const InferenceModel& model() const { return *model_; }
+  const TranslateOptions& options() const { return options_; }
+  int threads() const { return threads_; }
+
+ private:
+  std::shared_ptr<const InferenceModel> model_;
+  TranslateOptions options_;
+  int threads_;
+};
 
 }  // namespace tfm::decode

@@ -19,29 +19,32 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_model, int num_heads, int64_t d
 
 Tensor MultiHeadAttention::forward(const Tensor& query_input, const Tensor& memory,
                                    const ops::AttentionMask& mask, ForwardContext& ctx) const {
-  Tensor q = q_proj.forward(query_input);
-  Tensor k = k_proj.forward(memory);
-  Tensor v = v_proj.forward(memory);
+  const DType precision = ctx.precision();
+  Tensor q = q_proj.forward(query_input, precision);
+  Tensor k = k_proj.forward(memory, precision);
+  Tensor v = v_proj.forward(memory, precision);
   float p = ctx.dropout(attention_dropout);
   Tensor heads_out = ops::attention(q, k, v, heads, mask, p, p > 0 ? ctx.next_seed() : 0);
-  return out_proj.forward(heads_out);
+  return out_proj.forward(heads_out, precision);
 }
 
-KeyValueCache MultiHeadAttention::empty_cache(int64_t rows, int64_t capacity) const {
+KeyValueCache MultiHeadAttention::empty_cache(int64_t rows, int64_t capacity,
+                                              DType precision) const {
   return KeyValueCache::with_capacity(rows, capacity, k_proj.weight.dim(0), v_proj.weight.dim(0),
-                                      ops::autocast_dtype());
+                                      precision);
 }
 
-void MultiHeadAttention::append(const Tensor& input, KeyValueCache& cache) const {
-  cache.append(k_proj.forward(input), v_proj.forward(input));
+void MultiHeadAttention::append(const Tensor& input, KeyValueCache& cache, DType precision) const {
+  cache.append(k_proj.forward(input, precision), v_proj.forward(input, precision));
 }
 
 Tensor MultiHeadAttention::attend(const Tensor& query_input, const KeyValueCache& cache,
-                                  const ops::AttentionMask& mask, Tensor* probs_out) const {
-  Tensor q = q_proj.forward(query_input);
+                                  const ops::AttentionMask& mask, DType precision,
+                                  Tensor* probs_out) const {
+  Tensor q = q_proj.forward(query_input, precision);
   Tensor heads_out = ops::attention_cached(q, cache.keys, cache.values, cache.length, heads, mask,
                                            probs_out, cache.slots);
-  return out_proj.forward(heads_out);
+  return out_proj.forward(heads_out, precision);
 }
 
 void MultiHeadAttention::init(std::mt19937_64& rng) {
@@ -49,6 +52,13 @@ void MultiHeadAttention::init(std::mt19937_64& rng) {
   k_proj.init(rng);
   v_proj.init(rng);
   out_proj.init(rng);
+}
+
+void MultiHeadAttention::pack(DType precision) {
+  q_proj.pack(precision);
+  k_proj.pack(precision);
+  v_proj.pack(precision);
+  out_proj.pack(precision);
 }
 
 void MultiHeadAttention::collect(const std::string& prefix, NamedTensors& out) const {

@@ -54,19 +54,21 @@ struct MultiHeadAttention {
   Tensor forward(const Tensor& query_input, const Tensor& memory, const ops::AttentionMask& mask,
                  ForwardContext& ctx) const;
   // ---- incremental decoding (inference: no tape may be recording) ----
-  // An empty cache of this attention's key and value widths, in the product type of the current
-  // ops::AutocastScope: bf16 under bf16 autocast (the attention products then read bf16 keys and
-  // values, as torch.autocast's bf16 matmuls do, and the cache's memory traffic halves).
-  KeyValueCache empty_cache(int64_t rows, int64_t capacity) const;
+  // Every product in `precision` (f32 or bf16), as ForwardContext::precision().
+  // An empty cache of this attention's key and value widths, holding the product type: bf16 for
+  // bf16 products (the attention products then read bf16 keys and values, as torch.autocast's bf16
+  // matmuls do, and the cache's memory traffic halves).
+  KeyValueCache empty_cache(int64_t rows, int64_t capacity, DType precision) const;
   // Projects input [rows, n, d_model] and appends its keys and values to the cache.
-  void append(const Tensor& input, KeyValueCache& cache) const;
+  void append(const Tensor& input, KeyValueCache& cache, DType precision) const;
   // out_proj(heads) for queries from query_input [rows, Tq, d_model] over the cache's `length`
   // positions. The mask as in forward (causal needs query_offset = position of the first query).
   // probs_out: the weights [rows, h, Tq, length].
   Tensor attend(const Tensor& query_input, const KeyValueCache& cache,
-                const ops::AttentionMask& mask, Tensor* probs_out = nullptr) const;
+                const ops::AttentionMask& mask, DType precision, Tensor* probs_out = nullptr) const;
 
   void init(std::mt19937_64& rng);
+  void pack(DType precision);  // every projection (Linear::pack)
   void collect(const std::string& prefix, NamedTensors& out) const;
 
   Linear q_proj, k_proj, v_proj, out_proj;

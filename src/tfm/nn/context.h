@@ -1,18 +1,28 @@
-// What a forward pass needs to know besides its inputs: training or inference, and where dropout
-// masks come from. Every dropout call takes a fresh seed from (step seed, call counter), so a
-// training step is reproducible from its seed alone, whatever the thread count.
+// What a forward pass needs to know besides its inputs: training or inference, the product type
+// of its matrix products, and where dropout masks come from. Every dropout call takes a fresh seed
+// from (step seed, call counter), so a training step is reproducible from its seed alone, whatever
+// the thread count.
 #pragma once
 
 #include <cstdint>
+
+#include "tfm/core/dtype.h"
 
 namespace tfm::nn {
 
 class ForwardContext {
  public:
-  static ForwardContext inference() { return ForwardContext(false, 0); }
-  static ForwardContext training(uint64_t seed) { return ForwardContext(true, seed); }
+  // precision: the operand type of the products (ops::ProductOptions): f32, or bf16 (f32
+  // accumulation; everything else stays f32).
+  static ForwardContext inference(DType precision = DType::f32) {
+    return ForwardContext(false, 0, precision);
+  }
+  static ForwardContext training(uint64_t seed, DType precision = DType::f32) {
+    return ForwardContext(true, seed, precision);
+  }
 
   bool is_training() const { return training_; }
+  DType precision() const { return precision_; }
   // Dropout probability to apply: p in training, 0 in inference.
   float dropout(float p) const { return training_ ? p : 0.0f; }
   // A distinct seed for the next random op (splitmix64 of the step seed and a counter).
@@ -24,9 +34,11 @@ class ForwardContext {
   }
 
  private:
-  ForwardContext(bool training, uint64_t seed) : training_(training), seed_(seed) {}
+  ForwardContext(bool training, uint64_t seed, DType precision)
+      : training_(training), seed_(seed), precision_(precision) {}
   bool training_;
   uint64_t seed_;
+  DType precision_;
   uint64_t counter_ = 0;
 };
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "tfm/ops/ops.h"
+#include "tfm/ops/packed_weight.h"
 
 namespace tfm::nn {
 
@@ -48,8 +49,12 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias, const ParameterSource& so
   if (has_bias) bias = source.make(name + "bias", {out});
 }
 
-Tensor Linear::forward(const Tensor& x) const {
-  return ops::linear(x, weight, bias);
+Tensor Linear::forward(const Tensor& x, DType precision) const {
+  return ops::linear(x, weight, bias, {precision, packed.get()});
+}
+
+void Linear::pack(DType precision) {
+  packed = ops::pack_weight(weight, precision);
 }
 
 void Linear::init(std::mt19937_64& rng) {
@@ -84,9 +89,15 @@ FeedForward::FeedForward(int64_t d_model, int64_t d_ff, const ParameterSource& s
     : fc1(d_model, d_ff, true, source, name + "fc1."),
       fc2(d_ff, d_model, true, source, name + "fc2.") {}
 
-Tensor FeedForward::forward(const Tensor& x) const {
+Tensor FeedForward::forward(const Tensor& x, DType precision) const {
   // relu(fc1(x)) as one product with the relu applied on its output (ops::linear_relu).
-  return fc2.forward(ops::linear_relu(x, fc1.weight, fc1.bias));
+  return fc2.forward(ops::linear_relu(x, fc1.weight, fc1.bias, {precision, fc1.packed.get()}),
+                     precision);
+}
+
+void FeedForward::pack(DType precision) {
+  fc1.pack(precision);
+  fc2.pack(precision);
 }
 
 void FeedForward::init(std::mt19937_64& rng) {

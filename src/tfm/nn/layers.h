@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -11,6 +12,10 @@
 
 #include "tfm/core/tensor.h"
 #include "tfm/nn/context.h"
+
+namespace tfm::ops {
+class PackedWeight;
+}
 
 namespace tfm::nn {
 
@@ -42,12 +47,17 @@ struct Linear {
   // `name`: the prefix of its parameters' names ("...q_proj."), used when adopting.
   Linear(int64_t in, int64_t out, bool bias, const ParameterSource& source = {},
          const std::string& name = "");
-  Tensor forward(const Tensor& x) const;
+  // Products in `precision` (f32 or bf16), with the packed weight when there is one.
+  Tensor forward(const Tensor& x, DType precision) const;
   // Xavier/Glorot uniform weights (as tensor2tensor and fairseq), zero bias.
   void init(std::mt19937_64& rng);
   void collect(const std::string& prefix, NamedTensors& out) const;
+  // Packs the weight for inference products in `precision` (ops::pack_weight). The packed copy is
+  // what inference multiplies with from then on: a packed module must not change its weight.
+  void pack(DType precision);
 
   Tensor weight, bias;
+  std::shared_ptr<const ops::PackedWeight> packed;  // null: not packed (training)
 };
 
 struct LayerNorm {
@@ -66,8 +76,9 @@ struct FeedForward {
   FeedForward() = default;
   FeedForward(int64_t d_model, int64_t d_ff, const ParameterSource& source = {},
               const std::string& name = "");
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x, DType precision) const;
   void init(std::mt19937_64& rng);
+  void pack(DType precision);
   void collect(const std::string& prefix, NamedTensors& out) const;
 
   Linear fc1, fc2;

@@ -47,12 +47,18 @@ Tensor EncoderLayer::forward(const Tensor& x, const ops::AttentionMask& source_m
                              ForwardContext& ctx) const {
   Tensor h = self_attn_block.apply(
       x, ctx, [&](const Tensor& in) { return self_attn.forward(in, in, source_mask, ctx); });
-  return ffn_block.apply(h, ctx, [&](const Tensor& in) { return ffn.forward(in); });
+  return ffn_block.apply(h, ctx,
+                         [&](const Tensor& in) { return ffn.forward(in, ctx.precision()); });
 }
 
 void EncoderLayer::init(std::mt19937_64& rng) {
   self_attn.init(rng);
   ffn.init(rng);
+}
+
+void EncoderLayer::pack(DType precision) {
+  self_attn.pack(precision);
+  ffn.pack(precision);
 }
 
 void EncoderLayer::collect(const std::string& prefix, NamedTensors& out) const {
@@ -78,36 +84,44 @@ Tensor DecoderLayer::forward(const Tensor& y, const Tensor& memory,
       y, ctx, [&](const Tensor& in) { return self_attn.forward(in, in, self_mask, ctx); });
   h = cross_attn_block.apply(
       h, ctx, [&](const Tensor& in) { return cross_attn.forward(in, memory, source_mask, ctx); });
-  return ffn_block.apply(h, ctx, [&](const Tensor& in) { return ffn.forward(in); });
+  return ffn_block.apply(h, ctx,
+                         [&](const Tensor& in) { return ffn.forward(in, ctx.precision()); });
 }
 
 Tensor DecoderLayer::forward_step(const Tensor& y, KeyValueCache& self_cache,
                                   const KeyValueCache& cross_cache,
                                   const ops::AttentionMask& source_mask, int64_t beam,
-                                  Tensor* cross_probs) const {
-  auto ctx = ForwardContext::inference();
+                                  DType precision, Tensor* cross_probs) const {
+  auto ctx = ForwardContext::inference(precision);
   const int64_t rows = y.dim(0), steps = y.dim(1), d = y.dim(2);
   Tensor h = self_attn_block.apply(y, ctx, [&](const Tensor& in) {
     // The new positions see every cached one and, among themselves, the earlier ones.
     ops::AttentionMask causal;
     causal.causal = true;
     causal.query_offset = self_cache.length;
-    self_attn.append(in, self_cache);
-    return self_attn.attend(in, self_cache, causal);
+    self_attn.append(in, self_cache, precision);
+    return self_attn.attend(in, self_cache, causal, precision);
   });
   h = cross_attn_block.apply(h, ctx, [&](const Tensor& in) {
     // The beam rows of a source are consecutive, so [sources * beam, steps, d] read as
     // [sources, beam * steps, d] makes them the queries of one attention over that source.
     Tensor queries = in.view({rows / beam, beam * steps, d});
-    return cross_attn.attend(queries, cross_cache, source_mask, cross_probs).view({rows, steps, d});
+    return cross_attn.attend(queries, cross_cache, source_mask, precision, cross_probs)
+        .view({rows, steps, d});
   });
-  return ffn_block.apply(h, ctx, [&](const Tensor& in) { return ffn.forward(in); });
+  return ffn_block.apply(h, ctx, [&](const Tensor& in) { return ffn.forward(in, precision); });
 }
 
 void DecoderLayer::init(std::mt19937_64& rng) {
   self_attn.init(rng);
   cross_attn.init(rng);
   ffn.init(rng);
+}
+
+void DecoderLayer::pack(DType precision) {
+  self_attn.pack(precision);
+  cross_attn.pack(precision);
+  ffn.pack(precision);
 }
 
 void DecoderLayer::collect(const std::string& prefix, NamedTensors& out) const {
@@ -201,6 +215,11 @@ void Transformer::load(const NamedTensors& values) {
   }
 }
 
+void Transformer::pack(DType precision) {
+  for (auto& layer : encoder_layers_) layer.pack(precision);
+  for (auto& layer : decoder_layers_) layer.pack(precision);
+}
+
 Tensor Transformer::position_table(const Tensor& learned, int64_t length) const {
   if (learned.defined()) {
     TFM_CHECK(length <= learned.dim(0), "sequence of {} tokens exceeds max_positions {}", length,
@@ -244,7 +263,7 @@ Tensor Transformer::decode(const Tensor& tgt_in, const Tensor& memory,
 
 DecoderState Transformer::start_decoding(const Tensor& memory,
                                          const std::vector<int32_t>& src_lengths, int64_t beam,
-                                         int64_t capacity) const {
+                                         int64_t capacity, DType precision) const {
   TFM_CHECK(memory.rank() == 3 && memory.dim(2) == config_.d_model &&
                 memory.dim(0) == static_cast<int64_t>(src_lengths.size()),
             "start_decoding: memory {} does not fit {} source lengths and d_model {}",
@@ -254,12 +273,14 @@ DecoderState Transformer::start_decoding(const Tensor& memory,
   DecoderState state;
   state.source_lengths = src_lengths;
   state.beam = beam;
+  state.precision = precision;
   const int64_t rows = memory.dim(0) * beam;
   for (const auto& layer : decoder_layers_) {
     DecoderState::Layer cache;
-    cache.self = layer.self_attn.empty_cache(rows, capacity);
-    cache.cross = layer.cross_attn.empty_cache(memory.dim(0), std::max<int64_t>(memory.dim(1), 1));
-    layer.cross_attn.append(memory, cache.cross);
+    cache.self = layer.self_attn.empty_cache(rows, capacity, precision);
+    cache.cross =
+        layer.cross_attn.empty_cache(memory.dim(0), std::max<int64_t>(memory.dim(1), 1), precision);
+    layer.cross_attn.append(memory, cache.cross, precision);
     state.layers.push_back(std::move(cache));
   }
   return state;
@@ -267,7 +288,8 @@ DecoderState Transformer::start_decoding(const Tensor& memory,
 
 Tensor Transformer::decode_step(const Tensor& last_tokens, DecoderState& state,
                                 int64_t attention_layer, Tensor* cross_attention) const {
-  return output_logits(decode_hidden(last_tokens, state, attention_layer, cross_attention));
+  return output_logits(decode_hidden(last_tokens, state, attention_layer, cross_attention),
+                       state.precision);
 }
 
 Tensor Transformer::decode_hidden(const Tensor& last_tokens, DecoderState& state,
@@ -287,14 +309,14 @@ Tensor Transformer::decode_hidden(const Tensor& last_tokens, DecoderState& state
   ops::AttentionMask source_mask;
   source_mask.key_lengths = state.source_lengths;
 
-  auto ctx = ForwardContext::inference();
+  auto ctx = ForwardContext::inference(state.precision);
   Tensor y = embed(last_tokens.view({rows, 1}), position_table(decoder_positions_, position + 1),
                    ctx, position);
   Tensor probs;
   for (size_t i = 0; i < decoder_layers_.size(); ++i) {
     bool capture = cross_attention && static_cast<int64_t>(i) == attention_layer;
     y = decoder_layers_[i].forward_step(y, state.layers[i].self, state.layers[i].cross, source_mask,
-                                        state.beam, capture ? &probs : nullptr);
+                                        state.beam, state.precision, capture ? &probs : nullptr);
   }
   if (decoder_final_norm_.weight.defined()) y = decoder_final_norm_.forward(y);
   if (cross_attention) {
@@ -358,13 +380,13 @@ void DecoderState::widen(int64_t new_beam) {
   beam = new_beam;
 }
 
-Tensor Transformer::output_logits(const Tensor& hidden) const {
-  return ops::linear(hidden, embedding_);
+Tensor Transformer::output_logits(const Tensor& hidden, DType precision) const {
+  return ops::linear(hidden, embedding_, {}, {precision});
 }
 
 Tensor Transformer::forward(const Batch& batch, ForwardContext& ctx) const {
   Tensor memory = encode(batch.src, batch.src_lengths, ctx);
-  return output_logits(decode(batch.tgt_in, memory, batch.src_lengths, ctx));
+  return output_logits(decode(batch.tgt_in, memory, batch.src_lengths, ctx), ctx.precision());
 }
 
 ops::CrossEntropyResult Transformer::loss(const Batch& batch, ForwardContext& ctx,
@@ -375,7 +397,7 @@ ops::CrossEntropyResult Transformer::loss(const Batch& batch, ForwardContext& ct
   const int64_t rows = hidden.numel() / config_.d_model;
   return ops::output_cross_entropy(hidden, embedding_, batch.tgt_out.view({rows}),
                                    static_cast<float>(config_.label_smoothing), config_.pad_id,
-                                   normalizer);
+                                   normalizer, 0, ctx.precision());
 }
 
 }  // namespace tfm::nn

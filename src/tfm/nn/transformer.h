@@ -33,6 +33,7 @@ struct EncoderLayer {
   Tensor forward(const Tensor& x, const ops::AttentionMask& source_mask, ForwardContext& ctx) const;
   void init(std::mt19937_64& rng);
   void collect(const std::string& prefix, NamedTensors& out) const;
+  void pack(DType precision);
 
   MultiHeadAttention self_attn;
   ResidualNorm self_attn_block;
@@ -48,12 +49,14 @@ struct DecoderLayer {
   // One position of incremental decoding (inference): y [rows, 1, d_model] for rows = sources *
   // beam; appends the position's self-attention keys/values to self_cache; cross_cache holds the
   // encoder output's keys/values, one row per source, which the `beam` rows of that source query
-  // together. cross_probs: the encoder-decoder attention weights [sources, h, beam, S].
+  // together. cross_probs: the encoder-decoder attention weights [sources, h, beam, S]. Products
+  // in `precision`.
   Tensor forward_step(const Tensor& y, KeyValueCache& self_cache, const KeyValueCache& cross_cache,
-                      const ops::AttentionMask& source_mask, int64_t beam,
+                      const ops::AttentionMask& source_mask, int64_t beam, DType precision,
                       Tensor* cross_probs = nullptr) const;
   void init(std::mt19937_64& rng);
   void collect(const std::string& prefix, NamedTensors& out) const;
+  void pack(DType precision);
 
   MultiHeadAttention self_attn;
   ResidualNorm self_attn_block;
@@ -75,6 +78,7 @@ struct DecoderState {
   std::vector<Layer> layers;
   std::vector<int32_t> source_lengths;  // per source: the encoder-decoder attention's key mask
   int64_t beam = 1;
+  DType precision = DType::f32;  // of every step's products, and of the caches' keys and values
 
   int64_t sources() const { return static_cast<int64_t>(source_lengths.size()); }
   int64_t rows() const { return sources() * beam; }
@@ -106,6 +110,10 @@ class Transformer {
   void init(uint64_t seed);
   // Copies values from named tensors (shapes must match; every parameter must be present).
   void load(const NamedTensors& values);
+  // Packs the weight of every linear (not the embedding) for inference products in `precision`
+  // (Linear::pack); forward passes must then ask for that precision. An inference model does this
+  // once, at load (decode::InferenceModel); a packed model must not change its weights after.
+  void pack(DType precision);
 
   const ModelConfig& config() const { return config_; }
   // (name, tensor) in the documented order (docs/MODEL_FORMAT.md).
@@ -118,16 +126,17 @@ class Transformer {
   // Decoder output before the projection, [B, T, d_model].
   Tensor decode(const Tensor& tgt_in, const Tensor& memory, const std::vector<int32_t>& src_lengths,
                 ForwardContext& ctx) const;
-  // Pre-softmax logits h E^T, [..., V].
-  Tensor output_logits(const Tensor& hidden) const;
+  // Pre-softmax logits h E^T, [..., V], products in `precision`.
+  Tensor output_logits(const Tensor& hidden, DType precision = DType::f32) const;
 
   Tensor forward(const Batch& batch, ForwardContext& ctx) const;
 
   // ---- incremental decoding (inference: no tape may be recording; decode/ builds the searches)
   // A state for decoding `beam` rows per source from `memory` = encode()'s output [sources, S,
-  // d_model], with room for `capacity` target positions (grown when a decode runs longer).
+  // d_model], with room for `capacity` target positions (grown when a decode runs longer). Its
+  // steps multiply in `precision` (DecoderState::precision).
   DecoderState start_decoding(const Tensor& memory, const std::vector<int32_t>& src_lengths,
-                              int64_t beam, int64_t capacity) const;
+                              int64_t beam, int64_t capacity, DType precision = DType::f32) const;
   // Logits [rows, V] of every row's next token, given each row's last token (bos at the first
   // step), i32 [rows]. Computes the new position only, at position state.length(), and appends it
   // to the caches. cross_attention (when given) receives the encoder-decoder attention weights of

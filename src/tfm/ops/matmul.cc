@@ -11,6 +11,7 @@
 #include "tfm/kernels/cpu/packed_matmul_cpu.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/ops.h"
+#include "tfm/ops/packed_weight.h"
 
 namespace tfm::ops {
 
@@ -161,7 +162,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
 namespace {
 
 // linear and linear_relu: y = x W^T + b, and y = max(0, x W^T + b) when `relu`.
-Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu) {
+Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                      const ProductOptions& product, bool relu) {
   const char* op = relu ? "linear_relu" : "linear";
   TFM_CHECK(x.defined() && weight.defined(), "{}: an input is undefined", op);
   TFM_CHECK(x.dtype() == DType::f32 && weight.dtype() == DType::f32,
@@ -175,30 +177,39 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
               "{}: bias {} must be f32[{}] for weight {}", op, bias.describe(), out_features,
               weight.describe());
   }
+  TFM_CHECK(product.dtype == DType::f32 || product.dtype == DType::bf16,
+            "{}: products in {} are not supported (f32 or bf16)", op, dtype_name(product.dtype));
+  if (product.packed) {
+    TFM_CHECK(product.packed->dtype() == product.dtype &&
+                  product.packed->out_features() == out_features &&
+                  product.packed->in_features() == in,
+              "{}: the packed weight {}[{}, {}] is not weight {} packed for {} products", op,
+              dtype_name(product.packed->dtype()), product.packed->out_features(),
+              product.packed->in_features(), weight.describe(), dtype_name(product.dtype));
+  }
   int64_t rows = 1;
   for (int i = 0; i < x.rank() - 1; ++i) rows *= x.dim(i);
   Shape out_shape = x.shape();
   out_shape[-1] = out_features;
   Tensor out = Tensor::empty(out_shape);
 
-  // Inference inside an autocast scope: the weight packed once for the scope (in the scope's
-  // product type), no gradient to record.
-  if (!needs_grad({&x, &weight, &bias})) {
-    if (const cpu::PackedWeight* packed = packed_weight(weight)) {
-      Tensor x_op = packed->dtype() == DType::bf16 ? to_bf16(x) : x;
-      cpu::packed_linear(x_op.raw(), rows, *packed, bias.defined() ? bias.data<float>() : nullptr,
-                         out.data<float>());
-      // The packed product has no post-op: ReLU is a second pass over the output.
-      if (relu) cpu::relu(out.data<float>(), out.data<float>(), out.numel());
-      return out;
-    }
+  // Inference with the weight packed at load (in the product type): no gradient to record.
+  if (product.packed && !needs_grad({&x, &weight, &bias})) {
+    const cpu::PackedWeight* packed = &product.packed->cpu();
+    Tensor x_op = packed->dtype() == DType::bf16 ? to_bf16(x) : x;
+    cpu::packed_linear(x_op.raw(), rows, *packed, bias.defined() ? bias.data<float>() : nullptr,
+                       out.data<float>());
+    // The packed product has no post-op: ReLU is a second pass over the output.
+    if (relu) cpu::relu(out.data<float>(), out.data<float>(), out.numel());
+    return out;
   }
 
-  // y = x W^T + b: W^T is a view of W with swapped strides. Under bf16 autocast both operands are
-  // rounded to bf16 (the weight once per scope) and the product accumulates in f32.
-  const bool bf16_product = autocast_dtype() == DType::bf16;
+  // y = x W^T + b: W^T is a view of W with swapped strides. For bf16 products both operands are
+  // rounded to bf16 (the weight once per call: its copy is what the backward multiplies with) and
+  // the product accumulates in f32.
+  const bool bf16_product = product.dtype == DType::bf16;
   Tensor x_op = bf16_product ? to_bf16(x) : x;
-  Tensor w_op = bf16_product ? cast_weight_bf16(weight) : weight;
+  Tensor w_op = bf16_product ? to_bf16(weight) : weight;
   GemmArgs args;
   args.a = flat_rows(x_op, rows, in);
   args.b = flat_rows(w_op, out_features, in).transposed();
@@ -209,7 +220,7 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
   if (!needs_grad({&x, &weight, &bias})) return out;
 
   // The closure's copy of `out` must share its autograd record, which this creates. It keeps the
-  // operands as the product saw them (bf16 under autocast: half the memory of the f32 input).
+  // operands as the product saw them (bf16 for bf16 products: half the memory of the f32 input).
   out.set_requires_grad(true);
   record_backward(out,
                   [x, weight, bias, out, x_op, w_op, bf16_product, relu, rows, in, out_features]() {
@@ -223,8 +234,8 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                          g.numel(), false);
                       g = masked;
                     }
-                    // Under autocast the incoming gradient is rounded to bf16 as well; results stay
-                    // f32.
+                    // For bf16 products the incoming gradient is rounded to bf16 as well; results
+                    // stay f32.
                     Tensor g_op = bf16_product ? to_bf16(g) : g;
                     GemmOperand g_rows = flat_rows(g_op, rows, out_features);
                     if (x.requires_grad()) {
@@ -263,12 +274,14 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
 
 }  // namespace
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  return linear_product(x, weight, bias, false);
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
+              const ProductOptions& product) {
+  return linear_product(x, weight, bias, product, false);
 }
 
-Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  return linear_product(x, weight, bias, true);
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                   const ProductOptions& product) {
+  return linear_product(x, weight, bias, product, true);
 }
 
 }  // namespace tfm::ops

@@ -10,6 +10,18 @@
 
 namespace tfm::ops {
 
+class PackedWeight;  // ops/packed_weight.h
+
+// How linear, linear_relu and output_cross_entropy multiply: the operand type of the product (f32,
+// or bf16 with f32 accumulation and an f32 result, as torch.autocast on CPU) and, for inference,
+// the weight packed once in that type (ops::pack_weight; it must be the weight's packed copy). A
+// product that records a gradient converts the weight itself (its backward keeps that copy) and
+// ignores `packed`.
+struct ProductOptions {
+  DType dtype = DType::f32;
+  const PackedWeight* packed = nullptr;
+};
+
 // ---- matrix products (kernels/cpu/matmul_cpu: oneDNN) ----
 
 // c = op(a) @ op(b), batched over leading dimensions. a: [..., M, K] ([..., K, M] when trans_a),
@@ -18,12 +30,15 @@ namespace tfm::ops {
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 
 // y = x W^T + bias, as torch.nn.Linear. x: [..., in], weight: [out, in], bias: [out] or undefined.
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+// x, weight and bias are f32; `product` says how the product multiplies (f32 by default).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+              const ProductOptions& product = {});
 
-// relu(linear(x, weight, bias)) as one product (oneDNN's relu post-op), with the same autocast
-// behaviour as linear. Keeps only the output for the backward (the pre-activation is never stored):
+// relu(linear(x, weight, bias)) as one product (oneDNN's relu post-op), with the same product
+// options as linear. Keeps only the output for the backward (the pre-activation is never stored):
 // the gradient is masked where the output is 0, then goes through linear's backward.
-Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+                   const ProductOptions& product = {});
 
 // ---- element-wise and normalisation ----
 
@@ -112,11 +127,11 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, fl
 // default that keeps a chunk's f32 logits under 80 MB: 512 rows for 37000 words), and when a
 // gradient is needed each chunk's share of d(hidden) and d(weight) is computed while its logits are
 // at hand (the gradient is linear in the upstream one; ops/output_loss.cc). hidden: [..., d] f32
-// with N rows, weight: [V, d], targets: [N] i32. Under bf16 autocast the products take bf16
-// operands, as in linear.
+// with N rows, weight: [V, d], targets: [N] i32. With product bf16 the products take bf16 operands
+// (the weight converted once per call), as in linear.
 CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weight,
                                         const Tensor& targets, float label_smoothing,
                                         int32_t ignore_index, double normalizer = 0.0,
-                                        int64_t chunk_rows = 0);
+                                        int64_t chunk_rows = 0, DType product = DType::f32);
 
 }  // namespace tfm::ops

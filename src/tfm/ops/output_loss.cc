@@ -57,8 +57,8 @@ void run_gemm(const GemmOperand& a, const GemmOperand& b, const GemmOperand& c, 
 
 CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weight,
                                         const Tensor& targets, float label_smoothing,
-                                        int32_t ignore_index, double normalizer,
-                                        int64_t chunk_rows) {
+                                        int32_t ignore_index, double normalizer, int64_t chunk_rows,
+                                        DType product) {
   constexpr const char* kOp = "output_cross_entropy";
   detail::check_input(hidden, kOp, "hidden");
   detail::check_input(weight, kOp, "weight");
@@ -75,6 +75,8 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
             targets.describe());
   TFM_CHECK(label_smoothing >= 0.0f && label_smoothing <= 1.0f,
             "{}: label smoothing {} is outside [0, 1]", kOp, label_smoothing);
+  TFM_CHECK(product == DType::f32 || product == DType::bf16,
+            "{}: products in {} are not supported (f32 or bf16)", kOp, dtype_name(product));
   TFM_CHECK(chunk_rows >= 0, "{}: chunk_rows must be >= 0 (0: the default), got {}", kOp,
             chunk_rows);
   const int32_t* y = targets.data<int32_t>();
@@ -93,11 +95,11 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
 
   const bool want_dh = needs_grad({&hidden}), want_dw = needs_grad({&weight});
   const bool want_grad = want_dh || want_dw;
-  // Under bf16 autocast both products' operands are bf16, as ops::linear's: the hidden states
-  // converted once here, the weight once per scope; logits and gradients stay f32.
-  const bool bf16_product = autocast_dtype() == DType::bf16;
+  // For bf16 products both products' operands are bf16, as ops::linear's: the hidden states and
+  // the weight converted once here; logits and gradients stay f32.
+  const bool bf16_product = product == DType::bf16;
   Tensor h_op = bf16_product ? to_bf16(hidden) : hidden;
-  Tensor w_op = bf16_product ? cast_weight_bf16(weight) : weight;
+  Tensor w_op = bf16_product ? to_bf16(weight) : weight;
   const int64_t chunk = std::min(rows, chunk_rows > 0 ? chunk_rows : default_chunk_rows(vocab));
 
   // Per-row (loss, nll), summed in row order at the end: the totals do not depend on the chunk
@@ -123,7 +125,7 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
                               ignore_index, stats);
       continue;
     }
-    // The chunk's logits become D (and its bf16 copy under autocast) row by row.
+    // The chunk's logits become D (and its bf16 copy for bf16 products) row by row.
     cpu::cross_entropy_rows_with_grad(logits.data<float>(), y + first, count, vocab,
                                       label_smoothing, ignore_index, unit_scale, stats,
                                       bf16_product ? dz_bf16.data<bf16>() : nullptr);

@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "tfm/autograd/tape.h"
-#include "tfm/ops/autocast.h"
 
 namespace tfm {
 
@@ -46,22 +45,20 @@ UpdateResult TrainingSession::update(const std::vector<nn::Batch>& batches) {
   TFM_CHECK(result.target_tokens > 0, "the batches of an update have no target tokens");
   const double normalizer = static_cast<double>(result.target_tokens);
   double nll_sum = 0;
-  {
-    // One scope for the whole update: each weight is converted once, and the scope closes before
-    // the optimizer changes the weights.
-    ops::AutocastScope autocast(options_.precision);
-    for (size_t i = 0; i < batches.size(); ++i) {
-      Tape tape;
-      ops::CrossEntropyResult loss;
-      {
-        TapeScope scope(tape);
-        auto ctx = nn::ForwardContext::training(step_seed(options_.seed, step(), i));
-        loss = model_.loss(batches[i], ctx, normalizer);
-      }
-      tape.backward(loss.loss);  // gradients of the batches add up
-      result.loss += loss.loss.to_floats()[0];
-      nll_sum += loss.nll_sum;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    Tape tape;
+    ops::CrossEntropyResult loss;
+    {
+      TapeScope scope(tape);
+      // With bf16 products each product converts its weight once per forward pass, and its
+      // backward multiplies with that copy.
+      auto ctx =
+          nn::ForwardContext::training(step_seed(options_.seed, step(), i), options_.precision);
+      loss = model_.loss(batches[i], ctx, normalizer);
     }
+    tape.backward(loss.loss);  // gradients of the batches add up
+    result.loss += loss.loss.to_floats()[0];
+    nll_sum += loss.nll_sum;
   }
   result.nll = nll_sum / normalizer;
   result.grad_norm = gradient_norm();
@@ -107,9 +104,8 @@ void TrainingSession::clip_gradients(double norm) {
 EvalResult TrainingSession::evaluate(const std::vector<nn::Batch>& batches) const {
   EvalResult result;
   double loss_sum = 0, nll_sum = 0;
-  ops::AutocastScope autocast(options_.precision);
   for (const nn::Batch& b : batches) {
-    auto ctx = nn::ForwardContext::inference();
+    auto ctx = nn::ForwardContext::inference(options_.precision);
     ops::CrossEntropyResult loss = model_.loss(b, ctx, 1.0);  // normaliser 1: the sum
     loss_sum += loss.loss.to_floats()[0];
     nll_sum += loss.nll_sum;

@@ -22,8 +22,8 @@ struct SessionOptions {
   AdamOptions adam;
   double clip_norm = 0.0;  // 0: off
   uint64_t seed = 1;
-  // Operand type of the matrix products (ops::AutocastScope); weights, optimizer state, LayerNorm,
-  // softmax and the loss stay f32 either way.
+  // Operand type of the matrix products (nn::ForwardContext::precision); weights, optimizer state,
+  // LayerNorm, softmax and the loss stay f32 either way.
   DType precision = DType::f32;
 };
 

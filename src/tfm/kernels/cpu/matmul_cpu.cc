@@ -60,6 +60,9 @@ struct GemmKey {
   bool accumulate = false;
   bool relu = false;
   float alpha = 1.0f;
+  // oneDNN fixes a primitive's thread partitioning when it is created: a caller that runs with
+  // another thread count (a decoding worker with its own) gets a primitive of its own.
+  int threads = 1;
 
   bool operator==(const GemmKey&) const = default;
 };
@@ -83,6 +86,7 @@ struct GemmKeyHash {
     std::memcpy(&alpha_bits, &key.alpha, 4);
     mix(alpha_bits);
     mix((key.relu ? 4u : 0u) | (key.bias ? 2u : 0u) | (key.accumulate ? 1u : 0u));
+    mix(static_cast<uint64_t>(key.threads));
     return static_cast<size_t>(h);
   }
 };
@@ -278,6 +282,7 @@ void run_gemm(const GemmArgs& args) {
   key.accumulate = args.accumulate;
   key.relu = args.relu;
   key.alpha = args.alpha;
+  key.threads = omp_get_max_threads();
 
   GemmPrimitive p;
   try {

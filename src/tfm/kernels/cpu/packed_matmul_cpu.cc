@@ -1,5 +1,7 @@
 #include "tfm/kernels/cpu/packed_matmul_cpu.h"
 
+#include <omp.h>
+
 #include <chrono>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -57,11 +59,14 @@ dnnl::matmul::primitive_desc product_pd(const ProductDescs& d, const memory::des
   return dnnl::matmul::primitive_desc(desc, attr, engine());
 }
 
-// Primitives per (m, n, k, dtype, bias): the packed layout is a function of (n, k, dtype).
+// Primitives per (m, n, k, dtype, bias, thread count): the packed layout is a function of (n, k,
+// dtype); oneDNN fixes a primitive's thread partitioning when it is created, so a decoding worker
+// with its own thread count gets primitives of its own.
 struct Key {
   int64_t m, n, k;
   DType dtype;
   bool bias;
+  int threads;
   bool operator==(const Key&) const = default;
 };
 
@@ -71,6 +76,7 @@ struct KeyHash {
     h ^= static_cast<uint64_t>(key.n) + 0x7f4a7c159e3779b9ull + (h << 6) + (h >> 2);
     h ^= static_cast<uint64_t>(key.k) + 0x94d049bb133111ebull + (h << 6) + (h >> 2);
     h ^= (static_cast<uint64_t>(key.dtype) << 1 | (key.bias ? 1u : 0u)) + (h << 6) + (h >> 2);
+    h ^= static_cast<uint64_t>(key.threads) + (h << 6) + (h >> 2);
     return static_cast<size_t>(h);
   }
 };
@@ -129,7 +135,8 @@ PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
 void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float* bias, float* y) {
   if (m == 0) return;
   const auto start = std::chrono::steady_clock::now();
-  const Key key{m, w.out_features(), w.in_features(), w.dtype(), bias != nullptr};
+  const Key key{m,         w.out_features(), w.in_features(),
+                w.dtype(), bias != nullptr,  omp_get_max_threads()};
   Product p;
   try {
     p = product(key, w.layout().md);

@@ -4,8 +4,8 @@
 // interleaved). Given a plain W it repacks W on every call: a pass over all of W that costs about
 // as much as the product itself when x has few rows, as in a decoding step (32 to 128 rows against
 // 512 x 2048 weights). PackedWeight does that once (converting to bf16 in the same pass when
-// asked); ops::linear uses it for products without a gradient inside an ops::AutocastScope, which
-// keeps the packed copies for the scope's lifetime.
+// asked); ops::PackedWeight (ops/packed_weight.h) holds one, packed when an inference model is
+// loaded, and ops::linear multiplies with it for products without a gradient.
 #pragma once
 
 #include <cstdint>

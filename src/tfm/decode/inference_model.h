@@ -1,0 +1,69 @@
+// The model a translation runs on, built once: its precision (the products' operand type) and
+// device are fixed at load, and every weight a translation multiplies with is packed then, in that
+// precision, and never changes after. Nothing in it is mutable (no lazy caches), so one
+// InferenceModel, held by a shared_ptr<const InferenceModel>, serves any number of threads: each
+// decoding worker (decode::Translator) owns its scratch state (key/value caches, buffers) and its
+// thread count. docs/ARCHITECTURE-inference.md describes the design; training keeps its own,
+// mutable and unpacked, nn::Transformer.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "tfm/core/device.h"
+#include "tfm/core/dtype.h"
+#include "tfm/model/config.h"
+#include "tfm/nn/transformer.h"
+
+namespace tfm::ops {
+class PackedWeight;
+}
+
+namespace tfm::decode {
+
+// Tokens per block of the output projection: the decoding step multiplies with the embedding in
+// blocks of this many rows, so that a [128, 1024] f32 block of logits (512 KiB) stays in the core's
+// cache while the fused log-softmax and top-k read it (TransformerScorer::step_top).
+inline constexpr int64_t kOutputBlockTokens = 1024;
+
+struct InferenceOptions {
+  // Operand type of every matrix product: f32, or bf16 (f32 accumulation; LayerNorm, softmax and
+  // the log-probabilities stay f32). ops::parse_precision reads the names "f32", "bf16", "auto".
+  DType precision = DType::f32;
+  Device device = Device::cpu;  // cpu (CUDA is not built yet)
+};
+
+class InferenceModel {
+ public:
+  // Takes `model` (a copy of an nn::Transformer shares its tensors: copying costs no weights) and
+  // packs every linear's weight and the output projection's blocks in options.precision. The
+  // packed weights are copies; the tensors read as they are (embedding rows, positions, LayerNorm,
+  // biases) stay shared with the source, which must not change them while this model is in use.
+  InferenceModel(nn::Transformer model, const InferenceOptions& options);
+  InferenceModel(const InferenceModel&) = delete;
+  InferenceModel& operator=(const InferenceModel&) = delete;
+
+  const nn::Transformer& transformer() const { return model_; }
+  const ModelConfig& config() const { return model_.config(); }
+  DType precision() const { return options_.precision; }
+  Device device() const { return options_.device; }
+  // The output projection (the shared embedding [V, d_model]) in blocks of kOutputBlockTokens
+  // rows (the last one shorter), packed in precision().
+  const std::vector<std::shared_ptr<const ops::PackedWeight>>& output_blocks() const {
+    return output_blocks_;
+  }
+
+ private:
+  nn::Transformer model_;
+  InferenceOptions options_;
+  std::vector<std::shared_ptr<const ops::PackedWeight>> output_blocks_;
+};
+
+// Reads a model directory (load_model_dir: configuration, checked weights), builds its
+// nn::Transformer from the loaded weights (no random initialisation) and packs it.
+std::shared_ptr<const InferenceModel> load_inference_model(const std::filesystem::path& dir,
+                                                           const InferenceOptions& options);
+
+}  // namespace tfm::decode

@@ -1,0 +1,41 @@
+#include "tfm/ops/packed_weight.h"
+
+#include <string>
+#include <utility>
+
+#include "tfm/core/error.h"
+#include "tfm/kernels/cpu/packed_matmul_cpu.h"
+
+namespace tfm::ops {
+
+PackedWeight::PackedWeight(std::unique_ptr<const cpu::PackedWeight> cpu) : cpu_(std::move(cpu)) {}
+
+PackedWeight::~PackedWeight() = default;
+
+int64_t PackedWeight::out_features() const {
+  return cpu_->out_features();
+}
+
+int64_t PackedWeight::in_features() const {
+  return cpu_->in_features();
+}
+
+DType PackedWeight::dtype() const {
+  return cpu_->dtype();
+}
+
+size_t PackedWeight::bytes() const {
+  return cpu_->bytes();
+}
+
+std::shared_ptr<const PackedWeight> pack_weight(const Tensor& weight, DType product) {
+  TFM_CHECK(weight.defined() && weight.dtype() == DType::f32 && weight.rank() == 2,
+            "pack_weight: {} must be an f32 matrix",
+            weight.defined() ? weight.describe() : std::string("an undefined tensor"));
+  TFM_CHECK(product == DType::f32 || product == DType::bf16,
+            "pack_weight: products in {} are not supported (f32 or bf16)", dtype_name(product));
+  return std::make_shared<const PackedWeight>(std::make_unique<const cpu::PackedWeight>(
+      weight.data<float>(), weight.dim(0), weight.dim(1), product));
+}
+
+}  // namespace tfm::ops
