@@ -4,30 +4,10 @@
 #include <cmath>
 #include <limits>
 
-#include "tfm/kernels/cpu/log_softmax_top_cpu.h"
-#include "tfm/kernels/cpu/parallel.h"
-#include "tfm/kernels/cpu/vector_math.h"
 #include "tfm/ops/autocast.h"
+#include "tfm/ops/ops.h"
 
 namespace tfm::decode {
-
-void log_softmax_rows(float* values, int64_t rows, int64_t n) {
-  // log softmax(x)_j = x_j - m - log(sum_i exp(x_i - m)) with m = max x: exact for any row whose
-  // maximum is finite, and no probability underflows to log(0).
-#pragma omp parallel for schedule(static) if (rows * n >= cpu::kParallelMinElements)
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = values + r * n;
-    float max = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : max)
-    for (int64_t j = 0; j < n; ++j) max = row[j] > max ? row[j] : max;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j) sum += cpu::exp_f32(row[j] - max);
-    const float log_norm = max + std::log(sum);
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) row[j] -= log_norm;
-  }
-}
 
 TransformerScorer::TransformerScorer(const nn::Transformer& model, const Tensor& memory,
                                      const std::vector<int32_t>& source_lengths, int64_t beam,
@@ -69,16 +49,17 @@ Tensor TransformerScorer::step(const std::vector<int32_t>& last_tokens) {
   const std::vector<int32_t> ids = state_tokens(last_tokens);
   Tensor tokens = Tensor::from_ints({static_cast<int64_t>(ids.size())}, ids);
   Tensor heads;
-  Tensor logits =
-      model_.decode_step(tokens, state_, probe_.layer, probe_.enabled() ? &heads : nullptr);
-  log_softmax_rows(logits.data<float>(), logits.dim(0), logits.dim(1));
+  Tensor logits = ops::log_softmax(
+      model_.decode_step(tokens, state_, probe_.layer, probe_.enabled() ? &heads : nullptr));
   if (probe_.enabled()) keep_attention(heads);
   if (!narrow()) return logits;
-  // Every beam row of a source gets its source's row.
+  // Every beam row of a source gets its source's row: a gather of rows, as the cache's.
   const int64_t vocab = logits.dim(1);
-  Tensor wide = Tensor::empty({rows(), vocab});
-  for (int64_t r = 0; r < rows(); ++r)
-    std::copy_n(logits.data<float>() + (r / beam_) * vocab, vocab, wide.data<float>() + r * vocab);
+  std::vector<int64_t> source_rows(static_cast<size_t>(rows()));
+  for (int64_t r = 0; r < rows(); ++r) source_rows[static_cast<size_t>(r)] = r / beam_;
+  Tensor wide = Tensor::empty({rows(), vocab}, DType::f32, logits.device());
+  ops::cache_gather(logits.view({logits.dim(0), 1, vocab}), Tensor(), source_rows, 1,
+                    wide.view({rows(), 1, vocab}));
   return wide;
 }
 
@@ -94,26 +75,11 @@ void TransformerScorer::step_top(const std::vector<int32_t>& last_tokens, int64_
   // Inside an autocast scope the embedding is packed, once, per block of kVocabBlock tokens (in
   // the scope's product type), as ops::linear packs its weights; outside, it is used as it is.
   const Tensor& embedding = model_.output_embedding();
-  const int64_t vocab = embedding.dim(0);
   const std::vector<const cpu::PackedWeight*> packed = packed_output_blocks(embedding);
   const bool bf16 = ops::autocast_dtype() == DType::bf16;
   Tensor a = bf16 ? ops::to_bf16(hidden) : hidden;
-  cpu::LogSoftmaxTopArgs args;
-  args.hidden = a.raw();
-  args.dtype = a.dtype();
-  args.block = kVocabBlock;
-  if (packed.empty()) {
-    args.embedding = embedding.data<float>();
-  } else {
-    args.packed_blocks = packed.data();
-  }
-  args.rows = hidden.dim(0);
-  args.d = hidden.dim(1);
-  args.vocab = vocab;
-  args.m = m;
-  args.excluded = excluded;
-  out.resize(rows(), m);
-  cpu::log_softmax_top(args, out.log_probs.data(), out.tokens.data(), out.counts.data());
+  const ops::TopK top = ops::output_log_softmax_top(a, embedding, m, excluded, packed, kVocabBlock);
+  out.assign(top, rows());
   if (narrow()) {
     // Computed for row s (one per source) into the first rows; every beam row of source s gets
     // row s's tokens, from the last source back so that nothing is overwritten before it is read.
@@ -142,7 +108,8 @@ void TransformerScorer::keep_attention(const Tensor& heads) {
   // state's row for every beam row of its source).
   const int64_t h = heads.dim(1), keys = heads.dim(2), per_row = narrow() ? beam_ : 1;
   attention_ = Tensor::zeros({rows(), keys});
-  const float* from = heads.data<float>();
+  const Tensor host_heads = heads.to(Device::cpu);  // a few weights per row, read on the host
+  const float* from = host_heads.data<float>();
   float* to = attention_.data<float>();
   for (int64_t r = 0; r < rows(); ++r) {
     const int64_t state_row = r / per_row;

@@ -35,8 +35,8 @@ class TransformerScorer final : public StepScorer {
   int64_t vocab_size() const override { return model_.config().vocab_size; }
   Tensor step(const std::vector<int32_t>& last_tokens) override;
   // The decoder step, then the output projection fused with log-softmax and the top-m selection
-  // (cpu::log_softmax_top): the [rows, V] logits are never stored. Under an ops::AutocastScope of
-  // bf16 the projection takes bf16 operands, like every other product.
+  // (ops::output_log_softmax_top): the [rows, V] logits are never stored. Under an
+  // ops::AutocastScope of bf16 the projection takes bf16 operands, like every other product.
   void step_top(const std::vector<int32_t>& last_tokens, int64_t m, int32_t excluded,
                 StepTop& out) override;
   void select(const std::vector<int64_t>& rows) override;
@@ -67,8 +67,5 @@ class TransformerScorer final : public StepScorer {
   // stays in the core's cache while its row loops read it.
   static constexpr int64_t kVocabBlock = 1024;
 };
-
-// In place: row <- row - log(sum(exp(row))) for each of `rows` rows of `n` values.
-void log_softmax_rows(float* values, int64_t rows, int64_t n);
 
 }  // namespace tfm::decode
