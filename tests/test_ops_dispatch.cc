@@ -115,6 +115,8 @@ TEST_F(FakeCuda, OpsOnCudaTensorsNameTheOp) {
   expect_no_kernel("linear", error_of([&] { ops::linear(a, b); }));
   expect_no_kernel("adam_step", error_of([&] { ops::adam_step(a, b, a, b, {}); }));
   expect_no_kernel("global_norm", error_of([&] { ops::global_norm({a}); }));
+  Tensor ids = Tensor::from_ints({2}, {0, 1}).to(Device::cuda);
+  expect_no_kernel("embedding", error_of([&] { ops::embedding(ids, b, 1.0f); }));
 }
 
 TEST_F(FakeCuda, MixedDevicesAreRefused) {

@@ -20,6 +20,8 @@ Tensor embedding(const Tensor& ids, const Tensor& table, float scale) {
   const int64_t vocab = table.dim(0);
   const int64_t d = table.dim(1);
   const int64_t n = ids.numel();
+  const Device device = detail::op_device("embedding", ids, table);
+  detail::require_cpu_body("embedding", device);  // the ids are checked on the host
   const int32_t* id = ids.data<int32_t>();
   for (int64_t i = 0; i < n; ++i)
     TFM_CHECK(id[i] >= 0 && id[i] < vocab,
@@ -28,7 +30,6 @@ Tensor embedding(const Tensor& ids, const Tensor& table, float scale) {
 
   std::vector<int64_t> dims = ids.shape().to_vector();
   dims.push_back(d);
-  const Device device = detail::op_device("embedding", ids, table);
   Tensor out = Tensor::empty(Shape(dims), DType::f32, device);
   TFM_DISPATCH("embedding", device,
                cpu::embedding(id, n, table.data<float>(), d, scale, out.data<float>()));
