@@ -89,7 +89,7 @@ void check_incremental_equals_recompute(const ModelConfig& config, uint64_t seed
     for (const auto& p : prefix) last.push_back(p.back());
     Tensor logits = model.decode_step(Tensor::from_ints({state.rows()}, last), state);
     ASSERT_EQ(state.length(), step + 1);
-    decode::log_softmax_rows(logits.data<float>(), logits.dim(0), logits.dim(1));
+    logits = ops::log_softmax(logits);
     std::vector<float> cached = logits.to_floats();
 
     std::vector<std::vector<int32_t>> row_sources;

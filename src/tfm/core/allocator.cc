@@ -11,12 +11,60 @@ namespace tfm {
 
 namespace {
 constexpr size_t kAlignment = 64;
+
+// The memory functions of Device::cuda; empty until a backend installs them.
+DeviceMemory& cuda_memory() {
+  static DeviceMemory memory;
+  return memory;
+}
+}  // namespace
+
+void set_device_memory(Device device, const DeviceMemory& memory) {
+  TFM_CHECK(device != Device::cpu, "the host's memory functions cannot be replaced");
+  CachingAllocator& allocator = CachingAllocator::for_device(device);
+  TFM_CHECK(allocator.stats().bytes_in_use == 0,
+            "cannot replace the memory functions of {} while {} bytes are in use",
+            device_name(device), allocator.stats().bytes_in_use);
+  if (cuda_memory().installed()) allocator.empty_cache();
+  cuda_memory() = memory;
+}
+
+const DeviceMemory& device_memory(Device device) {
+  TFM_CHECK(device == Device::cuda, "device {} has no memory functions", device_name(device));
+  const DeviceMemory& memory = cuda_memory();
+#ifdef TFM_HAVE_CUDA
+  TFM_CHECK(memory.installed(),
+            "cuda: no CUDA memory functions are installed (the CUDA kernels are not built yet)");
+#else
+  TFM_CHECK(memory.installed(),
+            "tfm was built without CUDA; cuda tensors need a build with the CUDA toolkit");
+#endif
+  return memory;
 }
 
 CachingAllocator& CachingAllocator::cpu() {
   static CachingAllocator* allocator =
-      new CachingAllocator();  // never destroyed: tensors may outlive main
+      new CachingAllocator(Device::cpu);  // never destroyed: tensors may outlive main
   return *allocator;
+}
+
+CachingAllocator& CachingAllocator::for_device(Device device) {
+  if (device == Device::cpu) return cpu();
+  static CachingAllocator* cuda = new CachingAllocator(Device::cuda);
+  return *cuda;
+}
+
+void* CachingAllocator::system_allocate(size_t bytes) const {
+  if (device_ == Device::cpu) return std::aligned_alloc(kAlignment, bytes);
+  return device_memory(device_).allocate(bytes);
+}
+
+void CachingAllocator::system_release(void* ptr) const {
+  if (device_ == Device::cpu) {
+    std::free(ptr);
+  } else {
+    device_memory(device_).release(ptr);
+  }
 }
 
 size_t CachingAllocator::size_class(size_t bytes) {
@@ -43,12 +91,12 @@ void* CachingAllocator::allocate(size_t bytes) {
       return ptr;
     }
   }
-  void* ptr = std::aligned_alloc(kAlignment, size);
+  void* ptr = system_allocate(size);
   if (ptr == nullptr) {
     empty_cache();
-    ptr = std::aligned_alloc(kAlignment, size);
+    ptr = system_allocate(size);
   }
-  TFM_CHECK(ptr != nullptr, "out of memory allocating {} bytes", size);
+  TFM_CHECK(ptr != nullptr, "out of {} memory allocating {} bytes", device_name(device_), size);
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.system_allocations++;
   stats_.bytes_in_use += size;
@@ -68,7 +116,7 @@ void CachingAllocator::release(void* ptr, size_t bytes) {
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [size, blocks] : free_lists_) {
-    for (void* ptr : blocks) std::free(ptr);
+    for (void* ptr : blocks) system_release(ptr);
     stats_.bytes_cached -= size * blocks.size();
     blocks.clear();
   }

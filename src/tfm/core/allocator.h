@@ -1,5 +1,5 @@
-// A caching allocator: freed blocks go back to per-size-class free lists and are reused, so a
-// training step in its steady state asks the system for no memory at all.
+// A caching allocator per device: freed blocks go back to per-size-class free lists and are
+// reused, so a training step in its steady state asks the system for no memory at all.
 #pragma once
 
 #include <cstddef>
@@ -8,7 +8,29 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tfm/core/device.h"
+
 namespace tfm {
+
+// How a device's memory is obtained, returned and copied. The host's is built in; a device backend
+// (kernels/cuda: cudaMalloc, cudaFree, cudaMemcpy) installs its own with set_device_memory, so
+// that core/ never includes a device runtime.
+struct DeviceMemory {
+  void* (*allocate)(size_t bytes) = nullptr;  // nullptr when out of memory
+  void (*release)(void* ptr) = nullptr;
+  // bytes from src to dst, where each side is host memory or this device's (`*_on_device`).
+  void (*copy)(void* dst, bool dst_on_device, const void* src, bool src_on_device,
+               size_t bytes) = nullptr;
+  bool installed() const { return allocate != nullptr; }
+};
+
+// Installs (or, with DeviceMemory{}, removes) the memory functions of a non-host device. Blocks
+// cached for that device are returned through the previous functions first; no tensor of the
+// device may be alive. Tests install host memory posing as cuda to exercise Tensor::to.
+void set_device_memory(Device device, const DeviceMemory& memory);
+// The installed functions of a device; fails with a one-line error when there are none ("tfm was
+// built without CUDA" in a build without the CUDA backend).
+const DeviceMemory& device_memory(Device device);
 
 struct AllocatorStats {
   int64_t system_allocations = 0;  // blocks obtained from the system since start
@@ -20,8 +42,13 @@ struct AllocatorStats {
 
 class CachingAllocator {
  public:
+  explicit CachingAllocator(Device device) : device_(device) {}
+
   // The allocator for host memory; 64-byte aligned blocks.
   static CachingAllocator& cpu();
+  // The allocator of a device's memory: cpu(), or the device's (see set_device_memory).
+  static CachingAllocator& for_device(Device device);
+  Device device() const { return device_; }
 
   void* allocate(size_t bytes);
   void release(void* ptr, size_t bytes);
@@ -37,6 +64,10 @@ class CachingAllocator {
   ~CachingAllocator();
 
  private:
+  void* system_allocate(size_t bytes) const;
+  void system_release(void* ptr) const;
+
+  Device device_;
   mutable std::mutex mutex_;
   std::unordered_map<size_t, std::vector<void*>> free_lists_;
   AllocatorStats stats_;

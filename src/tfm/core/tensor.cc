@@ -8,12 +8,30 @@
 namespace tfm {
 
 Storage::Storage(size_t size, Device dev) : bytes(size), device(dev) {
-  TFM_CHECK(dev == Device::cpu, "device {} is not available in this build", device_name(dev));
-  data = CachingAllocator::cpu().allocate(size);
+  data = CachingAllocator::for_device(dev).allocate(size);
 }
 
 Storage::~Storage() {
-  CachingAllocator::cpu().release(data, bytes);
+  CachingAllocator::for_device(device).release(data, bytes);
+}
+
+namespace {
+// bytes from src to dst, on any devices (host to host: memmove, so they may overlap).
+void copy_bytes(const Tensor& dst, const Tensor& src, size_t bytes) {
+  if (bytes == 0) return;
+  if (dst.device() == Device::cpu && src.device() == Device::cpu) {
+    std::memmove(dst.device_raw(), src.device_raw(), bytes);
+    return;
+  }
+  const Device device = dst.device() == Device::cpu ? src.device() : dst.device();
+  device_memory(device).copy(dst.device_raw(), dst.device() != Device::cpu, src.device_raw(),
+                             src.device() != Device::cpu, bytes);
+}
+}  // namespace
+
+void Tensor::host_access_error() const {
+  fail("a {} tensor on {} was read from host code: copy it with to(Device::cpu) first", describe(),
+       device_name(device()));
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
@@ -25,6 +43,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  if (device != Device::cpu) return zeros(shape, dtype).to(device);
   Tensor t = empty(shape, dtype, device);
   std::memset(t.raw(), 0, t.nbytes());
   return t;
@@ -73,7 +92,14 @@ Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
 
 Tensor Tensor::clone() const {
   Tensor t = empty(shape_, dtype_, device());
-  std::memcpy(t.raw(), raw(), nbytes());
+  copy_bytes(t, *this, nbytes());
+  return t;
+}
+
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  Tensor t = empty(shape_, dtype_, target);
+  copy_bytes(t, *this, nbytes());
   return t;
 }
 
@@ -102,7 +128,10 @@ void Tensor::fill(float value) {
 void Tensor::copy_from(const Tensor& src) {
   TFM_CHECK(src.numel() == numel() && src.dtype() == dtype_, "cannot copy {} into {}",
             src.describe(), describe());
-  std::memmove(raw(), src.raw(), nbytes());
+  TFM_CHECK(src.device() == device() || src.device() == Device::cpu || device() == Device::cpu,
+            "cannot copy a tensor on {} into one on {}", device_name(src.device()),
+            device_name(device()));
+  copy_bytes(*this, src, nbytes());
 }
 
 std::vector<float> Tensor::to_floats() const {

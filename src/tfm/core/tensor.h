@@ -1,6 +1,10 @@
 // Tensor: a contiguous, row-major block of elements with a shape, an element type and a device.
-// Copies are cheap handles that share storage. A tensor that requires a gradient carries an
-// AutogradMeta holding its gradient buffer; the tape (autograd/tape.h) fills it.
+// Copies are cheap handles that share storage. Host code reads elements through data<T>() / raw(),
+// which refuse a tensor on another device (a host pointer into device memory is a crash waiting
+// to happen: copy it with to(Device::cpu) first); the kernels an op dispatches to take
+// device_data<T>() / device_raw(), the address in the tensor's own device memory. A tensor that
+// requires a gradient carries an AutogradMeta holding its gradient buffer; the tape
+// (autograd/tape.h) fills it.
 #pragma once
 
 #include <cstdint>
@@ -50,12 +54,24 @@ class Tensor {
   Device device() const { return storage_ ? storage_->device : Device::cpu; }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
 
-  void* raw() const { return static_cast<char*>(storage_->data) + offset_; }
+  // Host access: fails unless the tensor is on the CPU.
+  void* raw() const {
+    if (storage_->device != Device::cpu) host_access_error();
+    return device_raw();
+  }
   template <typename T>
   T* data() const {
     TFM_CHECK(dtype_of<T>() == dtype_, "tensor of dtype {} read as {}", dtype_name(dtype_),
               dtype_name(dtype_of<T>()));
     return static_cast<T*>(raw());
+  }
+  // The address in the tensor's device memory, for a kernel of that device (ops/ dispatch).
+  void* device_raw() const { return static_cast<char*>(storage_->data) + offset_; }
+  template <typename T>
+  T* device_data() const {
+    TFM_CHECK(dtype_of<T>() == dtype_, "tensor of dtype {} read as {}", dtype_name(dtype_),
+              dtype_name(dtype_of<T>()));
+    return static_cast<T*>(device_raw());
   }
 
   // A view with another shape of the same number of elements, sharing storage (no autograd link:
@@ -63,10 +79,12 @@ class Tensor {
   Tensor view(const Shape& shape) const;
   // Rows [begin, end) of the first dimension, sharing storage.
   Tensor slice_rows(int64_t begin, int64_t end) const;
-  // A deep copy.
+  // A deep copy, on the same device.
   Tensor clone() const;
-  void fill(float value);
-  // Copies the elements of src (same numel and dtype) into this tensor.
+  // A copy on `device` (without autograd record); on its own device: the tensor itself.
+  Tensor to(Device device) const;
+  void fill(float value);  // host tensors only
+  // Copies the elements of src (same numel and dtype, any device) into this tensor.
   void copy_from(const Tensor& src);
 
   // All elements converted to float (f32, bf16 or i32).
@@ -84,6 +102,8 @@ class Tensor {
   bool same_storage(const Tensor& other) const { return storage_ == other.storage_; }
 
  private:
+  [[noreturn]] void host_access_error() const;
+
   std::shared_ptr<Storage> storage_;
   size_t offset_ = 0;  // bytes
   Shape shape_;

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "tfm/core/error.h"
-#include "tfm/kernels/cpu/top_k_cpu.h"
 
 namespace tfm::decode {
 
@@ -21,6 +20,17 @@ void StepTop::resize(int64_t rows, int64_t per_row) {
   counts.assign(static_cast<size_t>(rows), 0);
 }
 
+void StepTop::assign(const ops::TopK& top, int64_t rows) {
+  const int64_t filled = top.values.dim(0), k = top.values.dim(1);
+  resize(rows, k);
+  // Beam bookkeeping reads the step's few best tokens on the host.
+  const Tensor values = top.values.to(Device::cpu), indices = top.indices.to(Device::cpu),
+               filled_counts = top.counts.to(Device::cpu);
+  std::copy_n(values.data<float>(), filled * k, log_probs.begin());
+  std::copy_n(indices.data<int32_t>(), filled * k, tokens.begin());
+  std::copy_n(filled_counts.data<int32_t>(), filled, counts.begin());
+}
+
 void StepScorer::step_top(const std::vector<int32_t>& last_tokens, int64_t m, int32_t excluded,
                           StepTop& out) {
   Tensor log_probs = step(last_tokens);
@@ -28,16 +38,7 @@ void StepScorer::step_top(const std::vector<int32_t>& last_tokens, int64_t m, in
                 log_probs.dim(1) == vocab_size() && log_probs.dtype() == DType::f32,
             "search: the scorer returned {}, expected f32 [{}, {}]", log_probs.describe(), rows(),
             vocab_size());
-  const int64_t n_rows = rows(), vocab = vocab_size();
-  out.resize(n_rows, m);
-  const float* lp = log_probs.data<float>();
-#pragma omp parallel for schedule(static) if (n_rows * vocab >= (int64_t{1} << 15))
-  for (int64_t r = 0; r < n_rows; ++r) {
-    cpu::TopK top{out.log_probs.data() + r * m, out.tokens.data() + r * m, static_cast<int32_t>(m),
-                  0};
-    top.scan(lp + r * vocab, vocab, 0, excluded);
-    out.counts[static_cast<size_t>(r)] = top.count;
-  }
+  out.assign(ops::top_k(log_probs, m, excluded), rows());
 }
 
 namespace {

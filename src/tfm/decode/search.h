@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tfm/core/tensor.h"
+#include "tfm/ops/ops.h"
 
 namespace tfm::decode {
 
@@ -30,6 +31,8 @@ struct StepTop {
   std::vector<int32_t> counts;   // [rows]
 
   void resize(int64_t rows, int64_t per_row);
+  // Sized for `rows` rows of top's k; top's rows (possibly fewer) are copied, through the host.
+  void assign(const ops::TopK& top, int64_t rows);
 };
 
 // What a search needs from a model. The search keeps `beam` rows per source (1 for greedy), rows

@@ -4,44 +4,16 @@
 #include <cmath>
 #include <limits>
 
-#include "tfm/kernels/cpu/log_softmax_top_cpu.h"
-#include "tfm/kernels/cpu/parallel.h"
-#include "tfm/kernels/cpu/vector_math.h"
 #include "tfm/ops/autocast.h"
+#include "tfm/ops/ops.h"
 #include "tfm/ops/packed_weight.h"
 
 namespace tfm::decode {
 
-void log_softmax_rows(float* values, int64_t rows, int64_t n) {
-  // log softmax(x)_j = x_j - m - log(sum_i exp(x_i - m)) with m = max x: exact for any row whose
-  // maximum is finite, and no probability underflows to log(0).
-#pragma omp parallel for schedule(static) if (rows * n >= cpu::kParallelMinElements)
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = values + r * n;
-    float max = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : max)
-    for (int64_t j = 0; j < n; ++j) max = row[j] > max ? row[j] : max;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j) sum += cpu::exp_f32(row[j] - max);
-    const float log_norm = max + std::log(sum);
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) row[j] -= log_norm;
-  }
-}
-
-namespace {
-std::vector<const cpu::PackedWeight*> kernel_blocks(const InferenceModel& model) {
-  std::vector<const cpu::PackedWeight*> blocks;
-  for (const auto& block : model.output_blocks()) blocks.push_back(&block->cpu());
-  return blocks;
-}
-}  // namespace
-
 TransformerScorer::TransformerScorer(const InferenceModel& model, const Tensor& memory,
                                      const std::vector<int32_t>& source_lengths, int64_t beam,
                                      int64_t capacity, AttentionProbe probe)
-    : TransformerScorer(model.transformer(), model.precision(), kernel_blocks(model), memory,
+    : TransformerScorer(model.transformer(), model.precision(), model.output_blocks(), memory,
                         source_lengths, beam, capacity, probe) {}
 
 TransformerScorer::TransformerScorer(const nn::Transformer& model, const Tensor& memory,
@@ -49,11 +21,11 @@ TransformerScorer::TransformerScorer(const nn::Transformer& model, const Tensor&
                                      int64_t capacity, AttentionProbe probe)
     : TransformerScorer(model, DType::f32, {}, memory, source_lengths, beam, capacity, probe) {}
 
-TransformerScorer::TransformerScorer(const nn::Transformer& model, DType precision,
-                                     const std::vector<const cpu::PackedWeight*>& blocks,
-                                     const Tensor& memory,
-                                     const std::vector<int32_t>& source_lengths, int64_t beam,
-                                     int64_t capacity, AttentionProbe probe)
+TransformerScorer::TransformerScorer(
+    const nn::Transformer& model, DType precision,
+    const std::vector<std::shared_ptr<const ops::PackedWeight>>& blocks, const Tensor& memory,
+    const std::vector<int32_t>& source_lengths, int64_t beam, int64_t capacity,
+    AttentionProbe probe)
     : model_(model),
       precision_(precision),
       output_blocks_(blocks),
@@ -93,16 +65,17 @@ Tensor TransformerScorer::step(const std::vector<int32_t>& last_tokens) {
   const std::vector<int32_t> ids = state_tokens(last_tokens);
   Tensor tokens = Tensor::from_ints({static_cast<int64_t>(ids.size())}, ids);
   Tensor heads;
-  Tensor logits =
-      model_.decode_step(tokens, state_, probe_.layer, probe_.enabled() ? &heads : nullptr);
-  log_softmax_rows(logits.data<float>(), logits.dim(0), logits.dim(1));
+  Tensor logits = ops::log_softmax(
+      model_.decode_step(tokens, state_, probe_.layer, probe_.enabled() ? &heads : nullptr));
   if (probe_.enabled()) keep_attention(heads);
   if (!narrow()) return logits;
-  // Every beam row of a source gets its source's row.
+  // Every beam row of a source gets its source's row: a gather of rows, as the cache's.
   const int64_t vocab = logits.dim(1);
-  Tensor wide = Tensor::empty({rows(), vocab});
-  for (int64_t r = 0; r < rows(); ++r)
-    std::copy_n(logits.data<float>() + (r / beam_) * vocab, vocab, wide.data<float>() + r * vocab);
+  std::vector<int64_t> source_rows(static_cast<size_t>(rows()));
+  for (int64_t r = 0; r < rows(); ++r) source_rows[static_cast<size_t>(r)] = r / beam_;
+  Tensor wide = Tensor::empty({rows(), vocab}, DType::f32, logits.device());
+  ops::cache_gather(logits.view({logits.dim(0), 1, vocab}), Tensor(), source_rows, 1,
+                    wide.view({rows(), 1, vocab}));
   return wide;
 }
 
@@ -118,25 +91,11 @@ void TransformerScorer::step_top(const std::vector<int32_t>& last_tokens, int64_
   // An inference model's embedding is packed per block of kOutputBlockTokens tokens (in its
   // product type) at load, as its linears are; a plain model's is used as it is.
   const Tensor& embedding = model_.output_embedding();
-  const int64_t vocab = embedding.dim(0);
   const bool bf16 = precision_ == DType::bf16;
   Tensor a = bf16 ? ops::to_bf16(hidden) : hidden;
-  cpu::LogSoftmaxTopArgs args;
-  args.hidden = a.raw();
-  args.dtype = a.dtype();
-  args.block = kOutputBlockTokens;
-  if (output_blocks_.empty()) {
-    args.embedding = embedding.data<float>();
-  } else {
-    args.packed_blocks = output_blocks_.data();
-  }
-  args.rows = hidden.dim(0);
-  args.d = hidden.dim(1);
-  args.vocab = vocab;
-  args.m = m;
-  args.excluded = excluded;
-  out.resize(rows(), m);
-  cpu::log_softmax_top(args, out.log_probs.data(), out.tokens.data(), out.counts.data());
+  const ops::TopK top =
+      ops::output_log_softmax_top(a, embedding, m, excluded, output_blocks_, kOutputBlockTokens);
+  out.assign(top, rows());
   if (narrow()) {
     // Computed for row s (one per source) into the first rows; every beam row of source s gets
     // row s's tokens, from the last source back so that nothing is overwritten before it is read.
@@ -154,7 +113,8 @@ void TransformerScorer::keep_attention(const Tensor& heads) {
   // state's row for every beam row of its source).
   const int64_t h = heads.dim(1), keys = heads.dim(2), per_row = narrow() ? beam_ : 1;
   attention_ = Tensor::zeros({rows(), keys});
-  const float* from = heads.data<float>();
+  const Tensor host_heads = heads.to(Device::cpu);  // a few weights per row, read on the host
+  const float* from = host_heads.data<float>();
   float* to = attention_.data<float>();
   for (int64_t r = 0; r < rows(); ++r) {
     const int64_t state_row = r / per_row;

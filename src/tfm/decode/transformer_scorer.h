@@ -5,15 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "tfm/decode/inference_model.h"
 #include "tfm/decode/search.h"
 #include "tfm/nn/transformer.h"
-
-namespace tfm::cpu {
-class PackedWeight;
-}
 
 namespace tfm::decode {
 
@@ -43,7 +40,7 @@ class TransformerScorer final : public StepScorer {
   int64_t vocab_size() const override { return model_.config().vocab_size; }
   Tensor step(const std::vector<int32_t>& last_tokens) override;
   // The decoder step, then the output projection fused with log-softmax and the top-m selection
-  // (cpu::log_softmax_top): the [rows, V] logits are never stored. With bf16 products the
+  // (ops::output_log_softmax_top): the [rows, V] logits are never stored. With bf16 products the
   // projection takes bf16 operands, like every other product.
   void step_top(const std::vector<int32_t>& last_tokens, int64_t m, int32_t excluded,
                 StepTop& out) override;
@@ -56,9 +53,9 @@ class TransformerScorer final : public StepScorer {
   // blocks: the output projection packed in blocks of kOutputBlockTokens (empty: the plain
   // embedding).
   TransformerScorer(const nn::Transformer& model, DType precision,
-                    const std::vector<const cpu::PackedWeight*>& blocks, const Tensor& memory,
-                    const std::vector<int32_t>& source_lengths, int64_t beam, int64_t capacity,
-                    AttentionProbe probe);
+                    const std::vector<std::shared_ptr<const ops::PackedWeight>>& blocks,
+                    const Tensor& memory, const std::vector<int32_t>& source_lengths, int64_t beam,
+                    int64_t capacity, AttentionProbe probe);
 
   // The decoder state's rows for these last tokens: until the first select() the state has one
   // row per source, which computes the first step once for all of a source's beam rows (they all
@@ -71,14 +68,11 @@ class TransformerScorer final : public StepScorer {
 
   const nn::Transformer& model_;
   DType precision_;
-  std::vector<const cpu::PackedWeight*> output_blocks_;
+  std::vector<std::shared_ptr<const ops::PackedWeight>> output_blocks_;
   int64_t beam_;
   nn::DecoderState state_;
   AttentionProbe probe_;
   Tensor attention_;  // [rows, S] of the last step, when probed
 };
-
-// In place: row <- row - log(sum(exp(row))) for each of `rows` rows of `n` values.
-void log_softmax_rows(float* values, int64_t rows, int64_t n);
 
 }  // namespace tfm::decode

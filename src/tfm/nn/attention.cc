@@ -86,33 +86,6 @@ int64_t KeyValueCache::rows() const {
 
 namespace {
 
-// dst[r, j, :] = src[slot(rows[r], j), j, :] for positions j < `positions` of [rows, capacity,
-// width] buffers (the capacities may differ); slot(row, j) = slots[row, j], or row without a table.
-void copy_positions(const Tensor& src, const Tensor& slots, Tensor& dst,
-                    const std::vector<int64_t>& rows, int64_t positions) {
-  // In bytes: the buffers hold f32 or bf16.
-  const auto width =
-      static_cast<int64_t>(static_cast<size_t>(src.dim(2)) * dtype_size(src.dtype()));
-  const char* from = static_cast<const char*>(src.raw());
-  char* to = static_cast<char*>(dst.raw());
-  const auto n = static_cast<int64_t>(rows.size());
-  const int64_t src_row = src.dim(1) * width, dst_row = dst.dim(1) * width;
-  if (!slots.defined()) {
-    for (int64_t r = 0; r < n; ++r)
-      std::memcpy(to + r * dst_row, from + rows[static_cast<size_t>(r)] * src_row,
-                  static_cast<size_t>(positions * width));
-    return;
-  }
-  const int32_t* table = slots.data<int32_t>();
-  const int64_t table_row = slots.dim(1);
-  for (int64_t r = 0; r < n; ++r) {
-    const int32_t* row_slots = table + rows[static_cast<size_t>(r)] * table_row;
-    for (int64_t j = 0; j < positions; ++j)
-      std::memcpy(to + r * dst_row + j * width, from + row_slots[j] * src_row + j * width,
-                  static_cast<size_t>(width));
-  }
-}
-
 std::vector<int64_t> identity_rows(int64_t n) {
   std::vector<int64_t> rows(static_cast<size_t>(n));
   for (int64_t r = 0; r < n; ++r) rows[static_cast<size_t>(r)] = r;
@@ -135,8 +108,8 @@ void KeyValueCache::append(const Tensor& k, const Tensor& v) {
     KeyValueCache bigger =
         with_capacity(keys.dim(0), grown, keys.dim(2), values.dim(2), keys.dtype());
     const std::vector<int64_t> all = identity_rows(keys.dim(0));
-    copy_positions(keys, Tensor(), bigger.keys, all, length);
-    copy_positions(values, Tensor(), bigger.values, all, length);
+    ops::cache_gather(keys, Tensor(), all, length, bigger.keys);
+    ops::cache_gather(values, Tensor(), all, length, bigger.values);
     keys = bigger.keys;
     values = bigger.values;
     if (slots.defined()) {
@@ -151,13 +124,7 @@ void KeyValueCache::append(const Tensor& k, const Tensor& v) {
   auto write = [&](const Tensor& src, Tensor& dst) {
     // One conversion of the whole input (not one per row: each is a parallel region to open).
     const Tensor typed = dst.dtype() == DType::bf16 ? ops::to_bf16(src) : src;
-    const auto width =
-        static_cast<int64_t>(static_cast<size_t>(dst.dim(2)) * dtype_size(dst.dtype()));
-    const char* from = static_cast<const char*>(typed.raw());
-    char* to = static_cast<char*>(dst.raw());
-    for (int64_t r = 0; r < rows(); ++r)
-      std::memcpy(to + (r * dst.dim(1) + length) * width, from + r * n * width,
-                  static_cast<size_t>(n * width));
+    ops::cache_write(dst, typed, length);
   };
   write(k, keys);
   write(v, values);
@@ -200,8 +167,8 @@ KeyValueCache KeyValueCache::gather(const std::vector<int64_t>& rows_to_keep) co
     TFM_CHECK(r >= 0 && r < rows(), "key/value cache: row {} selected from {} rows", r, rows());
   KeyValueCache out = with_capacity(static_cast<int64_t>(rows_to_keep.size()), capacity(),
                                     keys.dim(2), values.dim(2), keys.dtype());
-  copy_positions(keys, slots, out.keys, rows_to_keep, length);
-  copy_positions(values, slots, out.values, rows_to_keep, length);
+  ops::cache_gather(keys, slots, rows_to_keep, length, out.keys);
+  ops::cache_gather(values, slots, rows_to_keep, length, out.values);
   out.length = length;
   return out;
 }

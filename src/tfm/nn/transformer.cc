@@ -323,7 +323,9 @@ Tensor Transformer::decode_hidden(const Tensor& last_tokens, DecoderState& state
     // [sources, h, beam, S] -> [sources * beam, h, S]: row r = source * beam + i.
     const int64_t heads = probs.dim(1), beam = state.beam, keys = probs.dim(3);
     Tensor out = Tensor::empty({rows, heads, keys});
-    const float* from = probs.data<float>();
+    // The probed weights (a few per row, for the attention output) are reordered on the host.
+    const Tensor host_probs = probs.to(Device::cpu);
+    const float* from = host_probs.data<float>();
     float* to = out.data<float>();
     for (int64_t s = 0; s < state.sources(); ++s)
       for (int64_t head = 0; head < heads; ++head)

@@ -5,6 +5,7 @@
 #include "tfm/autograd/tape.h"
 #include "tfm/kernels/cpu/layer_norm_cpu.h"
 #include "tfm/ops/argument_checks.h"
+#include "tfm/ops/dispatch.h"
 #include "tfm/ops/layer_norm_grads.h"
 #include "tfm/ops/ops.h"
 
@@ -30,20 +31,23 @@ Tensor add_dropout_layer_norm(const Tensor& x, const Tensor& branch, float p, ui
   TFM_CHECK(eps > 0.0f, "{}: eps must be positive, got {}", kOp, eps);
   const int64_t rows = d == 0 ? 0 : x.numel() / d;
 
-  Tensor sum = Tensor::empty(x.shape());
-  Tensor out = Tensor::empty(x.shape());
-  Tensor mean = Tensor::empty({rows});
-  Tensor rstd = Tensor::empty({rows});
-  cpu::add_dropout_layer_norm(x.data<float>(), branch.data<float>(), p, seed, gamma.data<float>(),
-                              beta.data<float>(), sum.data<float>(), out.data<float>(),
-                              mean.data<float>(), rstd.data<float>(), rows, d, eps);
+  const Device device = detail::op_device(kOp, x, branch, gamma, beta);
+  Tensor sum = Tensor::empty(x.shape(), DType::f32, device);
+  Tensor out = Tensor::empty(x.shape(), DType::f32, device);
+  Tensor mean = Tensor::empty({rows}, DType::f32, device);
+  Tensor rstd = Tensor::empty({rows}, DType::f32, device);
+  TFM_DISPATCH(kOp, device,
+               cpu::add_dropout_layer_norm(x.data<float>(), branch.data<float>(), p, seed,
+                                           gamma.data<float>(), beta.data<float>(),
+                                           sum.data<float>(), out.data<float>(), mean.data<float>(),
+                                           rstd.data<float>(), rows, d, eps));
   if (!needs_grad({&x, &branch, &gamma, &beta})) return out;
 
   out.set_requires_grad(true);
   // s = x + m * branch / (1 - p), y = LayerNorm(s): ds is LayerNorm's input gradient
   // (kernels/cpu/layer_norm_cpu.cc), dx = ds, d(branch) = m * ds / (1 - p) with the mask m
   // recomputed from the seed.
-  record_backward(out, [x, branch, gamma, beta, sum, mean, rstd, out, p, seed, rows, d] {
+  record_backward(out, [x, branch, gamma, beta, sum, mean, rstd, out, p, seed, rows, d, device] {
     Tensor g = out.grad();
     if (!g.defined()) return;
     cpu::LayerNormGrads grads = layer_norm_grad_targets(x, gamma, beta);
@@ -54,9 +58,10 @@ Tensor add_dropout_layer_norm(const Tensor& x, const Tensor& branch, float p, ui
       dbranch = t.tensor.data<float>();
       dbranch_accumulate = t.accumulate;
     }
-    cpu::add_dropout_layer_norm_backward(sum.data<float>(), gamma.data<float>(), mean.data<float>(),
-                                         rstd.data<float>(), g.data<float>(), rows, d, p, seed,
-                                         grads, dbranch, dbranch_accumulate);
+    TFM_DISPATCH(kOp, device,
+                 cpu::add_dropout_layer_norm_backward(
+                     sum.data<float>(), gamma.data<float>(), mean.data<float>(), rstd.data<float>(),
+                     g.data<float>(), rows, d, p, seed, grads, dbranch, dbranch_accumulate));
   });
   return out;
 }

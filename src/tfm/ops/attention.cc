@@ -3,6 +3,7 @@
 // dropped weights are recomputed from the seed.
 #include "tfm/autograd/tape.h"
 #include "tfm/kernels/cpu/attention_cpu.h"
+#include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
 namespace tfm::ops {
@@ -68,17 +69,20 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
                  const AttentionMask& mask, float dropout_p, uint64_t seed, Tensor* probs_out) {
   cpu::AttentionDims dims = check_attention(q, k, v, heads, mask, dropout_p);
   cpu::AttentionDropout dropout{dropout_p, seed};
+  const Device device = detail::op_device("attention", q, k, v);
 
-  Tensor probs = Tensor::empty({dims.batch, dims.heads, dims.tq, dims.tk});
-  Tensor out = Tensor::empty({dims.batch, dims.tq, dims.heads * dims.dv});
+  Tensor probs = Tensor::empty({dims.batch, dims.heads, dims.tq, dims.tk}, DType::f32, device);
+  Tensor out = Tensor::empty({dims.batch, dims.tq, dims.heads * dims.dv}, DType::f32, device);
   Tensor dropped;
-  if (dropout_p > 0.0f) dropped = Tensor::empty(probs.shape());
+  if (dropout_p > 0.0f) dropped = Tensor::empty(probs.shape(), DType::f32, device);
   {
     cpu::AttentionMaskSpec spec{mask.key_lengths.empty() ? nullptr : mask.key_lengths.data(),
                                 mask.causal, mask.query_offset};
-    cpu::attention_forward(dims, spec, dropout, q.data<float>(), k.data<float>(), v.data<float>(),
-                           probs.data<float>(), dropped.defined() ? dropped.data<float>() : nullptr,
-                           out.data<float>());
+    TFM_DISPATCH("attention", device,
+                 cpu::attention_forward(dims, spec, dropout, q.data<float>(), k.data<float>(),
+                                        v.data<float>(), probs.data<float>(),
+                                        dropped.defined() ? dropped.data<float>() : nullptr,
+                                        out.data<float>()));
   }
   bool record = needs_grad({&q, &k, &v});
   // While recording, the backward owns P: the caller gets a copy it may change.
@@ -88,12 +92,12 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
   // The mask's key lengths are copied: the caller's AttentionMask may not outlive the tape.
   // The closure's copy of `out` must share its autograd record, which this creates.
   out.set_requires_grad(true);
-  record_backward(out, [q, k, v, out, probs, dims, dropout, mask]() {
+  record_backward(out, [q, k, v, out, probs, dims, dropout, mask, device]() {
     Tensor g = out.grad();
     if (!g.defined()) return;
-    Tensor d_probs = Tensor::empty(probs.shape());
+    Tensor d_probs = Tensor::empty(probs.shape(), DType::f32, device);
     Tensor dropped_again;
-    if (dropout.p > 0.0f) dropped_again = Tensor::empty(probs.shape());
+    if (dropout.p > 0.0f) dropped_again = Tensor::empty(probs.shape(), DType::f32, device);
     // Targets in the kernel's write order (v, q, k), so a tensor passed twice accumulates.
     cpu::AttentionGrads grads;
     GradTarget target;
@@ -114,9 +118,11 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
     }
     cpu::AttentionMaskSpec spec{mask.key_lengths.empty() ? nullptr : mask.key_lengths.data(),
                                 mask.causal, mask.query_offset};
-    cpu::attention_backward(dims, spec, dropout, q.data<float>(), k.data<float>(), v.data<float>(),
-                            probs.data<float>(), g.data<float>(), d_probs.data<float>(),
-                            dropped_again.defined() ? dropped_again.data<float>() : nullptr, grads);
+    TFM_DISPATCH("attention", device,
+                 cpu::attention_backward(
+                     dims, spec, dropout, q.data<float>(), k.data<float>(), v.data<float>(),
+                     probs.data<float>(), g.data<float>(), d_probs.data<float>(),
+                     dropped_again.defined() ? dropped_again.data<float>() : nullptr, grads));
   });
   return out;
 }
@@ -128,6 +134,10 @@ Tensor attention_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64
   TFM_CHECK(!needs_grad({&q, &k, &v}),
             "attention_cached: inference only, but an input requires a gradient while a tape is "
             "recording");
+  // The CPU body: the slot table is checked on the host and the kernel's arguments are host
+  // pointers.
+  detail::require_cpu_body("attention_cached",
+                           detail::op_device("attention_cached", q, k, v, slots));
   if (slotted) {
     TFM_CHECK(slots.dtype() == DType::i32 && slots.rank() == 2 && slots.dim(0) == dims.batch &&
                   slots.dim(1) >= dims.tk,

@@ -1,6 +1,7 @@
 #include "tfm/autograd/tape.h"
 #include "tfm/kernels/cpu/dropout_cpu.h"
 #include "tfm/ops/argument_checks.h"
+#include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
 namespace tfm::ops {
@@ -9,17 +10,20 @@ Tensor dropout(const Tensor& x, float p, uint64_t seed) {
   detail::check_input(x, "dropout", "x");
   TFM_CHECK(p >= 0.0f && p < 1.0f, "dropout: probability {} is outside [0, 1)", p);
   if (p == 0.0f) return x;
-  Tensor out = Tensor::empty(x.shape());
-  cpu::dropout(x.data<float>(), out.data<float>(), out.numel(), p, seed);
+  const Device device = x.device();
+  Tensor out = Tensor::empty(x.shape(), DType::f32, device);
+  TFM_DISPATCH("dropout", device,
+               cpu::dropout(x.data<float>(), out.data<float>(), out.numel(), p, seed));
   if (needs_grad({&x})) {
     out.set_requires_grad(true);
     // y = m * x / (1 - p) with the mask m recomputed from the seed: dx = m * g / (1 - p).
-    record_backward(out, [x, out, p, seed] {
+    record_backward(out, [x, out, p, seed, device] {
       Tensor g = out.grad();
       if (!g.defined()) return;
       GradTarget target = grad_target(x);
-      cpu::dropout_backward(g.data<float>(), target.tensor.data<float>(), g.numel(), p, seed,
-                            target.accumulate);
+      TFM_DISPATCH("dropout", device,
+                   cpu::dropout_backward(g.data<float>(), target.tensor.data<float>(), g.numel(), p,
+                                         seed, target.accumulate));
     });
   }
   return out;

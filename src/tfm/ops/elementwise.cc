@@ -2,6 +2,7 @@
 #include "tfm/autograd/tape.h"
 #include "tfm/kernels/cpu/elementwise_cpu.h"
 #include "tfm/ops/argument_checks.h"
+#include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
 namespace tfm::ops {
@@ -13,20 +14,24 @@ Tensor add(const Tensor& a, const Tensor& b) {
   check_input(b, "add", "b");
   TFM_CHECK(a.shape() == b.shape(), "add: shapes differ: a is {}, b is {}", a.describe(),
             b.describe());
-  Tensor out = Tensor::empty(a.shape());
-  cpu::add(a.data<float>(), b.data<float>(), out.data<float>(), out.numel());
+  const Device device = detail::op_device("add", a, b);
+  Tensor out = Tensor::empty(a.shape(), DType::f32, device);
+  TFM_DISPATCH("add", device,
+               cpu::add(a.data<float>(), b.data<float>(), out.data<float>(), out.numel()));
   if (needs_grad({&a, &b})) {
     // The closure copies `out`: it must carry its autograd record first, so that the copy sees the
     // gradient the tape writes into it.
     out.set_requires_grad(true);
     // out = a + b: da = g, db = g. add(x, x) sums both into x's gradient.
-    record_backward(out, [a, b, out] {
+    record_backward(out, [a, b, out, device] {
       Tensor g = out.grad();
       if (!g.defined()) return;
       for (const Tensor* input : {&a, &b}) {
         if (!input->requires_grad()) continue;
         GradTarget target = grad_target(*input);
-        cpu::write_grad(target.tensor.data<float>(), g.data<float>(), g.numel(), target.accumulate);
+        TFM_DISPATCH("add", device,
+                     cpu::write_grad(target.tensor.data<float>(), g.data<float>(), g.numel(),
+                                     target.accumulate));
       }
     });
   }
@@ -35,17 +40,19 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 Tensor relu(const Tensor& x) {
   check_input(x, "relu", "x");
-  Tensor out = Tensor::empty(x.shape());
-  cpu::relu(x.data<float>(), out.data<float>(), out.numel());
+  const Device device = x.device();
+  Tensor out = Tensor::empty(x.shape(), DType::f32, device);
+  TFM_DISPATCH("relu", device, cpu::relu(x.data<float>(), out.data<float>(), out.numel()));
   if (needs_grad({&x})) {
     out.set_requires_grad(true);
     // y = max(x, 0): dx = g where y > 0 (the kink at 0 gets 0, as in PyTorch).
-    record_backward(out, [x, out] {
+    record_backward(out, [x, out, device] {
       Tensor g = out.grad();
       if (!g.defined()) return;
       GradTarget target = grad_target(x);
-      cpu::relu_backward(out.data<float>(), g.data<float>(), target.tensor.data<float>(), g.numel(),
-                         target.accumulate);
+      TFM_DISPATCH("relu", device,
+                   cpu::relu_backward(out.data<float>(), g.data<float>(),
+                                      target.tensor.data<float>(), g.numel(), target.accumulate));
     });
   }
   return out;
@@ -59,12 +66,15 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   if (needs_grad({&x})) {
     check_input(x, "reshape", "x");  // gradients are f32
     out.set_requires_grad(true);
+    const Device device = x.device();
     // The same elements in another shape: dx = g read in x's shape.
-    record_backward(out, [x, out] {
+    record_backward(out, [x, out, device] {
       Tensor g = out.grad();
       if (!g.defined()) return;
       GradTarget target = grad_target(x);
-      cpu::write_grad(target.tensor.data<float>(), g.data<float>(), g.numel(), target.accumulate);
+      TFM_DISPATCH("reshape", device,
+                   cpu::write_grad(target.tensor.data<float>(), g.data<float>(), g.numel(),
+                                   target.accumulate));
     });
   }
   return out;

@@ -3,6 +3,7 @@
 #include "tfm/kernels/cpu/elementwise_cpu.h"
 #include "tfm/kernels/cpu/embedding_cpu.h"
 #include "tfm/ops/argument_checks.h"
+#include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
 namespace tfm::ops {
@@ -19,6 +20,8 @@ Tensor embedding(const Tensor& ids, const Tensor& table, float scale) {
   const int64_t vocab = table.dim(0);
   const int64_t d = table.dim(1);
   const int64_t n = ids.numel();
+  const Device device = detail::op_device("embedding", ids, table);
+  detail::require_cpu_body("embedding", device);  // the ids are checked on the host
   const int32_t* id = ids.data<int32_t>();
   for (int64_t i = 0; i < n; ++i)
     TFM_CHECK(id[i] >= 0 && id[i] < vocab,
@@ -27,17 +30,20 @@ Tensor embedding(const Tensor& ids, const Tensor& table, float scale) {
 
   std::vector<int64_t> dims = ids.shape().to_vector();
   dims.push_back(d);
-  Tensor out = Tensor::empty(Shape(dims));
-  cpu::embedding(id, n, table.data<float>(), d, scale, out.data<float>());
+  Tensor out = Tensor::empty(Shape(dims), DType::f32, device);
+  TFM_DISPATCH("embedding", device,
+               cpu::embedding(id, n, table.data<float>(), d, scale, out.data<float>()));
   if (needs_grad({&table})) {
     out.set_requires_grad(true);
     // Formula in kernels/cpu/embedding_cpu.cc: rows hit by several ids sum their gradients.
-    record_backward(out, [ids, table, out, scale] {
+    record_backward(out, [ids, table, out, scale, device] {
       Tensor g = out.grad();
       if (!g.defined()) return;
       GradTarget target = grad_target(table);
-      cpu::embedding_backward(ids.data<int32_t>(), ids.numel(), g.data<float>(), table.dim(0),
-                              table.dim(1), scale, target.tensor.data<float>(), target.accumulate);
+      TFM_DISPATCH("embedding", device,
+                   cpu::embedding_backward(ids.data<int32_t>(), ids.numel(), g.data<float>(),
+                                           table.dim(0), table.dim(1), scale,
+                                           target.tensor.data<float>(), target.accumulate));
     });
   }
   return out;
@@ -55,23 +61,29 @@ Tensor add_positions(const Tensor& x, const Tensor& table, int64_t offset) {
             "add_positions: positions [{}, {}) do not fit a table of {} positions", offset,
             offset + steps, table.dim(0));
 
-  Tensor out = Tensor::empty(x.shape());
-  cpu::add_positions(x.data<float>(), table.data<float>(), batch, steps, d, offset,
-                     out.data<float>());
+  const Device device = detail::op_device("add_positions", x, table);
+  Tensor out = Tensor::empty(x.shape(), DType::f32, device);
+  TFM_DISPATCH("add_positions", device,
+               cpu::add_positions(x.data<float>(), table.data<float>(), batch, steps, d, offset,
+                                  out.data<float>()));
   if (needs_grad({&x, &table})) {
     out.set_requires_grad(true);
     // out = x + table[offset + t]: dx = g; the table's formula is in kernels/cpu/embedding_cpu.cc.
-    record_backward(out, [x, table, out, batch, steps, d, offset] {
+    record_backward(out, [x, table, out, batch, steps, d, offset, device] {
       Tensor g = out.grad();
       if (!g.defined()) return;
       if (x.requires_grad()) {
         GradTarget target = grad_target(x);
-        cpu::write_grad(target.tensor.data<float>(), g.data<float>(), g.numel(), target.accumulate);
+        TFM_DISPATCH("add_positions", device,
+                     cpu::write_grad(target.tensor.data<float>(), g.data<float>(), g.numel(),
+                                     target.accumulate));
       }
       if (table.requires_grad()) {
         GradTarget target = grad_target(table);
-        cpu::add_positions_backward_table(g.data<float>(), batch, steps, d, offset, table.dim(0),
-                                          target.tensor.data<float>(), target.accumulate);
+        TFM_DISPATCH("add_positions", device,
+                     cpu::add_positions_backward_table(g.data<float>(), batch, steps, d, offset,
+                                                       table.dim(0), target.tensor.data<float>(),
+                                                       target.accumulate));
       }
     });
   }

@@ -1,6 +1,7 @@
 #include "tfm/autograd/tape.h"
 #include "tfm/kernels/cpu/layer_norm_cpu.h"
 #include "tfm/ops/argument_checks.h"
+#include "tfm/ops/dispatch.h"
 #include "tfm/ops/layer_norm_grads.h"
 #include "tfm/ops/ops.h"
 
@@ -20,20 +21,25 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, floa
   TFM_CHECK(eps > 0.0f, "layer_norm: eps must be positive, got {}", eps);
   const int64_t rows = d == 0 ? 0 : x.numel() / d;
 
-  Tensor out = Tensor::empty(x.shape());
-  Tensor mean = Tensor::empty({rows});
-  Tensor rstd = Tensor::empty({rows});
-  cpu::layer_norm(x.data<float>(), gamma.data<float>(), beta.data<float>(), out.data<float>(),
-                  mean.data<float>(), rstd.data<float>(), rows, d, eps);
+  const Device device = detail::op_device("layer_norm", x, gamma, beta);
+  Tensor out = Tensor::empty(x.shape(), DType::f32, device);
+  Tensor mean = Tensor::empty({rows}, DType::f32, device);
+  Tensor rstd = Tensor::empty({rows}, DType::f32, device);
+  TFM_DISPATCH(
+      "layer_norm", device,
+      cpu::layer_norm(x.data<float>(), gamma.data<float>(), beta.data<float>(), out.data<float>(),
+                      mean.data<float>(), rstd.data<float>(), rows, d, eps));
   if (needs_grad({&x, &gamma, &beta})) {
     out.set_requires_grad(true);
     // The gradient formulas are in kernels/cpu/layer_norm_cpu.cc, next to the code.
-    record_backward(out, [x, gamma, beta, mean, rstd, out, rows, d] {
+    record_backward(out, [x, gamma, beta, mean, rstd, out, rows, d, device] {
       Tensor g = out.grad();
       if (!g.defined()) return;
       cpu::LayerNormGrads grads = layer_norm_grad_targets(x, gamma, beta);
-      cpu::layer_norm_backward(x.data<float>(), gamma.data<float>(), mean.data<float>(),
-                               rstd.data<float>(), g.data<float>(), rows, d, grads);
+      TFM_DISPATCH(
+          "layer_norm", device,
+          cpu::layer_norm_backward(x.data<float>(), gamma.data<float>(), mean.data<float>(),
+                                   rstd.data<float>(), g.data<float>(), rows, d, grads));
     });
   }
   return out;

@@ -10,6 +10,7 @@
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/kernels/cpu/packed_matmul_cpu.h"
 #include "tfm/ops/autocast.h"
+#include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 #include "tfm/ops/packed_weight.h"
 
@@ -80,10 +81,12 @@ MatmulDims check_matmul(const Tensor& a, const Tensor& b, bool trans_a, bool tra
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   MatmulDims d = check_matmul(a, b, trans_a, trans_b);
+  const Device device = detail::op_device("matmul", a, b);
+  detail::require_cpu_body("matmul", device);  // the products below are oneDNN's (run_gemm)
   Shape out_shape = a.shape();
   out_shape[-2] = d.m;
   out_shape[-1] = d.n;
-  Tensor out = Tensor::empty(out_shape);
+  Tensor out = Tensor::empty(out_shape, DType::f32, device);
   GemmOperand c = GemmOperand::dense(out.raw(), DType::f32, {d.batch, d.m, d.n});
 
   // A shared b times a row-major a is one product over all rows of a: [batch*M, K] @ [K, N].
@@ -191,7 +194,9 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
   for (int i = 0; i < x.rank() - 1; ++i) rows *= x.dim(i);
   Shape out_shape = x.shape();
   out_shape[-1] = out_features;
-  Tensor out = Tensor::empty(out_shape);
+  const Device device = detail::op_device(op, x, weight, bias);
+  detail::require_cpu_body(op, device);  // the products below are oneDNN's
+  Tensor out = Tensor::empty(out_shape, DType::f32, device);
 
   // Inference with the weight packed at load (in the product type): no gradient to record.
   if (product.packed && !needs_grad({&x, &weight, &bias})) {
@@ -222,53 +227,41 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
   // The closure's copy of `out` must share its autograd record, which this creates. It keeps the
   // operands as the product saw them (bf16 for bf16 products: half the memory of the f32 input).
   out.set_requires_grad(true);
-  record_backward(out,
-                  [x, weight, bias, out, x_op, w_op, bf16_product, relu, rows, in, out_features]() {
-                    Tensor g = out.grad();
-                    if (!g.defined()) return;
-                    if (relu) {
-                      // y = max(0, u): du = g where y > 0 (0 at the kink, as ops::relu), then u's
-                      // backward below.
-                      Tensor masked = Tensor::empty(g.shape());
-                      cpu::relu_backward(out.data<float>(), g.data<float>(), masked.data<float>(),
-                                         g.numel(), false);
-                      g = masked;
-                    }
-                    // For bf16 products the incoming gradient is rounded to bf16 as well; results
-                    // stay f32.
-                    Tensor g_op = bf16_product ? to_bf16(g) : g;
-                    GemmOperand g_rows = flat_rows(g_op, rows, out_features);
-                    if (x.requires_grad()) {
-                      // dx = g W  ([rows, out] @ [out, in]).
-                      GradTarget dx = grad_target(x);
-                      run_gemm(g_rows, flat_rows(w_op, out_features, in),
-                               flat_rows(dx.tensor, rows, in), dx.accumulate);
-                    }
-                    if (weight.requires_grad()) {
-                      // dW = g^T x, summed over every leading dimension of x  ([out, rows] @ [rows,
-                      // in]).
-                      GradTarget dw = grad_target(weight);
-                      run_gemm(g_rows.transposed(), flat_rows(x_op, rows, in),
-                               flat_rows(dw.tensor, out_features, in), dw.accumulate);
-                    }
-                    if (bias.defined() && bias.requires_grad()) {
-                      // db = sum over rows of g. Threads own blocks of columns, so no two write one
-                      // element.
-                      GradTarget db = grad_target(bias);
-                      float* dst = db.tensor.data<float>();
-                      const float* src = g.data<float>();
-                      bool accumulate = db.accumulate;
-                      constexpr int64_t kBlock = 256;
-#pragma omp parallel for schedule(static)
-                      for (int64_t j0 = 0; j0 < out_features; j0 += kBlock) {
-                        int64_t j1 = std::min(j0 + kBlock, out_features);
-                        if (!accumulate)
-                          for (int64_t j = j0; j < j1; ++j) dst[j] = 0.0f;
-                        for (int64_t r = 0; r < rows; ++r)
-                          for (int64_t j = j0; j < j1; ++j) dst[j] += src[r * out_features + j];
-                      }
-                    }
-                  });
+  record_backward(out, [x, weight, bias, out, x_op, w_op, bf16_product, relu, rows, in,
+                        out_features]() {
+    Tensor g = out.grad();
+    if (!g.defined()) return;
+    if (relu) {
+      // y = max(0, u): du = g where y > 0 (0 at the kink, as ops::relu), then u's
+      // backward below.
+      Tensor masked = Tensor::empty(g.shape(), DType::f32, g.device());
+      cpu::relu_backward(out.data<float>(), g.data<float>(), masked.data<float>(), g.numel(),
+                         false);
+      g = masked;
+    }
+    // For bf16 products the incoming gradient is rounded to bf16 as well; results stay f32.
+    Tensor g_op = bf16_product ? to_bf16(g) : g;
+    GemmOperand g_rows = flat_rows(g_op, rows, out_features);
+    if (x.requires_grad()) {
+      // dx = g W  ([rows, out] @ [out, in]).
+      GradTarget dx = grad_target(x);
+      run_gemm(g_rows, flat_rows(w_op, out_features, in), flat_rows(dx.tensor, rows, in),
+               dx.accumulate);
+    }
+    if (weight.requires_grad()) {
+      // dW = g^T x, summed over every leading dimension of x  ([out, rows] @ [rows,
+      // in]).
+      GradTarget dw = grad_target(weight);
+      run_gemm(g_rows.transposed(), flat_rows(x_op, rows, in),
+               flat_rows(dw.tensor, out_features, in), dw.accumulate);
+    }
+    if (bias.defined() && bias.requires_grad()) {
+      // db = sum over rows of g. Threads own blocks of columns, so no two write one
+      // element.
+      GradTarget db = grad_target(bias);
+      cpu::sum_rows(g.data<float>(), rows, out_features, db.tensor.data<float>(), db.accumulate);
+    }
+  });
   return out;
 }
 

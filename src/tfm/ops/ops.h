@@ -4,9 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "tfm/core/tensor.h"
+
+namespace tfm::cpu {
+class PackedWeight;
+}
 
 namespace tfm::ops {
 
@@ -133,5 +138,55 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
                                         const Tensor& targets, float label_smoothing,
                                         int32_t ignore_index, double normalizer = 0.0,
                                         int64_t chunk_rows = 0, DType product = DType::f32);
+
+// ---- decoding (inference: no backward is recorded) ----
+
+// log softmax over the last dimension of f32 [rows, n]: x - log(sum(exp(x))) per row.
+Tensor log_softmax(const Tensor& x);
+
+struct TopK {
+  Tensor values;   // f32 [rows, k], each row's best first (ties: the lower index)
+  Tensor indices;  // i32 [rows, k]
+  Tensor counts;   // i32 [rows]: entries filled (fewer than k when fewer are finite)
+};
+// The k largest entries of each row of f32 x [rows, n] (k may exceed n), never index `excluded`
+// (< 0: none).
+// -inf and NaN entries are never returned; unfilled entries are left unspecified.
+TopK top_k(const Tensor& x, int64_t k, int64_t excluded = -1);
+
+// The k most probable tokens of log_softmax(hidden embedding^T) per row, without the [rows, V]
+// logits (kernels/cpu/log_softmax_top_cpu.h): hidden [rows, d] f32 or bf16, embedding [V, d]
+// (f32, or bf16 like hidden); or, when `packed` is not empty, the embedding as one packed weight
+// per `block` tokens (ops::packed_weight), of hidden's type.
+TopK output_log_softmax_top(const Tensor& hidden, const Tensor& embedding, int64_t k,
+                            int64_t excluded,
+                            const std::vector<std::shared_ptr<const PackedWeight>>& packed,
+                            int64_t block);
+
+// Key/value cache updates (nn::KeyValueCache) on [rows, capacity, width] buffers, f32 or bf16:
+// cache[r, position + j, :] = values[r, j, :] for values [rows <= cache rows, n, width] of the
+// cache's type.
+void cache_write(const Tensor& cache, const Tensor& values, int64_t position);
+// dst[r, j, :] = src[slot(rows[r], j), j, :] for j < positions, where slot(row, j) = slots[row, j]
+// (i32 [>= src rows, >= positions], host bookkeeping) or row when slots is undefined.
+void cache_gather(const Tensor& src, const Tensor& slots, const std::vector<int64_t>& rows,
+                  int64_t positions, const Tensor& dst);
+
+// ---- optimizer (in place on parameters and gradients; no tape) ----
+
+struct AdamStepOptions {
+  float beta1 = 0.9f, beta2 = 0.98f, eps = 1e-9f;
+  float step_size = 0.0f;     // lr / (1 - beta1^t)
+  float inv_sqrt_bc2 = 1.0f;  // 1 / sqrt(1 - beta2^t)
+};
+// m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  p -= step_size m / (sqrt(v) inv_sqrt_bc2 + eps)
+// param, grad, m, v: f32 of one shape, on one device.
+void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+               const AdamStepOptions& options);
+
+// sqrt(sum over the tensors of sum x^2), accumulated in double; undefined tensors are skipped.
+double global_norm(const std::vector<Tensor>& tensors);
+// x *= scale for each defined tensor (f32).
+void scale_in_place(const std::vector<Tensor>& tensors, float scale);
 
 }  // namespace tfm::ops

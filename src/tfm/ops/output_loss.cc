@@ -17,6 +17,7 @@
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/ops/argument_checks.h"
 #include "tfm/ops/autocast.h"
+#include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
 namespace tfm::ops {
@@ -79,6 +80,8 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
             "{}: products in {} are not supported (f32 or bf16)", kOp, dtype_name(product));
   TFM_CHECK(chunk_rows >= 0, "{}: chunk_rows must be >= 0 (0: the default), got {}", kOp,
             chunk_rows);
+  // The CPU body: oneDNN products and the host's reading of the targets and the row sums.
+  detail::require_cpu_body(kOp, detail::op_device(kOp, hidden, weight, targets));
   const int32_t* y = targets.data<int32_t>();
   int64_t tokens = 0;
   for (int64_t r = 0; r < rows; ++r) {

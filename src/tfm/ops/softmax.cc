@@ -1,6 +1,7 @@
 #include "tfm/autograd/tape.h"
 #include "tfm/kernels/cpu/softmax_cpu.h"
 #include "tfm/ops/argument_checks.h"
+#include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
 namespace tfm::ops {
@@ -11,17 +12,19 @@ Tensor softmax(const Tensor& x) {
             x.describe());
   const int64_t n = x.dim(-1);
   const int64_t rows = x.numel() / n;
-  Tensor out = Tensor::empty(x.shape());
-  cpu::softmax(x.data<float>(), out.data<float>(), rows, n);
+  const Device device = x.device();
+  Tensor out = Tensor::empty(x.shape(), DType::f32, device);
+  TFM_DISPATCH("softmax", device, cpu::softmax(x.data<float>(), out.data<float>(), rows, n));
   if (needs_grad({&x})) {
     out.set_requires_grad(true);
     // dx = y * (g - sum(g * y)) per row (derived in kernels/cpu/softmax_cpu.cc); only y is needed.
-    record_backward(out, [x, out, rows, n] {
+    record_backward(out, [x, out, rows, n, device] {
       Tensor g = out.grad();
       if (!g.defined()) return;
       GradTarget target = grad_target(x);
-      cpu::softmax_backward(out.data<float>(), g.data<float>(), target.tensor.data<float>(), rows,
-                            n, target.accumulate);
+      TFM_DISPATCH("softmax", device,
+                   cpu::softmax_backward(out.data<float>(), g.data<float>(),
+                                         target.tensor.data<float>(), rows, n, target.accumulate));
     });
   }
   return out;

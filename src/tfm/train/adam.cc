@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "tfm/ops/ops.h"
+
 namespace tfm {
 
 Adam::Adam(std::vector<Tensor> parameters, AdamOptions options)
@@ -9,33 +11,24 @@ Adam::Adam(std::vector<Tensor> parameters, AdamOptions options)
   for (const Tensor& p : parameters_) {
     TFM_CHECK(p.dtype() == DType::f32 && p.requires_grad(),
               "Adam needs f32 parameters that require gradients, got {}", p.describe());
-    m_.push_back(Tensor::zeros(p.shape()));
-    v_.push_back(Tensor::zeros(p.shape()));
+    m_.push_back(Tensor::zeros(p.shape(), DType::f32, p.device()));
+    v_.push_back(Tensor::zeros(p.shape(), DType::f32, p.device()));
   }
 }
 
 void Adam::step(double lr) {
   ++steps_;
   const double t = static_cast<double>(steps_);
-  const float b1 = static_cast<float>(options_.beta1);
-  const float b2 = static_cast<float>(options_.beta2);
-  const float step_size = static_cast<float>(lr / (1.0 - std::pow(options_.beta1, t)));
-  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(options_.beta2, t)));
-  const float eps = static_cast<float>(options_.eps);
+  ops::AdamStepOptions step;
+  step.beta1 = static_cast<float>(options_.beta1);
+  step.beta2 = static_cast<float>(options_.beta2);
+  step.step_size = static_cast<float>(lr / (1.0 - std::pow(options_.beta1, t)));
+  step.inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(options_.beta2, t)));
+  step.eps = static_cast<float>(options_.eps);
   for (size_t i = 0; i < parameters_.size(); ++i) {
     Tensor grad = parameters_[i].grad();
     if (!grad.defined()) continue;
-    float* p = parameters_[i].data<float>();
-    float* m = m_[i].data<float>();
-    float* v = v_[i].data<float>();
-    const float* g = grad.data<float>();
-    const int64_t n = parameters_[i].numel();
-#pragma omp parallel for simd schedule(static) if (n > 32768)
-    for (int64_t j = 0; j < n; ++j) {
-      m[j] = b1 * m[j] + (1.0f - b1) * g[j];
-      v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
-      p[j] -= step_size * m[j] / (std::sqrt(v[j]) * inv_sqrt_bc2 + eps);
-    }
+    ops::adam_step(parameters_[i], grad, m_[i], v_[i], step);
   }
 }
 

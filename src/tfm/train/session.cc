@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "tfm/autograd/tape.h"
+#include "tfm/ops/ops.h"
 
 namespace tfm {
 
@@ -76,29 +77,17 @@ UpdateResult TrainingSession::update(const std::vector<nn::Batch>& batches) {
 
 // Global L2 norm of all gradients.
 double TrainingSession::gradient_norm() const {
-  double sum = 0;
-  for (const Tensor& p : model_.parameters()) {
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    const float* d = g.data<float>();
-    double s = 0;
-#pragma omp parallel for reduction(+ : s) schedule(static) if (g.numel() > 65536)
-    for (int64_t i = 0; i < g.numel(); ++i) s += static_cast<double>(d[i]) * d[i];
-    sum += s;
-  }
-  return std::sqrt(sum);
+  std::vector<Tensor> grads;
+  for (const Tensor& p : model_.parameters()) grads.push_back(p.grad());
+  return ops::global_norm(grads);
 }
 
 // Scales the gradients to clip_norm when their norm is above it.
 void TrainingSession::clip_gradients(double norm) {
   if (options_.clip_norm <= 0 || norm <= options_.clip_norm) return;
-  const auto scale = static_cast<float>(options_.clip_norm / norm);
-  for (const Tensor& p : model_.parameters()) {
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    float* d = g.data<float>();
-    for (int64_t i = 0; i < g.numel(); ++i) d[i] *= scale;
-  }
+  std::vector<Tensor> grads;
+  for (const Tensor& p : model_.parameters()) grads.push_back(p.grad());
+  ops::scale_in_place(grads, static_cast<float>(options_.clip_norm / norm));
 }
 
 EvalResult TrainingSession::evaluate(const std::vector<nn::Batch>& batches) const {

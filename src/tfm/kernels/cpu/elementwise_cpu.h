@@ -9,6 +9,9 @@ namespace tfm::cpu {
 // afterwards: a tensor used by several ops sums the gradients from each of them.
 void write_grad(float* dst, const float* src, int64_t n, bool accumulate, float scale = 1.0f);
 
+// dst[j] (+)= sum over r of src[r, j] for src [rows, cols] (a bias's gradient).
+void sum_rows(const float* src, int64_t rows, int64_t cols, float* dst, bool accumulate);
+
 void add(const float* a, const float* b, float* out, int64_t n);
 
 void relu(const float* x, float* y, int64_t n);

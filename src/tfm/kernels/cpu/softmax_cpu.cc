@@ -1,5 +1,6 @@
 #include "tfm/kernels/cpu/softmax_cpu.h"
 
+#include <cmath>
 #include <limits>
 
 #include "tfm/kernels/cpu/parallel.h"
@@ -48,6 +49,25 @@ void softmax_backward(const float* y, const float* g, float* dx, int64_t rows, i
 #pragma omp parallel for schedule(static) if (rows * n >= kParallelMinElements)
   for (int64_t r = 0; r < rows; ++r)
     softmax_backward_row(y + r * n, g + r * n, dx + r * n, n, accumulate);
+}
+
+void log_softmax(const float* x, float* y, int64_t rows, int64_t n) {
+  // log softmax(x)_j = x_j - m - log(sum_i exp(x_i - m)) with m = max x: exact for any row whose
+  // maximum is finite, and no probability underflows to log(0).
+#pragma omp parallel for schedule(static) if (rows * n >= kParallelMinElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * n;
+    float* out = y + r * n;
+    float max = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : max)
+    for (int64_t j = 0; j < n; ++j) max = row[j] > max ? row[j] : max;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j) sum += exp_f32(row[j] - max);
+    const float log_norm = max + std::log(sum);
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) out[j] = row[j] - log_norm;
+  }
 }
 
 }  // namespace tfm::cpu

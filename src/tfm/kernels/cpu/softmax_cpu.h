@@ -16,4 +16,7 @@ void softmax(const float* x, float* y, int64_t rows, int64_t n);
 void softmax_backward(const float* y, const float* g, float* dx, int64_t rows, int64_t n,
                       bool accumulate);
 
+// y = x - log(sum_j exp(x_j)) per row (log-softmax); y may equal x.
+void log_softmax(const float* x, float* y, int64_t rows, int64_t n);
+
 }  // namespace tfm::cpu

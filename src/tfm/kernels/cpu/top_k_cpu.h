@@ -52,4 +52,9 @@ struct TopK {
   }
 };
 
+// The k largest entries of each row of x [rows, n] (skipping index `excluded`), best first:
+// values/indices [rows, k], counts[r] <= k of them filled (the rest left as they are).
+void top_k_rows(const float* x, int64_t rows, int64_t n, int64_t k, int64_t excluded, float* values,
+                int32_t* indices, int32_t* counts);
+
 }  // namespace tfm::cpu

@@ -1,0 +1,32 @@
+#include "tfm/kernels/cpu/cache_cpu.h"
+
+#include <cstring>
+
+namespace tfm::cpu {
+
+void cache_write(char* dst, int64_t dst_capacity, const char* src, int64_t rows, int64_t n,
+                 int64_t width, int64_t position) {
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(dst + (r * dst_capacity + position) * width, src + r * n * width,
+                static_cast<size_t>(n * width));
+}
+
+void cache_gather(char* dst, int64_t dst_capacity, const char* src, int64_t src_capacity,
+                  const int32_t* slots, int64_t slots_stride, const int64_t* rows, int64_t n_rows,
+                  int64_t positions, int64_t width) {
+  const int64_t src_row = src_capacity * width, dst_row = dst_capacity * width;
+  if (slots == nullptr) {
+    for (int64_t r = 0; r < n_rows; ++r)
+      std::memcpy(dst + r * dst_row, src + rows[r] * src_row,
+                  static_cast<size_t>(positions * width));
+    return;
+  }
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const int32_t* row_slots = slots + rows[r] * slots_stride;
+    for (int64_t j = 0; j < positions; ++j)
+      std::memcpy(dst + r * dst_row + j * width, src + row_slots[j] * src_row + j * width,
+                  static_cast<size_t>(width));
+  }
+}
+
+}  // namespace tfm::cpu

@@ -1,0 +1,29 @@
+#include "tfm/kernels/cpu/optimizer_cpu.h"
+
+#include <cmath>
+
+namespace tfm::cpu {
+
+void adam_step(float* p, float* m, float* v, const float* g, int64_t n, const AdamStep& step) {
+  const float b1 = step.beta1, b2 = step.beta2, step_size = step.step_size;
+  const float inv_sqrt_bc2 = step.inv_sqrt_bc2, eps = step.eps;
+#pragma omp parallel for simd schedule(static) if (n > 32768)
+  for (int64_t j = 0; j < n; ++j) {
+    m[j] = b1 * m[j] + (1.0f - b1) * g[j];
+    v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
+    p[j] -= step_size * m[j] / (std::sqrt(v[j]) * inv_sqrt_bc2 + eps);
+  }
+}
+
+double sum_squares(const float* x, int64_t n) {
+  double s = 0;
+#pragma omp parallel for reduction(+ : s) schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
+void scale(float* x, int64_t n, float scale) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= scale;
+}
+
+}  // namespace tfm::cpu

@@ -1,0 +1,61 @@
+// The key/value cache updates of incremental decoding (nn::KeyValueCache): copies of whole
+// positions between [rows, capacity, width] buffers. Inference only.
+#include "tfm/kernels/cpu/cache_cpu.h"
+#include "tfm/ops/dispatch.h"
+#include "tfm/ops/ops.h"
+
+namespace tfm::ops {
+
+namespace {
+void check_buffer(const Tensor& t, const char* op, const char* name) {
+  TFM_CHECK(t.defined() && t.rank() == 3 && (t.dtype() == DType::f32 || t.dtype() == DType::bf16),
+            "{}: {} must be an f32 or bf16 [rows, positions, width] buffer, got {}", op, name,
+            t.defined() ? t.describe() : "undefined");
+}
+
+// A position's size in bytes.
+int64_t position_bytes(const Tensor& t) {
+  return static_cast<int64_t>(static_cast<size_t>(t.dim(2)) * dtype_size(t.dtype()));
+}
+}  // namespace
+
+void cache_write(const Tensor& cache, const Tensor& values, int64_t position) {
+  check_buffer(cache, "cache_write", "cache");
+  check_buffer(values, "cache_write", "values");
+  TFM_CHECK(values.dim(0) <= cache.dim(0) && values.dim(2) == cache.dim(2) &&
+                values.dtype() == cache.dtype() && position >= 0 &&
+                position + values.dim(1) <= cache.dim(1),
+            "cache_write: values {} do not fit cache {} at position {}", values.describe(),
+            cache.describe(), position);
+  const Device device = detail::op_device("cache_write", cache, values);
+  TFM_DISPATCH("cache_write", device,
+               cpu::cache_write(static_cast<char*>(cache.raw()), cache.dim(1),
+                                static_cast<const char*>(values.raw()), values.dim(0),
+                                values.dim(1), position_bytes(cache), position));
+}
+
+void cache_gather(const Tensor& src, const Tensor& slots, const std::vector<int64_t>& rows,
+                  int64_t positions, const Tensor& dst) {
+  check_buffer(src, "cache_gather", "src");
+  check_buffer(dst, "cache_gather", "dst");
+  const auto n = static_cast<int64_t>(rows.size());
+  TFM_CHECK(dst.dim(0) >= n && dst.dim(2) == src.dim(2) && dst.dtype() == src.dtype() &&
+                positions >= 0 && positions <= src.dim(1) && positions <= dst.dim(1),
+            "cache_gather: {} rows of {} positions from {} do not fit {}", n, positions,
+            src.describe(), dst.describe());
+  const int64_t table_rows = slots.defined() ? slots.dim(0) : src.dim(0);
+  for (int64_t r : rows)
+    TFM_CHECK(r >= 0 && r < table_rows, "cache_gather: row {} of {}", r, table_rows);
+  if (slots.defined())
+    TFM_CHECK(slots.dtype() == DType::i32 && slots.rank() == 2 && slots.dim(1) >= positions,
+              "cache_gather: slots {} must be i32 [rows, >= {}]", slots.describe(), positions);
+  const Device device = detail::op_device("cache_gather", src, dst);
+  TFM_DISPATCH("cache_gather", device,
+               cpu::cache_gather(static_cast<char*>(dst.raw()), dst.dim(1),
+                                 static_cast<const char*>(src.raw()), src.dim(1),
+                                 slots.defined() ? slots.data<int32_t>() : nullptr,
+                                 slots.defined() ? slots.dim(1) : 0, rows.data(), n, positions,
+                                 position_bytes(src)));
+}
+
+}  // namespace tfm::ops

@@ -1,0 +1,83 @@
+// The decoding ops: log-softmax, top-k and the fused output layer of a search step. Inference only:
+// none records a backward.
+#include "tfm/kernels/cpu/log_softmax_top_cpu.h"
+#include "tfm/kernels/cpu/softmax_cpu.h"
+#include "tfm/kernels/cpu/top_k_cpu.h"
+#include "tfm/ops/argument_checks.h"
+#include "tfm/ops/dispatch.h"
+#include "tfm/ops/ops.h"
+#include "tfm/ops/packed_weight.h"
+
+namespace tfm::ops {
+
+namespace {
+TopK empty_top_k(int64_t rows, int64_t k, Device device) {
+  return {Tensor::empty({rows, k}, DType::f32, device),
+          Tensor::empty({rows, k}, DType::i32, device), Tensor::empty({rows}, DType::i32, device)};
+}
+}  // namespace
+
+Tensor log_softmax(const Tensor& x) {
+  detail::check_input(x, "log_softmax", "x");
+  TFM_CHECK(x.rank() == 2 && x.dim(1) > 0, "log_softmax: x must be [rows, n > 0], got {}",
+            x.describe());
+  const Device device = x.device();
+  Tensor out = Tensor::empty(x.shape(), DType::f32, device);
+  TFM_DISPATCH("log_softmax", device,
+               cpu::log_softmax(x.data<float>(), out.data<float>(), x.dim(0), x.dim(1)));
+  return out;
+}
+
+TopK top_k(const Tensor& x, int64_t k, int64_t excluded) {
+  detail::check_input(x, "top_k", "x");
+  TFM_CHECK(x.rank() == 2, "top_k: x must be [rows, n], got {}", x.describe());
+  TFM_CHECK(k >= 1, "top_k: k = {} must be at least 1", k);
+  const Device device = x.device();
+  TopK out = empty_top_k(x.dim(0), k, device);
+  TFM_DISPATCH(
+      "top_k", device,
+      cpu::top_k_rows(x.data<float>(), x.dim(0), x.dim(1), k, excluded, out.values.data<float>(),
+                      out.indices.data<int32_t>(), out.counts.data<int32_t>()));
+  return out;
+}
+
+TopK output_log_softmax_top(const Tensor& hidden, const Tensor& embedding, int64_t k,
+                            int64_t excluded,
+                            const std::vector<std::shared_ptr<const PackedWeight>>& packed,
+                            int64_t block) {
+  constexpr const char* kOp = "output_log_softmax_top";
+  TFM_CHECK(hidden.defined() && embedding.defined(), "{}: an input is undefined", kOp);
+  TFM_CHECK(hidden.dtype() == DType::f32 || hidden.dtype() == DType::bf16,
+            "{}: hidden must be f32 or bf16, got {}", kOp, hidden.describe());
+  TFM_CHECK(hidden.rank() == 2 && embedding.rank() == 2 && embedding.dim(1) == hidden.dim(1),
+            "{}: hidden {} does not fit embedding {} (expected [rows, d] and [V, d])", kOp,
+            hidden.describe(), embedding.describe());
+  TFM_CHECK(packed.empty() ? embedding.dtype() == hidden.dtype() : block > 0,
+            "{}: embedding {} cannot be multiplied with hidden {}", kOp, embedding.describe(),
+            hidden.describe());
+  TFM_CHECK(k >= 1, "{}: k = {} must be at least 1", kOp, k);
+  const Device device = detail::op_device(kOp, hidden, embedding);
+  detail::require_cpu_body(kOp, device);  // packed weights are oneDNN's
+  TopK out = empty_top_k(hidden.dim(0), k, device);
+  cpu::LogSoftmaxTopArgs args;
+  args.hidden = hidden.raw();
+  args.dtype = hidden.dtype();
+  args.block = block;
+  std::vector<const cpu::PackedWeight*> blocks;
+  if (packed.empty()) {
+    args.embedding = embedding.raw();
+  } else {
+    for (const auto& p : packed) blocks.push_back(&p->cpu());
+    args.packed_blocks = blocks.data();
+  }
+  args.rows = hidden.dim(0);
+  args.d = hidden.dim(1);
+  args.vocab = embedding.dim(0);
+  args.m = k;
+  args.excluded = excluded;
+  cpu::log_softmax_top(args, out.values.data<float>(), out.indices.data<int32_t>(),
+                       out.counts.data<int32_t>());
+  return out;
+}
+
+}  // namespace tfm::ops
