@@ -1,6 +1,7 @@
 #include "tfm/ops/autocast.h"
 
 #include "tfm/kernels/cpu/convert_cpu.h"
+#include "tfm/ops/dispatch.h"
 
 namespace tfm::ops {
 
@@ -18,8 +19,9 @@ DType parse_precision(const std::string& name, const char* what) {
 Tensor to_bf16(const Tensor& x) {
   TFM_CHECK(x.defined() && x.dtype() == DType::f32, "to_bf16: {} must be f32",
             x.defined() ? x.describe() : std::string("an undefined tensor"));
-  Tensor out = Tensor::empty(x.shape(), DType::bf16);
-  cpu::f32_to_bf16(x.data<float>(), out.data<bf16>(), x.numel());
+  const Device device = x.device();
+  Tensor out = Tensor::empty(x.shape(), DType::bf16, device);
+  TFM_DISPATCH("to_bf16", device, cpu::f32_to_bf16(x.data<float>(), out.data<bf16>(), x.numel()));
   return out;
 }
 

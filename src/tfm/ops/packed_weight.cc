@@ -5,6 +5,7 @@
 
 #include "tfm/core/error.h"
 #include "tfm/kernels/cpu/packed_matmul_cpu.h"
+#include "tfm/ops/dispatch.h"
 
 namespace tfm::ops {
 
@@ -34,6 +35,7 @@ std::shared_ptr<const PackedWeight> pack_weight(const Tensor& weight, DType prod
             weight.defined() ? weight.describe() : std::string("an undefined tensor"));
   TFM_CHECK(product == DType::f32 || product == DType::bf16,
             "pack_weight: products in {} are not supported (f32 or bf16)", dtype_name(product));
+  detail::require_cpu_body("pack_weight", weight.device());  // oneDNN's packed layout
   return std::make_shared<const PackedWeight>(std::make_unique<const cpu::PackedWeight>(
       weight.data<float>(), weight.dim(0), weight.dim(1), product));
 }
