@@ -1,9 +1,12 @@
-// The layers of DESIGN.md as include rules: data/ (corpus, vocabulary, batching) and nn/ (the
-// modules) are independent of each other; train/ bridges them (train/model_batch.h).
+// The layers (docs/ARCHITECTURE.md, "The layers") as include rules: each folder of src/tfm includes
+// headers of the folders below it only. data/ (corpus, vocabulary, batching) and nn/ (the modules)
+// are independent of each other; train/ bridges them (train/model_batch.h).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 
 namespace tfm::testing {
@@ -21,6 +24,51 @@ std::string includes_of(const std::string& folder, const std::string& forbidden)
         found += entry.path().filename().string() + ": " + line + "\n";
   }
   return found;
+}
+
+// What each folder may include besides itself (docs/ARCHITECTURE.md's table).
+const std::map<std::string, std::set<std::string>>& allowed_includes() {
+  static const std::map<std::string, std::set<std::string>> table = {
+      {"core", {}},
+      {"kernels", {"core"}},
+      {"autograd", {"core"}},
+      {"ops", {"core", "kernels", "autograd"}},
+      {"io", {"core"}},
+      {"model", {"core", "io"}},
+      {"nn", {"core", "ops", "model"}},
+      {"data", {"core", "io", "model"}},
+      {"train", {"core", "autograd", "ops", "io", "model", "nn", "data"}},
+      {"decode", {"core", "ops", "nn", "model", "io"}},
+      {"eval", {"core", "io", "model", "nn", "data", "decode"}},
+      {"api", {"core", "ops", "io", "model", "nn", "data", "train", "decode", "eval"}},
+      {"cli", {"core", "ops", "io", "model", "nn", "data", "train", "decode", "eval", "api"}},
+  };
+  return table;
+}
+
+TEST(Layering, EveryFolderIncludesOnlyTheLayersBelowIt) {
+  const std::filesystem::path root = std::filesystem::path(TFM_SOURCE_DIR) / "src/tfm";
+  std::string broken;
+  for (const auto& folder : std::filesystem::directory_iterator(root)) {
+    const std::string layer = folder.path().filename().string();
+    const auto rule = allowed_includes().find(layer);
+    if (rule == allowed_includes().end()) {
+      broken += "src/tfm/" + layer + " is not in the layer table\n";
+      continue;
+    }
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(folder.path())) {
+      std::ifstream in(entry.path());
+      std::string line;
+      for (int number = 1; std::getline(in, line); ++number) {
+        if (!line.starts_with("#include \"tfm/")) continue;
+        const std::string other = line.substr(14, line.find('/', 14) - 14);
+        if (other != layer && !rule->second.contains(other))
+          broken += entry.path().string() + ":" + std::to_string(number) + ": " + layer +
+                    " includes tfm/" + other + "/\n";
+      }
+    }
+  }
+  EXPECT_EQ(broken, "");
 }
 
 TEST(Layering, DataAndNnDoNotIncludeEachOther) {
