@@ -24,6 +24,7 @@
 #   bench_decode are
 #   OUT (a new file in /tmp): the JSON lines of every run (kept; the table says where)
 #   PARTS (gemm,train,decode)  THREADS (2)  PRECISIONS (f32,bf16: tfm's)
+#   PYTORCH (1; 0: tfm's rows only, as bench/compare_builds.sh runs it)
 #   GEMM_MIN_TIME (0.2 s per product)  GEMM_FILTER (a --benchmark_filter regex; default all)
 #   TRAIN_STEPS (2)  TRAIN_WARMUP (2)  BASE_VOCAB (37000)  BASE_BATCH (128)  BASE_SRC_LEN (32)
 #   BASE_TGT_LEN (32)  RECIPE (configs/multi30k-en-de.yaml)  RECIPE_BATCH (128)
@@ -42,6 +43,7 @@ BUILD="${BUILD:-build/release}"
 PARTS="${PARTS:-gemm,train,decode}"
 THREADS="${THREADS:-2}"
 PRECISIONS="${PRECISIONS:-f32,bf16}"
+PYTORCH="${PYTORCH:-1}"
 GEMM_MIN_TIME="${GEMM_MIN_TIME:-0.2}"
 GEMM_FILTER="${GEMM_FILTER:-.}"
 TRAIN_STEPS="${TRAIN_STEPS:-2}"
@@ -102,6 +104,10 @@ run_json() {
 }
 
 pytorch() {
+  if [[ "$PYTORCH" == 0 ]]; then
+    echo "(PyTorch left out: PYTORCH=0)" >&2
+    return 0
+  fi
   LD_PRELOAD="$TCMALLOC $OPENBLAS" OMP_WAIT_POLICY=PASSIVE "$PYTHON" "$@"
 }
 
