@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
-# The test command: builds the release preset with warnings as errors and runs every test with CTest.
+# The test command: builds a preset (release unless --preset NAME, e.g. asan) with warnings as errors
+# and runs every test with CTest; further arguments go to ctest.
+# Usage: scripts/test.sh [--preset NAME] [ctest arguments]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake --preset release -G Ninja >/dev/null
-cmake --build --preset release
-OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}" ctest --preset release -j 2 "$@"
+preset=release
+if [ "${1:-}" = --preset ]; then
+  [ $# -ge 2 ] || { echo "test.sh: --preset needs a name" >&2; exit 2; }
+  preset="$2"
+  shift 2
+fi
+cmake --preset "$preset" -G Ninja >/dev/null
+cmake --build --preset "$preset"
+OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}" ctest --preset "$preset" -j 2 "$@"

@@ -19,4 +19,6 @@ std::string one_line(const std::string& text) {
   return out;
 }
 
+Error::Error(const std::string& message) : std::runtime_error(one_line(message)) {}
+
 }  // namespace tfm

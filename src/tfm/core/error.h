@@ -3,19 +3,15 @@
 
 #include <fmt/format.h>
 
-#include <stdexcept>
 #include <string>
+
+#include "tfm/error.h"  // the public tfm::Error (include/tfm)
 
 namespace tfm {
 
 // Control characters of quoted user text (a line break in a YAML key, a carriage return in a
 // parser's message) as escapes, so that a message stays one line: "\n", "\r", "\x1b".
 std::string one_line(const std::string& text);
-
-class Error : public std::runtime_error {
- public:
-  explicit Error(const std::string& message) : std::runtime_error(one_line(message)) {}
-};
 
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {

@@ -1,0 +1,47 @@
+// A translation model loaded from a model directory (config.json, model.safetensors, vocab.model;
+// docs/MODEL_FORMAT.md). Precision and device are fixed when it is loaded; after that a Model is
+// immutable and may be shared by any number of threads, each translating through its own
+// Translator.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace tfm {
+
+struct LoadOptions {
+  // Operand type of the matrix products: "f32", "bf16" (f32 accumulation), or "auto" (bf16 where
+  // the CPU multiplies bf16 natively, AVX512-BF16 or AMX, else f32).
+  std::string precision = "f32";
+  std::string device = "cpu";  // the only device of this build
+};
+
+class Model {
+ public:
+  // Reads and checks the directory (configuration, shapes, checksums, finite weights, vocabulary);
+  // a tfm::Error names the file and the problem.
+  static std::shared_ptr<const Model> load(const std::filesystem::path& dir,
+                                           const LoadOptions& options = {});
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const std::filesystem::path& dir() const;
+  std::string precision() const;  // "f32" or "bf16" ("auto" resolved)
+  std::string device() const;
+  int64_t vocab_size() const;
+  int64_t layers() const;
+  int64_t d_model() const;
+  int64_t parameter_count() const;
+
+  struct Impl;  // src/tfm/api: the library's own view of the model
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  explicit Model(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tfm

@@ -1,0 +1,27 @@
+// tfm::corpus_bleu: the public face of eval::corpus_bleu.
+#include "tfm/bleu.h"
+
+#include "tfm/eval/bleu.h"
+
+namespace tfm {
+
+BleuResult corpus_bleu(const std::vector<std::string>& hypotheses,
+                       const std::vector<std::vector<std::string>>& references,
+                       const BleuOptions& options) {
+  eval::BleuOptions internal;
+  internal.tokenizer = eval::bleu_tokenizer_from_name(options.tokenize);
+  internal.lowercase = options.lowercase;
+  internal.smoothing = eval::bleu_smoothing_from_name(options.smooth);
+  const eval::BleuScore score = eval::corpus_bleu(hypotheses, references, internal);
+  BleuResult result;
+  result.score = score.score;
+  result.precisions = score.precisions;
+  result.brevity_penalty = score.bp;
+  result.hypothesis_length = score.sys_len;
+  result.reference_length = score.ref_len;
+  result.signature = score.signature;
+  result.line = score.format(true);
+  return result;
+}
+
+}  // namespace tfm

@@ -1,0 +1,70 @@
+// tfm::Model: a model directory read once; precision and device fixed at load.
+#include <utility>
+
+#include "tfm/api/model_impl.h"
+#include "tfm/core/error.h"
+#include "tfm/model/model_dir.h"
+#include "tfm/ops/autocast.h"
+
+namespace tfm {
+
+namespace {
+
+Device parse_device(const std::string& name) {
+  TFM_CHECK(name == "cpu", "device '{}' is not supported: models run on 'cpu'", name);
+  return Device::cpu;
+}
+
+}  // namespace
+
+std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir,
+                                         const LoadOptions& options) {
+  // The options first: a bad setting is reported before any file is read.
+  const DType precision = ops::parse_precision(options.precision);
+  const Device device = parse_device(options.device);
+  LoadedModel loaded = load_model_dir(dir);
+  const std::filesystem::path vocab_path = dir / kVocabFileName;
+  TFM_CHECK(std::filesystem::exists(vocab_path),
+            "{}: missing; a model directory needs its SentencePiece vocabulary to translate text",
+            vocab_path.string());
+  data::Vocabulary vocab(vocab_path);
+  vocab.check_config(loaded.config, dir / kConfigFileName);
+  int64_t count = 0;
+  for (const auto& [name, tensor] : loaded.parameters) count += tensor.numel();
+  // Built from the loaded weights (adopted, not copied) and packed once in the precision.
+  decode::InferenceOptions inference;
+  inference.precision = precision;
+  inference.device = device;
+  auto model = std::make_shared<const decode::InferenceModel>(
+      nn::Transformer(loaded.config, loaded.parameters), inference);
+  auto impl = std::make_unique<Impl>(
+      Impl{dir, loaded.config, precision, device, std::move(vocab), std::move(model), count});
+  return std::shared_ptr<const Model>(new Model(std::move(impl)));
+}
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+
+const std::filesystem::path& Model::dir() const {
+  return impl_->dir;
+}
+std::string Model::precision() const {
+  return std::string(dtype_name(impl_->precision));
+}
+std::string Model::device() const {
+  return std::string(device_name(impl_->device));
+}
+int64_t Model::vocab_size() const {
+  return impl_->config.vocab_size;
+}
+int64_t Model::layers() const {
+  return impl_->config.layers;
+}
+int64_t Model::d_model() const {
+  return impl_->config.d_model;
+}
+int64_t Model::parameter_count() const {
+  return impl_->parameter_count;
+}
+
+}  // namespace tfm

@@ -1,0 +1,190 @@
+// The public API (include/tfm) as an outside program uses it: only <tfm/...> headers. Trains a
+// tiny model, loads it, translates, scores, computes BLEU, and checks the errors callers get.
+#include <gtest/gtest.h>
+#include <tfm/tfm.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> sentences(int count, const std::vector<std::string>& words,
+                                   unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::string> lines;
+  for (int i = 0; i < count; ++i) {
+    std::string line;
+    for (unsigned w = 0, n = 3 + rng() % 8; w < n; ++w)
+      line += (w ? " " : "") + words[rng() % words.size()];
+    lines.push_back(line + ".");
+  }
+  return lines;
+}
+
+void write_lines(const fs::path& path, const std::vector<std::string>& lines) {
+  std::ofstream out(path);
+  for (const auto& line : lines) out << line << "\n";
+}
+
+// One tiny model for every test: 8 updates of a 1-layer model through tfm::train.
+class PublicApi : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("tfm_public_api_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    write_lines(dir_ / "en.txt", sentences(300,
+                                           {"a", "man", "dog", "runs", "in", "the", "park", "two",
+                                            "girls", "play", "red", "ball"},
+                                           1));
+    write_lines(dir_ / "de.txt", sentences(300,
+                                           {"ein", "mann", "hund", "läuft", "im", "park", "zwei",
+                                            "mädchen", "spielen", "rot", "ball"},
+                                           2));
+    std::ofstream(dir_ / "recipe.yaml")
+        << "model:\n  layers: 1\n  d_model: 16\n  d_ff: 32\n  heads: 2\n  d_k: 8\n  d_v: 8\n"
+        << "  max_positions: 64\ndata:\n  train_source: " << (dir_ / "en.txt").string()
+        << "\n  train_target: " << (dir_ / "de.txt").string()
+        << "\n  vocab_size: 60\n  max_tokens: 400\noptimizer:\n  warmup: 4\n"
+        << "training:\n  log_every: 100\n  threads: 1\ncheckpoints:\n  every_steps: 8\n";
+    tfm::TrainingOptions options;
+    options.recipe = dir_ / "recipe.yaml";
+    options.run_dir = dir_ / "run";
+    options.max_steps = 8;
+    result_ = tfm::train(options);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  static fs::path dir_;
+  static tfm::TrainingResult result_;
+};
+
+fs::path PublicApi::dir_;
+tfm::TrainingResult PublicApi::result_;
+
+TEST_F(PublicApi, TrainsIntoARunDirectoryWhoseCheckpointLoads) {
+  EXPECT_EQ(result_.steps, 8);
+  EXPECT_FALSE(result_.interrupted);
+  ASSERT_TRUE(fs::exists(result_.last_checkpoint / "model.safetensors"));
+  const auto model = tfm::Model::load(result_.last_checkpoint);
+  EXPECT_EQ(model->precision(), "f32");
+  EXPECT_EQ(model->device(), "cpu");
+  EXPECT_EQ(model->layers(), 1);
+  EXPECT_EQ(model->d_model(), 16);
+  EXPECT_EQ(model->vocab_size(), 60);
+  EXPECT_GT(model->parameter_count(), 60 * 16);
+}
+
+TEST_F(PublicApi, TranslatesNBestInInputOrderWithEmptyLinesKept) {
+  tfm::Translator translator(tfm::Model::load(result_.last_checkpoint), {1});
+  tfm::TranslationOptions options;
+  options.beam_size = 3;
+  options.n_best = 2;
+  options.max_length = 6;
+  const std::vector<std::string> sources{"a man runs in the park.", "", "two girls play."};
+  const auto results = translator.translate(sources, options);
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_TRUE(results[1].hypotheses.empty());
+  for (size_t i : {0u, 2u}) {
+    ASSERT_EQ(results[i].hypotheses.size(), 2u);
+    EXPECT_GE(results[i].hypotheses[0].score, results[i].hypotheses[1].score);
+    for (const auto& h : results[i].hypotheses) {
+      EXPECT_LE(h.log_prob, 0.0);
+      EXPECT_LE(h.tokens.size(), 6u);
+    }
+    // Each sentence alone gives the same translation as in the batch.
+    const auto alone = translator.translate({sources[i]}, options);
+    EXPECT_EQ(alone[0].hypotheses[0].text, results[i].hypotheses[0].text);
+    EXPECT_NEAR(alone[0].hypotheses[0].score, results[i].hypotheses[0].score, 1e-5);
+  }
+}
+
+TEST_F(PublicApi, TwoTranslatorsOnOneModelInTwoThreadsGiveTheResultsOfOne) {
+  const auto model = tfm::Model::load(result_.last_checkpoint);
+  const std::vector<std::string> sources{"the dog runs.", "a red ball in the park."};
+  tfm::TranslationOptions options;
+  options.max_length = 8;
+  const auto expected = tfm::Translator(model).translate(sources, options);
+  std::vector<std::vector<tfm::TranslationResult>> got(2);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < got.size(); ++t)
+    threads.emplace_back(
+        [&, t] { got[t] = tfm::Translator(model, {1}).translate(sources, options); });
+  for (auto& thread : threads) thread.join();
+  for (const auto& results : got)
+    for (size_t i = 0; i < sources.size(); ++i) {
+      EXPECT_EQ(results[i].hypotheses[0].text, expected[i].hypotheses[0].text);
+      EXPECT_EQ(results[i].hypotheses[0].score, expected[i].hypotheses[0].score);
+    }
+}
+
+TEST_F(PublicApi, ScoresTargetsTokenByToken) {
+  tfm::Translator translator(tfm::Model::load(result_.last_checkpoint));
+  const std::vector<std::string> sources{"a man runs.", "two girls play in the park."};
+  const std::vector<std::string> targets{"ein mann läuft.", "zwei mädchen spielen im park."};
+  const auto scores = translator.score(sources, targets);
+  ASSERT_EQ(scores.size(), 2u);
+  for (size_t i = 0; i < scores.size(); ++i) {
+    ASSERT_EQ(scores[i].tokens.size(), scores[i].token_log_probs.size());
+    ASSERT_GE(scores[i].tokens.size(), 2u);
+    EXPECT_EQ(scores[i].tokens.back(), "</s>");
+    double sum = 0;
+    for (float lp : scores[i].token_log_probs) {
+      EXPECT_LE(lp, 0.0f);
+      sum += lp;
+    }
+    EXPECT_NEAR(scores[i].log_prob, sum, 1e-4);
+    // A pair scores the same alone as in a batch of two.
+    EXPECT_NEAR(translator.score({sources[i]}, {targets[i]}, 1)[0].log_prob, scores[i].log_prob,
+                1e-4);
+  }
+}
+
+TEST(PublicApiBleu, MatchesSacrebleuWithItsSignature) {
+  // Precisions 5/6, 3/5, 1/4 and, exp smoothing for the first zero order, 1/(2 * 3); BP 1:
+  // BLEU = 100 (5/6 * 3/5 * 1/4 * 1/6)^(1/4) = 37.9917842...
+  const auto bleu = tfm::corpus_bleu({"the cat sat on the mat"}, {{"the cat is on the mat"}});
+  EXPECT_NEAR(bleu.score, 37.99178428257963, 1e-9);
+  EXPECT_EQ(bleu.signature, "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0");
+  EXPECT_EQ(bleu.hypothesis_length, 6);
+  EXPECT_EQ(bleu.precisions.size(), 4u);
+  EXPECT_NE(bleu.line.find("BLEU|nrefs:1"), std::string::npos) << bleu.line;
+  EXPECT_THROW(tfm::corpus_bleu({"a"}, {{"a"}}, {"14b", false, "exp"}), tfm::Error);
+}
+
+// What a caller can get wrong is a tfm::Error with a one-line message naming the problem.
+void expect_error(const std::function<void()>& call, const std::string& part) {
+  try {
+    call();
+    ADD_FAILURE() << "no error; expected one containing: " << part;
+  } catch (const tfm::Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find(part), std::string::npos) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
+}
+
+TEST_F(PublicApi, ErrorsNameTheProblem) {
+  expect_error([] { tfm::Model::load(dir_ / "no-such-model"); }, "does not exist");
+  expect_error([] { tfm::Model::load(result_.last_checkpoint, {"fp16", "cpu"}); }, "fp16");
+  expect_error([] { tfm::Model::load(result_.last_checkpoint, {"f32", "tpu"}); }, "tpu");
+  tfm::Translator translator(tfm::Model::load(result_.last_checkpoint));
+  tfm::TranslationOptions options;
+  options.n_best = 5;  // more than the beam of 4
+  expect_error([&] { translator.translate({"a dog."}, options); }, "n_best 5");
+  expect_error(
+      [&] {
+        translator.score({"a dog.", "a man."}, {"ein hund."});
+      },
+      "2 sources but 1 targets");
+}
+
+}  // namespace
