@@ -3,8 +3,8 @@
 // precision, and never changes after. Nothing in it is mutable (no lazy caches), so one
 // InferenceModel, held by a shared_ptr<const InferenceModel>, serves any number of threads: each
 // decoding worker (decode::Translator) owns its scratch state (key/value caches, buffers) and its
-// thread count. docs/ARCHITECTURE-inference.md describes the design; training keeps its own,
-// mutable and unpacked, nn::Transformer.
+// thread count. docs/ARCHITECTURE.md ("The inference model") describes the design; training keeps
+// its own, mutable and unpacked, nn::Transformer.
 #pragma once
 
 #include <cstdint>

@@ -5,6 +5,7 @@
 
 #include "tfm/core/error.h"
 #include "tfm/decode/translate.h"
+#include "tfm/ops/ops.h"
 
 namespace tfm::decode {
 
@@ -13,17 +14,13 @@ namespace {
 // Logit rows projected at once: at most this many f32 values of [rows, V] logits (64 MB).
 constexpr int64_t kMaxLogitValues = int64_t{16} << 20;
 
-// Appends log p(targets[r]) of each row r of `logits` [targets.size(), V] to `out`:
-// z_y - max - log(sum_j exp(z_j - max)), in double; `out`'s log_prob is their sum.
-void gather_log_probs(const float* logits, int64_t vocab, const std::vector<int32_t>& targets,
+// Appends log p(targets[r]) of each row r of `log_probs` [targets.size(), V] (ops::log_softmax's
+// output, read from a CPU copy) to `out`; `out`'s log_prob is their sum, in double.
+void gather_log_probs(const float* log_probs, int64_t vocab, const std::vector<int32_t>& targets,
                       TargetScore& out) {
   for (size_t r = 0; r < targets.size(); ++r) {
-    const float* z = logits + static_cast<int64_t>(r) * vocab;
-    const double max = *std::max_element(z, z + vocab);
-    double sum = 0;
-    for (int64_t j = 0; j < vocab; ++j) sum += std::exp(z[j] - max);
-    const double log_prob = z[targets[r]] - max - std::log(sum);
-    out.token_log_probs.push_back(static_cast<float>(log_prob));
+    const float log_prob = log_probs[static_cast<int64_t>(r) * vocab + targets[r]];
+    out.token_log_probs.push_back(log_prob);
     out.log_prob += log_prob;
   }
 }
@@ -87,13 +84,16 @@ std::vector<TargetScore> score(const InferenceModel& inference,
     const int64_t chunk = std::max<int64_t>(1, kMaxLogitValues / (length * vocab));
     for (int64_t first = 0; first < batch; first += chunk) {
       const int64_t last = std::min(batch, first + chunk);
-      const std::vector<float> logits =
-          model.output_logits(hidden.slice_rows(first, last), precision).to_floats();
+      // log softmax on the logits' device; a CPU copy of it gives the targets' entries.
+      const Tensor logits = model.output_logits(hidden.slice_rows(first, last), precision);
+      const Tensor log_probs =
+          ops::log_softmax(logits.view({logits.numel() / vocab, vocab})).to(Device::cpu);
+      const float* values = log_probs.data<float>();
       for (int64_t row = first; row < last; ++row) {
         const auto& target = targets[begin + static_cast<size_t>(row)];
         std::vector<int32_t> predicted(target.begin(), target.end());
         predicted.push_back(config.eos_id);
-        gather_log_probs(logits.data() + (row - first) * length * vocab, vocab, predicted,
+        gather_log_probs(values + (row - first) * length * vocab, vocab, predicted,
                          results[begin + static_cast<size_t>(row)]);
       }
     }

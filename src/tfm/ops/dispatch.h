@@ -1,6 +1,6 @@
-// How an op front reaches a device's kernel (docs/ARCHITECTURE-dispatch.md). The front checks its
-// arguments, finds the one device of its tensors with op_device, allocates its outputs there and
-// calls the kernel through a dispatch macro:
+// How an op front reaches a device's kernel (docs/ARCHITECTURE.md, "Op dispatch"). The front checks
+// its arguments, finds the one device of its tensors with op_device, allocates its outputs there
+// and calls the kernel through a dispatch macro:
 //
 //   const Device device = detail::op_device("add", a, b);
 //   Tensor out = Tensor::empty(a.shape(), DType::f32, device);
