@@ -13,6 +13,10 @@ if [[ ! -x "$TFM_BENCH" ]]; then
   echo "$SCRIPT_NAME: $TFM_BENCH is missing; build it first (cmake --build --preset release)" >&2
   exit 1
 fi
+# PYTORCH=0 (bench/suite.sh's tfm rows only): PyTorch's libraries are not needed.
+if [[ "${PYTORCH:-1}" == 0 ]]; then
+  return 0
+fi
 if [[ ! -e "$TCMALLOC" ]]; then
   echo "$SCRIPT_NAME: $TCMALLOC is missing; apt-get install libgoogle-perftools4" >&2
   exit 1
