@@ -5,8 +5,7 @@
 
 #include "tfm/cli/commands.h"
 #include "tfm/core/error.h"
-#include "tfm/eval/validation_bleu.h"
-#include "tfm/train/train_loop.h"
+#include "tfm/train.h"
 
 namespace tfm::cli {
 
@@ -23,17 +22,17 @@ struct TrainOptions {
 };
 
 void run_train(const TrainOptions& options) {
-  TrainRecipe recipe = options.config.empty() ? TrainRecipe{} : load_recipe(options.config);
-  for (const std::string& assignment : options.overrides) apply_override(recipe, assignment);
-  if (!options.run_dir.empty()) recipe.run_dir = options.run_dir;
-  if (options.max_steps >= 0) recipe.max_steps = options.max_steps;
-  if (options.max_minutes >= 0) recipe.max_minutes = options.max_minutes;
-  if (options.threads >= 0) recipe.threads = options.threads;
-  TrainRunOptions run;
-  run.resume = options.resume;
-  run.bleu = eval::greedy_validation_bleu;
-  TrainSummary summary = run_training(recipe, run);
-  if (summary.interrupted) throw tfm::Error("training interrupted; continue it with --resume");
+  // The library's tfm::train runs it (validation BLEU wired in there); the CLI only maps its flags.
+  tfm::TrainingOptions training;
+  training.recipe = options.config;
+  training.overrides = options.overrides;
+  training.run_dir = options.run_dir;
+  training.max_steps = options.max_steps;
+  training.max_minutes = options.max_minutes;
+  training.threads = options.threads;
+  training.resume = options.resume;
+  if (tfm::train(training).interrupted)
+    throw tfm::Error("training interrupted; continue it with --resume");
 }
 
 }  // namespace
