@@ -34,14 +34,16 @@ const std::map<std::string, std::set<std::string>>& allowed_includes() {
       {"autograd", {"core"}},
       {"ops", {"core", "kernels", "autograd"}},
       {"io", {"core"}},
+      {"dist", {"core"}},
       {"model", {"core", "io"}},
       {"nn", {"core", "ops", "model"}},
       {"data", {"core", "io", "model"}},
-      {"train", {"core", "autograd", "ops", "io", "model", "nn", "data"}},
+      {"train", {"core", "autograd", "ops", "io", "model", "nn", "data", "dist"}},
       {"decode", {"core", "ops", "nn", "model", "io"}},
       {"eval", {"core", "io", "model", "nn", "data", "decode"}},
-      {"api", {"core", "ops", "io", "model", "nn", "data", "train", "decode", "eval"}},
-      {"cli", {"core", "ops", "io", "model", "nn", "data", "train", "decode", "eval", "api"}},
+      {"api", {"core", "ops", "io", "model", "nn", "data", "dist", "train", "decode", "eval"}},
+      {"cli",
+       {"core", "ops", "io", "model", "nn", "data", "dist", "train", "decode", "eval", "api"}},
   };
   return table;
 }
