@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "tfm/ops/ops.h"
@@ -63,6 +64,18 @@ TEST(OpsOptimizer, GlobalNormAndScale) {
   const std::vector<float> scaled = grads[2].to_floats();
   for (size_t i = 0; i < b.size(); ++i) EXPECT_EQ(scaled[i], b[i] * 0.25f);
   EXPECT_NEAR(ops::global_norm(grads), 0.25 * std::sqrt(sum), 1e-9 * std::sqrt(sum));
+}
+
+TEST(OpsOptimizer, FillOverwritesEvenNaN) {
+  std::vector<float> values = random_floats(1000, 4);
+  values[17] = std::numeric_limits<float>::quiet_NaN();
+  values[400] = -std::numeric_limits<float>::infinity();
+  std::vector<Tensor> tensors{Tensor::from_floats({1000}, values), Tensor(),
+                              Tensor::from_floats({3}, {1, 2, 3})};
+  ops::fill_in_place(tensors, 0.0f);
+  for (float x : tensors[0].to_floats()) EXPECT_EQ(x, 0.0f);
+  ops::fill_in_place({tensors[2]}, -1.5f);
+  EXPECT_EQ(tensors[2].to_floats(), std::vector<float>({-1.5f, -1.5f, -1.5f}));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // tfm::train: a recipe run into a run directory, as `tfm train` runs it.
 #include "tfm/train.h"
 
+#include "tfm/dist/communicator.h"
 #include "tfm/eval/validation_bleu.h"
 #include "tfm/train/train_loop.h"
 
@@ -16,6 +17,8 @@ TrainingResult train(const TrainingOptions& options) {
   TrainRunOptions run;
   run.resume = options.resume;
   run.bleu = eval::greedy_validation_bleu;
+  // Started by mpirun or srun as one of several ranks: a data-parallel job (docs/DISTRIBUTED.md).
+  run.communicator = &dist::world();
   const TrainSummary summary = run_training(recipe, run);
   TrainingResult result;
   result.steps = summary.steps;

@@ -15,9 +15,29 @@
 
 namespace tfm {
 
+// Watches a tape for gradient bucketing (train/gradient_buckets.h): which tape entry first used
+// each tensor in the forward pass, how far a backward pass has come, and each gradient written. An
+// op calls needs_grad() with its inputs before it records its entry, so the entries that write an
+// input's gradient have at least the index reported for it: once the backward has run every entry
+// from the end down to that index, the gradient is complete.
+class TapeObserver {
+ public:
+  virtual ~TapeObserver() = default;
+  // `input` is an input of the op about to record entry `entry`.
+  virtual void on_use(const AutogradMeta* input, size_t entry) = 0;
+  // The backward has run every entry from the last down to `entry`.
+  virtual void on_backward_done(size_t entry) = 0;
+  // A backward is about to write the gradient of `tensor`.
+  virtual void on_gradient_write(const AutogradMeta* tensor) = 0;
+};
+
 class Tape {
  public:
   using Backward = std::function<void()>;
+
+  // Reports uses, progress and gradient writes to `observer` (nullptr: none) until changed.
+  void set_observer(TapeObserver* observer) { observer_ = observer; }
+  TapeObserver* observer() const { return observer_; }
 
   void record(Backward backward) { entries_.push_back(std::move(backward)); }
   // Seeds d(output) with `seed` (ones when undefined, e.g. for a scalar loss) and runs every
@@ -28,6 +48,7 @@ class Tape {
 
  private:
   std::vector<Backward> entries_;
+  TapeObserver* observer_ = nullptr;
 };
 
 // The tape ops record into on this thread, or nullptr.

@@ -8,6 +8,7 @@
 
 #include "tfm/cli/commands.h"
 #include "tfm/core/error.h"
+#include "tfm/dist/communicator.h"
 
 namespace {
 
@@ -18,6 +19,19 @@ std::vector<std::string> translate_arguments(int argc, char** argv) {
   for (std::string& arg : args)
     if (arg == "-lc") arg = "--lowercase";
   return args;
+}
+
+// One rank of a multi-process job that fails ends the whole job at once (MPI_Abort), so that no
+// other rank waits for it in a collective; a process alone just returns the code.
+int fail_job(int code) {
+  if (tfm::dist::launch_info().size > 1) tfm::dist::world().abort(code);
+  return code;
+}
+
+// "rank 1 of 2: " before an error of a multi-process job's rank (mpirun mixes their outputs).
+std::string rank_prefix() {
+  const tfm::dist::LaunchInfo launch = tfm::dist::launch_info();
+  return launch.size > 1 ? fmt::format("rank {} of {}: ", launch.rank, launch.size) : "";
 }
 
 }  // namespace
@@ -38,15 +52,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const tfm::Error& e) {
-    std::fprintf(stderr, "tfm: error: %s\n", e.what());
-    return 1;
+    std::fprintf(stderr, "tfm: error: %s%s\n", rank_prefix().c_str(), e.what());
+    return fail_job(1);
   } catch (const std::filesystem::filesystem_error& e) {
     // A file system failure the code did not word itself still names the path and the reason.
-    std::fprintf(stderr, "tfm: error: %s: %s\n", e.path1().c_str(), e.code().message().c_str());
-    return 1;
+    std::fprintf(stderr, "tfm: error: %s%s: %s\n", rank_prefix().c_str(), e.path1().c_str(),
+                 e.code().message().c_str());
+    return fail_job(1);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tfm: internal error: %s\n", e.what());
-    return 2;
+    std::fprintf(stderr, "tfm: internal error: %s%s\n", rank_prefix().c_str(), e.what());
+    return fail_job(2);
   }
   return 0;
 }

@@ -1,10 +1,13 @@
 // tfm train: trains a model from a YAML recipe (docs/TRAINING.md); flags override the recipe.
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "tfm/cli/commands.h"
 #include "tfm/core/error.h"
+#include "tfm/dist/communicator.h"
 #include "tfm/train.h"
 
 namespace tfm::cli {
@@ -31,8 +34,14 @@ void run_train(const TrainOptions& options) {
   training.max_minutes = options.max_minutes;
   training.threads = options.threads;
   training.resume = options.resume;
-  if (tfm::train(training).interrupted)
-    throw tfm::Error("training interrupted; continue it with --resume");
+  if (tfm::train(training).interrupted) {
+    const tfm::dist::LaunchInfo launch = tfm::dist::launch_info();
+    if (launch.size == 1) throw tfm::Error("training interrupted; continue it with --resume");
+    // Every rank agreed to stop and rank 0 saved: the job ends normally, with one message.
+    if (launch.rank == 0)
+      std::fprintf(stderr, "tfm: training interrupted; continue it with --resume\n");
+    std::exit(1);
+  }
 }
 
 }  // namespace

@@ -164,6 +164,11 @@ TokenBatch Batcher::next() {
   return make_batch(plan);
 }
 
+void Batcher::skip() {
+  if (state_.batch >= batches_in_epoch()) restore({state_.epoch + 1, 0});
+  ++state_.batch;
+}
+
 void Batcher::restore(const State& state) {
   TFM_CHECK(state.epoch >= 0 && state.batch >= 0, "batcher state (epoch {}, batch {}) is negative",
             state.epoch, state.batch);

@@ -91,6 +91,8 @@ class Batcher {
 
   // The batch at state(), then advances; after an epoch's last batch comes the next epoch's first.
   TokenBatch next();
+  // Advances past the batch at state() without making it (another rank's batch).
+  void skip();
   State state() const { return state_; }
   // Continues from a saved state (batch may equal the epoch's batch count: the epoch is done).
   void restore(const State& state);

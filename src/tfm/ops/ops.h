@@ -188,5 +188,7 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const T
 double global_norm(const std::vector<Tensor>& tensors);
 // x *= scale for each defined tensor (f32).
 void scale_in_place(const std::vector<Tensor>& tensors, float scale);
+// x = value for each defined tensor (f32), whatever it held (NaN included).
+void fill_in_place(const std::vector<Tensor>& tensors, float value);
 
 }  // namespace tfm::ops

@@ -43,4 +43,12 @@ void scale_in_place(const std::vector<Tensor>& tensors, float scale) {
   }
 }
 
+void fill_in_place(const std::vector<Tensor>& tensors, float value) {
+  for (const Tensor& t : tensors) {
+    if (!t.defined()) continue;
+    detail::check_input(t, "fill_in_place", "a tensor");
+    TFM_DISPATCH("fill_in_place", t.device(), cpu::fill(t.data<float>(), t.numel(), value));
+  }
+}
+
 }  // namespace tfm::ops

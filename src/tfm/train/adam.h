@@ -26,6 +26,8 @@ class Adam {
   void step(double lr);
   void zero_grad();
   int64_t steps() const { return steps_; }
+  // The step count alone (a rank given the state of another, TrainingSession::broadcast_state).
+  void set_steps(int64_t steps) { steps_ = steps; }
 
   // State for checkpoints: the moments in parameter order.
   const std::vector<Tensor>& first_moments() const { return m_; }

@@ -172,6 +172,7 @@ const KeyTable<TrainRecipe, std::string>& recipe_table() {
          },
          {}},
         {"training.precision", text(&TrainRecipe::precision), {}},
+        {"training.allreduce_bucket_mb", number(&TrainRecipe::allreduce_bucket_mb), {}},
         {"training.log_every", integer(&TrainRecipe::log_every), {}},
         {"training.run_dir", text(&TrainRecipe::run_dir), {}},
         {"checkpoints.every_steps", integer(&TrainRecipe::checkpoint_every_steps), {}},
@@ -359,6 +360,8 @@ void validate(const TrainRecipe& r) {
             "data.max_tokens ({}) must hold one pair of max_length ({}) tokens on each side",
             r.max_tokens, r.max_length);
   TFM_CHECK(r.accumulate >= 1, "data.accumulate must be at least 1, got {}", r.accumulate);
+  TFM_CHECK(r.allreduce_bucket_mb > 0 && r.allreduce_bucket_mb <= 1024,
+            "training.allreduce_bucket_mb must be in (0, 1024], got {}", r.allreduce_bucket_mb);
   TFM_CHECK(r.shuffle_window >= 1, "data.shuffle_window must be at least 1, got {}",
             r.shuffle_window);
   TFM_CHECK(r.lr_scale > 0, "optimizer.lr_scale must be positive, got {}", r.lr_scale);

@@ -51,6 +51,9 @@ struct TrainRecipe {
   // Matrix products: "f32", "bf16" (f32 master weights and statistics), or "auto" (bf16 where the
   // CPU multiplies bf16 natively, else f32).
   std::string precision = "f32";
+  // Several ranks (docs/DISTRIBUTED.md): gradients are summed across ranks in buckets of about
+  // this size, each as soon as the backward has completed it.
+  double allreduce_bucket_mb = 4.0;
   int64_t log_every = 50;
   std::string run_dir = "runs/default";  // checkpoints, metrics.jsonl, the vocabulary, the cache
 

@@ -3,16 +3,17 @@
 #include <cmath>
 
 #include "tfm/autograd/tape.h"
+#include "tfm/io/checksum.h"
 #include "tfm/ops/ops.h"
 
 namespace tfm {
 
 namespace {
-// A distinct dropout seed per (run seed, update, batch within the update): reproducible, and the
-// same after a resume.
-uint64_t step_seed(uint64_t seed, int64_t step, size_t micro_batch) {
+// A distinct dropout seed per (run seed, update, batch within the update): reproducible, the same
+// after a resume, and the same whichever rank computes the batch.
+uint64_t step_seed(uint64_t seed, int64_t step, int64_t batch_in_update) {
   uint64_t z = seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(step) * 0xbf58476d1ce4e5b9ull +
-               micro_batch;
+               static_cast<uint64_t>(batch_in_update);
   z = (z ^ (z >> 31)) * 0x94d049bb133111ebull;
   return z ^ (z >> 29);
 }
@@ -22,11 +23,24 @@ double EvalResult::perplexity() const {
   return std::exp(nll);
 }
 
-TrainingSession::TrainingSession(const ModelConfig& config, const SessionOptions& options)
-    : options_(options), model_(config), adam_({}, options.adam) {
-  model_.init(options.seed);
-  adam_ = Adam(model_.parameters(), options.adam);
+namespace {
+// The initial parameters of a run, copied into one flat buffer.
+FlatParameters initial_parameters(const ModelConfig& config, uint64_t seed) {
+  nn::Transformer initial(config);
+  initial.init(seed);
+  return flatten(initial.named_parameters());
 }
+}  // namespace
+
+TrainingSession::TrainingSession(const ModelConfig& config, const SessionOptions& options)
+    : options_(options),
+      own_communicator_(options.communicator ? nullptr : dist::make_single_process()),
+      communicator_(options.communicator ? options.communicator : own_communicator_.get()),
+      parameters_(initial_parameters(config, options.seed)),
+      model_(config, parameters_.views),
+      adam_(model_.parameters(), options.adam),
+      buckets_(std::make_unique<GradientBuckets>(model_.parameters(), *communicator_,
+                                                 options.bucket_bytes)) {}
 
 void TrainingSession::restore(const Checkpoint& checkpoint) {
   TFM_CHECK(checkpoint.config == model_.config(),
@@ -36,32 +50,48 @@ void TrainingSession::restore(const Checkpoint& checkpoint) {
   adam_.restore(checkpoint.adam_steps, checkpoint.adam_m, checkpoint.adam_v);
 }
 
-UpdateResult TrainingSession::update(const std::vector<nn::Batch>& batches) {
+UpdateResult TrainingSession::update(const std::vector<nn::Batch>& batches, int64_t first_batch) {
   TFM_CHECK(!batches.empty(), "an update needs at least one batch");
+  const bool distributed = communicator_->size() > 1;
   UpdateResult result;
   for (const nn::Batch& b : batches) {
     result.target_tokens += b.tgt_tokens;
     result.source_tokens += b.src_tokens;
   }
+  if (distributed) {
+    // The normaliser is the whole update's target tokens: each rank's gradient is then its share
+    // of the one-process gradient, and their sum is that gradient.
+    double tokens[2] = {static_cast<double>(result.target_tokens),
+                        static_cast<double>(result.source_tokens)};
+    communicator_->all_reduce_sum(std::span<double>(tokens));
+    result.target_tokens = static_cast<int64_t>(tokens[0]);
+    result.source_tokens = static_cast<int64_t>(tokens[1]);
+  }
   TFM_CHECK(result.target_tokens > 0, "the batches of an update have no target tokens");
   const double normalizer = static_cast<double>(result.target_tokens);
-  double nll_sum = 0;
+  double sums[2] = {0, 0};  // loss, nll
   for (size_t i = 0; i < batches.size(); ++i) {
     Tape tape;
+    // The last batch's backward completes the gradients: buckets are summed as it goes.
+    if (i + 1 == batches.size()) buckets_->watch(tape);
     ops::CrossEntropyResult loss;
     {
       TapeScope scope(tape);
       // With bf16 products each product converts its weight once per forward pass, and its
       // backward multiplies with that copy.
-      auto ctx =
-          nn::ForwardContext::training(step_seed(options_.seed, step(), i), options_.precision);
+      const int64_t batch_in_update = first_batch + static_cast<int64_t>(i);
+      auto ctx = nn::ForwardContext::training(step_seed(options_.seed, step(), batch_in_update),
+                                              options_.precision);
       loss = model_.loss(batches[i], ctx, normalizer);
     }
     tape.backward(loss.loss);  // gradients of the batches add up
-    result.loss += loss.loss.to_floats()[0];
-    nll_sum += loss.nll_sum;
+    sums[0] += loss.loss.to_floats()[0];
+    sums[1] += loss.nll_sum;
   }
-  result.nll = nll_sum / normalizer;
+  buckets_->finish();
+  if (distributed) communicator_->all_reduce_sum(std::span<double>(sums));
+  result.loss = sums[0];
+  result.nll = sums[1] / normalizer;
   result.grad_norm = gradient_norm();
   result.learning_rate = options_.schedule.learning_rate(step() + 1);
   // An overflow (a learning rate far too high, a bad batch) shows as a non-finite loss or norm:
@@ -73,6 +103,22 @@ UpdateResult TrainingSession::update(const std::vector<nn::Batch>& batches) {
   }
   adam_.zero_grad();
   return result;
+}
+
+void TrainingSession::broadcast_state(int root) {
+  if (communicator_->size() == 1) return;
+  const Tensor& flat = parameters_.flat;
+  communicator_->broadcast(flat.device_raw(), flat.nbytes(), root);
+  for (const std::vector<Tensor>* moments : {&adam_.first_moments(), &adam_.second_moments()})
+    for (const Tensor& t : *moments) communicator_->broadcast(t.device_raw(), t.nbytes(), root);
+  int64_t steps = adam_.steps();
+  communicator_->broadcast(&steps, sizeof steps, root);
+  adam_.set_steps(steps);
+}
+
+uint32_t TrainingSession::parameters_checksum() const {
+  const Tensor host = parameters_.flat.to(Device::cpu);
+  return crc32_of(host.raw(), host.nbytes());
 }
 
 // Global L2 norm of all gradients.

@@ -1,6 +1,13 @@
 // A training session: the model, Adam, the schedule and where training stands. One update()
 // is one optimizer step over `accumulate` batches; validation, checkpoints and resuming live here
 // too. The loop around it (time limits, progress, logs) is in train/train_loop.cc.
+//
+// Data-parallel training (docs/DISTRIBUTED.md): with a communicator of N ranks each rank's update()
+// gets its own batches of the update, and every rank computes the update that one process would
+// compute on all of them: the loss is normalised by the target tokens of the whole update (summed
+// across ranks before the backward), each batch's dropout seed comes from its place in the
+// update, not from the rank, and the gradients are summed across ranks in buckets while the
+// backward runs (train/gradient_buckets.h). The optimizer then steps identically everywhere.
 #pragma once
 
 #include <cstdint>
@@ -8,11 +15,14 @@
 #include <memory>
 #include <vector>
 
+#include "tfm/dist/communicator.h"
 #include "tfm/model/config.h"
 #include "tfm/nn/batch.h"
 #include "tfm/nn/transformer.h"
 #include "tfm/train/adam.h"
 #include "tfm/train/checkpoint.h"
+#include "tfm/train/flat_parameters.h"
+#include "tfm/train/gradient_buckets.h"
 #include "tfm/train/schedule.h"
 
 namespace tfm {
@@ -25,6 +35,9 @@ struct SessionOptions {
   // Operand type of the matrix products (nn::ForwardContext::precision); weights, optimizer state,
   // LayerNorm, softmax and the loss stay f32 either way.
   DType precision = DType::f32;
+  // The job's ranks (nullptr: this process alone) and the size of a gradient bucket.
+  dist::Communicator* communicator = nullptr;
+  int64_t bucket_bytes = int64_t{4} << 20;
 };
 
 struct UpdateResult {
@@ -35,6 +48,7 @@ struct UpdateResult {
   double learning_rate = 0;
   double grad_norm = 0;  // before clipping
   bool skipped = false;  // the loss or the gradient norm was not finite: no update was made
+  // (loss, nll and the token counts are the whole update's, over every rank)
 };
 
 struct EvalResult {
@@ -54,7 +68,18 @@ class TrainingSession {
   // One optimizer update from these batches: gradients are summed over them and normalised by
   // their total number of target tokens, so 2 half batches give the update of the whole batch.
   // When the loss or the gradient norm is not finite, nothing changes and `skipped` is set.
-  UpdateResult update(const std::vector<nn::Batch>& batches);
+  // With several ranks, `batches` are this rank's share of the update and `first_batch` the
+  // place of the first of them among all the update's batches (dropout seeds); every rank calls
+  // update() together.
+  UpdateResult update(const std::vector<nn::Batch>& batches, int64_t first_batch = 0);
+
+  // Makes every rank's parameters, optimizer state and step those of rank `root` (start-up and
+  // resume: rank 0 initialised or read the checkpoint).
+  void broadcast_state(int root);
+  // A checksum of the parameters (CRC-32 of their bytes): equal on every rank of a healthy job.
+  uint32_t parameters_checksum() const;
+  const AllReduceStats& all_reduce_stats() const { return buckets_->stats(); }
+  dist::Communicator& communicator() { return *communicator_; }
 
   // Loss over batches, without a tape or dropout.
   EvalResult evaluate(const std::vector<nn::Batch>& batches) const;
@@ -72,8 +97,12 @@ class TrainingSession {
   void clip_gradients(double norm);
 
   SessionOptions options_;
+  std::unique_ptr<dist::Communicator> own_communicator_;  // when none was given
+  dist::Communicator* communicator_;
+  FlatParameters parameters_;  // the model's parameters are views of parameters_.flat
   nn::Transformer model_;
   Adam adam_;
+  std::unique_ptr<GradientBuckets> buckets_;
 };
 
 }  // namespace tfm

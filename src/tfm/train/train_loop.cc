@@ -7,9 +7,14 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
 
 #include "tfm/core/threading.h"
 #include "tfm/data/batcher.h"
@@ -21,6 +26,7 @@
 #include "tfm/model/parameters.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/train/model_batch.h"
+#include "tfm/train/rank_agreement.h"
 #include "tfm/train/run_lock.h"
 #include "tfm/train/run_vocab.h"
 #include "tfm/train/session.h"
@@ -65,6 +71,7 @@ void say(const std::string& line) {
   std::fprintf(stderr, "%s\n", line.c_str());
   std::fflush(stderr);
 }
+using Say = std::function<void(const std::string&)>;
 
 std::vector<std::string> read_lines(const fs::path& path) {
   LineReader reader(path);
@@ -168,21 +175,63 @@ CheckpointInterval checkpoint_interval(const TrainRecipe& recipe) {
   return interval;
 }
 
+// Rank 0's view of the run directory: locked, damaged checkpoints set aside, and whether it holds
+// checkpoints (a new run must not overwrite them).
+bool prepare_run_directory(const TrainRecipe& recipe, const TrainRunOptions& run_options,
+                           const Say& note) {
+  const fs::path checkpoint_dir = fs::path(recipe.run_dir) / "checkpoints";
+  clean_checkpoint_folder(checkpoint_dir, note);
+  const bool has_checkpoints = !list_checkpoints(checkpoint_dir).empty();
+  if (!run_options.resume && has_checkpoints)
+    fail("{} already holds checkpoints: continue it with --resume, or choose another run_dir",
+         recipe.run_dir);
+  return has_checkpoints;
+}
+
+// What must be equal on every rank, each part described as text.
+std::vector<AgreementPart> agreement_parts(const TrainRecipe& recipe, const ModelConfig& config,
+                                           const data::Vocabulary& vocab,
+                                           const data::Batcher& batcher) {
+  return {
+      {"model configuration", config_to_json(config).dump()},
+      {"vocabulary", vocab.hash()},
+      {"training corpus or batching (data.*, training.seed)",
+       fmt::format("{} {}", batcher.fingerprint(), recipe.accumulate)},
+      {"optimizer, precision or limits",
+       fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", recipe.lr_scale, recipe.warmup,
+                   recipe.warmup_fraction, recipe.beta1, recipe.beta2, recipe.eps, recipe.clip_norm,
+                   recipe.precision, recipe.max_steps, recipe.max_epochs, recipe.max_minutes,
+                   recipe.checkpoint_every_steps, recipe.checkpoint_every_minutes,
+                   recipe.checkpoint_every_fraction, recipe.validate_every_steps)},
+  };
+}
+
 }  // namespace
 
 TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_options) {
   validate(recipe);
-  set_num_threads(recipe.threads);
+  std::unique_ptr<dist::Communicator> alone;
+  if (run_options.communicator == nullptr) alone = dist::make_single_process();
+  dist::Communicator& comm = run_options.communicator ? *run_options.communicator : *alone;
+  const int rank = comm.rank(), ranks = comm.size();
+  // Rank 0 alone speaks, validates and writes the run directory; every rank trains.
+  const bool lead = rank == 0;
+  const Say note = lead ? Say(say) : Say([](const std::string&) {});
+  int threads = recipe.threads;
+  if (ranks > 1 && threads == 0 && std::getenv("OMP_NUM_THREADS") == nullptr)
+    threads = default_threads_per_rank();
+  set_num_threads(threads);
   const fs::path run_dir = recipe.run_dir;
   const fs::path checkpoint_dir = run_dir / "checkpoints";
-  RunDirectoryLock lock(run_dir);
-  clean_checkpoint_folder(checkpoint_dir, say);
-  const bool has_checkpoints = !list_checkpoints(checkpoint_dir).empty();
-  if (!run_options.resume && has_checkpoints)
-    fail("{} already holds checkpoints: continue it with --resume, or choose another run_dir",
-         run_dir.string());
-
-  data::Vocabulary vocab = prepare_run_vocabulary(recipe, run_dir, has_checkpoints, say);
+  std::optional<RunDirectoryLock> lock;
+  bool has_checkpoints = false;
+  std::optional<data::Vocabulary> rank0_vocab;
+  if (lead) {
+    lock.emplace(run_dir);
+    has_checkpoints = prepare_run_directory(recipe, run_options, note);
+    rank0_vocab.emplace(prepare_run_vocabulary(recipe, run_dir, has_checkpoints, note));
+  }
+  data::Vocabulary vocab = share_vocabulary(comm, std::move(rank0_vocab));
   const ModelConfig config = recipe.model_config(vocab.size());
   data::CorpusOptions corpus_options;
   // Training pairs longer than the model's positions are skipped and counted, as over max_length.
@@ -191,17 +240,25 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
                                   : config.max_positions;
   corpus_options.skip_empty_lines = recipe.skip_empty_lines;
   corpus_options.cache_dir = run_dir / "cache";
-  data::Corpus train =
-      data::Corpus::load(recipe.train_source, recipe.train_target, vocab, corpus_options);
-  say("train: " + train.stats().summary());
+  // Rank 0 reads (and caches) the corpus first; the others then find its cache where they share
+  // the file system.
+  std::optional<data::Corpus> train_corpus;
+  for (int turn = 0; turn < 2; ++turn) {
+    if ((turn == 0) == lead)
+      train_corpus.emplace(
+          data::Corpus::load(recipe.train_source, recipe.train_target, vocab, corpus_options));
+    if (turn == 0) comm.barrier();
+  }
+  const data::Corpus& train = *train_corpus;
+  note("train: " + train.stats().summary());
   data::Corpus valid;
   std::vector<std::string> valid_sources, valid_references;
-  const bool has_valid = !recipe.valid_source.empty();
+  const bool has_valid = !recipe.valid_source.empty() && lead;
   if (has_valid) {
     data::CorpusOptions valid_options = corpus_options;
     valid_options.max_length = 0;  // score every sentence
     valid = data::Corpus::load(recipe.valid_source, recipe.valid_target, vocab, valid_options);
-    say("valid: " + valid.stats().summary());
+    note("valid: " + valid.stats().summary());
     check_validation_lengths(valid, recipe, config.max_positions);
     valid_sources = read_lines(recipe.valid_source);
     valid_references = read_lines(recipe.valid_target);
@@ -218,6 +275,8 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
   session_options.clip_norm = recipe.clip_norm;
   session_options.seed = recipe.seed;
   session_options.precision = ops::parse_precision(recipe.precision, "training.precision");
+  session_options.communicator = &comm;
+  session_options.bucket_bytes = static_cast<int64_t>(recipe.allreduce_bucket_mb * (1 << 20));
   TrainingSession session(config, session_options);
 
   data::BatcherOptions batch_options;
@@ -225,15 +284,16 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
   batch_options.window_batches = recipe.shuffle_window;
   data::Batcher batcher(train, batch_options, recipe.seed);
   if (batcher.skipped_pairs() > 0)
-    say(fmt::format("{} pairs exceed the batch budget alone and are skipped",
-                    batcher.skipped_pairs()));
+    note(fmt::format("{} pairs exceed the batch budget alone and are skipped",
+                     batcher.skipped_pairs()));
+  check_ranks_agree(comm, agreement_parts(recipe, config, vocab, batcher));
 
   double elapsed_before = 0;
   TrainSummary summary;
   // No budget-fitted warmup to wait for (optimizer.warmup_fraction off, or already known).
   bool warmup_fitted = recipe.warmup_fraction <= 0;
-  if (run_options.resume) {
-    auto checkpoint = load_latest_checkpoint(checkpoint_dir, say);
+  if (run_options.resume && lead) {
+    auto checkpoint = load_latest_checkpoint(checkpoint_dir, note);
     if (checkpoint) {
       check_checkpoint_vocabulary(vocab, checkpoint->dir);
       session.restore(*checkpoint);
@@ -250,25 +310,50 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
             s.extra.value("fitted_warmup", recipe.warmup)));
         warmup_fitted = true;
       }
-      say(fmt::format("resuming from {} (step {}, epoch {}, batch {})", checkpoint->dir.string(),
-                      s.step, s.epoch + 1, s.batch_in_epoch));
+      note(fmt::format("resuming from {} (step {}, epoch {}, batch {})", checkpoint->dir.string(),
+                       s.step, s.epoch + 1, s.batch_in_epoch));
       drop_replayed_metrics(run_dir / "metrics.jsonl", session.step());
       summary.last_checkpoint = checkpoint->dir.string();
     } else {
-      say("no checkpoint to resume from: starting a new run");
+      note("no checkpoint to resume from: starting a new run");
     }
   }
-  say(
-      fmt::format("model: {} layers, d_model {}, {:.2f} M parameters; batches of {} tokens x {}; "
-                  "{} products",
-                  config.layers, config.d_model, static_cast<double>(parameter_count(config)) / 1e6,
-                  recipe.max_tokens, recipe.accumulate, dtype_name(session_options.precision)));
+  if (ranks > 1) {
+    // Every rank starts where rank 0 stands: its weights, Adam's moments and step, the data
+    // position (global: the same for any number of ranks) and the schedule.
+    session.broadcast_state(0);
+    const nlohmann::json where = nlohmann::json::parse(
+        broadcast_text(comm, nlohmann::json{{"epoch", batcher.state().epoch},
+                                            {"batch", batcher.state().batch},
+                                            {"elapsed_s", elapsed_before},
+                                            {"warmup", session.schedule().warmup},
+                                            {"warmup_fitted", warmup_fitted},
+                                            {"last_checkpoint", summary.last_checkpoint}}
+                                 .dump()));
+    batcher.restore({where["epoch"].get<int64_t>(), where["batch"].get<int64_t>()});
+    elapsed_before = where["elapsed_s"].get<double>();
+    session.set_schedule(
+        session_options.schedule.with_warmup_at_same_peak(where["warmup"].get<int64_t>()));
+    warmup_fitted = where["warmup_fitted"].get<bool>();
+    summary.last_checkpoint = where["last_checkpoint"].get<std::string>();
+    check_ranks_agree(comm, {{"initial weights", std::to_string(session.parameters_checksum())}});
+  }
+  note(fmt::format(
+      "model: {} layers, d_model {}, {:.2f} M parameters; batches of {} tokens x {}{}; "
+      "{} products",
+      config.layers, config.d_model, static_cast<double>(parameter_count(config)) / 1e6,
+      recipe.max_tokens, recipe.accumulate, ranks > 1 ? fmt::format(" x {} ranks", ranks) : "",
+      dtype_name(session_options.precision)));
+  if (ranks > 1)
+    note(fmt::format("{}; {} threads per rank; gradients all-reduced in {} buckets of about {} MiB",
+                     comm.describe(), num_threads(), session.all_reduce_stats().buckets,
+                     recipe.allreduce_bucket_mb));
 
   auto fit_warmup = [&](double expected_updates) {
     session.set_schedule(
         session_options.schedule.with_warmup_at_same_peak(fitted_warmup(recipe, expected_updates)));
     warmup_fitted = true;
-    say(
+    note(
         fmt::format("warmup: {} updates ({:g} of the about {:.0f} updates of the budget, at most "
                     "{}) to the peak learning rate {:.3g}",
                     session.schedule().warmup, recipe.warmup_fraction, expected_updates,
@@ -278,7 +363,7 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
     if (recipe.max_minutes <= 0 && recipe.max_steps > 0) {
       fit_warmup(static_cast<double>(recipe.max_steps));
     } else if (recipe.max_minutes <= 0) {
-      say(
+      note(
           fmt::format("optimizer.warmup_fraction needs a budget (training.max_steps or "
                       "max_minutes): warmup {}",
                       recipe.warmup));
@@ -290,24 +375,49 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
   double probe_start_seconds = 0;
   const CheckpointInterval checkpoint_every = checkpoint_interval(recipe);
   if (recipe.checkpoint_every_fraction > 0)
-    say(fmt::format(
+    note(fmt::format(
         "checkpoints every {}{}{}, keeping the last {}",
         checkpoint_every.minutes > 0 ? fmt::format("{:.2f} minutes", checkpoint_every.minutes) : "",
         checkpoint_every.minutes > 0 && checkpoint_every.steps > 0 ? " or " : "",
         checkpoint_every.steps > 0 ? fmt::format("{} updates", checkpoint_every.steps) : "",
         recipe.keep_checkpoints));
 
-  MetricsLog metrics(run_dir / "metrics.jsonl");
+  std::optional<MetricsLog> metrics;
+  if (lead) metrics.emplace(run_dir / "metrics.jsonl");
+  auto write_metrics = [&](const nlohmann::json& record) {
+    if (metrics) metrics->write(record);
+  };
   StopSignals signals;
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
-  auto elapsed = [&] {
+  auto local_elapsed = [&] {
     return elapsed_before + std::chrono::duration<double>(clock::now() - start).count();
   };
+  // With several ranks, what every decision depends on is agreed after each update: rank 0's
+  // clock (time limits, checkpoint times, the fitted warmup) and whether any rank was asked to
+  // stop (mpirun forwards a signal to each rank at a slightly different moment).
+  double agreed_elapsed = local_elapsed();
+  bool agreed_stop = false;
+  auto elapsed = [&] { return ranks > 1 ? agreed_elapsed : local_elapsed(); };
+  auto stop_requested = [&] { return ranks > 1 ? agreed_stop : g_stop_signal != 0; };
+  auto agree = [&] {
+    if (ranks == 1) return;
+    double values[2] = {g_stop_signal != 0 ? 1.0 : 0.0, lead ? local_elapsed() : 0.0};
+    comm.all_reduce_sum(std::span<double>(values));
+    agreed_stop = values[0] > 0;
+    agreed_elapsed = values[1];
+  };
+  agree();
   double last_checkpoint_time = elapsed();
   int64_t last_checkpoint_step = session.step();
 
   auto save = [&]() {
+    // Every rank's weights must still be rank 0's: a difference would be saved as if it were not.
+    check_ranks_agree(
+        comm, {{"weights (the ranks diverged)", std::to_string(session.parameters_checksum())}});
+    last_checkpoint_time = elapsed();
+    last_checkpoint_step = session.step();
+    if (!lead) return;
     for (const auto& [name, tensor] : session.model().named_parameters())
       TFM_CHECK(first_non_finite(tensor) < 0,
                 "step {}: parameter '{}' holds a non-finite value: not saving it; the last "
@@ -325,8 +435,6 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
     fs::path dir = save_checkpoint(checkpoint_dir, config, session.model().named_parameters(),
                                    session.optimizer(), state, {vocab.path()});
     prune_checkpoints(checkpoint_dir, static_cast<int>(recipe.keep_checkpoints));
-    last_checkpoint_time = elapsed();
-    last_checkpoint_step = session.step();
     summary.last_checkpoint = dir.string();
   };
 
@@ -355,8 +463,8 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
       record["bleu"] = bleu;
       line += fmt::format(" | BLEU {:.2f} (greedy)", bleu);
     }
-    metrics.write(record);
-    say(line);
+    write_metrics(record);
+    note(line);
   };
 
   // Progress accumulated between two log lines.
@@ -376,19 +484,27 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
   };
 
   int64_t non_finite_in_a_row = 0;
-  while (!limits_reached() && g_stop_signal == 0) {
+  while (!limits_reached() && !stop_requested()) {
     const int64_t epochs_before = completed_epochs();
+    // The update's accumulate x ranks batches, in the batcher's (global) order: rank r computes
+    // those from r x accumulate on, as one process with accumulate x ranks would.
     std::vector<nn::Batch> batches;
-    for (int64_t i = 0; i < recipe.accumulate; ++i) batches.push_back(model_batch(batcher.next()));
-    UpdateResult update = session.update(batches);
+    for (int64_t i = 0; i < recipe.accumulate * ranks; ++i) {
+      if (i / recipe.accumulate == rank)
+        batches.push_back(model_batch(batcher.next()));
+      else
+        batcher.skip();
+    }
+    UpdateResult update = session.update(batches, rank * recipe.accumulate);
+    agree();
     if (update.skipped) {
       ++non_finite_in_a_row;
       ++summary.skipped_updates;
-      say(
+      note(
           fmt::format("step {}: loss {} and gradient norm {} are not finite: update skipped ({} "
                       "in a row)",
                       session.step() + 1, update.loss, update.grad_norm, non_finite_in_a_row));
-      metrics.write({{"type", "skipped"},
+      write_metrics({{"type", "skipped"},
                      {"step", session.step() + 1},
                      {"loss", fmt::format("{}", update.loss)},
                      {"grad_norm", fmt::format("{}", update.grad_norm)},
@@ -437,13 +553,13 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
       }
       double epoch_fraction = static_cast<double>(batcher.state().batch) /
                               static_cast<double>(std::max<int64_t>(batcher.batches_in_epoch(), 1));
-      say(fmt::format(
+      note(fmt::format(
           "step {} | epoch {} ({:.0f}%) | loss {:.4f} | ppl {:.2f} | lr {:.3g} | {:.0f} tok/s | "
           "{} elapsed{}",
           session.step(), batcher.state().epoch + 1, 100 * epoch_fraction, loss, ppl,
           update.learning_rate, static_cast<double>(log_tokens) / seconds, clock_text(elapsed()),
           remaining >= 0 ? " | " + clock_text(remaining) + " left" : ""));
-      metrics.write({{"type", "train"},
+      write_metrics({{"type", "train"},
                      {"step", session.step()},
                      {"epoch", batcher.state().epoch + 1},
                      {"loss", loss},
@@ -469,15 +585,15 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
     if (by_steps || by_time) save();
   }
 
-  summary.interrupted = g_stop_signal != 0;
-  if (summary.interrupted) say("interrupted: saving a checkpoint");
+  summary.interrupted = stop_requested();
+  if (summary.interrupted) note("interrupted: saving a checkpoint");
   if (session.step() != last_checkpoint_step || summary.last_checkpoint.empty()) save();
   if (!summary.interrupted && last_validation_step != session.step()) run_validation();
   summary.steps = session.step();
   summary.elapsed_seconds = elapsed();
-  say(fmt::format("{} at step {} after {}; last checkpoint {}",
-                  summary.interrupted ? "stopped" : "done", summary.steps,
-                  clock_text(summary.elapsed_seconds), summary.last_checkpoint));
+  note(fmt::format("{} at step {} after {}; last checkpoint {}",
+                   summary.interrupted ? "stopped" : "done", summary.steps,
+                   clock_text(summary.elapsed_seconds), summary.last_checkpoint));
   return summary;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tfm/dist/communicator.h"
 #include "tfm/train/recipe.h"
 
 namespace tfm {
@@ -39,6 +40,10 @@ using ValidationBleu = std::function<double(const nn::Transformer&, const data::
 struct TrainRunOptions {
   bool resume = false;  // continue from the newest checkpoint of the run directory
   ValidationBleu bleu;  // for validation.bleu; without it validation reports loss only
+  // The job's ranks (nullptr: this process alone). With several, each update's batches are shared
+  // out among them and rank 0 alone logs, validates and writes the run directory
+  // (docs/DISTRIBUTED.md).
+  dist::Communicator* communicator = nullptr;
 };
 
 TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& options);

@@ -1,5 +1,6 @@
 #include "tfm/kernels/cpu/optimizer_cpu.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace tfm::cpu {
@@ -24,6 +25,10 @@ double sum_squares(const float* x, int64_t n) {
 
 void scale(float* x, int64_t n, float scale) {
   for (int64_t i = 0; i < n; ++i) x[i] *= scale;
+}
+
+void fill(float* x, int64_t n, float value) {
+  std::fill(x, x + n, value);
 }
 
 }  // namespace tfm::cpu

@@ -22,4 +22,7 @@ double sum_squares(const float* x, int64_t n);
 // x *= scale.
 void scale(float* x, int64_t n, float scale);
 
+// x = value (also over NaN, which scale(x, 0) would keep).
+void fill(float* x, int64_t n, float value);
+
 }  // namespace tfm::cpu

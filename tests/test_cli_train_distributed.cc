@@ -1,0 +1,207 @@
+// `mpirun -np 2 tfm train` (issue 13, docs/DISTRIBUTED.md): two ranks compute exactly the updates
+// of one process with data.accumulate 2 on the same batches, resume one process's checkpoint, end
+// the whole job when a rank dies or rank 0's disk is full, and refuse ranks whose recipes differ.
+// Dropout is on (the recipe's 0.1): each batch's seed comes from its place in the update.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "data_test_util.h"
+#include "tfm/train/checkpoint.h"
+#include "train_test_util.h"
+
+namespace tfm {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::quoted;
+using testing::TempDir;
+
+#ifdef TFM_HAVE_MPI
+
+// mpirun with 2 ranks on this machine, 1 thread each (CI runs as root).
+std::string mpirun(const std::string& tfm_arguments, int ranks = 2) {
+  return fmt::format(
+      "'{}' --allow-run-as-root --oversubscribe --bind-to none -np {} -x OMP_NUM_THREADS=1 "
+      "'{}/tfm' {}",
+      TFM_MPIEXEC, ranks, TFM_BINARY_DIR, tfm_arguments);
+}
+
+testing::CommandResult run_shell(const std::string& command, const TempDir& dir) {
+  const auto out = dir / "stdout", err = dir / "stderr";
+  const int raw = std::system(
+      fmt::format("bash -c {} > {} 2> {} < /dev/null", quoted(command), quoted(out), quoted(err))
+          .c_str());
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, testing::read_text(out), testing::read_text(err)};
+}
+
+std::string train_arguments(const TempDir& dir, const std::string& run, const std::string& extra) {
+  return fmt::format(
+      "train -c {} -o {} --set training.log_every=1 --set checkpoints.every_steps=1 "
+      "--set checkpoints.keep=10 --set validation.every_steps=0 {}",
+      quoted(dir / "recipe.yaml"), quoted(dir / run), extra);
+}
+
+// The training losses of metrics.jsonl, one per update.
+std::vector<double> logged_losses(const fs::path& run) {
+  std::vector<double> losses;
+  std::istringstream lines(testing::read_text(run / "metrics.jsonl"));
+  std::string line;
+  while (std::getline(lines, line)) {
+    const auto record = nlohmann::json::parse(line);
+    if (record.value("type", "") == "train") losses.push_back(record["loss"].get<double>());
+  }
+  return losses;
+}
+
+// |a - b| <= 1e-5 |b| element by element (plus a floor for elements near zero).
+void expect_close(const Tensor& a, const Tensor& b, const std::string& what) {
+  const std::vector<float> x = a.to_floats(), y = b.to_floats();
+  ASSERT_EQ(x.size(), y.size()) << what;
+  double scale = 0;
+  for (float v : y) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+  int bad = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (std::fabs(x[i] - y[i]) > 1e-5 * std::fabs(y[i]) + 1e-7 * scale && ++bad <= 3)
+      ADD_FAILURE() << what << "[" << i << "]: " << x[i] << " vs " << y[i];
+  EXPECT_EQ(bad, 0) << what;
+}
+
+void expect_same_checkpoints(const fs::path& a, const fs::path& b) {
+  const Checkpoint x = load_checkpoint(a), y = load_checkpoint(b);
+  EXPECT_EQ(x.state.step, y.state.step);
+  EXPECT_EQ(x.state.epoch, y.state.epoch);
+  EXPECT_EQ(x.state.batch_in_epoch, y.state.batch_in_epoch);
+  EXPECT_EQ(x.adam_steps, y.adam_steps);
+  ASSERT_EQ(x.parameters.size(), y.parameters.size());
+  for (size_t i = 0; i < x.parameters.size(); ++i) {
+    expect_close(x.parameters[i].second, y.parameters[i].second, x.parameters[i].first);
+    expect_close(x.adam_m[i], y.adam_m[i], "m of " + x.parameters[i].first);
+    expect_close(x.adam_v[i], y.adam_v[i], "v of " + x.parameters[i].first);
+  }
+}
+
+void expect_same_losses(const std::vector<double>& a, const std::vector<double>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * std::fabs(b[i])) << i;
+}
+
+TEST(CliTrainDistributed, TwoRanksComputeTheUpdatesOfOneProcessWithAccumulateTwo) {
+  TempDir dir;
+  testing::write_recipe(dir);
+  auto two = run_shell(mpirun(train_arguments(dir, "two", "--max-steps 5")), dir);
+  ASSERT_EQ(two.status, 0) << two.err;
+  EXPECT_NE(two.err.find("2 ranks"), std::string::npos) << two.err;
+  auto one = testing::run_tfm_command(
+      train_arguments(dir, "one", "--max-steps 5 --set data.accumulate=2"), dir);
+  ASSERT_EQ(one.status, 0) << one.err;
+  const std::vector<double> losses = logged_losses(dir / "one");
+  ASSERT_EQ(losses.size(), 5u);
+  EXPECT_GT(losses[0], losses[4]);  // it learns
+  expect_same_losses(logged_losses(dir / "two"), losses);
+  for (int step = 1; step <= 5; ++step)
+    expect_same_checkpoints(dir / "two" / "checkpoints" / fmt::format("step-{}", step),
+                            dir / "one" / "checkpoints" / fmt::format("step-{}", step));
+}
+
+TEST(CliTrainDistributed, TwoRanksResumeTheCheckpointOfOneProcess) {
+  TempDir dir;
+  testing::write_recipe(dir);
+  const std::string accumulate_two = "--set data.accumulate=2";
+  auto one =
+      testing::run_tfm_command(train_arguments(dir, "one", "--max-steps 5 " + accumulate_two), dir);
+  ASSERT_EQ(one.status, 0) << one.err;
+  auto first = testing::run_tfm_command(
+      train_arguments(dir, "resumed", "--max-steps 2 " + accumulate_two), dir);
+  ASSERT_EQ(first.status, 0) << first.err;
+  // The data position is global: 2 ranks x accumulate 1 go on where 1 x 2 stopped.
+  auto rest = run_shell(mpirun(train_arguments(dir, "resumed", "--max-steps 5 --resume")), dir);
+  ASSERT_EQ(rest.status, 0) << rest.err;
+  EXPECT_NE(rest.err.find("resuming from"), std::string::npos) << rest.err;
+  expect_same_losses(logged_losses(dir / "resumed"), logged_losses(dir / "one"));
+  expect_same_checkpoints(dir / "resumed" / "checkpoints" / "step-5",
+                          dir / "one" / "checkpoints" / "step-5");
+}
+
+TEST(CliTrainDistributed, AKilledRankEndsTheJobAndTheLastCheckpointLoads) {
+  TempDir dir;
+  testing::write_recipe(dir);
+  // Rank 1 is killed (SIGKILL) once rank 0 has written two checkpoints; mpirun must end the job.
+  const std::string script = fmt::format(
+      "{} & job=$!\n"
+      "for i in $(seq 600); do [ -d {}/checkpoints/step-2 ] && break; sleep 0.1; done\n"
+      "victim=$(grep -lza '^OMPI_COMM_WORLD_RANK=1$' /proc/[0-9]*/environ 2>/dev/null | "
+      "  while read f; do p=${{f#/proc/}}; p=${{p%/environ}}; "
+      "    grep -qza {} /proc/$p/cmdline 2>/dev/null && echo $p; done | head -1)\n"
+      "[ -n \"$victim\" ] || {{ echo 'no rank 1 found' >&2; kill $job; exit 99; }}\n"
+      "start=$(date +%s%N); kill -9 $victim; wait $job; status=$?\n"
+      "echo \"$status $(( ($(date +%s%N) - start) / 1000000 ))\"\n",
+      mpirun(train_arguments(dir, "run", "--max-steps 100000")), quoted(dir / "run"),
+      quoted((dir / "run").string()));
+  auto result = run_shell(script, dir);
+  std::istringstream words(result.out);
+  int status = 0;
+  int64_t milliseconds = -1;
+  words >> status >> milliseconds;
+  const double seconds = static_cast<double>(milliseconds) / 1000;
+  EXPECT_GE(milliseconds, 0) << result.out;
+  EXPECT_NE(status, 0) << result.err;
+  EXPECT_NE(status, 99) << result.err;
+  EXPECT_LT(seconds, 30.0) << "the job took " << seconds << " s to end after a rank died";
+  EXPECT_NE(result.err.find("signal 9"), std::string::npos) << result.err;
+  auto newest = newest_checkpoints(dir / "run" / "checkpoints", 1);
+  ASSERT_EQ(newest.size(), 1u);
+  const Checkpoint checkpoint = load_checkpoint(newest[0]);
+  EXPECT_GE(checkpoint.state.step, 2);
+}
+
+TEST(CliTrainDistributed, AFullDiskOnRankZeroEndsTheJobWithItsReason) {
+  TempDir dir;
+  testing::write_recipe(dir);
+  // A file size limit, as a full disk: rank 0's checkpoint write fails; the other rank must not
+  // wait for it forever.
+  const auto start = std::chrono::steady_clock::now();
+  auto result = run_shell(fmt::format("ulimit -f 64; trap '' XFSZ; {}",
+                                      mpirun(train_arguments(dir, "run", "--max-steps 1000"))),
+                          dir);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(result.status, 0);
+  EXPECT_NE(result.err.find("rank 0 of 2: "), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("File too large"), std::string::npos) << result.err;
+  EXPECT_LT(seconds, 60.0);
+}
+
+TEST(CliTrainDistributed, RanksWithDifferentRecipesAreRefusedAtStartUp) {
+  TempDir dir;
+  testing::write_recipe(dir);
+  const std::string base =
+      fmt::format("'{}/tfm' {}", TFM_BINARY_DIR, train_arguments(dir, "run", "--max-steps 3"));
+  const std::string command = fmt::format(
+      "'{}' --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np 1 {} : "
+      "-np 1 {} --set data.max_tokens=300",
+      TFM_MPIEXEC, base, base);
+  auto result = run_shell(command, dir);
+  EXPECT_NE(result.status, 0);
+  EXPECT_NE(result.err.find("rank 1 of 2 has a different training corpus or batching"),
+            std::string::npos)
+      << result.err;
+  EXPECT_FALSE(fs::exists(dir / "run" / "checkpoints" / "step-1"));
+}
+
+#else
+
+TEST(CliTrainDistributed, NeedsMpi) {
+  GTEST_SKIP() << "tfm was built without MPI (libopenmpi-dev): the multi-rank tests cannot run";
+}
+
+#endif
+
+}  // namespace
+}  // namespace tfm
