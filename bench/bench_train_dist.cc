@@ -1,0 +1,164 @@
+// Data-parallel training throughput (docs/BENCHMARKS.md, bench/distributed.sh): TrainingSession
+// updates of a preset or config.json on synthetic batches, run alone (1 process x T threads) or
+// under mpirun (N ranks x T threads, each rank its own batch of `batch` pairs, so the job's update
+// holds N batches). Prints one JSON line on rank 0:
+//   seconds_per_step      the update (forward, backward, all-reduce, Adam), median over steps
+//   tokens_per_second     the job's source + target tokens per second
+//   allreduce_bytes       the gradients summed per update (4 bytes a parameter)
+//   allreduce_exposed_s   the wait for the all-reduce after the backward (median)
+//   allreduce_standalone_s a blocking all-reduce of the same bytes alone (median), and its rate
+//   hidden_fraction       1 - exposed / standalone: the share of the all-reduce hidden behind the
+//                         backward
+// The fields of bench_train_step (framework, threads, batch, ...) keep their meaning.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tfm/core/error.h"
+#include "tfm/core/threading.h"
+#include "tfm/dist/communicator.h"
+#include "tfm/model/config.h"
+#include "tfm/ops/autocast.h"
+#include "tfm/train/session.h"
+
+namespace {
+
+tfm::Tensor random_ids(int64_t rows, int64_t cols, int32_t vocab, std::mt19937& rng,
+                       int32_t first) {
+  std::uniform_int_distribution<int32_t> dist(4, vocab - 1);
+  std::vector<int32_t> ids(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = (first >= 0 && i % cols == 0) ? first : dist(rng);
+  return tfm::Tensor::from_ints({rows, cols}, ids);
+}
+
+double rounded(double value, int decimals) {
+  const double scale = std::pow(10.0, decimals);
+  return std::round(value * scale) / scale;
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tfm data-parallel training benchmark (run under mpirun for several ranks)"};
+  std::string preset = "base", config_path, precision = "f32";
+  int64_t vocab = 37000, batch_size = 128, src_len = 32, tgt_len = 32;
+  int steps = 5, warmup = 2, threads = 1;
+  double bucket_mb = 4;
+  auto* preset_option = app.add_option("--preset", preset, "model preset");
+  app.add_option("--config", config_path, "model config.json instead of a preset")
+      ->excludes(preset_option)
+      ->check(CLI::ExistingFile);
+  auto* vocab_option = app.add_option("--vocab", vocab, "vocabulary size (default: 37000)");
+  app.add_option("--precision", precision, "f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
+  app.add_option("--batch", batch_size, "sentence pairs per rank");
+  app.add_option("--src-len", src_len, "source tokens per sentence");
+  app.add_option("--tgt-len", tgt_len, "target tokens per sentence");
+  app.add_option("--steps", steps, "timed updates")->check(CLI::Range(1, 1000000));
+  app.add_option("--warmup", warmup, "untimed updates first")->check(CLI::Range(0, 1000000));
+  app.add_option("--threads", threads, "threads per rank");
+  app.add_option("--bucket-mb", bucket_mb, "all-reduce bucket size (MiB)");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    tfm::dist::Communicator& comm = tfm::dist::world();
+    tfm::set_num_threads(threads);
+    tfm::ModelConfig config =
+        config_path.empty() ? tfm::preset(preset) : tfm::load_config(config_path);
+    if (config_path.empty() || vocab_option->count() > 0) config.vocab_size = vocab;
+    tfm::validate(config);
+    tfm::SessionOptions options;
+    options.schedule = tfm::NoamSchedule{config.d_model, 4000, 1.0};
+    options.precision = tfm::ops::parse_precision(precision, "--precision");
+    options.communicator = &comm;
+    options.bucket_bytes = static_cast<int64_t>(bucket_mb * (1 << 20));
+    tfm::TrainingSession session(config, options);
+    session.broadcast_state(0);
+
+    std::mt19937 rng(11 + static_cast<unsigned>(comm.rank()));
+    const auto v = static_cast<int32_t>(config.vocab_size);
+    tfm::Tensor src = random_ids(batch_size, src_len, v, rng, -1);
+    tfm::Tensor tgt_out = random_ids(batch_size, tgt_len, v, rng, -1);
+    tfm::Tensor tgt_in = random_ids(batch_size, tgt_len, v, rng, config.bos_id);
+    const std::vector<tfm::nn::Batch> batches = {
+        tfm::nn::Batch::from_ids(src, tgt_in, tgt_out, config.pad_id)};
+
+    using clock = std::chrono::steady_clock;
+    std::vector<double> step_seconds, exposed;
+    tfm::UpdateResult last;
+    for (int step = 0; step < warmup + steps; ++step) {
+      comm.barrier();
+      const auto t0 = clock::now();
+      last = session.update(batches, comm.rank());
+      const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
+      if (step < warmup) continue;
+      // The slowest rank's time is the job's.
+      const std::vector<uint64_t> all = comm.all_gather(static_cast<uint64_t>(seconds * 1e9));
+      step_seconds.push_back(static_cast<double>(*std::max_element(all.begin(), all.end())) / 1e9);
+      exposed.push_back(session.all_reduce_stats().exposed_seconds);
+    }
+    // The same bytes all-reduced alone, blocking.
+    const int64_t bytes = session.all_reduce_stats().bytes;
+    std::vector<float> buffer(static_cast<size_t>(bytes / 4), 1.0f);
+    std::vector<double> standalone;
+    for (int i = 0; i < (comm.size() > 1 ? 2 + steps : 0); ++i) {
+      comm.barrier();
+      const auto t0 = clock::now();
+      comm.all_reduce_sum(std::span<float>(buffer));
+      if (i >= 2) standalone.push_back(std::chrono::duration<double>(clock::now() - t0).count());
+    }
+    if (comm.rank() != 0) return 0;
+    const double per_step = median(step_seconds);
+    const double tokens = static_cast<double>(last.source_tokens + last.target_tokens);
+    const double alone = median(standalone), exposed_s = median(exposed);
+    nlohmann::ordered_json row = {
+        {"framework", "tfm"},
+        {"mode", precision},
+        {"preset", config_path.empty() ? preset : ""},
+        {"config", config_path},
+        {"vocab", config.vocab_size},
+        {"ranks", comm.size()},
+        {"threads_per_rank", threads},
+        {"threads", threads * comm.size()},
+        {"batch", batch_size},
+        {"src_len", src_len},
+        {"tgt_len", tgt_len},
+        {"steps", steps},
+        {"seconds_per_step", rounded(per_step, 4)},
+        {"seconds_per_step_min",
+         rounded(*std::min_element(step_seconds.begin(), step_seconds.end()), 4)},
+        {"seconds_per_step_max",
+         rounded(*std::max_element(step_seconds.begin(), step_seconds.end()), 4)},
+        {"tokens_per_second", rounded(tokens / per_step, 1)},
+        {"allreduce_bytes", comm.size() > 1 ? bytes : 0},
+        {"allreduce_buckets", session.all_reduce_stats().buckets},
+        {"allreduce_exposed_s", rounded(exposed_s, 4)},
+        {"allreduce_standalone_s", rounded(alone, 4)},
+        {"allreduce_gbps", rounded(alone > 0 ? static_cast<double>(bytes) / alone / 1e9 : 0, 3)},
+        {"allreduce_busbw_gbps", rounded(alone > 0 ? 2.0 * (comm.size() - 1) / comm.size() *
+                                                         static_cast<double>(bytes) / alone / 1e9
+                                                   : 0,
+                                         3)},
+        {"hidden_fraction", rounded(alone > 0 ? 1.0 - exposed_s / alone : 0, 3)},
+        {"loss", rounded(last.loss, 4)}};
+    std::printf("%s\n", row.dump().c_str());
+  } catch (const tfm::Error& error) {
+    std::fprintf(stderr, "bench_train_dist: %s\n", error.what());
+    if (tfm::dist::launch_info().size > 1) tfm::dist::world().abort(1);
+    return 1;
+  }
+  return 0;
+}
