@@ -34,9 +34,10 @@ std::string mpirun(const std::string& tfm_arguments, int ranks = 2) {
 }
 
 testing::CommandResult run_shell(const std::string& command, const TempDir& dir) {
-  const auto out = dir / "stdout", err = dir / "stderr";
+  const auto script = dir / "command.sh", out = dir / "stdout", err = dir / "stderr";
+  testing::write_text(script, command + "\n");
   const int raw = std::system(
-      fmt::format("bash -c {} > {} 2> {} < /dev/null", quoted(command), quoted(out), quoted(err))
+      fmt::format("bash {} > {} 2> {} < /dev/null", quoted(script), quoted(out), quoted(err))
           .c_str());
   return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, testing::read_text(out), testing::read_text(err)};
 }
