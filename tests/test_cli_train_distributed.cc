@@ -144,7 +144,7 @@ TEST(CliTrainDistributed, AKilledRankEndsTheJobAndTheLastCheckpointLoads) {
       "start=$(date +%s%N); kill -9 $victim; wait $job; status=$?\n"
       "echo \"$status $(( ($(date +%s%N) - start) / 1000000 ))\"\n",
       mpirun(train_arguments(dir, "run", "--max-steps 100000")), quoted(dir / "run"),
-      quoted((dir / "run").string()));
+      quoted(dir / "run"));
   auto result = run_shell(script, dir);
   std::istringstream words(result.out);
   int status = 0;
