@@ -410,6 +410,8 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
   agree();
   double last_checkpoint_time = elapsed();
   int64_t last_checkpoint_step = session.step();
+  // Known on every rank (only rank 0 knows the checkpoint's path).
+  bool has_checkpoint = !summary.last_checkpoint.empty();
 
   auto save = [&]() {
     // Every rank's weights must still be rank 0's: a difference would be saved as if it were not.
@@ -417,6 +419,7 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
         comm, {{"weights (the ranks diverged)", std::to_string(session.parameters_checksum())}});
     last_checkpoint_time = elapsed();
     last_checkpoint_step = session.step();
+    has_checkpoint = true;
     if (!lead) return;
     for (const auto& [name, tensor] : session.model().named_parameters())
       TFM_CHECK(first_non_finite(tensor) < 0,
@@ -587,7 +590,7 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
 
   summary.interrupted = stop_requested();
   if (summary.interrupted) note("interrupted: saving a checkpoint");
-  if (session.step() != last_checkpoint_step || summary.last_checkpoint.empty()) save();
+  if (session.step() != last_checkpoint_step || !has_checkpoint) save();
   if (!summary.interrupted && last_validation_step != session.step()) run_validation();
   summary.steps = session.step();
   summary.elapsed_seconds = elapsed();
