@@ -171,12 +171,15 @@ TEST(CliTrainDistributed, AKilledRankEndsTheJobAndTheLastCheckpointLoads) {
 TEST(CliTrainDistributed, AFullDiskOnRankZeroEndsTheJobWithItsReason) {
   TempDir dir;
   testing::write_recipe(dir);
-  // A file size limit, as a full disk: rank 0's checkpoint write fails; the other rank must not
-  // wait for it forever.
+  // A file size limit in the ranks, as a full disk: rank 0's checkpoint write fails; the other rank
+  // must not wait for it forever. (TCP between the ranks: shared-memory segments are files too.)
   const auto start = std::chrono::steady_clock::now();
-  auto result = run_shell(fmt::format("ulimit -f 64; trap '' XFSZ; {}",
-                                      mpirun(train_arguments(dir, "run", "--max-steps 1000"))),
-                          dir);
+  auto result = run_shell(
+      fmt::format("'{}' --allow-run-as-root --oversubscribe --bind-to none --mca btl tcp,self "
+                  "-np 2 -x OMP_NUM_THREADS=1 bash -c \"ulimit -f 64; trap '' XFSZ; exec '{}/tfm' "
+                  "{}\"",
+                  TFM_MPIEXEC, TFM_BINARY_DIR, train_arguments(dir, "run", "--max-steps 1000")),
+      dir);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_NE(result.status, 0);
