@@ -28,6 +28,8 @@ packages=(
   libyaml-cpp-dev        # training recipes
   zlib1g-dev             # gzipped corpora
   libicu-dev             # Unicode properties and lower-casing (BLEU's intl tokenizer)
+  libopenmpi-dev openmpi-bin  # MPI for data-parallel training over several processes (mpirun)
+  iproute2               # `ip`: the network-namespace script that runs ranks over a real TCP link
   python3 python3-numpy
   curl ca-certificates   # scripts/fetch_multi30k.sh downloads Multi30k over https when no copy is found
 )

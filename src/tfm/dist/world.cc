@@ -4,6 +4,9 @@
 
 #include "tfm/core/error.h"
 #include "tfm/dist/communicator.h"
+#ifdef TFM_HAVE_MPI
+#include "tfm/dist/mpi_communicator.h"
+#endif
 
 namespace tfm::dist {
 
@@ -42,12 +45,23 @@ LaunchInfo launch_info() {
 Communicator& world() {
   static std::unique_ptr<Communicator> job = [] {
     LaunchInfo launch = launch_info();
-    TFM_CHECK(launch.size <= 1,
-              "this process is rank {} of {} started by {}, but tfm was built without MPI "
-              "(libopenmpi-dev was not found at configure time): install it (scripts/setup.sh) "
-              "and rebuild",
-              launch.rank, launch.size, launch.launcher);
-    return make_single_process();
+    if (launch.size <= 1) return make_single_process();  // MPI is not even initialised
+#ifdef TFM_HAVE_MPI
+    std::unique_ptr<Communicator> mpi = make_mpi();
+    // They differ when the launcher is not the one of the MPI library tfm was built with (e.g. srun
+    // without --mpi=pmix, or MPICH's mpiexec for Open MPI): each process would train alone.
+    TFM_CHECK(mpi->rank() == launch.rank && mpi->size() == launch.size,
+              "{} started this process as rank {} of {}, but MPI sees rank {} of {} ({}): start "
+              "tfm with the launcher of the MPI it was built with (e.g. mpirun, srun --mpi=pmix)",
+              launch.launcher, launch.rank, launch.size, mpi->rank(), mpi->size(), mpi->describe());
+    return mpi;
+#else
+    fail(
+        "this process is rank {} of {} started by {}, but tfm was built without MPI "
+        "(libopenmpi-dev was not found at configure time): install it (scripts/setup.sh) and "
+        "rebuild",
+        launch.rank, launch.size, launch.launcher);
+#endif
   }();
   return *job;
 }
