@@ -27,7 +27,7 @@ class DistLaunch : public ::testing::Test {
                                            "PMI_RANK",
                                            "PMI_SIZE",
                                            "SLURM_PROCID",
-                                           "SLURM_NTASKS"};
+                                           "SLURM_STEP_NUM_TASKS"};
   void SetUp() override {
     for (const char* name : kNames) {
       const char* value = std::getenv(name);
@@ -63,7 +63,7 @@ TEST_F(DistLaunch, ReadsEachLaunchersVariables) {
   for (const Case& c :
        {Case{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "mpirun (Open MPI)"},
         Case{"PMIX_RANK", "PMIX_SIZE", "PMIx"}, Case{"PMI_RANK", "PMI_SIZE", "PMI (MPICH)"},
-        Case{"SLURM_PROCID", "SLURM_NTASKS", "srun (Slurm)"}}) {
+        Case{"SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "srun (Slurm)"}}) {
     set(c.rank_name, "3", c.size_name, "8");
     LaunchInfo info = launch_info();
     EXPECT_EQ(info.rank, 3) << c.launcher;
@@ -76,7 +76,7 @@ TEST_F(DistLaunch, ReadsEachLaunchersVariables) {
 
 TEST_F(DistLaunch, OpenMpisOwnVariablesComeBeforeSlurms) {
   // mpirun inside a Slurm allocation: SLURM_* describe the allocation's tasks, not the MPI job.
-  set("SLURM_PROCID", "0", "SLURM_NTASKS", "16");
+  set("SLURM_PROCID", "0", "SLURM_STEP_NUM_TASKS", "16");
   set("OMPI_COMM_WORLD_RANK", "1", "OMPI_COMM_WORLD_SIZE", "4");
   LaunchInfo info = launch_info();
   EXPECT_EQ(info.rank, 1);
@@ -89,11 +89,11 @@ TEST_F(DistLaunch, IgnoresVariablesThatAreNotANumberOrIncomplete) {
   set("PMIX_RANK", "-1", "PMIX_SIZE", "4");
   set("PMI_RANK", "0", "PMI_SIZE", "0");
   ::setenv("SLURM_PROCID", "", 1);
-  ::setenv("SLURM_NTASKS", "2", 1);
+  ::setenv("SLURM_STEP_NUM_TASKS", "2", 1);
   LaunchInfo info = launch_info();
   EXPECT_EQ(info.size, 1);
   EXPECT_EQ(info.launcher, "");
-  set("SLURM_PROCID", "1", "SLURM_NTASKS", "2");  // the one complete pair
+  set("SLURM_PROCID", "1", "SLURM_STEP_NUM_TASKS", "2");  // the one complete pair
   EXPECT_EQ(launch_info().launcher, "srun (Slurm)");
   EXPECT_EQ(launch_info().rank, 1);
 }

@@ -25,7 +25,8 @@ int env_int(const char* name) {
 
 LaunchInfo launch_info() {
   // Each launcher's own variables: Open MPI's mpirun, PMIx (srun --mpi=pmix, prterun), MPICH's
-  // Hydra (PMI), and Slurm's srun.
+  // Hydra (PMI), and Slurm's srun (the step's task count: a batch script of an allocation with
+  // several tasks also has SLURM_NTASKS, but is no rank of a job).
   struct Source {
     const char* rank;
     const char* size;
@@ -34,7 +35,7 @@ LaunchInfo launch_info() {
   const Source sources[] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "mpirun (Open MPI)"},
                             {"PMIX_RANK", "PMIX_SIZE", "PMIx"},
                             {"PMI_RANK", "PMI_SIZE", "PMI (MPICH)"},
-                            {"SLURM_PROCID", "SLURM_NTASKS", "srun (Slurm)"}};
+                            {"SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "srun (Slurm)"}};
   for (const Source& s : sources) {
     int rank = env_int(s.rank), size = env_int(s.size);
     if (rank >= 0 && size >= 1) return {rank, size, s.launcher};

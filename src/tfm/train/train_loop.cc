@@ -345,9 +345,13 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
       recipe.max_tokens, recipe.accumulate, ranks > 1 ? fmt::format(" x {} ranks", ranks) : "",
       dtype_name(session_options.precision)));
   if (ranks > 1)
-    note(fmt::format("{}; {} threads per rank; gradients all-reduced in {} buckets of about {} MiB",
-                     comm.describe(), num_threads(), session.all_reduce_stats().buckets,
-                     recipe.allreduce_bucket_mb));
+    note(fmt::format(
+        "{}; {} threads per rank; gradients ({:.1f} MiB) all-reduced in {} bucket{} "
+        "of at most about {} MiB",
+        comm.describe(), num_threads(),
+        static_cast<double>(session.all_reduce_stats().bytes) / (1 << 20),
+        session.all_reduce_stats().buckets, session.all_reduce_stats().buckets == 1 ? "" : "s",
+        recipe.allreduce_bucket_mb));
 
   auto fit_warmup = [&](double expected_updates) {
     session.set_schedule(
