@@ -36,7 +36,7 @@ slowest rank: includes waiting for the other ranks' backward), allreduce_span_s 
 the last completion), allreduce_buckets.
 
 Prints one JSON line (rank 0): bench_train_step's fields (framework "pytorch-ddp", mode, precision, preset,
-config, vocab, batch = per rank, src_len, tgt_len, steps, warmup, threads = ranks x threads_per_rank,
+config, model, vocab, batch = per rank, src_len, tgt_len, steps, warmup, threads = ranks x threads_per_rank,
 seconds_per_step = the slowest rank's mean, tokens_per_second = all ranks' source + target tokens per
 second, target_tokens_per_second, forward_s, backward_s (loss.backward(), which in DDP ends with the wait
 for the reduction), update_s, peak_rss_mb (the largest rank's), loss (mean over ranks)), plus ranks,
@@ -192,7 +192,11 @@ def worker(rank, args):
     dist.all_gather_object(everyone, mine)
     if rank == 0:
         print(json.dumps(summary(args, everyone, nbytes)), flush=True)
-    dist.destroy_process_group()
+    # No teardown: destroying the Reducer (holding the GIL) joins gloo's worker threads, and one may
+    # still be freeing a tensor of the Python hook (needing the GIL): a deadlock, seen in one of a few runs.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def summary(args, ranks, nbytes):
@@ -208,8 +212,9 @@ def summary(args, ranks, nbytes):
     row = {
         "framework": "pytorch-ddp", "mode": args.precision, "precision": args.precision,
         "preset": "" if args.config else args.preset, "config": args.config or "",
-        "vocab": args.model_config["vocab_size"], "batch": args.batch, "src_len": args.src_len,
-        "tgt_len": args.tgt_len, "threads": n * args.threads, "steps": steps, "warmup": args.warmup,
+        "model": args.model_config, "vocab": args.model_config["vocab_size"], "batch": args.batch,
+        "src_len": args.src_len, "tgt_len": args.tgt_len, "threads": n * args.threads, "steps": steps,
+        "warmup": args.warmup,
         "ranks": n, "threads_per_rank": args.threads, "bucket_cap_mb": args.bucket_cap_mb,
         "src_tokens": src_tokens, "tgt_tokens": tgt_tokens,
         "seconds_per_step": round(seconds, 4),
