@@ -27,7 +27,7 @@
 #   RANKS (2)  THREADS (2: the one-process runs')  WARMUP (2)  BUCKET_CAP_MB (25: PyTorch DDP's)
 #   RECIPE (configs/multi30k-en-de.yaml)  RECIPE_CONFIG  RECIPE_BATCH (128)  RECIPE_SRC_LEN (16)
 #   RECIPE_TGT_LEN (16)  RECIPE_STEPS (10)
-#   BASE_VOCAB (37000)  BASE_BATCH (128)  BASE_SRC_LEN (32)  BASE_TGT_LEN (32)  BASE_STEPS (3)
+#   BASE_VOCAB (37000)  BASE_BATCH (128)  BASE_SRC_LEN (32)  BASE_TGT_LEN (32)  BASE_STEPS (2)
 # bench/distributed_table.py table FILE prints the table again from a saved OUT file.
 set -euo pipefail
 if [[ -n "${OUT:-}" && "$OUT" != /* ]]; then
@@ -58,7 +58,7 @@ BASE_VOCAB="${BASE_VOCAB:-37000}"
 BASE_BATCH="${BASE_BATCH:-128}"
 BASE_SRC_LEN="${BASE_SRC_LEN:-32}"
 BASE_TGT_LEN="${BASE_TGT_LEN:-32}"
-BASE_STEPS="${BASE_STEPS:-3}"
+BASE_STEPS="${BASE_STEPS:-2}"
 
 SCRIPT_NAME=distributed.sh
 TFM_BENCH="$TFM_DIST_BENCH"
