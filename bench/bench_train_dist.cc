@@ -108,7 +108,10 @@ int main(int argc, char** argv) {
       // The slowest rank's time is the job's.
       const std::vector<uint64_t> all = comm.all_gather(static_cast<uint64_t>(seconds * 1e9));
       step_seconds.push_back(static_cast<double>(*std::max_element(all.begin(), all.end())) / 1e9);
-      exposed.push_back(session.all_reduce_stats().exposed_seconds);
+      // Likewise the wait after the backward: the latest rank's.
+      const std::vector<uint64_t> waits =
+          comm.all_gather(static_cast<uint64_t>(session.all_reduce_stats().exposed_seconds * 1e9));
+      exposed.push_back(static_cast<double>(*std::max_element(waits.begin(), waits.end())) / 1e9);
     }
     // The same bytes all-reduced alone, blocking.
     const int64_t bytes = session.all_reduce_stats().bytes;
