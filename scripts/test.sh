@@ -12,7 +12,4 @@ if [ "${1:-}" = --preset ]; then
 fi
 cmake --preset "$preset" -G Ninja >/dev/null
 cmake --build --preset "$preset"
-# Under the asan preset, LeakSanitizer is told about what Open MPI keeps until exit by design
-# (tests/lsan_suppressions.txt); the release build ignores the variable.
-export LSAN_OPTIONS="suppressions=$PWD/tests/lsan_suppressions.txt${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}" ctest --preset "$preset" -j 2 "$@"

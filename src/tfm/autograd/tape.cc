@@ -75,6 +75,7 @@ void Tape::backward(const Tensor& output, const Tensor& seed) {
     backward();
     if (observer_ != nullptr) observer_->on_backward_done(entries_.size());
   }
+  observer_ = nullptr;
 }
 
 }  // namespace tfm

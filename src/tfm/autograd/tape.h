@@ -35,7 +35,8 @@ class Tape {
  public:
   using Backward = std::function<void()>;
 
-  // Reports uses, progress and gradient writes to `observer` (nullptr: none) until changed.
+  // Reports uses, progress and gradient writes to `observer` (nullptr: none) until the end of the
+  // next backward: an observer watches one forward and backward pass.
   void set_observer(TapeObserver* observer) { observer_ = observer; }
   TapeObserver* observer() const { return observer_; }
 

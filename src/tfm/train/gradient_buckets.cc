@@ -52,7 +52,7 @@ GradientBuckets::GradientBuckets(const std::vector<Tensor>& parameters,
 
 void GradientBuckets::watch(Tape& tape) {
   if (communicator_.size() == 1) return;
-  tape_ = &tape;
+  watched_ = true;
   tape.set_observer(this);
   first_use_.assign(parameters_.size(), kUnused);
   completion_order_.clear();
@@ -116,10 +116,9 @@ void GradientBuckets::finish() {
   if (communicator_.size() == 1) return;
   const auto wait_start = std::chrono::steady_clock::now();
   int64_t started_in_backward = 0;
-  if (tape_ != nullptr) {
+  if (watched_) {
     started_in_backward = started_bytes_;
-    tape_->set_observer(nullptr);
-    tape_ = nullptr;
+    watched_ = false;
   } else {
     next_bucket_ = 0;  // not watched: every bucket starts now
   }

@@ -37,7 +37,8 @@ class GradientBuckets final : public TapeObserver {
   GradientBuckets& operator=(const GradientBuckets&) = delete;
 
   // Watches `tape` through the forward and backward of an update's last batch: buckets start as
-  // its backward completes them. (The earlier batches of an update only accumulate.)
+  // its backward completes them. (The earlier batches of an update only accumulate.) The tape
+  // forgets its observer at the end of that backward.
   void watch(Tape& tape);
   // After that backward: starts the buckets not started yet and waits for all. Every rank then
   // holds the sums; a gradient that no rank wrote is zero and counts as written.
@@ -68,7 +69,7 @@ class GradientBuckets final : public TapeObserver {
   Tensor flat_;
 
   // The update being watched.
-  Tape* tape_ = nullptr;
+  bool watched_ = false;
   std::vector<size_t> first_use_;         // tape entry, or SIZE_MAX when unused
   std::vector<size_t> completion_order_;  // parameters by first use, latest first
   size_t completed_ = 0;                  // of completion_order_
