@@ -53,7 +53,7 @@ std::unique_ptr<Communicator> make_single_process();
 // This process's job, made on the first call and kept until exit: MPI when a launcher (mpirun,
 // srun) started it as one of several ranks, else one process. Fails when launched as one of
 // several ranks by a build without MPI (N copies writing one run directory would be wrong
-// silently). Call it first from the main thread: MPI is initialised at MPI_THREAD_FUNNELED.
+// silently). Call it first from the main thread: MPI is initialised at MPI_THREAD_SERIALIZED.
 Communicator& world();
 
 // The rank and size a launcher gave this process through its environment (Open MPI, PMIx,

@@ -8,11 +8,15 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tfm/core/error.h"
@@ -47,17 +51,17 @@ struct Runtime {
     if (initialized) {
       MPI_Query_thread(&thread_level);
     } else {
-      int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &thread_level);
+      int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &thread_level);
       if (code != MPI_SUCCESS) mpi_fail(code, "initialisation (MPI_Init_thread)", -1);
       owned = true;
     }
     // Errors come back as codes (a program that initialised MPI itself keeps its own choice for
     // MPI_COMM_WORLD; our communicators set theirs).
     if (owned) MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    if (thread_level < MPI_THREAD_FUNNELED) {
+    if (thread_level < MPI_THREAD_SERIALIZED) {
       if (owned) MPI_Finalize();
-      fail("MPI provides thread level {}, tfm needs MPI_THREAD_FUNNELED ({})", thread_level,
-           static_cast<int>(MPI_THREAD_FUNNELED));
+      fail("MPI provides thread level {}, tfm needs MPI_THREAD_SERIALIZED ({})", thread_level,
+           static_cast<int>(MPI_THREAD_SERIALIZED));
     }
   }
   ~Runtime() {
@@ -98,6 +102,12 @@ class MpiCommunicator final : public Communicator {
     hosts_ = count_hosts();
   }
   ~MpiCommunicator() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    if (reducer_.joinable()) reducer_.join();
     // A correct program has waited for its reductions; after MPI_Finalize nothing may be freed.
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -111,10 +121,17 @@ class MpiCommunicator final : public Communicator {
                        hosts_, hosts_ == 1 ? "" : "s");
   }
 
-  void all_reduce_sum(std::span<float> data) override { all_reduce(data, MPI_FLOAT); }
-  void all_reduce_sum(std::span<double> data) override { all_reduce(data, MPI_DOUBLE); }
+  void all_reduce_sum(std::span<float> data) override {
+    wait_all();
+    all_reduce(data, MPI_FLOAT);
+  }
+  void all_reduce_sum(std::span<double> data) override {
+    wait_all();
+    all_reduce(data, MPI_DOUBLE);
+  }
 
   std::vector<uint64_t> all_gather(uint64_t value) override {
+    wait_all();
     std::vector<uint64_t> values(size_);
     check(MPI_Allgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T, comm_),
           "all_gather (MPI_Allgather)");
@@ -124,42 +141,44 @@ class MpiCommunicator final : public Communicator {
   void broadcast(void* data, size_t bytes, int root) override {
     TFM_CHECK(root >= 0 && root < size_, "broadcast from rank {} of a job of {} ranks", root,
               size_);
+    wait_all();
     char* begin = static_cast<char*>(data);
     for (size_t done = 0; done < bytes; done += max_count_)
       check(MPI_Bcast(begin + done, chunk(bytes, done), MPI_BYTE, root, comm_),
             "broadcast (MPI_Bcast)");
   }
 
-  void barrier() override { check(MPI_Barrier(comm_), "barrier (MPI_Barrier)"); }
+  void barrier() override {
+    wait_all();
+    check(MPI_Barrier(comm_), "barrier (MPI_Barrier)");
+  }
 
+  // Bucket reductions run on a thread of their own, one blocking MPI_Allreduce after the other in
+  // the order started, while the caller computes. Open MPI's non-blocking collectives advance
+  // only inside MPI calls of the caller (between two steps of the backward, a long product gives
+  // them none), and its blocking all-reduce is the faster algorithm. While that thread works, the
+  // caller makes no MPI call (the blocking collectives above wait for it first): one MPI call at a
+  // time, MPI_THREAD_SERIALIZED.
   void start_all_reduce_sum(std::span<float> data) override {
-    for (size_t done = 0; done < data.size(); done += max_count_) {
-      MPI_Request request = MPI_REQUEST_NULL;
-      check(MPI_Iallreduce(MPI_IN_PLACE, data.data() + done, chunk(data.size(), done), MPI_FLOAT,
-                           MPI_SUM, comm_, &request),
-            "start_all_reduce_sum (MPI_Iallreduce)");
-      requests_.push_back(request);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      pending_.push_back(data);
+      ++started_;
     }
+    if (!reducer_.joinable()) reducer_ = std::thread([this] { reduce_buckets(); });
+    changed_.notify_all();
   }
 
-  // MPI_Testall never blocks; each call moves the outstanding reductions on (Open MPI's
-  // non-blocking collectives advance only inside MPI calls).
-  void progress() override {
-    if (requests_.empty()) return;
-    int all_done = 0;
-    statuses_.resize(requests_.size());
-    finish(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &all_done,
-                       statuses_.data()),
-           "progress (MPI_Testall)");
-    if (all_done) requests_.clear();
-  }
+  void progress() override {}
 
   void wait_all() override {
-    if (requests_.empty()) return;
-    statuses_.resize(requests_.size());
-    finish(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), statuses_.data()),
-           "wait_all (MPI_Waitall)");
-    requests_.clear();
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return finished_ == started_; });
+    if (!error_.empty()) {
+      const std::string error = error_;
+      error_.clear();
+      throw Error(error);
+    }
   }
 
   [[noreturn]] void abort(int exit_code) override {
@@ -170,21 +189,29 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
-  void check(int code, const char* what) const {
-    if (code != MPI_SUCCESS) mpi_fail(code, what, rank_);
+  void reduce_buckets() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      changed_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+      if (pending_.empty()) return;  // stopping, and nothing left
+      const std::span<float> bucket = pending_.front();
+      pending_.pop_front();
+      lock.unlock();
+      std::string error;
+      try {
+        all_reduce(bucket, MPI_FLOAT);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      lock.lock();
+      if (!error.empty() && error_.empty()) error_ = error;
+      ++finished_;
+      changed_.notify_all();
+    }
   }
 
-  // A Testall/Waitall result: MPI_ERR_IN_STATUS means the real code is in a request's status.
-  void finish(int code, const char* what) {
-    if (code == MPI_SUCCESS) return;
-    if (code == MPI_ERR_IN_STATUS)
-      for (const MPI_Status& status : statuses_)
-        if (status.MPI_ERROR != MPI_SUCCESS && status.MPI_ERROR != MPI_ERR_PENDING) {
-          code = status.MPI_ERROR;
-          break;
-        }
-    requests_.clear();  // a failed collective leaves nothing that can be waited for
-    mpi_fail(code, what, rank_);
+  void check(int code, const char* what) const {
+    if (code != MPI_SUCCESS) mpi_fail(code, what, rank_);
   }
 
   // The count of the MPI call that starts at element `done` of `total`.
@@ -223,8 +250,14 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
   std::string library_;
   int hosts_ = 1;
-  std::vector<MPI_Request> requests_;
-  std::vector<MPI_Status> statuses_;
+  // The bucket reductions (start_all_reduce_sum) and their thread.
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::span<float>> pending_;
+  size_t started_ = 0, finished_ = 0;
+  std::string error_;  // the first failed reduction's, thrown by wait_all
+  bool stopping_ = false;
+  std::thread reducer_;
 };
 
 }  // namespace
@@ -235,7 +268,7 @@ std::unique_ptr<Communicator> make_mpi(size_t max_count) {
   MPI_Is_thread_main(&main_thread);
   TFM_CHECK(main_thread,
             "MPI is used from a thread other than the one that initialised it (tfm "
-            "asks for MPI_THREAD_FUNNELED: make the communicator on the main thread)");
+            "initialises it at MPI_THREAD_SERIALIZED: make the communicator on the main thread)");
   return std::make_unique<MpiCommunicator>(mpi, max_count);
 }
 

@@ -10,8 +10,9 @@
 
 namespace tfm::dist {
 
-// Initialises MPI on the first call, at MPI_THREAD_FUNNELED: only the thread that made the first
-// communicator calls MPI afterwards (the main thread; OpenMP workers never do). MPI is finalised at
+// Initialises MPI on the first call, at MPI_THREAD_SERIALIZED: the thread that made the first
+// communicator (the main thread) and the communicator's own bucket thread call MPI, never at the
+// same time; OpenMP workers never do. MPI is finalised at
 // exit, unless a rank aborted, and is left alone when the program had initialised it itself.
 // Each communicator works on its own duplicate of MPI_COMM_WORLD, so its messages never match
 // another library's; making one is collective: every rank makes the same ones in the same order.
