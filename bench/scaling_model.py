@@ -9,9 +9,11 @@ Per rank and update (weak scaling: each rank keeps its batch of T source + targe
                                                       faster a node computes than the measured one)
   all-reduce     = 2 (N - 1) / N x bytes / bandwidth + 2 (N - 1) x K x latency
                    (ring all-reduce of 4 bytes per parameter in K buckets; bandwidth per link)
-  exposed        = max(all-reduce - backward, all-reduce of the last bucket)
+  exposed        = max(all-reduce - overlap x backward, all-reduce of the last bucket)
                    (buckets are summed while the backward runs; the last one, holding the shared
-                   embedding that the backward completes last, can only start after it)
+                   embedding that the backward completes last, can only start after it; overlap:
+                   the share of the backward during which the transfers progress, 1 with a core or
+                   a NIC to spare for them)
   tokens/s (N)   = N x T / (compute + exposed)
 Efficiency is tokens/s (N) / (N x tokens/s (1)).
 """
@@ -33,6 +35,7 @@ def main():
                    help="NAME=GB/s per link (default: 25GbE=2.9, i.e. 25 Gb/s at 93%% payload)")
     p.add_argument("--latency-us", type=float, default=30.0, help="per message step")
     p.add_argument("--buckets", type=int, default=16)
+    p.add_argument("--overlap", type=float, default=1.0, help="share of the backward the transfers use")
     a = p.parse_args()
     links = [tuple(x.split("=")) for x in a.link] or [("25GbE", "2.9")]
     nbytes = 4 * a.params
@@ -40,7 +43,8 @@ def main():
     backward = a.backward_s / a.speedup
     single = a.tokens / compute
     print(f"compute {compute:.4g} s per update ({backward:.4g} s backward), {a.tokens:.0f} tokens per rank,"
-          f" gradient {nbytes / 1e6:.0f} MB; 1 rank: {single:.0f} tokens/s")
+          f" gradient {nbytes / 1e6:.0f} MB in {a.buckets} buckets, overlap {a.overlap:g};"
+          f" 1 rank: {single:.0f} tokens/s")
     print(f"{'link':>10} {'ranks':>6} {'all-reduce s':>13} {'exposed s':>10} {'tokens/s':>12} {'efficiency':>10}")
     for name, gbps in links:
         bandwidth = float(gbps) * 1e9
@@ -48,7 +52,7 @@ def main():
             ring = 2 * (n - 1) / n
             total = ring * nbytes / bandwidth + 2 * (n - 1) * a.buckets * a.latency_us * 1e-6
             last = ring * a.last_bucket_mb * 1e6 / bandwidth + 2 * (n - 1) * a.latency_us * 1e-6
-            exposed = max(total - backward, last)
+            exposed = max(total - a.overlap * backward, last)
             rate = n * a.tokens / (compute + exposed)
             print(f"{name:>10} {n:>6} {total:>13.4g} {exposed:>10.4g} {rate:>12.0f} {rate / (n * single):>10.2f}")
 
