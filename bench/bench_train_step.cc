@@ -19,6 +19,7 @@
 #include <string>
 
 #include "peak_memory.h"
+#include "synthetic_batch.h"
 #include "tfm/autograd/tape.h"
 #include "tfm/core/allocator.h"
 #include "tfm/core/error.h"
@@ -33,20 +34,8 @@
 
 namespace {
 
-tfm::Tensor random_ids(int64_t rows, int64_t cols, int32_t vocab, std::mt19937& rng,
-                       int32_t first) {
-  std::uniform_int_distribution<int32_t> dist(4, vocab - 1);
-  std::vector<int32_t> ids(static_cast<size_t>(rows * cols));
-  for (size_t i = 0; i < ids.size(); ++i)
-    ids[i] = (first >= 0 && i % cols == 0) ? first : dist(rng);
-  return tfm::Tensor::from_ints({rows, cols}, ids);
-}
-
-// `value` to `decimals` places, so that the JSON shows the short decimal.
-double rounded(double value, int decimals) {
-  const double scale = std::pow(10.0, decimals);
-  return std::round(value * scale) / scale;
-}
+using tfm::bench::random_ids;
+using tfm::bench::rounded;
 
 }  // namespace
 
