@@ -58,7 +58,6 @@ void GradientBuckets::watch(Tape& tape) {
   completion_order_.clear();
   completed_ = 0;
   next_bucket_ = 0;
-  started_bytes_ = 0;
   for (Bucket& b : buckets_) b.waiting = b.parameters.size();
 }
 
@@ -109,27 +108,19 @@ void GradientBuckets::start(Bucket& bucket) {
   ops::fill_in_place(unwritten, 0.0f);
   float* data = flat_.device_data<float>() + bucket.begin;
   communicator_.start_all_reduce_sum({data, static_cast<size_t>(bucket.end - bucket.begin)});
-  started_bytes_ += (bucket.end - bucket.begin) * 4;
 }
 
 void GradientBuckets::finish() {
   if (communicator_.size() == 1) return;
   const auto wait_start = std::chrono::steady_clock::now();
-  int64_t started_in_backward = 0;
-  if (watched_) {
-    started_in_backward = started_bytes_;
-    watched_ = false;
-  } else {
-    next_bucket_ = 0;  // not watched: every bucket starts now
-  }
+  if (!watched_) next_bucket_ = 0;  // not watched: every bucket starts now
+  watched_ = false;
   for (Bucket& b : buckets_) b.waiting = 0;
   start_ready_buckets();
   communicator_.wait_all();
   for (const Tensor& p : parameters_) p.autograd_meta()->grad_valid = true;
   stats_.exposed_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
-  stats_.started_in_backward =
-      stats_.bytes > 0 ? static_cast<double>(started_in_backward) / stats_.bytes : 0.0;
 }
 
 }  // namespace tfm

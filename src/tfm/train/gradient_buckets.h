@@ -21,10 +21,9 @@
 namespace tfm {
 
 struct AllReduceStats {
-  int64_t bytes = 0;               // per update
-  int64_t buckets = 0;             // per update
-  double exposed_seconds = 0.0;    // the last update's wait after its backward
-  double started_in_backward = 0;  // the last update's share of bytes started before the wait
+  int64_t bytes = 0;             // per update
+  int64_t buckets = 0;           // per update
+  double exposed_seconds = 0.0;  // the last update's wait after its backward
 };
 
 class GradientBuckets final : public TapeObserver {
@@ -74,7 +73,6 @@ class GradientBuckets final : public TapeObserver {
   std::vector<size_t> completion_order_;  // parameters by first use, latest first
   size_t completed_ = 0;                  // of completion_order_
   size_t next_bucket_ = 0;
-  int64_t started_bytes_ = 0;
   AllReduceStats stats_;
 };
 

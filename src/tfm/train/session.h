@@ -79,7 +79,6 @@ class TrainingSession {
   // A checksum of the parameters (CRC-32 of their bytes): equal on every rank of a healthy job.
   uint32_t parameters_checksum() const;
   const AllReduceStats& all_reduce_stats() const { return buckets_->stats(); }
-  dist::Communicator& communicator() { return *communicator_; }
 
   // Loss over batches, without a tape or dropout.
   EvalResult evaluate(const std::vector<nn::Batch>& batches) const;
