@@ -243,12 +243,13 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
   // Rank 0 reads (and caches) the corpus first; the others then find its cache where they share
   // the file system.
   std::optional<data::Corpus> train_corpus;
-  for (int turn = 0; turn < 2; ++turn) {
-    if ((turn == 0) == lead)
-      train_corpus.emplace(
-          data::Corpus::load(recipe.train_source, recipe.train_target, vocab, corpus_options));
-    if (turn == 0) comm.barrier();
-  }
+  auto load_train = [&] {
+    train_corpus.emplace(
+        data::Corpus::load(recipe.train_source, recipe.train_target, vocab, corpus_options));
+  };
+  if (lead) load_train();
+  comm.barrier();
+  if (!lead) load_train();
   const data::Corpus& train = *train_corpus;
   note("train: " + train.stats().summary());
   data::Corpus valid;
@@ -419,8 +420,9 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
 
   auto save = [&]() {
     // Every rank's weights must still be rank 0's: a difference would be saved as if it were not.
-    check_ranks_agree(
-        comm, {{"weights (the ranks diverged)", std::to_string(session.parameters_checksum())}});
+    if (ranks > 1)
+      check_ranks_agree(
+          comm, {{"weights (the ranks diverged)", std::to_string(session.parameters_checksum())}});
     last_checkpoint_time = elapsed();
     last_checkpoint_step = session.step();
     has_checkpoint = true;
