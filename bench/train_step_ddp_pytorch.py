@@ -62,20 +62,14 @@ from torch.nn.parallel import DistributedDataParallel
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 from reference_model import Transformer, learning_rate, make_optimizer  # noqa: E402
-from train_step_pytorch import WARMUP_STEPS, model_config  # noqa: E402
+from train_step_pytorch import WARMUP_STEPS, add_model_arguments, model_config  # noqa: E402
 
 clock = time.perf_counter  # CLOCK_MONOTONIC on Linux: one clock for every process of the machine
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description="PyTorch DDP (gloo) training-step benchmark")
-    model = parser.add_mutually_exclusive_group()
-    model.add_argument("--preset", default="base")
-    model.add_argument("--config", help="model config.json instead of a preset")
-    parser.add_argument("--vocab", type=int, default=None,
-                        help="vocabulary size (default: 37000 with a preset, the file's with --config)")
-    parser.add_argument("--dropout", type=float, default=None,
-                        help="dropout (default: the preset's or the config file's)")
+    add_model_arguments(parser)
     parser.add_argument("--batch", type=int, default=128, help="sentence pairs per rank")
     parser.add_argument("--src-len", type=int, default=32)
     parser.add_argument("--tgt-len", type=int, default=32)

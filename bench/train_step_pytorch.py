@@ -35,8 +35,8 @@ MODES = ("f32", "bf16")
 WARMUP_STEPS = 4000  # the paper's schedule; only sets the lr values, not the cost
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description="PyTorch training-step benchmark")
+def add_model_arguments(parser):
+    """--preset | --config, --vocab, --dropout: the model, as model_config() reads them."""
     model = parser.add_mutually_exclusive_group()
     model.add_argument("--preset", default="base")
     model.add_argument("--config", help="model config.json instead of a preset")
@@ -44,6 +44,11 @@ def parse_args(argv=None):
                         help="vocabulary size (default: 37000 with a preset, the file's with --config)")
     parser.add_argument("--dropout", type=float, default=None,
                         help="dropout (default: the preset's or the config file's)")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description="PyTorch training-step benchmark")
+    add_model_arguments(parser)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--src-len", type=int, default=32)
     parser.add_argument("--tgt-len", type=int, default=32)
