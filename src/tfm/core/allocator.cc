@@ -29,12 +29,16 @@ void set_device_memory(Device device, const DeviceMemory& memory) {
   cuda_memory() = memory;
 }
 
+bool device_memory_installed(Device device) {
+  return device == Device::cuda && cuda_memory().installed();
+}
+
 const DeviceMemory& device_memory(Device device) {
   TFM_CHECK(device == Device::cuda, "device {} has no memory functions", device_name(device));
   const DeviceMemory& memory = cuda_memory();
 #ifdef TFM_HAVE_CUDA
   TFM_CHECK(memory.installed(),
-            "cuda: no CUDA memory functions are installed (the CUDA kernels are not built yet)");
+            "cuda: the CUDA device is not initialised (ops::use_device(Device::cuda) does it)");
 #else
   TFM_CHECK(memory.installed(),
             "tfm was built without CUDA; cuda tensors need a build with the CUDA toolkit");

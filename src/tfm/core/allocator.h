@@ -31,6 +31,8 @@ void set_device_memory(Device device, const DeviceMemory& memory);
 // The installed functions of a device; fails with a one-line error when there are none ("tfm was
 // built without CUDA" in a build without the CUDA backend).
 const DeviceMemory& device_memory(Device device);
+// Whether a non-host device has memory functions installed.
+bool device_memory_installed(Device device);
 
 struct AllocatorStats {
   int64_t system_allocations = 0;  // blocks obtained from the system since start

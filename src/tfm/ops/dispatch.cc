@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "tfm/ops/device.h"
+
 namespace tfm::ops::detail {
 
 std::string no_kernel_message(std::string_view op, Device device, bool built_with_cuda) {
@@ -19,6 +21,13 @@ void no_kernel(std::string_view op, Device device) {
 #endif
   throw Error(no_kernel_message(op, device, kBuiltWithCuda));
 }
+
+void device_not_ready(std::string_view op, Device device) {
+  fail("{}: the {} device is not initialised (ops::use_device makes it ready)", op,
+       device_name(device));
+}
+
+bool cuda_ready() { return device_ready(Device::cuda); }
 
 void mixed_devices(std::string_view op, Device first, Device other) {
   fail("{}: tensors on different devices ({} and {}); move them to one with Tensor::to", op,

@@ -23,6 +23,10 @@ namespace tfm::ops::detail {
 // the build has no CUDA backend, else "<op>: no CUDA kernel yet".
 std::string no_kernel_message(std::string_view op, Device device, bool built_with_cuda);
 [[noreturn]] void no_kernel(std::string_view op, Device device);
+// A CUDA build's op on cuda tensors whose device use_device has not made ready (memory that a
+// test installed by hand): "<op>: the CUDA device is not initialised (...)".
+[[noreturn]] void device_not_ready(std::string_view op, Device device);
+bool cuda_ready();
 [[noreturn]] void mixed_devices(std::string_view op, Device first, Device other);
 
 inline Device device_of(std::string_view op, Device device, const Tensor& t) {
@@ -60,13 +64,15 @@ inline void require_cpu_body(std::string_view op, Device device) {
 
 // Runs cpu_call on the CPU and cuda_call on CUDA (compiled only with the CUDA backend).
 #ifdef TFM_HAVE_CUDA
-#define TFM_DISPATCH_CUDA(op, device, cpu_call, cuda_call) \
-  do {                                                     \
-    if ((device) == ::tfm::Device::cpu) {                  \
-      cpu_call;                                            \
-    } else {                                               \
-      cuda_call;                                           \
-    }                                                      \
+#define TFM_DISPATCH_CUDA(op, device, cpu_call, cuda_call)       \
+  do {                                                           \
+    if ((device) == ::tfm::Device::cpu) {                        \
+      cpu_call;                                                  \
+    } else {                                                     \
+      if (!::tfm::ops::detail::cuda_ready())                     \
+        ::tfm::ops::detail::device_not_ready((op), (device));    \
+      cuda_call;                                                 \
+    }                                                            \
   } while (false)
 #else
 #define TFM_DISPATCH_CUDA(op, device, cpu_call, cuda_call) TFM_DISPATCH(op, device, cpu_call)

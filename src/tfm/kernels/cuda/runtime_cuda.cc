@@ -1,0 +1,119 @@
+#include "tfm/kernels/cuda/runtime_cuda.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <mutex>
+
+#include "tfm/core/allocator.h"
+#include "tfm/core/error.h"
+#include "tfm/kernels/cuda/launch.cuh"
+
+namespace tfm::cuda {
+
+namespace {
+
+struct Runtime {
+  bool ready = false;
+  cudaStream_t stream = nullptr;
+};
+
+Runtime& runtime() {
+  static Runtime r;
+  return r;
+}
+
+std::mutex& init_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+void* allocate(size_t bytes) {
+  void* ptr = nullptr;
+  // Out of memory is nullptr for the caching allocator, which names the size in its error.
+  if (cudaMalloc(&ptr, bytes) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error state of the runtime
+    return nullptr;
+  }
+  return ptr;
+}
+
+void release(void* ptr) {
+  // A block may still be read by queued kernels: wait for them before the driver takes it back.
+  cudaStreamSynchronize(runtime().stream);
+  cudaFree(ptr);
+}
+
+// Copies in stream order, then waits: the host may read or free its side once this returns.
+void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes) {
+  const cudaMemcpyKind kind = dst_on_device ? (src_on_device ? cudaMemcpyDeviceToDevice
+                                                             : cudaMemcpyHostToDevice)
+                                            : (src_on_device ? cudaMemcpyDeviceToHost
+                                                             : cudaMemcpyHostToHost);
+  TFM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, runtime().stream));
+  TFM_CUDA_CHECK(cudaStreamSynchronize(runtime().stream));
+}
+
+}  // namespace
+
+void fail(int error, const char* what, const char* file, int line) {
+  const auto code = static_cast<cudaError_t>(error);
+  throw Error(fmt::format("cuda: {} failed at {}:{}: {} ({})", what, file, line,
+                          cudaGetErrorString(code), cudaGetErrorName(code)));
+}
+
+std::string unavailable_reason() {
+  int count = 0;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess) {
+    cudaGetLastError();
+    return fmt::format("no usable CUDA device: {} ({})", cudaGetErrorString(error),
+                       cudaGetErrorName(error));
+  }
+  if (count == 0) return "no CUDA device is visible";
+  return "";
+}
+
+void initialize() {
+  std::lock_guard<std::mutex> lock(init_mutex());
+  Runtime& r = runtime();
+  if (!r.ready) {
+    const std::string why = unavailable_reason();
+    TFM_CHECK(why.empty(), "cuda: {}", why);
+    TFM_CUDA_CHECK(cudaSetDevice(0));
+    TFM_CUDA_CHECK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
+    r.ready = true;
+  }
+  // Tests may have replaced the functions (core/allocator.h); install ours when they are gone.
+  DeviceMemory memory;
+  memory.allocate = allocate;
+  memory.release = release;
+  memory.copy = copy;
+  if (!device_memory_installed(Device::cuda)) set_device_memory(Device::cuda, memory);
+}
+
+bool initialized() {
+  // Ready, and the memory behind Device::cuda is the GPU's (a test may install host memory posing
+  // as cuda memory; kernels must never see it).
+  return runtime().ready && device_memory_installed(Device::cuda) &&
+         device_memory(Device::cuda).allocate == allocate;
+}
+
+cudaStream_t stream() { return runtime().stream; }
+
+void synchronize() {
+  if (runtime().ready) TFM_CUDA_CHECK(cudaStreamSynchronize(runtime().stream));
+}
+
+std::string describe() {
+  cudaDeviceProp prop{};
+  TFM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  int driver = 0;
+  cudaDriverGetVersion(&driver);
+  return fmt::format("{}, sm_{}{}, {} multiprocessors, {:.1f} GiB, CUDA driver {}.{}", prop.name,
+                     prop.major, prop.minor, prop.multiProcessorCount,
+                     static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024 * 1024),
+                     driver / 1000, (driver % 1000) / 10);
+}
+
+}  // namespace tfm::cuda

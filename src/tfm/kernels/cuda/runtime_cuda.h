@@ -1,0 +1,28 @@
+// The CUDA runtime as the rest of tfm sees it: whether a device can be used, making it ready
+// (device memory for core/allocator.h, the stream, the cuBLASLt handle) and waiting for it. Plain
+// C++ with no CUDA types, so that ops/ includes it in a g++ translation unit. Compiled only in a
+// build with the CUDA backend (TFM_HAVE_CUDA).
+#pragma once
+
+#include <string>
+
+namespace tfm::cuda {
+
+// Empty when a CUDA device can be used; else why not, in one line ("no CUDA driver", "no
+// device", ...).
+std::string unavailable_reason();
+
+// Selects device 0, creates the stream every kernel runs on, and installs cudaMalloc/cudaFree
+// behind the caching allocator of Device::cuda. Idempotent; after set_device_memory removed the
+// functions, installs them again. Fails with a one-line error when no device can be used.
+void initialize();
+bool initialized();
+
+// Waits until every kernel queued so far has finished; a kernel's failure surfaces here as a
+// one-line error.
+void synchronize();
+
+// "NVIDIA H100 80GB HBM3, sm_90, 132 multiprocessors, 79.1 GiB, CUDA driver 13.0"
+std::string describe();
+
+}  // namespace tfm::cuda

@@ -1,0 +1,32 @@
+// Devices as the layers above ops/ see them: whether one can be used, making it ready, waiting
+// for it. The CPU is always ready; CUDA needs a build with the CUDA backend and a GPU.
+#pragma once
+
+#include <string>
+
+#include "tfm/core/device.h"
+
+namespace tfm::ops {
+
+// Empty when ops can run on `device`; else why not, in one line ("tfm was built without CUDA",
+// "cuda: no usable CUDA device: ...").
+std::string device_unavailable_reason(Device device);
+
+// Makes `device` ready for tensors and ops (CUDA: selects the GPU, its stream and memory).
+// Idempotent; a one-line error when the device cannot be used.
+void use_device(Device device);
+
+// Whether use_device(device) has made it ready (always true for the CPU).
+bool device_ready(Device device);
+
+// Waits for every op queued on `device` (nothing to wait for on the CPU): for timing, and to
+// surface a kernel's failure at a known point.
+void synchronize(Device device);
+
+// "cpu" or the GPU's name, compute capability, memory and driver, for logs and benchmarks.
+std::string describe_device(Device device);
+
+// "cpu" | "cuda" -> Device; a one-line error naming the value otherwise.
+Device parse_device(const std::string& name);
+
+}  // namespace tfm::ops
