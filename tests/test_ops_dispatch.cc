@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tfm/core/allocator.h"
+#include "tfm/ops/device.h"
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
@@ -64,10 +65,12 @@ TEST(Dispatch, NoKernelMessages) {
 }
 
 TEST(Dispatch, CudaMemoryWithoutBackendIsAOneLineError) {
+  if (ops::device_ready(Device::cuda))
+    GTEST_SKIP() << "an earlier test of this process made the CUDA device ready";
   const std::string message = error_of([] { Tensor::empty({2, 3}, DType::f32, Device::cuda); });
   EXPECT_EQ(message.find('\n'), std::string::npos);
   if (kBuiltWithCuda) {
-    EXPECT_NE(message.find("no CUDA memory functions are installed"), std::string::npos) << message;
+    EXPECT_NE(message.find("the CUDA device is not initialised"), std::string::npos) << message;
   } else {
     EXPECT_EQ(message.rfind("tfm was built without CUDA;", 0), 0u) << message;
   }
