@@ -28,6 +28,7 @@
 #include "tfm/model/config.h"
 #include "tfm/nn/transformer.h"
 #include "tfm/ops/autocast.h"
+#include "tfm/ops/device.h"
 #include "tfm/train/adam.h"
 #include "tfm/train/recipe.h"
 #include "tfm/train/schedule.h"
@@ -42,7 +43,7 @@ using tfm::bench::rounded;
 int main(int argc, char** argv) {
   CLI::App app{"tfm training-step benchmark"};
   std::string preset = "base";
-  std::string config_path, recipe_path, write_config_path, precision = "f32";
+  std::string config_path, recipe_path, write_config_path, precision = "f32", device_option = "cpu";
   int64_t vocab = 37000, batch_size = 128, src_len = 32, tgt_len = 32;
   int steps = 3, warmup = 2, threads = 2;
   auto* preset_option = app.add_option("--preset", preset, "model preset");
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--write-config", write_config_path,
                  "write the model's config.json here (e.g. a recipe's, for PyTorch's side)");
+  app.add_option("--device", device_option, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--precision", precision, "f32 or bf16 (products with bf16 operands)")
       ->check(CLI::IsMember({"f32", "bf16"}));
   auto* vocab_option = app.add_option("--vocab", vocab, "vocabulary size (default: 37000)");
@@ -76,8 +78,11 @@ int main(int argc, char** argv) {
   const bool from_file = !config_path.empty() || !recipe_path.empty();
   tfm::ModelConfig config;
   tfm::DType product = tfm::DType::f32;
+  tfm::Device device = tfm::Device::cpu;
   try {
     product = tfm::ops::parse_precision(precision, "--precision");
+    device = tfm::ops::parse_device(device_option);
+    tfm::ops::use_device(device);
     if (!recipe_path.empty()) {
       const tfm::TrainRecipe recipe = tfm::load_recipe(recipe_path);
       config = recipe.model_config(recipe.vocab_size);
@@ -95,8 +100,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   vocab = config.vocab_size;
-  tfm::nn::Transformer model(config);
-  model.init(7);
+  // Initialised on the host (the same weights on every device), then copied to the device.
+  tfm::nn::Transformer initial(config);
+  initial.init(7);
+  tfm::nn::NamedTensors on_device;
+  for (const auto& [name, tensor] : initial.named_parameters())
+    on_device.emplace_back(name, tensor.to(device));
+  tfm::nn::Transformer model(config, on_device);
   tfm::Adam adam(model.parameters());
   tfm::NoamSchedule schedule{config.d_model, 4000, 1.0};
 
@@ -105,7 +115,13 @@ int main(int argc, char** argv) {
   tfm::Tensor tgt_out = random_ids(batch_size, tgt_len, static_cast<int32_t>(vocab), rng, -1);
   tfm::Tensor tgt_in =
       random_ids(batch_size, tgt_len, static_cast<int32_t>(vocab), rng, config.bos_id);
-  tfm::nn::Batch batch = tfm::nn::Batch::from_ids(src, tgt_in, tgt_out, config.pad_id);
+  tfm::nn::Batch batch =
+      tfm::nn::Batch::from_ids(src, tgt_in, tgt_out, config.pad_id).to(device);
+  // On a GPU the clock is read after the queued work has finished.
+  auto now = [device] {
+    tfm::ops::synchronize(device);
+    return std::chrono::steady_clock::now();
+  };
 
   using clock = std::chrono::steady_clock;
   double forward_s = 0, backward_s = 0, update_s = 0, loss = 0;
@@ -120,20 +136,20 @@ int main(int argc, char** argv) {
     clock::time_point t0, t1, t2;
     tfm::ops::CrossEntropyResult result;
     {
-      t0 = clock::now();
+      t0 = now();
       tfm::Tape tape;
       {
         tfm::TapeScope scope(tape);
         auto ctx = tfm::nn::ForwardContext::training(static_cast<uint64_t>(step) + 1, product);
         result = model.loss(batch, ctx);
       }
-      t1 = clock::now();
+      t1 = now();
       tape.backward(result.loss);
-      t2 = clock::now();
+      t2 = now();
     }
     adam.step(schedule.learning_rate(step + 1));
     adam.zero_grad();
-    auto t3 = clock::now();
+    auto t3 = now();
     forward_s += std::chrono::duration<double>(t1 - t0).count();
     backward_s += std::chrono::duration<double>(t2 - t1).count();
     update_s += std::chrono::duration<double>(t3 - t2).count();
@@ -151,6 +167,7 @@ int main(int argc, char** argv) {
   const double gemm_per_step = gemm.seconds / steps;
   nlohmann::ordered_json row = {
       {"framework", "tfm"},
+      {"device", tfm::ops::describe_device(device)},
       {"mode", precision},
       {"precision", precision},
       {"preset", from_file ? "" : preset},
@@ -172,6 +189,13 @@ int main(int argc, char** argv) {
       {"tokens_per_second", rounded(tokens / per_step, 1)},
       {"target_tokens_per_second", rounded(static_cast<double>(batch.tgt_tokens) / per_step, 1)},
       {"peak_rss_mb", rounded(peak_rss_mb(), 1)},
+      {"device_peak_mb",
+       device == tfm::Device::cpu
+           ? 0.0
+           : rounded(static_cast<double>(
+                         tfm::CachingAllocator::for_device(device).stats().peak_bytes_in_use) /
+                         (1 << 20),
+                     1)},
       {"steady_state_system_allocations", steady_allocations},
       // Products through cpu::gemm (oneDNN), per timed step, and the rest of the step.
       {"gemm_calls_per_step", gemm.calls / steps},

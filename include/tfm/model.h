@@ -15,7 +15,7 @@ struct LoadOptions {
   // Operand type of the matrix products: "f32", "bf16" (f32 accumulation), or "auto" (bf16 where
   // the CPU multiplies bf16 natively, AVX512-BF16 or AMX, else f32).
   std::string precision = "f32";
-  std::string device = "cpu";  // the only device of this build
+  std::string device = "cpu";  // "cpu", or "cuda" (a build with the CUDA backend and a GPU)
 };
 
 class Model {

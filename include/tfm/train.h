@@ -17,6 +17,7 @@ struct TrainingOptions {
   double max_minutes = -1;             // >= 0: stop after this many minutes
   int threads = -1;                    // >= 0: the recipe's training.threads (0: all cores)
   bool resume = false;                 // continue from the run directory's newest checkpoint
+  std::string device;                  // "cpu" | "cuda"; empty: the recipe's training.device
 };
 
 struct TrainingResult {

@@ -5,23 +5,16 @@
 #include "tfm/core/error.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/ops/autocast.h"
+#include "tfm/ops/device.h"
 
 namespace tfm {
-
-namespace {
-
-Device parse_device(const std::string& name) {
-  TFM_CHECK(name == "cpu", "device '{}' is not supported: models run on 'cpu'", name);
-  return Device::cpu;
-}
-
-}  // namespace
 
 std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir,
                                          const LoadOptions& options) {
   // The options first: a bad setting is reported before any file is read.
   const DType precision = ops::parse_precision(options.precision);
-  const Device device = parse_device(options.device);
+  const Device device = ops::parse_device(options.device);
+  ops::use_device(device);  // a missing GPU is reported before any file is read
   LoadedModel loaded = load_model_dir(dir);
   const std::filesystem::path vocab_path = dir / kVocabFileName;
   TFM_CHECK(std::filesystem::exists(vocab_path),

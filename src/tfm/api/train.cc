@@ -14,6 +14,7 @@ TrainingResult train(const TrainingOptions& options) {
   if (options.max_steps >= 0) recipe.max_steps = options.max_steps;
   if (options.max_minutes >= 0) recipe.max_minutes = options.max_minutes;
   if (options.threads >= 0) recipe.threads = options.threads;
+  if (!options.device.empty()) apply_override(recipe, "training.device=" + options.device);
   TrainRunOptions run;
   run.resume = options.resume;
   run.bleu = eval::greedy_validation_bleu;

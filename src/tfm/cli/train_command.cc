@@ -22,6 +22,7 @@ struct TrainOptions {
   int64_t max_steps = -1;
   double max_minutes = -1;
   int threads = -1;
+  std::string device;
 };
 
 void run_train(const TrainOptions& options) {
@@ -34,6 +35,7 @@ void run_train(const TrainOptions& options) {
   training.max_minutes = options.max_minutes;
   training.threads = options.threads;
   training.resume = options.resume;
+  training.device = options.device;
   if (tfm::train(training).interrupted) {
     const tfm::dist::LaunchInfo launch = tfm::dist::launch_info();
     if (launch.size == 1) throw tfm::Error("training interrupted; continue it with --resume");
@@ -62,6 +64,8 @@ void register_train(CLI::App& app) {
       ->check(CLI::Range(0.0, 1e7));
   cmd->add_option("--threads", options->threads, "threads (0: all cores)")
       ->check(CLI::Range(0, 4096));
+  cmd->add_option("--device", options->device, "cpu or cuda (training.device)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->callback([options] { run_train(*options); });
 }
 

@@ -26,6 +26,7 @@
 #include "tfm/io/text_lines.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/ops/autocast.h"
+#include "tfm/ops/device.h"
 
 namespace tfm::cli {
 
@@ -43,6 +44,7 @@ struct TranslateCommandOptions {
   int64_t chunk = 512;  // sentences per progress report
   int threads = 0;
   std::string precision = "f32";
+  std::string device = "cpu";
   bool reject_long_inputs = false;
 };
 
@@ -92,6 +94,8 @@ void run_translate(TranslateCommandOptions options) {
   set_num_threads(options.threads);  // loading too (the checksums run in parallel)
   decode::InferenceOptions inference;
   inference.precision = ops::parse_precision(options.precision, "--precision");
+  inference.device = ops::parse_device(options.device);
+  ops::use_device(inference.device);  // a missing GPU is reported before the model is read
   const std::filesystem::path dir = options.model;
   // Loaded once, packed once (in the precision asked for), then only read.
   const std::shared_ptr<const decode::InferenceModel> model =
@@ -242,6 +246,8 @@ void register_translate(CLI::App& app) {
   cmd->add_option("--precision", o->precision,
                   "operands of the matrix products: f32, bf16 (f32 accumulation; faster where the "
                   "CPU has AVX512-BF16 or AMX), or auto (bf16 where native) (default f32)");
+  cmd->add_option("--device", o->device, "cpu or cuda (default cpu)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->callback([o] { run_translate(*o); });
 }
 

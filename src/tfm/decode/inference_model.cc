@@ -5,26 +5,38 @@
 
 #include "tfm/core/error.h"
 #include "tfm/model/model_dir.h"
+#include "tfm/ops/device.h"
 #include "tfm/ops/packed_weight.h"
 
 namespace tfm::decode {
 
+namespace {
+// The model with its weights copied to `device` (itself on its own device).
+nn::Transformer on_device(nn::Transformer model, Device device) {
+  ops::use_device(device);
+  if (device == Device::cpu) return model;
+  nn::NamedTensors moved;
+  for (const auto& [name, tensor] : model.named_parameters())
+    moved.emplace_back(name, tensor.to(device));
+  return nn::Transformer(model.config(), moved);
+}
+}  // namespace
+
 InferenceModel::InferenceModel(nn::Transformer model, const InferenceOptions& options)
-    : model_(std::move(model)), options_(options) {
+    : model_(on_device(std::move(model), options.device)), options_(options) {
   TFM_CHECK(options.precision == DType::f32 || options.precision == DType::bf16,
             "inference model: precision {} is not supported (f32 or bf16)",
             dtype_name(options.precision));
-  TFM_CHECK(options.device == Device::cpu,
-            "inference model: device {} is not supported in this build (cpu)",
-            device_name(options.device));
   // Packed here, once: a linear packed for one product would cost more than it saves, and a model
   // packed once serves every thread without a lock.
   model_.pack(options.precision);
   const Tensor& embedding = model_.output_embedding();
   const int64_t vocab = embedding.dim(0);
-  for (int64_t first = 0; first < vocab; first += kOutputBlockTokens)
+  // A GPU multiplies the whole embedding at once (one block); the CPU in cache-sized blocks.
+  const int64_t block = options.device == Device::cpu ? kOutputBlockTokens : vocab;
+  for (int64_t first = 0; first < vocab; first += block)
     output_blocks_.push_back(
-        ops::pack_weight(embedding.slice_rows(first, std::min(vocab, first + kOutputBlockTokens)),
+        ops::pack_weight(embedding.slice_rows(first, std::min(vocab, first + block)),
                          options.precision));
 }
 

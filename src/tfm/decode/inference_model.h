@@ -32,7 +32,7 @@ struct InferenceOptions {
   // Operand type of every matrix product: f32, or bf16 (f32 accumulation; LayerNorm, softmax and
   // the log-probabilities stay f32). ops::parse_precision reads the names "f32", "bf16", "auto".
   DType precision = DType::f32;
-  Device device = Device::cpu;  // cpu (CUDA is not built yet)
+  Device device = Device::cpu;  // cpu, or cuda (weights copied to the GPU when loaded)
 };
 
 class InferenceModel {

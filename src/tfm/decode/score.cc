@@ -75,9 +75,11 @@ std::vector<TargetScore> score(const InferenceModel& inference,
       std::copy(targets[i].begin(), targets[i].end(), tgt_in.begin() + row * length + 1);
       lengths.push_back(static_cast<int32_t>(sources[i].size()));
     }
-    const Tensor memory = model.encode(Tensor::from_ints({batch, width}, src), lengths, ctx);
+    const Device device = model.output_embedding().device();
+    const Tensor memory =
+        model.encode(Tensor::from_ints({batch, width}, src).to(device), lengths, ctx);
     const Tensor hidden =
-        model.decode(Tensor::from_ints({batch, length}, tgt_in), memory, lengths, ctx);
+        model.decode(Tensor::from_ints({batch, length}, tgt_in).to(device), memory, lengths, ctx);
     // Padded positions come after a sentence's eos: causal attention keeps them out of the
     // positions that are read.
     const int64_t vocab = config.vocab_size;

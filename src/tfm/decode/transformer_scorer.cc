@@ -63,7 +63,8 @@ void TransformerScorer::select(const std::vector<int64_t>& rows) {
 
 Tensor TransformerScorer::step(const std::vector<int32_t>& last_tokens) {
   const std::vector<int32_t> ids = state_tokens(last_tokens);
-  Tensor tokens = Tensor::from_ints({static_cast<int64_t>(ids.size())}, ids);
+  Tensor tokens = Tensor::from_ints({static_cast<int64_t>(ids.size())}, ids)
+                      .to(model_.output_embedding().device());
   Tensor heads;
   Tensor logits = ops::log_softmax(
       model_.decode_step(tokens, state_, probe_.layer, probe_.enabled() ? &heads : nullptr));
@@ -82,7 +83,8 @@ Tensor TransformerScorer::step(const std::vector<int32_t>& last_tokens) {
 void TransformerScorer::step_top(const std::vector<int32_t>& last_tokens, int64_t m,
                                  int32_t excluded, StepTop& out) {
   const std::vector<int32_t> ids = state_tokens(last_tokens);
-  Tensor tokens = Tensor::from_ints({static_cast<int64_t>(ids.size())}, ids);
+  Tensor tokens = Tensor::from_ints({static_cast<int64_t>(ids.size())}, ids)
+                      .to(model_.output_embedding().device());
   Tensor heads;
   Tensor hidden =
       model_.decode_hidden(tokens, state_, probe_.layer, probe_.enabled() ? &heads : nullptr);

@@ -94,7 +94,8 @@ std::vector<std::vector<Hypothesis>> translate(const InferenceModel& model,
           max_output_length(static_cast<int64_t>(source.size()), options, config));
     }
     Tensor memory =
-        model.transformer().encode(Tensor::from_ints({batch, width}, ids), lengths, ctx);
+        model.transformer().encode(Tensor::from_ints({batch, width}, ids).to(model.device()),
+                                   lengths, ctx);
     const int64_t capacity = *std::max_element(max_lengths.begin(), max_lengths.end());
     TransformerScorer scorer(model, memory, lengths, options.beam_size, capacity,
                              options.attention);
@@ -113,7 +114,7 @@ std::vector<std::vector<Hypothesis>> translate(const InferenceModel& model,
 std::vector<std::vector<Hypothesis>> translate(const nn::Transformer& model,
                                                const std::vector<std::vector<int32_t>>& sources,
                                                const TranslateOptions& options, DType precision) {
-  const InferenceModel packed(model, {precision, Device::cpu});
+  const InferenceModel packed(model, {precision, model.output_embedding().device()});
   return translate(packed, sources, options);
 }
 

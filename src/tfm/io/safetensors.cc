@@ -268,9 +268,14 @@ SafeTensors read_safetensors(const std::filesystem::path& path) {
 }
 
 void write_safetensors(const std::filesystem::path& path,
-                       const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::vector<std::pair<std::string, Tensor>>& device_tensors,
                        const std::map<std::string, std::string>& metadata) {
   const std::string file = path.string();
+  // Tensors on a GPU are written from host copies: the file is the same whichever device wrote it.
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  tensors.reserve(device_tensors.size());
+  for (const auto& [name, tensor] : device_tensors)
+    tensors.emplace_back(name, tensor.defined() ? tensor.to(Device::cpu) : tensor);
   Json header = Json::object();
   std::map<std::string, std::string> all_metadata = metadata;
   for (const auto& [name, tensor] : tensors)

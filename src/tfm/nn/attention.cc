@@ -31,7 +31,7 @@ Tensor MultiHeadAttention::forward(const Tensor& query_input, const Tensor& memo
 KeyValueCache MultiHeadAttention::empty_cache(int64_t rows, int64_t capacity,
                                               DType precision) const {
   return KeyValueCache::with_capacity(rows, capacity, k_proj.weight.dim(0), v_proj.weight.dim(0),
-                                      precision);
+                                      precision, k_proj.weight.device());
 }
 
 void MultiHeadAttention::append(const Tensor& input, KeyValueCache& cache, DType precision) const {
@@ -69,13 +69,13 @@ void MultiHeadAttention::collect(const std::string& prefix, NamedTensors& out) c
 }
 
 KeyValueCache KeyValueCache::with_capacity(int64_t rows, int64_t capacity, int64_t key_width,
-                                           int64_t value_width, DType dtype) {
+                                           int64_t value_width, DType dtype, Device device) {
   TFM_CHECK(rows >= 0 && capacity > 0, "key/value cache: {} rows with capacity {}", rows, capacity);
   TFM_CHECK(dtype == DType::f32 || dtype == DType::bf16,
             "key/value cache: {} elements are not supported (f32 or bf16)", dtype_name(dtype));
   KeyValueCache cache;
-  cache.keys = Tensor::empty({rows, capacity, key_width}, dtype);
-  cache.values = Tensor::empty({rows, capacity, value_width}, dtype);
+  cache.keys = Tensor::empty({rows, capacity, key_width}, dtype, device);
+  cache.values = Tensor::empty({rows, capacity, value_width}, dtype, device);
   return cache;
 }
 
@@ -106,7 +106,7 @@ void KeyValueCache::append(const Tensor& k, const Tensor& v) {
     // as it is (the slot table stays valid), then the table is widened.
     const int64_t grown = std::max(2 * capacity(), length + n);
     KeyValueCache bigger =
-        with_capacity(keys.dim(0), grown, keys.dim(2), values.dim(2), keys.dtype());
+        with_capacity(keys.dim(0), grown, keys.dim(2), values.dim(2), keys.dtype(), keys.device());
     const std::vector<int64_t> all = identity_rows(keys.dim(0));
     ops::cache_gather(keys, Tensor(), all, length, bigger.keys);
     ops::cache_gather(values, Tensor(), all, length, bigger.values);
@@ -166,7 +166,7 @@ KeyValueCache KeyValueCache::gather(const std::vector<int64_t>& rows_to_keep) co
   for (int64_t r : rows_to_keep)
     TFM_CHECK(r >= 0 && r < rows(), "key/value cache: row {} selected from {} rows", r, rows());
   KeyValueCache out = with_capacity(static_cast<int64_t>(rows_to_keep.size()), capacity(),
-                                    keys.dim(2), values.dim(2), keys.dtype());
+                                    keys.dim(2), values.dim(2), keys.dtype(), keys.device());
   ops::cache_gather(keys, slots, rows_to_keep, length, out.keys);
   ops::cache_gather(values, slots, rows_to_keep, length, out.values);
   out.length = length;

@@ -28,9 +28,11 @@ struct KeyValueCache {
   Tensor slots;   // i32 [rows, capacity]; undefined: row r's positions are all in slot r
   int64_t length = 0;
 
-  // An empty cache for `rows` rows with room for `capacity` positions, holding f32 or bf16.
+  // An empty cache for `rows` rows with room for `capacity` positions, holding f32 or bf16, in
+  // `device`'s memory (the slot table stays host bookkeeping).
   static KeyValueCache with_capacity(int64_t rows, int64_t capacity, int64_t key_width,
-                                     int64_t value_width, DType dtype = DType::f32);
+                                     int64_t value_width, DType dtype = DType::f32,
+                                     Device device = Device::cpu);
   int64_t rows() const;
   int64_t capacity() const { return keys.defined() ? keys.dim(1) : 0; }
   // Appends k: [rows, n, h*dk] and v: [rows, n, h*dv] (f32; rounded to bf16 for a bf16 cache) at

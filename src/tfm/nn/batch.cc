@@ -40,4 +40,12 @@ Batch Batch::from_ids(Tensor src, Tensor tgt_in, Tensor tgt_out, int32_t pad_id)
   return batch;
 }
 
+Batch Batch::to(Device device) const {
+  Batch moved = *this;
+  moved.src = src.to(device);
+  moved.tgt_in = tgt_in.to(device);
+  moved.tgt_out = tgt_out.to(device);
+  return moved;
+}
+
 }  // namespace tfm::nn

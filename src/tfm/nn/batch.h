@@ -19,6 +19,8 @@ struct Batch {
   // Checks shapes and that padding only appears at the end of each row; computes the lengths.
   static Batch from_ids(Tensor src, Tensor tgt_in, Tensor tgt_out, int32_t pad_id);
   int64_t size() const { return src.dim(0); }
+  // The same batch with its id tensors on `device` (the lengths stay host bookkeeping).
+  Batch to(Device device) const;
 };
 
 }  // namespace tfm::nn

@@ -150,7 +150,8 @@ Transformer::Transformer(const ModelConfig& config, const ParameterSource& sourc
     decoder_positions_ =
         source.make("decoder.positions.weight", {config.max_positions, config.d_model});
   } else {
-    sinusoids_ = sinusoidal_positions(config.max_positions, config.d_model);
+    // On the device of the weights (a model built from GPU tensors adds them there).
+    sinusoids_ = sinusoidal_positions(config.max_positions, config.d_model).to(embedding_.device());
   }
   for (int64_t i = 0; i < config.layers; ++i)
     encoder_layers_.emplace_back(config, source, "encoder.layers." + std::to_string(i) + ".");

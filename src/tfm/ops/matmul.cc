@@ -14,6 +14,11 @@
 #include "tfm/ops/ops.h"
 #include "tfm/ops/packed_weight.h"
 
+#ifdef TFM_HAVE_CUDA
+#include "tfm/kernels/cuda/elementwise_cuda.h"
+#include "tfm/kernels/cuda/matmul_cuda.h"
+#endif
+
 namespace tfm::ops {
 
 namespace {
@@ -30,22 +35,29 @@ int64_t batch_count(const Shape& shape) {
 
 // op(x) of a rank-3 [batch, r, c] block as a product operand: x itself, or each matrix's
 // transpose. batch 1 with a larger batch elsewhere broadcasts.
+// The operands hold device addresses (device_raw): gemm() hands them to the device's library.
 GemmOperand operand(const Tensor& t, int64_t batch, bool transposed) {
-  GemmOperand op = GemmOperand::dense(t.raw(), t.dtype(), {batch, t.dim(-2), t.dim(-1)});
+  GemmOperand op = GemmOperand::dense(t.device_raw(), t.dtype(), {batch, t.dim(-2), t.dim(-1)});
   return transposed ? op.transposed() : op;
 }
 
 GemmOperand flat_rows(const Tensor& t, int64_t rows, int64_t cols) {
-  return GemmOperand::dense(t.raw(), t.dtype(), {rows, cols});
+  return GemmOperand::dense(t.device_raw(), t.dtype(), {rows, cols});
 }
 
-void run_gemm(const GemmOperand& a, const GemmOperand& b, const GemmOperand& c, bool accumulate) {
+// A product on the device whose memory the operands point into: oneDNN or cuBLASLt.
+void gemm_on(Device device, const GemmArgs& args) {
+  TFM_DISPATCH_CUDA("matmul", device, cpu::gemm(args), cuda::gemm(args));
+}
+
+void run_gemm(Device device, const GemmOperand& a, const GemmOperand& b, const GemmOperand& c,
+              bool accumulate) {
   GemmArgs args;
   args.a = a;
   args.b = b;
   args.c = c;
   args.accumulate = accumulate;
-  cpu::gemm(args);
+  gemm_on(device, args);
 }
 
 // Shapes of a matmul, after its checks. Leading dimensions are flattened into `batch`.
@@ -82,27 +94,26 @@ MatmulDims check_matmul(const Tensor& a, const Tensor& b, bool trans_a, bool tra
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   MatmulDims d = check_matmul(a, b, trans_a, trans_b);
   const Device device = detail::op_device("matmul", a, b);
-  detail::require_cpu_body("matmul", device);  // the products below are oneDNN's (run_gemm)
   Shape out_shape = a.shape();
   out_shape[-2] = d.m;
   out_shape[-1] = d.n;
   Tensor out = Tensor::empty(out_shape, DType::f32, device);
-  GemmOperand c = GemmOperand::dense(out.raw(), DType::f32, {d.batch, d.m, d.n});
+  GemmOperand c = GemmOperand::dense(out.device_raw(), DType::f32, {d.batch, d.m, d.n});
 
   // A shared b times a row-major a is one product over all rows of a: [batch*M, K] @ [K, N].
   bool fold_rows = d.shared_b && !trans_a;
   if (fold_rows) {
     GemmOperand op_b = flat_rows(b, b.dim(0), b.dim(1));
-    run_gemm(flat_rows(a, d.batch * d.m, d.k), trans_b ? op_b.transposed() : op_b,
+    run_gemm(device, flat_rows(a, d.batch * d.m, d.k), trans_b ? op_b.transposed() : op_b,
              flat_rows(out, d.batch * d.m, d.n), false);
   } else {
-    run_gemm(operand(a, d.batch, trans_a), operand(b, d.shared_b ? 1 : d.batch, trans_b), c, false);
+    run_gemm(device, operand(a, d.batch, trans_a), operand(b, d.shared_b ? 1 : d.batch, trans_b), c, false);
   }
   if (!needs_grad({&a, &b})) return out;
 
   // The closure's copy of `out` must share its autograd record, which this creates.
   out.set_requires_grad(true);
-  record_backward(out, [a, b, out, d, trans_a, trans_b, fold_rows]() {
+  record_backward(out, [a, b, out, d, trans_a, trans_b, fold_rows, device]() {
     Tensor g = out.grad();
     if (!g.defined()) return;
     GemmOperand dc = operand(g, d.batch, false);
@@ -114,9 +125,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
       GradTarget da = grad_target(a);
       GemmOperand out_a = operand(da.tensor, d.batch, false);
       if (!trans_a) {
-        run_gemm(dc, op_b.transposed(), out_a, da.accumulate);
+        run_gemm(device, dc, op_b.transposed(), out_a, da.accumulate);
       } else {
-        run_gemm(op_b, dc.transposed(), out_a, da.accumulate);
+        run_gemm(device, op_b, dc.transposed(), out_a, da.accumulate);
       }
     }
     if (b.requires_grad()) {
@@ -129,32 +140,32 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
         GemmOperand rows_g = flat_rows(g, d.batch * d.m, d.n);
         GemmOperand out_b = flat_rows(db.tensor, db.tensor.dim(0), db.tensor.dim(1));
         if (!trans_b) {
-          run_gemm(rows_a.transposed(), rows_g, out_b, db.accumulate);
+          run_gemm(device, rows_a.transposed(), rows_g, out_b, db.accumulate);
         } else {
-          run_gemm(rows_g.transposed(), rows_a, out_b, db.accumulate);
+          run_gemm(device, rows_g.transposed(), rows_a, out_b, db.accumulate);
         }
       } else if (d.shared_b) {
         GemmOperand out_b = flat_rows(db.tensor, db.tensor.dim(0), db.tensor.dim(1));
-        if (d.batch == 0 && !db.accumulate) db.tensor.fill(0.0f);
+        if (d.batch == 0 && !db.accumulate) fill_in_place({db.tensor}, 0.0f);
         // Here a is stored transposed: a_i is [K, M] and op(A_i) = a_i^T.
         for (int64_t i = 0; i < d.batch; ++i) {
           GemmOperand a_i =
-              GemmOperand::dense(a.data<float>() + i * d.k * d.m, DType::f32, {d.k, d.m});
+              GemmOperand::dense(a.device_data<float>() + i * d.k * d.m, DType::f32, {d.k, d.m});
           GemmOperand g_i =
-              GemmOperand::dense(g.data<float>() + i * d.m * d.n, DType::f32, {d.m, d.n});
+              GemmOperand::dense(g.device_data<float>() + i * d.m * d.n, DType::f32, {d.m, d.n});
           bool accumulate = db.accumulate || i > 0;
           if (!trans_b) {
-            run_gemm(a_i, g_i, out_b, accumulate);
+            run_gemm(device, a_i, g_i, out_b, accumulate);
           } else {
-            run_gemm(g_i.transposed(), a_i.transposed(), out_b, accumulate);
+            run_gemm(device, g_i.transposed(), a_i.transposed(), out_b, accumulate);
           }
         }
       } else {
         GemmOperand out_b = operand(db.tensor, d.batch, false);
         if (!trans_b) {
-          run_gemm(op_a.transposed(), dc, out_b, db.accumulate);
+          run_gemm(device, op_a.transposed(), dc, out_b, db.accumulate);
         } else {
-          run_gemm(dc.transposed(), op_a, out_b, db.accumulate);
+          run_gemm(device, dc.transposed(), op_a, out_b, db.accumulate);
         }
       }
     }
@@ -195,17 +206,30 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
   Shape out_shape = x.shape();
   out_shape[-1] = out_features;
   const Device device = detail::op_device(op, x, weight, bias);
-  detail::require_cpu_body(op, device);  // the products below are oneDNN's
   Tensor out = Tensor::empty(out_shape, DType::f32, device);
 
   // Inference with the weight packed at load (in the product type): no gradient to record.
   if (product.packed && !needs_grad({&x, &weight, &bias})) {
-    const cpu::PackedWeight* packed = &product.packed->cpu();
-    Tensor x_op = packed->dtype() == DType::bf16 ? to_bf16(x) : x;
-    cpu::packed_linear(x_op.raw(), rows, *packed, bias.defined() ? bias.data<float>() : nullptr,
-                       out.data<float>());
-    // The packed product has no post-op: ReLU is a second pass over the output.
-    if (relu) cpu::relu(out.data<float>(), out.data<float>(), out.numel());
+    TFM_CHECK(product.packed->device() == device, "{}: the packed weight is on {}, x on {}", op,
+              device_name(product.packed->device()), device_name(device));
+    Tensor x_op = product.packed->dtype() == DType::bf16 ? to_bf16(x) : x;
+    if (device == Device::cpu) {
+      const cpu::PackedWeight* packed = &product.packed->cpu();
+      cpu::packed_linear(x_op.raw(), rows, *packed,
+                         bias.defined() ? bias.data<float>() : nullptr, out.data<float>());
+      // The packed product has no post-op: ReLU is a second pass over the output.
+      if (relu) cpu::relu(out.data<float>(), out.data<float>(), out.numel());
+      return out;
+    }
+    // On a GPU the packed weight is the weight in the product type; bias and ReLU are the
+    // product's epilogue.
+    GemmArgs args;
+    args.a = flat_rows(x_op, rows, in);
+    args.b = flat_rows(product.packed->device_weight(), out_features, in).transposed();
+    args.c = flat_rows(out, rows, out_features);
+    args.bias = bias.defined() ? bias.device_data<float>() : nullptr;
+    args.relu = relu;
+    gemm_on(device, args);
     return out;
   }
 
@@ -219,24 +243,27 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
   args.a = flat_rows(x_op, rows, in);
   args.b = flat_rows(w_op, out_features, in).transposed();
   args.c = flat_rows(out, rows, out_features);
-  args.bias = bias.defined() ? bias.data<float>() : nullptr;
+  args.bias = bias.defined() ? bias.device_data<float>() : nullptr;
   args.relu = relu;
-  cpu::gemm(args);
+  gemm_on(device, args);
   if (!needs_grad({&x, &weight, &bias})) return out;
 
   // The closure's copy of `out` must share its autograd record, which this creates. It keeps the
   // operands as the product saw them (bf16 for bf16 products: half the memory of the f32 input).
   out.set_requires_grad(true);
   record_backward(out, [x, weight, bias, out, x_op, w_op, bf16_product, relu, rows, in,
-                        out_features]() {
+                        out_features, device]() {
     Tensor g = out.grad();
     if (!g.defined()) return;
     if (relu) {
       // y = max(0, u): du = g where y > 0 (0 at the kink, as ops::relu), then u's
       // backward below.
       Tensor masked = Tensor::empty(g.shape(), DType::f32, g.device());
-      cpu::relu_backward(out.data<float>(), g.data<float>(), masked.data<float>(), g.numel(),
-                         false);
+      TFM_DISPATCH_CUDA("linear_relu", device,
+                        cpu::relu_backward(out.data<float>(), g.data<float>(),
+                                           masked.data<float>(), g.numel(), false),
+                        cuda::relu_backward(out.device_data<float>(), g.device_data<float>(),
+                                            masked.device_data<float>(), g.numel(), false));
       g = masked;
     }
     // For bf16 products the incoming gradient is rounded to bf16 as well; results stay f32.
@@ -245,21 +272,25 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
     if (x.requires_grad()) {
       // dx = g W  ([rows, out] @ [out, in]).
       GradTarget dx = grad_target(x);
-      run_gemm(g_rows, flat_rows(w_op, out_features, in), flat_rows(dx.tensor, rows, in),
+      run_gemm(device, g_rows, flat_rows(w_op, out_features, in), flat_rows(dx.tensor, rows, in),
                dx.accumulate);
     }
     if (weight.requires_grad()) {
       // dW = g^T x, summed over every leading dimension of x  ([out, rows] @ [rows,
       // in]).
       GradTarget dw = grad_target(weight);
-      run_gemm(g_rows.transposed(), flat_rows(x_op, rows, in),
+      run_gemm(device, g_rows.transposed(), flat_rows(x_op, rows, in),
                flat_rows(dw.tensor, out_features, in), dw.accumulate);
     }
     if (bias.defined() && bias.requires_grad()) {
       // db = sum over rows of g. Threads own blocks of columns, so no two write one
       // element.
       GradTarget db = grad_target(bias);
-      cpu::sum_rows(g.data<float>(), rows, out_features, db.tensor.data<float>(), db.accumulate);
+      TFM_DISPATCH_CUDA("linear", device,
+                        cpu::sum_rows(g.data<float>(), rows, out_features,
+                                      db.tensor.data<float>(), db.accumulate),
+                        cuda::sum_rows(g.device_data<float>(), rows, out_features,
+                                       db.tensor.device_data<float>(), db.accumulate));
     }
   });
   return out;

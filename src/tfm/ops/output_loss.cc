@@ -10,6 +10,7 @@
 // per-unit gradients dH = D W and dW1 = D^T h; the backward only scales them by g. This is exact,
 // not an approximation: it is the same sum of products, taken before g is known.
 #include <algorithm>
+#include <utility>
 
 #include "tfm/autograd/tape.h"
 #include "tfm/kernels/cpu/cross_entropy_cpu.h"
@@ -19,6 +20,12 @@
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
+
+#ifdef TFM_HAVE_CUDA
+#include "tfm/kernels/cuda/cross_entropy_cuda.h"
+#include "tfm/kernels/cuda/elementwise_cuda.h"
+#include "tfm/kernels/cuda/matmul_cuda.h"
+#endif
 
 namespace tfm::ops {
 
@@ -39,19 +46,21 @@ int64_t default_chunk_rows(int64_t vocab) {
   return std::max(kChunkMultiple, rows / kChunkMultiple * kChunkMultiple);
 }
 
+// Rows [first, first + count) of t as a product operand, in t's device memory.
 GemmOperand rows_of(const Tensor& t, int64_t first, int64_t count, int64_t cols) {
   const char* base =
-      static_cast<const char*>(t.raw()) + static_cast<size_t>(first * cols) * dtype_size(t.dtype());
+      static_cast<const char*>(t.device_raw()) + static_cast<size_t>(first * cols) * dtype_size(t.dtype());
   return GemmOperand::dense(base, t.dtype(), {count, cols});
 }
 
-void run_gemm(const GemmOperand& a, const GemmOperand& b, const GemmOperand& c, bool accumulate) {
+void run_gemm(Device device, const GemmOperand& a, const GemmOperand& b, const GemmOperand& c,
+              bool accumulate) {
   GemmArgs args;
   args.a = a;
   args.b = b;
   args.c = c;
   args.accumulate = accumulate;
-  cpu::gemm(args);
+  TFM_DISPATCH_CUDA("output_cross_entropy", device, cpu::gemm(args), cuda::gemm(args));
 }
 
 }  // namespace
@@ -80,9 +89,12 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
             "{}: products in {} are not supported (f32 or bf16)", kOp, dtype_name(product));
   TFM_CHECK(chunk_rows >= 0, "{}: chunk_rows must be >= 0 (0: the default), got {}", kOp,
             chunk_rows);
-  // The CPU body: oneDNN products and the host's reading of the targets and the row sums.
-  detail::require_cpu_body(kOp, detail::op_device(kOp, hidden, weight, targets));
-  const int32_t* y = targets.data<int32_t>();
+  const Device device = detail::op_device(kOp, hidden, weight, targets);
+  // The targets are checked and counted on the host (on a GPU this copy waits for the queued
+  // forward); the kernels read the device's copy.
+  const Tensor host_targets = targets.to(Device::cpu);
+  const int32_t* y = host_targets.data<int32_t>();
+  const int32_t* device_y = targets.device_data<int32_t>();
   int64_t tokens = 0;
   for (int64_t r = 0; r < rows; ++r) {
     TFM_CHECK(y[r] == ignore_index || (y[r] >= 0 && y[r] < vocab),
@@ -107,48 +119,60 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
 
   // Per-row (loss, nll), summed in row order at the end: the totals do not depend on the chunk
   // size or the thread count, and equal ops::cross_entropy's.
-  Tensor row_stats = Tensor::empty({rows, 2});
-  Tensor logits = Tensor::empty({chunk, vocab});
+  Tensor row_stats = Tensor::empty({rows, 2}, DType::f32, device);
+  Tensor logits = Tensor::empty({chunk, vocab}, DType::f32, device);
   // The chunk's D overwrites its logits; under bf16 the products read a bf16 copy.
   Tensor dz_bf16 =
-      want_grad && bf16_product ? Tensor::empty({chunk, vocab}, DType::bf16) : Tensor{};
-  Tensor dhidden = want_dh ? Tensor::empty(hidden.shape()) : Tensor{};
-  Tensor dweight = want_dw ? Tensor::empty(weight.shape()) : Tensor{};
+      want_grad && bf16_product ? Tensor::empty({chunk, vocab}, DType::bf16, device) : Tensor{};
+  Tensor dhidden = want_dh ? Tensor::empty(hidden.shape(), DType::f32, device) : Tensor{};
+  Tensor dweight = want_dw ? Tensor::empty(weight.shape(), DType::f32, device) : Tensor{};
   const float unit_scale = static_cast<float>(1.0 / norm);
 
   for (int64_t first = 0; first < rows; first += chunk) {
     const int64_t count = std::min(chunk, rows - first);
     GemmOperand h_rows = rows_of(h_op, first, count, d);
     // z = h W^T for the chunk's rows.
-    run_gemm(h_rows, GemmOperand::dense(w_op.raw(), w_op.dtype(), {vocab, d}).transposed(),
+    run_gemm(device, h_rows,
+             GemmOperand::dense(w_op.device_raw(), w_op.dtype(), {vocab, d}).transposed(),
              rows_of(logits, 0, count, vocab), false);
-    float* stats = row_stats.data<float>() + 2 * first;
+    float* stats = row_stats.device_data<float>() + 2 * first;
     if (!want_grad) {
-      cpu::cross_entropy_rows(logits.data<float>(), y + first, count, vocab, label_smoothing,
-                              ignore_index, stats);
+      TFM_DISPATCH_CUDA(kOp, device,
+                        cpu::cross_entropy_rows(logits.data<float>(), y + first, count, vocab,
+                                                label_smoothing, ignore_index, stats),
+                        cuda::cross_entropy_rows(logits.device_data<float>(), device_y + first,
+                                                 count, vocab, label_smoothing, ignore_index,
+                                                 stats));
       continue;
     }
     // The chunk's logits become D (and its bf16 copy for bf16 products) row by row.
-    cpu::cross_entropy_rows_with_grad(logits.data<float>(), y + first, count, vocab,
-                                      label_smoothing, ignore_index, unit_scale, stats,
-                                      bf16_product ? dz_bf16.data<bf16>() : nullptr);
+    bf16* dz_copy = bf16_product ? dz_bf16.device_data<bf16>() : nullptr;
+    TFM_DISPATCH_CUDA(
+        kOp, device,
+        cpu::cross_entropy_rows_with_grad(logits.data<float>(), y + first, count, vocab,
+                                          label_smoothing, ignore_index, unit_scale, stats,
+                                          dz_copy),
+        cuda::cross_entropy_rows_with_grad(logits.device_data<float>(), device_y + first, count,
+                                           vocab, label_smoothing, ignore_index, unit_scale, stats,
+                                           dz_copy));
     GemmOperand dz_rows = rows_of(bf16_product ? dz_bf16 : logits, 0, count, vocab);
     if (want_dh) {
       // dH (chunk rows) = D W: [count, V] @ [V, d].
-      run_gemm(dz_rows, GemmOperand::dense(w_op.raw(), w_op.dtype(), {vocab, d}),
+      run_gemm(device, dz_rows, GemmOperand::dense(w_op.device_raw(), w_op.dtype(), {vocab, d}),
                rows_of(dhidden, first, count, d), false);
     }
     if (want_dw) {
       // dW1 += D^T h: [V, count] @ [count, d], the first chunk overwriting.
-      run_gemm(dz_rows.transposed(), h_rows,
-               GemmOperand::dense(dweight.raw(), DType::f32, {vocab, d}), first > 0);
+      run_gemm(device, dz_rows.transposed(), h_rows,
+               GemmOperand::dense(dweight.device_raw(), DType::f32, {vocab, d}), first > 0);
     }
   }
-  if (want_dw && rows == 0) dweight.fill(0.0f);
+  if (want_dw && rows == 0) fill_in_place({dweight}, 0.0f);
 
   CrossEntropyResult result;
   double loss_sum = 0;
-  const float* stats = row_stats.data<float>();
+  const Tensor host_stats = row_stats.to(Device::cpu);  // on a GPU: waits for the loss
+  const float* stats = host_stats.data<float>();
   for (int64_t r = 0; r < rows; ++r) {
     if (y[r] == ignore_index) continue;
     loss_sum += stats[2 * r];
@@ -160,20 +184,21 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
 
   Tensor& out = result.loss;
   out.set_requires_grad(true);
-  // d(hidden) = g dH and d(weight) = g dW1 (see the top of this file).
-  record_backward(out, [out, hidden, weight, dhidden, dweight] {
+  // d(hidden) = g dH and d(weight) = g dW1 (see the top of this file). The loss is a host scalar
+  // whatever the device (its gradient, g, too); dH and dW1 stay on the device.
+  record_backward(out, [out, hidden, weight, dhidden, dweight, device] {
     Tensor g = out.grad();
     if (!g.defined()) return;
-    const float scale = g.data<float>()[0];
-    if (dhidden.defined()) {
-      GradTarget target = grad_target(hidden);
-      cpu::write_grad(target.tensor.data<float>(), dhidden.data<float>(), dhidden.numel(),
-                      target.accumulate, scale);
-    }
-    if (dweight.defined()) {
-      GradTarget target = grad_target(weight);
-      cpu::write_grad(target.tensor.data<float>(), dweight.data<float>(), dweight.numel(),
-                      target.accumulate, scale);
+    const float scale = g.to(Device::cpu).data<float>()[0];
+    for (const auto& [input, unit] : {std::pair{&hidden, &dhidden}, std::pair{&weight, &dweight}}) {
+      if (!unit->defined()) continue;
+      GradTarget target = grad_target(*input);
+      TFM_DISPATCH_CUDA("output_cross_entropy", device,
+                        cpu::write_grad(target.tensor.data<float>(), unit->data<float>(),
+                                        unit->numel(), target.accumulate, scale),
+                        cuda::write_grad(target.tensor.device_data<float>(),
+                                         unit->device_data<float>(), unit->numel(),
+                                         target.accumulate, scale));
     }
   });
   return result;

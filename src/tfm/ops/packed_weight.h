@@ -20,6 +20,9 @@ namespace tfm::ops {
 class PackedWeight {
  public:
   explicit PackedWeight(std::unique_ptr<const cpu::PackedWeight> cpu);
+  // A GPU's form: the weight [out, in] in the product type, in the device's memory (cuBLASLt
+  // reads it as it is).
+  explicit PackedWeight(Tensor device_weight);
   ~PackedWeight();
   PackedWeight(const PackedWeight&) = delete;
   PackedWeight& operator=(const PackedWeight&) = delete;
@@ -27,13 +30,16 @@ class PackedWeight {
   int64_t out_features() const;
   int64_t in_features() const;
   DType dtype() const;  // the product type it was packed in
-  Device device() const { return Device::cpu; }
+  Device device() const { return cpu_ ? Device::cpu : device_weight_.device(); }
   size_t bytes() const;
   // The CPU kernels' form (for ops, and the output layer's fused kernel call in decode/).
-  const cpu::PackedWeight& cpu() const { return *cpu_; }
+  const cpu::PackedWeight& cpu() const;
+  // The GPU's form (device() != cpu).
+  const Tensor& device_weight() const { return device_weight_; }
 
  private:
   std::unique_ptr<const cpu::PackedWeight> cpu_;
+  Tensor device_weight_;
 };
 
 // weight: f32 [out, in] (a matrix, or a block of rows of one); product: f32 or bf16 (rounded to

@@ -4,14 +4,13 @@
 
 namespace tfm {
 
-FlatParameters flatten(const nn::NamedTensors& parameters) {
+FlatParameters flatten(const nn::NamedTensors& parameters, Device device) {
   int64_t total = 0;
   for (const auto& [name, tensor] : parameters) {
     TFM_CHECK(tensor.dtype() == DType::f32, "parameter '{}' is {}, expected f32", name,
               tensor.describe());
     total += tensor.numel();
   }
-  const Device device = parameters.empty() ? Device::cpu : parameters[0].second.device();
   FlatParameters result{Tensor::empty({std::max<int64_t>(total, 1)}, DType::f32, device), {}};
   int64_t offset = 0;
   for (const auto& [name, tensor] : parameters) {

@@ -12,7 +12,7 @@ struct FlatParameters {
   nn::NamedTensors views;  // each parameter's view of `flat`, in the order given
 };
 
-// Copies `parameters` into a new flat buffer.
-FlatParameters flatten(const nn::NamedTensors& parameters);
+// Copies `parameters` into a new flat buffer on `device` (the parameters may be on any device).
+FlatParameters flatten(const nn::NamedTensors& parameters, Device device = Device::cpu);
 
 }  // namespace tfm

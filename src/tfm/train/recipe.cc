@@ -172,6 +172,7 @@ const KeyTable<TrainRecipe, std::string>& recipe_table() {
          },
          {}},
         {"training.precision", text(&TrainRecipe::precision), {}},
+        {"training.device", text(&TrainRecipe::device), {}},
         {"training.allreduce_bucket_mb", number(&TrainRecipe::allreduce_bucket_mb), {}},
         {"training.log_every", integer(&TrainRecipe::log_every), {}},
         {"training.run_dir", text(&TrainRecipe::run_dir), {}},
@@ -371,6 +372,8 @@ void validate(const TrainRecipe& r) {
   TFM_CHECK(r.eps > 0, "optimizer.eps must be positive, got {}", r.eps);
   TFM_CHECK(r.clip_norm >= 0, "optimizer.clip_norm must be >= 0, got {}", r.clip_norm);
   ops::parse_precision(r.precision, "training.precision");  // the one parser of precision names
+  TFM_CHECK(r.device == "cpu" || r.device == "cuda",
+            "training.device must be cpu or cuda, got '{}'", r.device);
   TFM_CHECK(r.warmup_fraction >= 0 && r.warmup_fraction <= 1,
             "optimizer.warmup_fraction must be in [0, 1], got {}", r.warmup_fraction);
   TFM_CHECK(r.checkpoint_every_fraction >= 0 && r.checkpoint_every_fraction <= 1,

@@ -51,6 +51,8 @@ struct TrainRecipe {
   // Matrix products: "f32", "bf16" (f32 master weights and statistics), or "auto" (bf16 where the
   // CPU multiplies bf16 natively, else f32).
   std::string precision = "f32";
+  // Where the step runs: "cpu" or "cuda" (a build with the CUDA backend and a GPU).
+  std::string device = "cpu";
   // Several ranks (docs/DISTRIBUTED.md): gradients are summed across ranks in buckets of about
   // this size, each as soon as the backward has completed it.
   double allreduce_bucket_mb = 4.0;

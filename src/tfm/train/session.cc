@@ -4,6 +4,7 @@
 
 #include "tfm/autograd/tape.h"
 #include "tfm/io/checksum.h"
+#include "tfm/ops/device.h"
 #include "tfm/ops/ops.h"
 
 namespace tfm {
@@ -25,10 +26,13 @@ double EvalResult::perplexity() const {
 
 namespace {
 // The initial parameters of a run, copied into one flat buffer.
-FlatParameters initial_parameters(const ModelConfig& config, uint64_t seed) {
+// The initial parameters of a run (drawn on the host, so that every device starts from the same
+// weights), copied into one flat buffer on `device`.
+FlatParameters initial_parameters(const ModelConfig& config, uint64_t seed, Device device) {
+  ops::use_device(device);
   nn::Transformer initial(config);
   initial.init(seed);
-  return flatten(initial.named_parameters());
+  return flatten(initial.named_parameters(), device);
 }
 }  // namespace
 
@@ -36,11 +40,17 @@ TrainingSession::TrainingSession(const ModelConfig& config, const SessionOptions
     : options_(options),
       own_communicator_(options.communicator ? nullptr : dist::make_single_process()),
       communicator_(options.communicator ? options.communicator : own_communicator_.get()),
-      parameters_(initial_parameters(config, options.seed)),
+      parameters_(initial_parameters(config, options.seed, options.device)),
       model_(config, parameters_.views),
       adam_(model_.parameters(), options.adam),
       buckets_(std::make_unique<GradientBuckets>(model_.parameters(), *communicator_,
-                                                 options.bucket_bytes)) {}
+                                                 options.bucket_bytes)) {
+  // Open MPI's reductions read host memory; GPU ranks need a device-aware collective (NCCL).
+  TFM_CHECK(communicator_->size() == 1 || options.device == Device::cpu,
+            "data-parallel training runs on CPUs only for now: {} ranks on {} need NCCL, which "
+            "tfm does not use yet",
+            communicator_->size(), device_name(options.device));
+}
 
 void TrainingSession::restore(const Checkpoint& checkpoint) {
   TFM_CHECK(checkpoint.config == model_.config(),
@@ -82,7 +92,7 @@ UpdateResult TrainingSession::update(const std::vector<nn::Batch>& batches, int6
       const int64_t batch_in_update = first_batch + static_cast<int64_t>(i);
       auto ctx = nn::ForwardContext::training(step_seed(options_.seed, step(), batch_in_update),
                                               options_.precision);
-      loss = model_.loss(batches[i], ctx, normalizer);
+      loss = model_.loss(batches[i].to(options_.device), ctx, normalizer);
     }
     tape.backward(loss.loss);  // gradients of the batches add up
     sums[0] += loss.loss.to_floats()[0];
@@ -141,7 +151,8 @@ EvalResult TrainingSession::evaluate(const std::vector<nn::Batch>& batches) cons
   double loss_sum = 0, nll_sum = 0;
   for (const nn::Batch& b : batches) {
     auto ctx = nn::ForwardContext::inference(options_.precision);
-    ops::CrossEntropyResult loss = model_.loss(b, ctx, 1.0);  // normaliser 1: the sum
+    // normaliser 1: the sum
+    ops::CrossEntropyResult loss = model_.loss(b.to(options_.device), ctx, 1.0);
     loss_sum += loss.loss.to_floats()[0];
     nll_sum += loss.nll_sum;
     result.target_tokens += loss.tokens;

@@ -38,6 +38,9 @@ struct SessionOptions {
   // The job's ranks (nullptr: this process alone) and the size of a gradient bucket.
   dist::Communicator* communicator = nullptr;
   int64_t bucket_bytes = int64_t{4} << 20;
+  // Where the weights, gradients, optimizer state and every op of a step live (ops::use_device
+  // must have made it ready). Checkpoints are the same whichever device wrote them.
+  Device device = Device::cpu;
 };
 
 struct UpdateResult {

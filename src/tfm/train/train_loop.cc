@@ -25,6 +25,7 @@
 #include "tfm/model/model_dir.h"
 #include "tfm/model/parameters.h"
 #include "tfm/ops/autocast.h"
+#include "tfm/ops/device.h"
 #include "tfm/train/model_batch.h"
 #include "tfm/train/rank_agreement.h"
 #include "tfm/train/run_lock.h"
@@ -278,6 +279,7 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
   session_options.precision = ops::parse_precision(recipe.precision, "training.precision");
   session_options.communicator = &comm;
   session_options.bucket_bytes = static_cast<int64_t>(recipe.allreduce_bucket_mb * (1 << 20));
+  session_options.device = ops::parse_device(recipe.device);
   TrainingSession session(config, session_options);
 
   data::BatcherOptions batch_options;
@@ -341,10 +343,10 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
   }
   note(fmt::format(
       "model: {} layers, d_model {}, {:.2f} M parameters; batches of {} tokens x {}{}; "
-      "{} products",
+      "{} products on {}",
       config.layers, config.d_model, static_cast<double>(parameter_count(config)) / 1e6,
       recipe.max_tokens, recipe.accumulate, ranks > 1 ? fmt::format(" x {} ranks", ranks) : "",
-      dtype_name(session_options.precision)));
+      dtype_name(session_options.precision), ops::describe_device(session_options.device)));
   if (ranks > 1)
     note(fmt::format(
         "{}; {} threads per rank; gradients ({:.1f} MiB) all-reduced in {} bucket{} "

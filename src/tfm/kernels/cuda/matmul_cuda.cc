@@ -1,0 +1,270 @@
+// cuBLASLt is column-major; our operands are row-major or transposed views of row-major blocks. A
+// row-major [M, N] matrix C with row stride ldc is the column-major [N, M] matrix C^T with leading
+// dimension ldc, so C = A B is computed as C^T = B^T A^T: the library's first operand is b and its
+// second a. A matrix with unit column stride is its own transpose in column-major terms (op N on
+// a [cols, rows] layout); one with unit row stride is op T on a [rows, cols] layout.
+#include "tfm/kernels/cuda/matmul_cuda.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <atomic>
+#include <mutex>
+#include <tuple>
+#include <unordered_map>
+
+#include "tfm/core/error.h"
+#include "tfm/kernels/cuda/launch.cuh"
+#include "tfm/kernels/cuda/runtime_cuda.h"
+
+namespace tfm::cuda {
+
+namespace {
+
+constexpr size_t kWorkspaceBytes = 32u << 20;  // cuBLASLt's recommended size for Hopper
+
+std::atomic<bool> g_tf32{false};
+
+void check(cublasStatus_t status, const char* what) {
+  TFM_CHECK(status == CUBLAS_STATUS_SUCCESS, "cuda: {} failed: {} ({})", what,
+            cublasLtGetStatusString(status), cublasLtGetStatusName(status));
+}
+
+#define TFM_CUBLAS_CHECK(call) check((call), #call)
+
+struct Library {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+};
+
+Library& library() {
+  static std::once_flag once;
+  static Library lib;
+  std::call_once(once, [] {
+    TFM_CUBLAS_CHECK(cublasLtCreate(&lib.handle));
+    TFM_CUDA_CHECK(cudaMalloc(&lib.workspace, kWorkspaceBytes));
+  });
+  return lib;
+}
+
+cudaDataType_t data_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return CUDA_R_32F;
+    case DType::bf16:
+      return CUDA_R_16BF;
+    default:
+      ::tfm::fail("cuda gemm: operands of type {} are not supported", dtype_name(dtype));
+  }
+}
+
+// One operand as cuBLASLt sees it: a column-major layout, whether the library transposes it, the
+// batch count and stride.
+struct Layout {
+  cublasOperation_t op = CUBLAS_OP_N;
+  uint64_t rows = 0, cols = 0;  // of the stored column-major matrix
+  int64_t ld = 0;
+  int batch = 1;
+  int64_t batch_stride = 0;
+  cudaDataType_t type = CUDA_R_32F;
+};
+
+// The batch of an operand: the product of the dims before the last two; their strides must fold
+// into one (a dim of 1 broadcasts: stride 0).
+void batch_of(const cpu::GemmOperand& x, int* count, int64_t* stride) {
+  int64_t n = 1, s = 0;
+  for (int i = 0; i < x.rank - 2; ++i) {
+    if (x.dims[i] == 1) continue;
+    if (n > 1) TFM_CHECK(s == x.dims[i] * x.strides[i], "cuda gemm: batch strides do not fold");
+    n *= x.dims[i];
+    s = x.strides[i];
+  }
+  *count = static_cast<int>(n);
+  *stride = n > 1 ? s : 0;
+}
+
+// The layout of op(X) where the product wants X^T (our row-major operand as the library's
+// column-major one): x is [r, c] with strides (sr, sc).
+Layout transposed_layout(const cpu::GemmOperand& x) {
+  Layout l;
+  const int64_t r = x.rows(), c = x.cols();
+  const int64_t sr = x.strides[x.rank - 2], sc = x.strides[x.rank - 1];
+  if (sc == 1 || c == 1) {
+    // Memory is column-major [c, r] with ld sr: that is X^T already.
+    l.op = CUBLAS_OP_N;
+    l.rows = c;
+    l.cols = r;
+    l.ld = std::max<int64_t>(sr, c);
+  } else {
+    TFM_CHECK(sr == 1 || r == 1, "cuda gemm: an operand with strides ({}, {}) has no unit stride",
+              sr, sc);
+    // Memory is column-major [r, c] with ld sc: X itself, so the library transposes it.
+    l.op = CUBLAS_OP_T;
+    l.rows = r;
+    l.cols = c;
+    l.ld = std::max<int64_t>(sc, r);
+  }
+  batch_of(x, &l.batch, &l.batch_stride);
+  l.type = data_type(x.dtype);
+  return l;
+}
+
+struct LayoutHandle {
+  cublasLtMatrixLayout_t layout = nullptr;
+  explicit LayoutHandle(const Layout& l) {
+    TFM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, l.type, l.rows, l.cols, l.ld));
+    if (l.batch > 1) {
+      const int32_t count = l.batch;
+      TFM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+          layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+      TFM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+          layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &l.batch_stride,
+          sizeof(l.batch_stride)));
+    }
+  }
+  ~LayoutHandle() { cublasLtMatrixLayoutDestroy(layout); }
+  LayoutHandle(const LayoutHandle&) = delete;
+  LayoutHandle& operator=(const LayoutHandle&) = delete;
+};
+
+// The algorithm the heuristic picks, kept per distinct problem (the heuristic costs tens of
+// microseconds, a small product about as much).
+struct ProblemKey {
+  std::tuple<int, int, uint64_t, uint64_t, int64_t, int, int64_t, int, int, uint64_t, uint64_t,
+             int64_t, int, int64_t, int, int, uint64_t, uint64_t, int64_t, int64_t, int, int, int>
+      fields;
+  bool operator==(const ProblemKey& other) const { return fields == other.fields; }
+};
+
+struct ProblemHash {
+  size_t operator()(const ProblemKey& key) const {
+    return std::apply(
+        [](const auto&... f) {
+          size_t h = 0;
+          ((h = h * 1000003u ^ std::hash<std::decay_t<decltype(f)>>()(f)), ...);
+          return h;
+        },
+        key.fields);
+  }
+};
+
+std::mutex& cache_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::unordered_map<ProblemKey, cublasLtMatmulAlgo_t, ProblemHash>& algo_cache() {
+  static std::unordered_map<ProblemKey, cublasLtMatmulAlgo_t, ProblemHash> cache;
+  return cache;
+}
+
+}  // namespace
+
+void set_tf32(bool enabled) { g_tf32 = enabled; }
+bool tf32() { return g_tf32; }
+
+void gemm(const cpu::GemmArgs& args) {
+  const cpu::GemmOperand &a = args.a, &b = args.b, &c = args.c;
+  TFM_CHECK(a.rank == b.rank && a.rank == c.rank, "cuda gemm: operand ranks differ");
+  const int64_t m = a.rows(), k = a.cols(), n = b.cols();
+  TFM_CHECK(b.rows() == k && c.rows() == m && c.cols() == n,
+            "cuda gemm: [{}, {}] @ [{}, {}] -> [{}, {}] do not fit", m, k, b.rows(), n, c.rows(),
+            c.cols());
+  TFM_CHECK(c.strides[c.rank - 1] == 1 || n == 1, "cuda gemm: the result must be row-major");
+  TFM_CHECK(!(args.bias && args.alpha != 1.0f), "cuda gemm: a bias with alpha != 1");
+  if (m == 0 || n == 0) return;
+  // C^T [n, m] = op(B^T) [n, k] op(A^T) [k, m].
+  const Layout lb = transposed_layout(b), la = transposed_layout(a);
+  Layout lc;
+  lc.rows = n;
+  lc.cols = m;
+  lc.ld = std::max<int64_t>(c.strides[c.rank - 2], n);
+  batch_of(c, &lc.batch, &lc.batch_stride);
+  lc.type = data_type(c.dtype);
+  TFM_CHECK((la.batch == lc.batch || la.batch == 1) && (lb.batch == lc.batch || lb.batch == 1),
+            "cuda gemm: batch counts {} and {} do not give {}", la.batch, lb.batch, lc.batch);
+  Layout la_b = la, lb_b = lb;  // a batch of 1 broadcasts with stride 0
+  la_b.batch = lb_b.batch = lc.batch;
+
+  if (k == 0) {  // an empty sum: c = bias or 0 (not reached by the model; kept exact)
+    TFM_CHECK(!args.bias && !args.accumulate, "cuda gemm: an empty product with a bias");
+    TFM_CHECK(lc.ld == n, "cuda gemm: an empty product into a strided result");
+    TFM_CUDA_CHECK(cudaMemsetAsync(c.data, 0,
+                                   static_cast<size_t>(lc.batch) * m * n * dtype_size(c.dtype),
+                                   stream()));
+    return;
+  }
+  Library& lib = library();
+  const bool f32_operands = a.dtype == DType::f32;
+  const cublasComputeType_t compute =
+      f32_operands && tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+
+  cublasLtMatmulDesc_t desc = nullptr;
+  TFM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
+  const cublasOperation_t op_first = lb.op, op_second = la.op;
+  TFM_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
+  TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
+                                                  sizeof(op_second)));
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  if (args.bias) epilogue = args.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  else if (args.relu) epilogue = CUBLASLT_EPILOGUE_RELU;
+  TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                                  sizeof(epilogue)));
+  if (args.bias) {
+    const void* bias = args.bias;
+    const cudaDataType_t bias_type = CUDA_R_32F;
+    TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                    sizeof(bias)));
+    TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                    &bias_type, sizeof(bias_type)));
+  }
+  {
+    LayoutHandle first(lb_b), second(la_b), out(lc);
+    const ProblemKey key{{static_cast<int>(op_first), static_cast<int>(op_second), lb.rows,
+                          lb.cols, lb.ld, lb.batch, lb.batch_stride, static_cast<int>(lb.type),
+                          static_cast<int>(la.type), la.rows, la.cols, la.ld, la.batch,
+                          la.batch_stride, static_cast<int>(lc.type), lc.batch, lc.rows, lc.cols,
+                          lc.ld, lc.batch_stride, static_cast<int>(epilogue),
+                          static_cast<int>(compute), args.accumulate ? 1 : 0}};
+    cublasLtMatmulAlgo_t algo{};
+    bool found = false;
+    {
+      std::lock_guard<std::mutex> lock(cache_mutex());
+      auto it = algo_cache().find(key);
+      if (it != algo_cache().end()) {
+        algo = it->second;
+        found = true;
+      }
+    }
+    if (!found) {
+      cublasLtMatmulPreference_t preference = nullptr;
+      TFM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+      TFM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+          preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspaceBytes,
+          sizeof(kWorkspaceBytes)));
+      cublasLtMatmulHeuristicResult_t result{};
+      int returned = 0;
+      const cublasStatus_t status =
+          cublasLtMatmulAlgoGetHeuristic(lib.handle, desc, first.layout, second.layout,
+                                         out.layout, out.layout, preference, 1, &result, &returned);
+      cublasLtMatmulPreferenceDestroy(preference);
+      check(status, "cublasLtMatmulAlgoGetHeuristic");
+      TFM_CHECK(returned > 0, "cuda gemm: cuBLASLt has no algorithm for [{}, {}] @ [{}, {}] ({})",
+                m, k, k, n, lc.batch);
+      algo = result.algo;
+      std::lock_guard<std::mutex> lock(cache_mutex());
+      algo_cache().emplace(key, algo);
+    }
+    const float alpha = args.alpha, beta = args.accumulate ? 1.0f : 0.0f;
+    const cublasStatus_t status =
+        cublasLtMatmul(lib.handle, desc, &alpha, b.data, first.layout, a.data, second.layout,
+                       &beta, c.data, out.layout, c.data, out.layout, &algo, lib.workspace,
+                       kWorkspaceBytes, stream());
+    cublasLtMatmulDescDestroy(desc);
+    check(status, "cublasLtMatmul");
+  }
+}
+
+}  // namespace tfm::cuda
