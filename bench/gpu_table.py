@@ -88,7 +88,7 @@ def train_table(rows, peak):
         flops = flops_of_row(same[0])
 
         def per(row, fn):
-            return None if row is None else fn(row)
+            return "-" if row is None else fn(row)
 
         def mfu(row):
             return None if not peak else flops / row["seconds_per_step"] / (peak * 1e12)
@@ -103,12 +103,12 @@ def train_table(rows, peak):
         setting = pytorch_setting(torch_best) if torch_best else ""
         others = ", ".join(f"{pytorch_setting(r)} {r['tokens_per_second']:,.0f}"
                            for r in torch_rows if r is not torch_best)
+        how = f" ({setting}{'; ' + others if others else ''})" if torch_best else ""
         lines.append(f"| {part} | tokens/s (source + target) | "
                      f"{per(tfm, lambda r: fmt(r['tokens_per_second']))} | "
-                     f"{per(torch_best, lambda r: fmt(r['tokens_per_second']))} ({setting}"
-                     f"{'; ' + others if others else ''}) | {fmt(ratio, '.2f', 'x')} |")
-        lines.append(f"| {part} | ms/step, mean (min-max) | {per(tfm, step) or '-'} | "
-                     f"{per(torch_best, step) or '-'} | |")
+                     f"{per(torch_best, lambda r: fmt(r['tokens_per_second']))}{how} | "
+                     f"{fmt(ratio, '.2f', 'x')} |")
+        lines.append(f"| {part} | ms/step, mean (min-max) | {per(tfm, step)} | {per(torch_best, step)} | |")
         lines.append(f"| {part} | model TFLOP/step; MFU of {fmt(peak, '.0f')} TFLOP/s bf16 | "
                      f"{flops / 1e12:.2f}; {per(tfm, lambda r: fmt(mfu(r), '.1%'))} | "
                      f"{per(torch_best, lambda r: fmt(mfu(r), '.1%'))} | |")
