@@ -31,7 +31,7 @@
 # TRAIN_WARMUP (3), TRAIN_BATCH (782), SRC_LEN / TGT_LEN (32), TRAIN_VOCAB (37000), DECODE_VOCAB (32000),
 # DECODE_RUNS (3), DECODE_WARMUP (1), DECODE_PRECISIONS ("bf16 f32"), BEAM (4), MATMUL_SIZE (8192).
 set -uo pipefail  # no -e: every part is guarded on its own
-cd "$(dirname "$0")/.."
+root="$(cd "$(dirname "$0")/.." && pwd)" || exit 1
 
 tfm_build="" out="" parts="peak,train,decode" presets="base,big" decode_batches="32,128" budget=450
 while [[ $# -gt 0 ]]; do
@@ -50,6 +50,10 @@ if [[ -z "$tfm_build" || -z "$out" ]]; then
   echo "gpu.sh: --tfm-build DIR and --out DIR are required (see --help)" >&2
   exit 2
 fi
+# Relative paths are the caller's; the scripts run from the project root.
+tfm_build="$(realpath -m "$tfm_build")"
+out="$(realpath -m "$out")"
+cd "$root" || exit 1
 PYTHON="${PYTHON:-python3}"
 TRAIN_STEPS="${TRAIN_STEPS:-10}"
 TRAIN_WARMUP="${TRAIN_WARMUP:-3}"
