@@ -115,7 +115,8 @@ run() {
 
 peak_tflops=""
 if has_part peak; then
-  run matmul_peak "$out/peak.jsonl" 90 "$PYTHON" bench/matmul_peak.py --size "$MATMUL_SIZE" --warmup 3 --runs 10
+  run matmul_peak "$out/peak.jsonl" 90 \
+    "$PYTHON" bench/matmul_peak.py --size "$MATMUL_SIZE" --warmup 3 --runs 10
   peak_tflops=$("$PYTHON" -c 'import json,sys
 rows=[json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 print(rows[-1].get("bf16_tflops","") if rows else "")' "$out/peak.jsonl" 2>/dev/null)

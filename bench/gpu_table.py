@@ -166,7 +166,8 @@ def main():
     decode = [r for r in rows if "out_len" in r and "framework" in r]
     if peaks:
         p = peaks[-1]
-        print(f"GPU: {p.get('gpu')}; measured bf16 {p.get('size')}^3 products {fmt(p.get('bf16_tflops'), '.0f')} "
+        print(f"GPU: {p.get('gpu')}; measured bf16 {p.get('size')}^3 products "
+              f"{fmt(p.get('bf16_tflops'), '.0f')} "
               f"TFLOP/s, device copy {fmt(p.get('copy_gbps_read_plus_write'), ',.0f')} GB/s "
               f"(read + write); PyTorch {p.get('torch_version')}")
     else:

@@ -253,7 +253,8 @@ def run_mode_cuda(args, mode):
         except Exception as error:  # noqa: BLE001 - any compiler failure: go on eagerly, say why
             if loss_fn is forward_loss:
                 raise
-            reason = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+            message = str(error).strip()
+            reason = f"{type(error).__name__}: {message.splitlines()[0] if message else ''}"
             print(f"train_step_pytorch.py: torch.compile failed, running eagerly: {reason}",
                   file=sys.stderr, flush=True)
             compiled = f"failed: {reason[:300]}"
