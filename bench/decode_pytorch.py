@@ -3,6 +3,7 @@
 
   /usr/bin/python3 bench/decode_pytorch.py --model-dir DIR [--beams 4,1] [--out-len 25] [--alpha 0.6]
       [--runs 2] [--warmup 1] [--threads 2] [--tfm-outputs FILE...]
+      [--device cpu | cuda] [--precision f32 | bf16] [--attention matmul | sdpa]
 
 DIR is what `bench_decode --model-dir DIR` wrote: config.json + model.safetensors (tfm's random weights) and
 sources.safetensors (i32 [batch, src_len]). The model is tools/reference_model.py's Transformer; decoding is
@@ -15,6 +16,17 @@ the same work. The search is what tfm does on this path: log-softmax, eos at -in
 the k*V extensions, the first k kept (none ends: eos is suppressed), score / lp(out_len) at the end; greedy
 takes the argmax. Encoder and search are timed. Prints one JSON line per mode with bench_decode's fields,
 and, given tfm's outputs (one file per precision), how many sentences came out identical per tfm mode.
+
+DIR can also come from tools/random_model.py (same files, PyTorch's random weights) when tfm's bench_decode
+is not at hand. The batch is the sources' (bench_decode --batch B writes B sentences).
+
+--device cuda (bench/gpu.sh): the whole search stays on the GPU (top-k, reordering, history), with a
+torch.cuda.synchronize() before and after each timed run; attention defaults to
+scaled_dot_product_attention there (the cached self-attention and the cross-attention need no mask on
+sources without padding). --precision bf16 converts the weights to bf16 once (as tfm packs its bf16
+weights once) and runs every product in bf16; the logits are turned to f32 before the log-softmax and the
+scores stay f32. Rows are named as tfm's: beam4, greedy, and beam4-bf16, greedy-bf16 in bf16. Each row
+also says the device, and on CUDA the peak GPU memory.
 """
 
 import argparse
@@ -37,11 +49,15 @@ from reference_model import Transformer, _Residual, make_config, sinusoidal_enco
 class CachedDecoder:
     """Incremental decoding state for `sources` sentences with `beam` rows each (row r: sentence r // beam)."""
 
-    def __init__(self, model, src, beam, capacity):
+    def __init__(self, model, src, beam, capacity, sdpa=False):
         cfg = model.cfg
-        self.model, self.beam = model, beam
+        self.model, self.beam, self.sdpa = model, beam, sdpa
         self.h, self.dk, self.dv, self.d = cfg["heads"], cfg["d_k"], cfg["d_v"], cfg["d_model"]
+        device, dtype = src.device, model.embedding.weight.dtype
         self.pad_mask = model.source_padding_mask(src)  # [B, S], True = padding
+        # For scaled_dot_product_attention: True = attend, or None when no source has padding (one
+        # host check per batch), so that the fused kernels without a mask can run.
+        self.attend = ~self.pad_mask[:, None, None, :] if bool(self.pad_mask.any()) else None
         memory = model.encoder(model.embedding, src, self.pad_mask)
         b, s, _ = memory.shape
         self.rows = b * beam
@@ -52,12 +68,15 @@ class CachedDecoder:
             k = a.k_proj(memory).view(b, s, self.h, self.dk).transpose(1, 2)  # [B, h, S, dk]
             v = a.v_proj(memory).view(b, s, self.h, self.dv).transpose(1, 2)
             self.cross.append((k, v))
-            self.self_k.append(torch.empty(self.rows, self.h, capacity, self.dk))
-            self.self_v.append(torch.empty(self.rows, self.h, capacity, self.dv))
+            self.self_k.append(torch.empty(self.rows, self.h, capacity, self.dk, device=device,
+                                           dtype=dtype))
+            self.self_v.append(torch.empty(self.rows, self.h, capacity, self.dv, device=device,
+                                           dtype=dtype))
         if cfg["positional"] == "learned":
             self.positions = model.decoder.positions.weight
         else:
-            self.positions = sinusoidal_encoding(capacity, self.d, torch.float32)
+            # In the weights' dtype: an f32 table would promote a bf16 model's activations to f32.
+            self.positions = sinusoidal_encoding(capacity, self.d, dtype, device)
         self.length = 0
 
     def _self_attention(self, a, x, i):
@@ -66,8 +85,11 @@ class CachedDecoder:
         self.self_k[i][:, :, t:t + 1] = a.k_proj(x).view(rows, 1, self.h, self.dk).transpose(1, 2)
         self.self_v[i][:, :, t:t + 1] = a.v_proj(x).view(rows, 1, self.h, self.dv).transpose(1, 2)
         k, v = self.self_k[i][:, :, :t + 1], self.self_v[i][:, :, :t + 1]
-        weights = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.dk), dim=-1)
-        out = torch.matmul(weights, v)  # [rows, h, 1, dv]
+        if self.sdpa:  # every cached position is visible to the new one: no mask
+            out = F.scaled_dot_product_attention(q, k, v)
+        else:
+            weights = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.dk), dim=-1)
+            out = torch.matmul(weights, v)  # [rows, h, 1, dv]
         return a.out_proj(out.transpose(1, 2).reshape(rows, 1, self.h * self.dv))
 
     def _cross_attention(self, a, x, i):
@@ -75,9 +97,12 @@ class CachedDecoder:
         # The beam rows of a sentence are its queries: [B, h, beam, dk] against [B, h, S, dk].
         q = a.q_proj(x).view(b, self.beam, self.h, self.dk).transpose(1, 2)
         k, v = self.cross[i]
-        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.dk)
-        scores = scores.masked_fill(self.pad_mask[:, None, None, :], float("-inf"))
-        out = torch.matmul(torch.softmax(scores, dim=-1), v)  # [B, h, beam, dv]
+        if self.sdpa:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=self.attend)
+        else:
+            scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.dk)
+            scores = scores.masked_fill(self.pad_mask[:, None, None, :], float("-inf"))
+            out = torch.matmul(torch.softmax(scores, dim=-1), v)  # [B, h, beam, dv]
         return a.out_proj(out.transpose(1, 2).reshape(rows, 1, self.h * self.dv))
 
     def step(self, tokens):
@@ -91,7 +116,8 @@ class CachedDecoder:
             y = residual(y, layer.ffn_norm, layer.ffn)
         y = model.decoder.finish(y)
         self.length += 1
-        return F.log_softmax(torch.matmul(y[:, 0], model.embedding.weight.t()), dim=-1)
+        # f32 log-probabilities whatever the weights' dtype: the scores add up over out_len steps.
+        return F.log_softmax(torch.matmul(y[:, 0], model.embedding.weight.t()).float(), dim=-1)
 
     def reorder(self, rows):
         """New row i continues old row rows[i] (within its sentence)."""
@@ -101,14 +127,14 @@ class CachedDecoder:
                 buffer[:, :, :t] = buffer[:, :, :t].index_select(0, rows)
 
 
-def beam_search(model, src, beam, out_len, alpha, bos, eos):
-    b, vocab = src.shape[0], model.cfg["vocab_size"]
-    decoder = CachedDecoder(model, src, beam, out_len)
-    scores = torch.full((b, beam), float("-inf"))
+def beam_search(model, src, beam, out_len, alpha, bos, eos, sdpa=False):
+    b, vocab, device = src.shape[0], model.cfg["vocab_size"], src.device
+    decoder = CachedDecoder(model, src, beam, out_len, sdpa)
+    scores = torch.full((b, beam), float("-inf"), device=device)
     scores[:, 0] = 0.0  # one live hypothesis per sentence at the start
-    tokens = torch.full((b * beam,), bos, dtype=torch.long)
-    history = torch.empty(b * beam, out_len, dtype=torch.long)
-    first_rows = (torch.arange(b) * beam)[:, None]
+    tokens = torch.full((b * beam,), bos, dtype=torch.long, device=device)
+    history = torch.empty(b * beam, out_len, dtype=torch.long, device=device)
+    first_rows = (torch.arange(b, device=device) * beam)[:, None]
     for step in range(out_len):
         log_probs = decoder.step(tokens)
         log_probs[:, eos] = float("-inf")  # min_length = out_len
@@ -124,16 +150,16 @@ def beam_search(model, src, beam, out_len, alpha, bos, eos):
         if step + 1 < out_len:
             decoder.reorder(parents)
     final = scores / ((5.0 + out_len) / 6.0) ** alpha
-    best = (torch.arange(b) * beam + final.argmax(dim=1))
+    best = (torch.arange(b, device=device) * beam + final.argmax(dim=1))
     return history[best]
 
 
-def greedy_search(model, src, out_len, bos, eos):
-    b = src.shape[0]
-    decoder = CachedDecoder(model, src, 1, out_len)
-    tokens = torch.full((b,), bos, dtype=torch.long)
-    history = torch.empty(b, out_len, dtype=torch.long)
-    log_prob = torch.zeros(b)
+def greedy_search(model, src, out_len, bos, eos, sdpa=False):
+    b, device = src.shape[0], src.device
+    decoder = CachedDecoder(model, src, 1, out_len, sdpa)
+    tokens = torch.full((b,), bos, dtype=torch.long, device=device)
+    history = torch.empty(b, out_len, dtype=torch.long, device=device)
+    log_prob = torch.zeros(b, device=device)
     for step in range(out_len):
         log_probs = decoder.step(tokens)
         log_probs[:, eos] = float("-inf")
@@ -143,15 +169,17 @@ def greedy_search(model, src, out_len, bos, eos):
     return history
 
 
-def load(model_dir):
+def load(model_dir, device="cpu", dtype=torch.float32):
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = make_config(json.load(f))
     model = Transformer(cfg, init=False)
     tensors, _ = read_safetensors(os.path.join(model_dir, "model.safetensors"))
     model.load_state_dict(tensors)
     model.eval()
+    if device != "cpu" or dtype != torch.float32:
+        model.to(device=device, dtype=dtype)
     sources, _ = read_safetensors(os.path.join(model_dir, "sources.safetensors"))
-    return model, sources["sources"].long()
+    return model, sources["sources"].long().to(device)
 
 
 def main():
@@ -165,25 +193,46 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--tfm-outputs", nargs="*", default=[],
                         help="bench_decode's --outputs files, for the agreement counts")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--precision", default="f32", choices=("f32", "bf16"),
+                        help="bf16: the weights converted to bf16 once, every product in bf16")
+    parser.add_argument("--attention", default=None, choices=("matmul", "sdpa"),
+                        help="default: sdpa (scaled_dot_product_attention) on cuda, matmul on cpu")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("decode_pytorch.py: --device cuda but torch.cuda.is_available() is False")
+    attention = args.attention or ("sdpa" if args.device == "cuda" else "matmul")
+    sdpa = attention == "sdpa"
+    if sdpa and not hasattr(F, "scaled_dot_product_attention"):
+        raise SystemExit(f"decode_pytorch.py: torch {torch.__version__} has no "
+                         "scaled_dot_product_attention; use --attention matmul")
+    cuda = args.device == "cuda"
     torch.set_num_threads(args.threads)
-    model, src = load(args.model_dir)
+    dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
+    model, src = load(args.model_dir, args.device, dtype)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     cfg = model.cfg
     tfm_outputs = {}  # tfm's mode ("beam4", "beam4-bf16", ...) -> its outputs
     for path in args.tfm_outputs:
         with open(path) as f:
             tfm_outputs.update(json.load(f))
     for beam in [int(x) for x in args.beams.split(",") if x]:
-        mode = "greedy" if beam == 1 else f"beam{beam}"
+        search = "greedy" if beam == 1 else f"beam{beam}"
+        mode = search + ("-bf16" if args.precision == "bf16" else "")  # tfm's names
         times = []
         with torch.inference_mode():
             for run in range(args.warmup + args.runs):
+                if cuda:
+                    torch.cuda.synchronize()
                 start = time.perf_counter()
                 if beam == 1:
-                    out = greedy_search(model, src, args.out_len, cfg["bos_id"], cfg["eos_id"])
+                    out = greedy_search(model, src, args.out_len, cfg["bos_id"], cfg["eos_id"], sdpa)
                 else:
                     out = beam_search(model, src, beam, args.out_len, args.alpha, cfg["bos_id"],
-                                      cfg["eos_id"])
+                                      cfg["eos_id"], sdpa)
+                if cuda:
+                    torch.cuda.synchronize()
                 seconds = time.perf_counter() - start
                 print(f"pytorch {mode} run {run}: {seconds:.3f} s" + (" (warm-up)" if run < args.warmup else ""),
                       file=sys.stderr, flush=True)
@@ -191,20 +240,24 @@ def main():
                     times.append(seconds)
         tokens = out.numel()
         mean = sum(times) / len(times)
-        row = {"framework": "pytorch", "mode": mode, "precision": "f32", "vocab": cfg["vocab_size"],
-               "batch": src.shape[0],
+        row = {"framework": "pytorch", "mode": mode, "precision": args.precision,
+               "device": args.device, "attention": attention, "vocab": cfg["vocab_size"],
+               "batch": src.shape[0], "beam": beam,
                "src_len": src.shape[1], "out_len": args.out_len, "threads": args.threads,
                "runs": args.runs, "seconds": mean, "best_seconds": min(times),
                "target_tokens_per_second": tokens / mean,
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
                "torch_version": torch.__version__}
+        if cuda:
+            row["gpu"] = torch.cuda.get_device_name()
+            row["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
         # Per tfm mode of this search (f32, bf16): sentences with the same output, and tokens before
         # the first difference over all sentences (near-ties in random weights let float rounding pick
         # different tokens, after which the sentences diverge).
         ours = out.tolist()
         row["identical_to_tfm"], row["common_prefix_tokens"] = {}, {}
         for tfm_mode, theirs in tfm_outputs.items():
-            if tfm_mode.split("-")[0] != mode:
+            if tfm_mode.split("-")[0] != search:
                 continue
             row["identical_to_tfm"][tfm_mode] = sum(a == b for a, b in zip(ours, theirs))
             row["common_prefix_tokens"][tfm_mode] = sum(

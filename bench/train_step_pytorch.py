@@ -2,8 +2,13 @@
 """PyTorch side of the training-step benchmark: forward + backward + Adam step of the reference model.
 
   /usr/bin/python3 bench/train_step_pytorch.py [--preset base | --config config.json] [--vocab V]
-      [--dropout P] [--batch 128] [--src-len 32] [--tgt-len 32] [--steps 3] [--warmup 2]
+      [--dropout P] [--batch 128 | --tokens N] [--src-len 32] [--tgt-len 32] [--steps 3] [--warmup 2]
       [--threads 2] [--modes f32,bf16]
+      [--device cpu | cuda] [--compile] [--attention sdpa | matmul] [--no-fused-adam] [--peak-tflops P]
+
+  e.g. on a GPU, the paper's batch of ~25000 + 25000 tokens (782 rows of 32 + 32):
+  python3 bench/train_step_pytorch.py --device cuda --preset big --tokens 25000 --steps 10 --warmup 3 \
+      --compile --peak-tflops 790
 
 --config reads a model config.json (docs/MODEL_FORMAT.md; e.g. a training run's checkpoint's) instead
 of a preset; the vocabulary size is the file's unless --vocab is given (a preset's default vocabulary is
@@ -15,6 +20,23 @@ warm-up steps (2, as tfm's bench_train_step), then --steps timed steps. Prints o
 the same fields as tfm's bench_train_step. With several modes each runs in its own process so that
 peak_rss_mb is that mode's.
 Run it through bench/train_step.sh for PyTorch's best settings (tcmalloc, OMP_WAIT_POLICY=PASSIVE).
+
+--tokens N sets the batch to ceil(N / src_len) rows of src_len source and tgt_len target tokens: with the
+default lengths 32 + 32, --tokens 25000 is 782 rows, 25024 source + 25024 target tokens (the paper's
+"approximately 25000 source tokens and 25000 target tokens", without padding).
+
+--device cuda (bench/gpu.sh runs it) uses PyTorch's best settings for a GPU: modes default to bf16 =
+torch.autocast('cuda', dtype=torch.bfloat16) (f32 master weights, gradients and Adam state, as tfm);
+attention through torch.nn.functional.scaled_dot_product_attention (the flash kernel: the batch has no
+padding, so the model runs without a source mask: reference_model's padded=False, same math); Adam with
+fused=True (one kernel for all parameters); --compile: torch.compile of forward + loss (if compiling fails
+the run goes on eagerly and the row's "compile" says why). f32 on CUDA is strict f32 (TF32 off, PyTorch's
+default). Each timed step is bracketed by CUDA events (no host synchronisation inside a step: the loss is
+read after the last one); seconds_per_step is the wall time of the timed steps between two
+torch.cuda.synchronize() over their number, and min/max come from the events. Extra fields on CUDA:
+step time min/max, peak_gpu_mb (torch.cuda.max_memory_allocated over the whole run: weights, Adam state,
+activations), flops_per_step (bench/model_flops.py), model_tflops_per_second, and mfu against
+--peak-tflops (bench/matmul_peak.py's measured bf16 rate).
 """
 
 import argparse
@@ -27,7 +49,10 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from model_flops import train_flops_per_step  # noqa: E402
 from reference_model import (  # noqa: E402
     Transformer, learning_rate, make_config, make_optimizer, preset_config)
 
@@ -49,16 +74,42 @@ def add_model_arguments(parser):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description="PyTorch training-step benchmark")
     add_model_arguments(parser)
-    parser.add_argument("--batch", type=int, default=128)
+    batch = parser.add_mutually_exclusive_group()
+    batch.add_argument("--batch", type=int, default=None, help="sentence pairs per batch (default 128)")
+    batch.add_argument("--tokens", type=int, default=None,
+                       help="batch of ceil(TOKENS / src-len) rows instead of --batch")
     parser.add_argument("--src-len", type=int, default=32)
     parser.add_argument("--tgt-len", type=int, default=32)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=2,
                         help="untimed steps first (allocator pools, oneDNN primitive caches, Adam state)")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--modes", default="f32,bf16", help="comma-separated: f32, bf16")
+    parser.add_argument("--modes", default=None,
+                        help="comma-separated: f32, bf16 (default: f32,bf16 on cpu, bf16 on cuda)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--compile", action="store_true",
+                        help="torch.compile forward + loss (falls back to eager if it fails)")
+    parser.add_argument("--compile-mode", default="default",
+                        help="torch.compile's mode (default, reduce-overhead, max-autotune, ...)")
+    parser.add_argument("--attention", choices=("sdpa", "matmul"), default=None,
+                        help="sdpa: scaled_dot_product_attention (default on cuda); matmul: written out "
+                             "(default on cpu)")
+    parser.add_argument("--no-fused-adam", action="store_true",
+                        help="on cuda: torch.optim.Adam's default implementation instead of fused=True")
+    parser.add_argument("--peak-tflops", type=float, default=None,
+                        help="the GPU's measured bf16 matrix rate, for mfu (bench/matmul_peak.py)")
     args = parser.parse_args(argv)
+    if args.modes is None:
+        args.modes = "bf16" if args.device == "cuda" else "f32,bf16"
+    if args.attention is None:
+        args.attention = "sdpa" if args.device == "cuda" else "matmul"
+    if args.tokens is not None:
+        if args.tokens < 1 or args.src_len < 1:
+            parser.error("--tokens and --src-len must be positive")
+        args.batch = -(-args.tokens // args.src_len)
+    elif args.batch is None:
+        args.batch = 128
     args.modes = [m for m in args.modes.split(",") if m]
     bad = [m for m in args.modes if m not in MODES]
     if bad or not args.modes:
@@ -99,6 +150,8 @@ def model_config(args):
 
 
 def run_mode(args, mode):
+    if args.device == "cuda":
+        return run_mode_cuda(args, mode)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     cfg = args.model_config
@@ -143,6 +196,117 @@ def run_mode(args, mode):
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "loss": loss, "torch_version": torch.__version__,
     }
+
+
+def run_mode_cuda(args, mode):
+    """One mode on the GPU with PyTorch's best settings (the module's docstring); returns the JSON row."""
+    if not torch.cuda.is_available():
+        raise SystemExit("train_step_pytorch.py: --device cuda but torch.cuda.is_available() is False")
+    device = torch.device("cuda")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    torch.cuda.reset_peak_memory_stats()
+    cfg = args.model_config
+    # Built on the CPU and moved: the same initial weights as the CPU run of the same seed.
+    model = Transformer(cfg).to(device)
+    model.set_attention(args.attention)
+    model.train()
+    fused = not args.no_fused_adam
+    optimizer = make_optimizer(model, **({"fused": True} if fused else {}))
+    src = torch.randint(4, cfg["vocab_size"], (args.batch, args.src_len)).to(device)
+    tgt_in = torch.randint(4, cfg["vocab_size"], (args.batch, args.tgt_len)).to(device)
+    tgt_out = torch.randint(4, cfg["vocab_size"], (args.batch, args.tgt_len)).to(device)
+    bf16 = mode == "bf16"
+
+    def forward_loss(src, tgt_in, tgt_out):
+        # Word ids only (>= 4): no pad, so no source mask (padded=False) and flash attention can run.
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            logits = model(src, tgt_in, padded=False)
+            return model.loss(logits, tgt_out)
+
+    compiled = "off"
+    loss_fn = forward_loss
+    if args.compile:
+        if not hasattr(torch, "compile"):
+            compiled = f"failed: torch {torch.__version__} has no torch.compile"
+        else:
+            loss_fn = torch.compile(forward_loss, mode=None if args.compile_mode == "default"
+                                    else args.compile_mode)
+            compiled = "on" if args.compile_mode == "default" else f"on ({args.compile_mode})"
+
+    def step(number):
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(src, tgt_in, tgt_out)
+        loss.backward()
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(number, cfg["d_model"], WARMUP_STEPS)
+        optimizer.step()
+        return loss
+
+    # The first step compiles (with --compile): timed on its own, and where a failure shows.
+    first_step_seconds = None
+    for i in range(args.warmup):
+        start = time.perf_counter()
+        try:
+            step(1 + i)
+            torch.cuda.synchronize()
+        except Exception as error:  # noqa: BLE001 - any compiler failure: go on eagerly, say why
+            if loss_fn is forward_loss:
+                raise
+            message = str(error).strip()
+            reason = f"{type(error).__name__}: {message.splitlines()[0] if message else ''}"
+            print(f"train_step_pytorch.py: torch.compile failed, running eagerly: {reason}",
+                  file=sys.stderr, flush=True)
+            compiled = f"failed: {reason[:300]}"
+            loss_fn = forward_loss
+            step(1 + i)
+            torch.cuda.synchronize()
+        if i == 0:
+            first_step_seconds = time.perf_counter() - start
+    if args.compile and args.warmup == 0:
+        print("train_step_pytorch.py: --compile with --warmup 0: compiling is inside the timed steps",
+              file=sys.stderr, flush=True)
+
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(args.steps)]
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for i in range(args.steps):
+        events[i][0].record()
+        loss = step(1 + args.warmup + i)
+        events[i][1].record()
+    torch.cuda.synchronize()
+    seconds = (time.perf_counter() - start) / args.steps
+    step_seconds = [a.elapsed_time(b) / 1000.0 for a, b in events]
+    src_tokens = args.batch * args.src_len
+    tgt_tokens = args.batch * args.tgt_len
+    flops = train_flops_per_step(cfg, args.batch, args.src_len, args.tgt_len)
+    mib = 1024.0 * 1024.0
+    row = {
+        "framework": "pytorch", "mode": mode, "precision": mode, "device": "cuda",
+        "gpu": torch.cuda.get_device_name(device),
+        "preset": "" if args.config else args.preset,
+        "config": args.config or "", "model": cfg, "vocab": cfg["vocab_size"], "batch": args.batch,
+        "src_len": args.src_len, "tgt_len": args.tgt_len,
+        "src_tokens": src_tokens, "tgt_tokens": tgt_tokens, "threads": args.threads,
+        "steps": args.steps, "warmup": args.warmup,
+        "attention": args.attention, "fused_adam": fused, "compile": compiled,
+        "first_step_seconds": round(first_step_seconds, 3) if first_step_seconds else None,
+        "seconds_per_step": round(seconds, 5),
+        "min_seconds_per_step": round(min(step_seconds), 5),
+        "max_seconds_per_step": round(max(step_seconds), 5),
+        "tokens_per_second": round((src_tokens + tgt_tokens) / seconds, 1),
+        "target_tokens_per_second": round(tgt_tokens / seconds, 1),
+        "peak_gpu_mb": round(torch.cuda.max_memory_allocated(device) / mib, 1),
+        "peak_gpu_reserved_mb": round(torch.cuda.max_memory_reserved(device) / mib, 1),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "flops_per_step": flops,
+        "model_tflops_per_second": round(flops / seconds / 1e12, 2),
+        "peak_tflops": args.peak_tflops,
+        "mfu": round(flops / seconds / (args.peak_tflops * 1e12), 4) if args.peak_tflops else None,
+        "loss": loss.item(), "torch_version": torch.__version__,
+    }
+    return row
 
 
 

@@ -165,6 +165,10 @@ class MultiHeadAttention(nn.Module):
         bias = cfg["attention_bias"]
         self.heads, self.d_k, self.d_v = h, dk, dv
         self.attention_dropout = cfg["attention_dropout"]
+        # False: the attention written out below (the reference's default, every step visible). True:
+        # torch.nn.functional.scaled_dot_product_attention, the same math in one fused (flash) kernel
+        # where the device has one; Transformer.set_attention sets it on every layer.
+        self.use_sdpa = False
         self.q_proj = nn.Linear(d, h * dk, bias=bias, device=device)
         self.k_proj = nn.Linear(d, h * dk, bias=bias, device=device)
         self.v_proj = nn.Linear(d, h * dv, bias=bias, device=device)
@@ -178,6 +182,10 @@ class MultiHeadAttention(nn.Module):
         q = self.q_proj(query).view(b, tq, self.heads, self.d_k).transpose(1, 2)
         k = self.k_proj(memory).view(b, tk, self.heads, self.d_k).transpose(1, 2)
         v = self.v_proj(memory).view(b, tk, self.heads, self.d_v).transpose(1, 2)
+        if self.use_sdpa:
+            heads = _sdpa(q, k, v, key_padding_mask, causal,
+                          self.attention_dropout if self.training else 0.0)
+            return self.out_proj(heads.transpose(1, 2).reshape(b, tq, self.heads * self.d_v))
         scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.d_k)
         # -inf gives masked keys exactly zero weight after the softmax.
         if key_padding_mask is not None:
@@ -191,6 +199,28 @@ class MultiHeadAttention(nn.Module):
         heads = torch.matmul(weights, v)  # [B, h, Tq, dv]
         concat = heads.transpose(1, 2).reshape(b, tq, self.heads * self.d_v)
         return self.out_proj(concat)
+
+
+def _sdpa(q, k, v, key_padding_mask, causal, dropout):
+    """scaled_dot_product_attention with the reference's masks: [B, h, Tq, dv].
+
+    Without a padding mask the flash kernel can run (it takes no explicit mask); the causal mask is
+    is_causal (top-left aligned, as the triu(1) mask above: query i sees keys 0..i, and Tq == Tk in
+    the decoder's self-attention). A padding mask becomes attn_mask (True = attend), which
+    scaled_dot_product_attention sends to a kernel that takes masks. The scale is its default,
+    1/sqrt(d_k), as above.
+    """
+    if not hasattr(F, "scaled_dot_product_attention"):
+        raise RuntimeError(f"torch {torch.__version__} has no scaled_dot_product_attention (2.0+)")
+    mask = None
+    if key_padding_mask is not None:
+        mask = ~key_padding_mask[:, None, None, :]
+        if causal:
+            tq, tk = q.shape[-2], k.shape[-2]
+            mask = mask & torch.ones(tq, tk, dtype=torch.bool, device=q.device).tril()
+            causal = False
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
+                                          is_causal=causal)
 
 
 class FeedForward(nn.Module):
@@ -318,6 +348,15 @@ class Transformer(nn.Module):
         if init:
             self.reset_parameters()
 
+    def set_attention(self, kind):
+        """"matmul" (the default: attention written out) or "sdpa" (scaled_dot_product_attention)."""
+        if kind not in ("matmul", "sdpa"):
+            raise ValueError(f"attention must be matmul or sdpa, got {kind!r}")
+        for module in self.modules():
+            if isinstance(module, MultiHeadAttention):
+                module.use_sdpa = kind == "sdpa"
+        return self
+
     def reset_parameters(self):
         """Default initialisation: xavier-uniform weights, zero biases, embeddings normal(0, d^-0.5)."""
         d = self.cfg["d_model"]
@@ -339,9 +378,14 @@ class Transformer(nn.Module):
         positions = torch.arange(src.shape[1], device=src.device)
         return positions[None, :] >= lengths[:, None]
 
-    def forward(self, src, tgt_in):
-        """src [B, S], tgt_in [B, T] int ids -> logits [B, T, V] = y E^T."""
-        src_pad_mask = self.source_padding_mask(src)
+    def forward(self, src, tgt_in, padded=True):
+        """src [B, S], tgt_in [B, T] int ids -> logits [B, T, V] = y E^T.
+
+        padded=False: the caller guarantees that src holds no pad, so no source mask is made. Same
+        result; it spares source_padding_mask's check (a host synchronisation on a GPU, and a break in
+        a torch.compile graph) and lets fused attention run without a mask.
+        """
+        src_pad_mask = self.source_padding_mask(src) if padded else None
         memory = self.encoder(self.embedding, src, src_pad_mask)
         y = self.decoder(self.embedding, tgt_in, memory, src_pad_mask)
         return torch.matmul(y, self.embedding.weight.t())
@@ -371,9 +415,10 @@ def learning_rate(step, d_model, warmup, lr_scale=1.0):
     return lr_scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
-def make_optimizer(model, lr=1.0):
-    """The paper's Adam: betas (0.9, 0.98), eps 1e-9, no weight decay."""
-    return torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
+def make_optimizer(model, lr=1.0, **options):
+    """The paper's Adam: betas (0.9, 0.98), eps 1e-9, no weight decay. options: torch.optim.Adam's
+    implementation choices (e.g. fused=True on CUDA), which leave the math unchanged."""
+    return torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9, **options)
 
 
 SPEC_COUNTS = {("base", False): 63_045_632, ("big", False): 214_171_648,
@@ -401,7 +446,43 @@ def _self_check():
     assert logits.shape == (2, 3, 20) and torch.isfinite(loss)
     for norm in ("post", "pre"):
         _cross_check_with_torch_layers(norm)
+    if hasattr(F, "scaled_dot_product_attention"):  # PyTorch 2.0+
+        _check_sdpa()
+    else:
+        print(f"reference_model: no scaled_dot_product_attention in torch {torch.__version__}; "
+              "the sdpa attention is not checked")
     print("reference_model self-check passed")
+
+
+def _check_sdpa():
+    """set_attention("sdpa") gives the written-out attention's logits and gradients (padded and
+    unpadded sources, causal decoder), and padded=False the padded=True result on a batch without pad."""
+    torch.manual_seed(0)
+    cfg = make_config({"layers": 2, "d_model": 16, "d_ff": 32, "heads": 4, "d_k": 4, "d_v": 4,
+                       "vocab_size": 30, "max_positions": 16, "dropout": 0.0})
+    model = Transformer(cfg).double()
+    padded_src = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 0, 0]])
+    full_src = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 13, 14]])
+    tgt_in = torch.tensor([[2, 5, 6, 7], [2, 8, 9, 10]])
+    tgt_out = torch.tensor([[5, 6, 7, 3], [8, 9, 10, 3]])
+
+    def run(kind, src, padded=True):
+        model.set_attention(kind)
+        model.zero_grad(set_to_none=True)
+        logits = model(src, tgt_in, padded=padded)
+        model.loss(logits, tgt_out).backward()
+        return logits.detach(), [p.grad.clone() for p in model.parameters()]
+
+    for src in (padded_src, full_src):
+        want, want_grads = run("matmul", src)
+        for kind, padded in (("sdpa", True), ("sdpa", False), ("matmul", False)):
+            if not padded and src is padded_src:
+                continue
+            got, got_grads = run(kind, src, padded)
+            err = max([(got - want).abs().max().item()] +
+                      [(a - b).abs().max().item() for a, b in zip(got_grads, want_grads)])
+            assert err < 1e-12, f"attention {kind}, padded={padded}: differs by {err}"
+    model.set_attention("matmul")
 
 
 def _cross_check_with_torch_layers(norm):
