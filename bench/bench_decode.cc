@@ -28,6 +28,7 @@
 #include "tfm/model/model_dir.h"
 #include "tfm/nn/transformer.h"
 #include "tfm/ops/autocast.h"
+#include "tfm/ops/device.h"
 
 namespace {
 
@@ -44,7 +45,8 @@ std::vector<int64_t> parse_beams(const std::string& text) {
 
 int main(int argc, char** argv) {
   CLI::App app{"tfm decoding benchmark"};
-  std::string preset = "base", beams_text = "4,1", model_dir, outputs_path, precision = "f32";
+  std::string preset = "base", beams_text = "4,1", model_dir, outputs_path, precision = "f32",
+              device_option = "cpu";
   int64_t vocab = 32000, batch = 32, src_len = 25, out_len = 25;
   int runs = 2, warmup = 1, threads = 2;
   double alpha = 0.6;
@@ -59,6 +61,7 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed runs per mode first");
   app.add_option("--threads", threads, "threads");
   app.add_option("--precision", precision, "operands of the matrix products: f32 or bf16");
+  app.add_option("--device", device_option, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--model-dir", model_dir, "write the model and the sources here");
   app.add_option("--outputs", outputs_path, "write the outputs here (JSON)");
   CLI11_PARSE(app, argc, argv);
@@ -89,7 +92,8 @@ int main(int argc, char** argv) {
     // timed on its own and reported as "pack_seconds".
     const tfm::DType product_type = tfm::ops::parse_precision(precision, "--precision");
     const auto pack_start = std::chrono::steady_clock::now();
-    const tfm::decode::InferenceModel model(trained, {product_type, tfm::Device::cpu});
+    const tfm::Device device = tfm::ops::parse_device(device_option);
+    const tfm::decode::InferenceModel model(trained, {product_type, device});
     const double pack_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - pack_start).count();
     nlohmann::json outputs = nlohmann::json::object();
@@ -106,6 +110,7 @@ int main(int argc, char** argv) {
         if (run == warmup) tfm::cpu::reset_gemm_stats();
         auto t0 = std::chrono::steady_clock::now();
         result = tfm::decode::translate(model, sources, options);
+        tfm::ops::synchronize(device);
         double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::fprintf(stderr, "tfm %s beam %lld run %d: %.3f s%s\n", precision.c_str(),
@@ -128,13 +133,13 @@ int main(int argc, char** argv) {
       const double mean = total / runs;
       const double gemm_seconds = tfm::cpu::gemm_stats().seconds / runs;
       std::printf(
-          "{\"framework\": \"tfm\", \"mode\": \"%s\", \"precision\": \"%s\", "
+          "{\"framework\": \"tfm\", \"device\": \"%s\", \"mode\": \"%s\", \"precision\": \"%s\", "
           "\"preset\": \"%s\", \"vocab\": %lld, "
           "\"batch\": %lld, \"src_len\": %lld, \"out_len\": %lld, \"threads\": %d, \"runs\": %d, "
           "\"warmup\": %d, \"seconds\": %.4f, \"best_seconds\": %.4f, "
           "\"target_tokens_per_second\": %.1f, \"pack_seconds\": %.4f, \"peak_rss_mb\": %.1f, "
           "\"gemm_seconds\": %.4f, \"outside_gemm_fraction\": %.4f}\n",
-          mode.c_str(), precision.c_str(), preset.c_str(), static_cast<long long>(vocab),
+          tfm::ops::describe_device(device).c_str(), mode.c_str(), precision.c_str(), preset.c_str(), static_cast<long long>(vocab),
           static_cast<long long>(batch), static_cast<long long>(src_len),
           static_cast<long long>(out_len), threads, runs, warmup, mean, best,
           static_cast<double>(tokens) / mean, pack_seconds, peak_rss_mb(), gemm_seconds,

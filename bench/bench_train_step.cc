@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
   };
 
   using clock = std::chrono::steady_clock;
-  double forward_s = 0, backward_s = 0, update_s = 0, loss = 0;
+  double forward_s = 0, backward_s = 0, update_s = 0, loss = 0, min_step = 1e30, max_step = 0;
   int64_t allocations_before = 0;
   for (int step = 0; step < warmup + steps; ++step) {
     int64_t allocations_at_start = tfm::CachingAllocator::cpu().stats().system_allocations;
@@ -153,6 +153,11 @@ int main(int argc, char** argv) {
     forward_s += std::chrono::duration<double>(t1 - t0).count();
     backward_s += std::chrono::duration<double>(t2 - t1).count();
     update_s += std::chrono::duration<double>(t3 - t2).count();
+    if (step >= warmup) {
+      const double step_s = std::chrono::duration<double>(t3 - t0).count();
+      min_step = std::min(min_step, step_s);
+      max_step = std::max(max_step, step_s);
+    }
     loss = result.loss.to_floats()[0];
     std::fprintf(stderr, "step %d: loss %.4f, %.2f s, %lld new blocks from the system\n", step,
                  loss, std::chrono::duration<double>(t3 - t0).count(),
@@ -183,13 +188,15 @@ int main(int argc, char** argv) {
       {"src_tokens", batch.src_tokens},
       {"tgt_tokens", batch.tgt_tokens},
       {"seconds_per_step", rounded(per_step, 4)},
+      {"min_seconds_per_step", rounded(min_step, 4)},
+      {"max_seconds_per_step", rounded(max_step, 4)},
       {"forward_s", rounded(forward_s / steps, 4)},
       {"backward_s", rounded(backward_s / steps, 4)},
       {"update_s", rounded(update_s / steps, 4)},
       {"tokens_per_second", rounded(tokens / per_step, 1)},
       {"target_tokens_per_second", rounded(static_cast<double>(batch.tgt_tokens) / per_step, 1)},
       {"peak_rss_mb", rounded(peak_rss_mb(), 1)},
-      {"device_peak_mb",
+      {"peak_device_mb",
        device == tfm::Device::cpu
            ? 0.0
            : rounded(static_cast<double>(

@@ -203,7 +203,8 @@ int64_t first_all_ones_exponent(const Bits* bits, int64_t n, Bits exponent_mask)
 
 int64_t first_non_finite(const Tensor& tensor) {
   if (!tensor.defined() || tensor.numel() == 0) return -1;
-  TFM_CHECK(tensor.device() == Device::cpu, "first_non_finite reads CPU tensors");
+  // A device's tensor is read from a host copy (checkpoints and loaded weights: not in a step).
+  if (tensor.device() != Device::cpu) return first_non_finite(tensor.to(Device::cpu));
   switch (tensor.dtype()) {
     case DType::f32:
       return first_all_ones_exponent(static_cast<const uint32_t*>(tensor.raw()), tensor.numel(),

@@ -111,7 +111,8 @@ class Tensor {
   std::shared_ptr<AutogradMeta> meta_;
 };
 
-// The index of the first NaN or infinity among a CPU tensor's f32/bf16 elements, or -1 (always
+// The index of the first NaN or infinity among a tensor's f32/bf16 elements (a device's tensor is
+// read from a host copy), or -1 (always
 // -1 for i32). Loaded weights, checkpoints and gradients are checked with it.
 int64_t first_non_finite(const Tensor& tensor);
 
