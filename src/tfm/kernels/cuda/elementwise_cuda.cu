@@ -75,8 +75,7 @@ void write_grad(float* dst, const float* src, int64_t n, bool accumulate, float 
 void sum_rows(const float* src, int64_t rows, int64_t cols, float* dst, bool accumulate) {
   if (cols <= 0) return;
   const unsigned blocks = static_cast<unsigned>((cols + 31) / 32);
-  sum_rows_kernel<<<blocks, dim3(32, kRowThreads), 0, stream()>>>(src, rows, cols, dst,
-                                                                  accumulate);
+  sum_rows_kernel<<<blocks, dim3(32, kRowThreads), 0, stream()>>>(src, rows, cols, dst, accumulate);
   TFM_CUDA_LAUNCHED(sum_rows_kernel);
 }
 

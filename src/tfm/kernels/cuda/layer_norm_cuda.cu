@@ -74,8 +74,7 @@ __global__ void add_dropout_layer_norm_kernel(const float* x, const float* branc
 __global__ void backward_rows_kernel(const float* x, const float* gamma, const float* mean,
                                      const float* rstd, const float* g, int64_t d, float inv_d,
                                      float* dx, bool dx_accumulate, float* dbranch,
-                                     bool dbranch_accumulate, float p, float scale,
-                                     uint64_t seed) {
+                                     bool dbranch_accumulate, float p, float scale, uint64_t seed) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   const float* xr = x + r * d;
@@ -165,7 +164,9 @@ __global__ void param_totals_kernel(const float* partial, int64_t chunks, int64_
   }
 }
 
-int64_t chunks_for(int64_t rows) { return (rows + kRowsPerChunk - 1) / kRowsPerChunk; }
+int64_t chunks_for(int64_t rows) {
+  return (rows + kRowsPerChunk - 1) / kRowsPerChunk;
+}
 
 void backward(const float* x, const float* gamma, const float* mean, const float* rstd,
               const float* g, int64_t rows, int64_t d, const LayerNormGrads& grads, float* dbranch,

@@ -88,8 +88,7 @@ double sum_squares(const float* x, int64_t n) {
   TFM_CUDA_CHECK(cudaGetSymbolAddress(reinterpret_cast<void**>(&device_sum), g_sum));
   sum_squares_async(x, n, device_sum, false);
   double sum = 0;
-  TFM_CUDA_CHECK(
-      cudaMemcpyAsync(&sum, device_sum, sizeof(sum), cudaMemcpyDeviceToHost, stream()));
+  TFM_CUDA_CHECK(cudaMemcpyAsync(&sum, device_sum, sizeof(sum), cudaMemcpyDeviceToHost, stream()));
   TFM_CUDA_CHECK(cudaStreamSynchronize(stream()));
   return sum;
 }

@@ -80,8 +80,8 @@ void softmax(const float* x, float* y, int64_t rows, int64_t n) {
 void softmax_backward(const float* y, const float* g, float* dx, int64_t rows, int64_t n,
                       bool accumulate) {
   if (rows <= 0 || n <= 0) return;
-  softmax_backward_kernel<<<static_cast<unsigned>(rows), row_threads(n), 0, stream()>>>(
-      y, g, dx, n, accumulate);
+  softmax_backward_kernel<<<static_cast<unsigned>(rows), row_threads(n), 0, stream()>>>(y, g, dx, n,
+                                                                                        accumulate);
   TFM_CUDA_LAUNCHED(softmax_backward_kernel);
 }
 
