@@ -257,6 +257,13 @@ TEST(CudaOpsBasic, Embedding) {
   expect_same_bits(cpu_out, gpu_out, "embedding forward");
   expect_op_matches("embedding", {ids, table}, {false, true},
                     [](auto& in) { return ops::embedding(in[0], in[1], 2.5f); });
+  // A vocabulary-sized table (ids of 16 bits and more), ids hit once or many times.
+  std::vector<int32_t> wide_values(37 * 5);
+  for (size_t i = 0; i < wide_values.size(); ++i)
+    wide_values[i] = i % 4 == 0 ? 36999 : static_cast<int32_t>((i * 7919 + 11) % 37000);
+  expect_op_matches("embedding vocabulary 37000",
+                    {Tensor::from_ints({37, 5}, wide_values), uniform_tensor({37000, 40}, 21)},
+                    {false, true}, [](auto& in) { return ops::embedding(in[0], in[1], 1.0f); });
   // The table used twice: the second backward adds.
   expect_op_matches("embedding twice", {ids, other, table}, {false, false, true}, [](auto& in) {
     return ops::add(ops::embedding(in[0], in[2], 2.5f), ops::embedding(in[1], in[2], 0.5f));
@@ -267,16 +274,25 @@ TEST(CudaOpsBasic, EmbeddingOutOfRangeIdGivesNaN) {
   TFM_REQUIRE_CUDA();
   // CUDA ids are not checked on the host (ops/embedding.cc): the row of a bad id is NaN, and
   // nothing is read out of bounds.
-  const Tensor ids = Tensor::from_ints({3}, {1, 11, -1}).to(Device::cuda);
-  const std::vector<float> out =
-      ops::embedding(ids, uniform_tensor({11, 4}, 21).to(Device::cuda), 1.0f)
-          .to(Device::cpu)
-          .to_floats();
-  for (int j = 0; j < 4; ++j) {
-    EXPECT_TRUE(std::isfinite(out[j])) << j;
-    EXPECT_TRUE(std::isnan(out[4 + j])) << j;
-    EXPECT_TRUE(std::isnan(out[8 + j])) << j;
+  // The backward leaves the table's gradient alone for them and sums the others.
+  const Tensor ids = Tensor::from_ints({4}, {1, 11, -1, 1}).to(Device::cuda);
+  Tensor table = uniform_tensor({11, 4}, 21).to(Device::cuda);
+  table.set_requires_grad(true);
+  Tape tape;
+  Tensor out;
+  {
+    TapeScope scope(tape);
+    out = ops::embedding(ids, table, 1.0f);
   }
+  const std::vector<float> values = out.to(Device::cpu).to_floats();
+  for (int j = 0; j < 4; ++j) {
+    EXPECT_TRUE(std::isfinite(values[j])) << j;
+    EXPECT_TRUE(std::isnan(values[4 + j])) << j;
+    EXPECT_TRUE(std::isnan(values[8 + j])) << j;
+  }
+  tape.backward(out, Tensor::full({4, 4}, 1.0f));
+  const std::vector<float> grad = table.grad().to(Device::cpu).to_floats();
+  for (int64_t i = 0; i < 11 * 4; ++i) EXPECT_EQ(grad[i], i / 4 == 1 ? 2.0f : 0.0f) << i;
 }
 
 TEST(CudaOpsBasic, AddPositions) {

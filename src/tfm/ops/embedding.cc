@@ -1,4 +1,6 @@
 // embedding and add_positions: the model's input layer.
+#include <limits>
+
 #include "tfm/autograd/tape.h"
 #include "tfm/kernels/cpu/elementwise_cpu.h"
 #include "tfm/kernels/cpu/embedding_cpu.h"
@@ -30,6 +32,8 @@ Tensor embedding(const Tensor& ids, const Tensor& table, float scale) {
   // wait for the GPU at every lookup. They are checked where they are made (the vocabulary's
   // encode, the batcher), and the CUDA kernel reads nothing out of bounds for a bad id: it gives
   // that row NaN (kernels/cuda/embedding_cuda.h), which the training's non-finite checks report.
+  TFM_CHECK(device == Device::cpu || n <= std::numeric_limits<int32_t>::max(),
+            "embedding: {} ids are more than the CUDA kernel takes (2^31 - 1)", n);
   if (device == Device::cpu) {
     const int32_t* id = ids.data<int32_t>();
     for (int64_t i = 0; i < n; ++i)
@@ -53,14 +57,22 @@ Tensor embedding(const Tensor& ids, const Tensor& table, float scale) {
       Tensor g = out.grad();
       if (!g.defined()) return;
       GradTarget target = grad_target(table);
+      Tensor workspace;  // the CUDA kernel's sort (kernels/cuda/embedding_cuda.h)
+#ifdef TFM_HAVE_CUDA
+      const int64_t workspace_size =
+          device == Device::cuda ? cuda::embedding_backward_workspace(ids.numel(), table.dim(0))
+                                 : 0;
+      if (workspace_size > 0) workspace = Tensor::empty({workspace_size}, DType::i32, device);
+#endif
       TFM_DISPATCH_CUDA(
           "embedding", device,
           cpu::embedding_backward(ids.data<int32_t>(), ids.numel(), g.data<float>(), table.dim(0),
                                   table.dim(1), scale, target.tensor.data<float>(),
                                   target.accumulate),
-          cuda::embedding_backward(ids.device_data<int32_t>(), ids.numel(), g.device_data<float>(),
-                                   table.dim(0), table.dim(1), scale,
-                                   target.tensor.device_data<float>(), target.accumulate));
+          cuda::embedding_backward(
+              ids.device_data<int32_t>(), ids.numel(), g.device_data<float>(), table.dim(0),
+              table.dim(1), scale, target.tensor.device_data<float>(), target.accumulate,
+              workspace.defined() ? workspace.device_data<int32_t>() : nullptr));
     });
   }
   return out;

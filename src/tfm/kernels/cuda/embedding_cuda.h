@@ -17,10 +17,13 @@ namespace tfm::cuda {
 void embedding(const int32_t* ids, int64_t n, const float* table, int64_t vocab, int64_t d,
                float scale, float* out);
 // dtable[v, :] (+)= scale * sum over i with ids[i] == v of g[i, :]; rows no id hits get 0 when
-// !accumulate. A thread owns a column and adds the tokens in order, as the CPU kernel does: the
-// result is the same from run to run (no float atomics).
+// !accumulate. The token positions are sorted by id (a stable radix sort), then one block per id
+// adds its tokens' rows in token order, as the CPU kernel does: the same sums, the same from run
+// to run (no float atomics). `workspace`: embedding_backward_workspace(n, vocab) int32 elements of
+// device memory that the op allocates (one more argument than the CPU kernel's). n < 2^31.
+int64_t embedding_backward_workspace(int64_t n, int64_t vocab);
 void embedding_backward(const int32_t* ids, int64_t n, const float* g, int64_t vocab, int64_t d,
-                        float scale, float* dtable, bool accumulate);
+                        float scale, float* dtable, bool accumulate, int32_t* workspace);
 
 // out[b, t, :] = x[b, t, :] + table[offset + t, :] for x: [batch, steps, d].
 void add_positions(const float* x, const float* table, int64_t batch, int64_t steps, int64_t d,
