@@ -9,6 +9,10 @@
 #include "tfm/ops/layer_norm_grads.h"
 #include "tfm/ops/ops.h"
 
+#ifdef TFM_HAVE_CUDA
+#include "tfm/kernels/cuda/layer_norm_cuda.h"
+#endif
+
 namespace tfm::ops {
 
 using detail::check_input;
@@ -36,11 +40,16 @@ Tensor add_dropout_layer_norm(const Tensor& x, const Tensor& branch, float p, ui
   Tensor out = Tensor::empty(x.shape(), DType::f32, device);
   Tensor mean = Tensor::empty({rows}, DType::f32, device);
   Tensor rstd = Tensor::empty({rows}, DType::f32, device);
-  TFM_DISPATCH(kOp, device,
-               cpu::add_dropout_layer_norm(x.data<float>(), branch.data<float>(), p, seed,
-                                           gamma.data<float>(), beta.data<float>(),
-                                           sum.data<float>(), out.data<float>(), mean.data<float>(),
-                                           rstd.data<float>(), rows, d, eps));
+  TFM_DISPATCH_CUDA(
+      kOp, device,
+      cpu::add_dropout_layer_norm(x.data<float>(), branch.data<float>(), p, seed,
+                                  gamma.data<float>(), beta.data<float>(), sum.data<float>(),
+                                  out.data<float>(), mean.data<float>(), rstd.data<float>(), rows,
+                                  d, eps),
+      cuda::add_dropout_layer_norm(
+          x.device_data<float>(), branch.device_data<float>(), p, seed, gamma.device_data<float>(),
+          beta.device_data<float>(), sum.device_data<float>(), out.device_data<float>(),
+          mean.device_data<float>(), rstd.device_data<float>(), rows, d, eps));
   if (!needs_grad({&x, &branch, &gamma, &beta})) return out;
 
   out.set_requires_grad(true);
@@ -55,13 +64,19 @@ Tensor add_dropout_layer_norm(const Tensor& x, const Tensor& branch, float p, ui
     bool dbranch_accumulate = false;
     if (branch.requires_grad()) {
       GradTarget t = grad_target(branch);
-      dbranch = t.tensor.data<float>();
+      dbranch = t.tensor.device_data<float>();
       dbranch_accumulate = t.accumulate;
     }
-    TFM_DISPATCH(kOp, device,
-                 cpu::add_dropout_layer_norm_backward(
-                     sum.data<float>(), gamma.data<float>(), mean.data<float>(), rstd.data<float>(),
-                     g.data<float>(), rows, d, p, seed, grads, dbranch, dbranch_accumulate));
+    Tensor workspace = layer_norm_workspace(grads, rows, d, device);
+    TFM_DISPATCH_CUDA(
+        kOp, device,
+        cpu::add_dropout_layer_norm_backward(
+            sum.data<float>(), gamma.data<float>(), mean.data<float>(), rstd.data<float>(),
+            g.data<float>(), rows, d, p, seed, grads, dbranch, dbranch_accumulate),
+        cuda::add_dropout_layer_norm_backward(
+            sum.device_data<float>(), gamma.device_data<float>(), mean.device_data<float>(),
+            rstd.device_data<float>(), g.device_data<float>(), rows, d, p, seed, grads, dbranch,
+            dbranch_accumulate, device_floats_or_null(workspace)));
   });
   return out;
 }

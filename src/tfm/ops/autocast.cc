@@ -3,6 +3,10 @@
 #include "tfm/kernels/cpu/convert_cpu.h"
 #include "tfm/ops/dispatch.h"
 
+#ifdef TFM_HAVE_CUDA
+#include "tfm/kernels/cuda/convert_cuda.h"
+#endif
+
 namespace tfm::ops {
 
 bool native_bf16_products() {
@@ -21,7 +25,9 @@ Tensor to_bf16(const Tensor& x) {
             x.defined() ? x.describe() : std::string("an undefined tensor"));
   const Device device = x.device();
   Tensor out = Tensor::empty(x.shape(), DType::bf16, device);
-  TFM_DISPATCH("to_bf16", device, cpu::f32_to_bf16(x.data<float>(), out.data<bf16>(), x.numel()));
+  TFM_DISPATCH_CUDA("to_bf16", device,
+                    cpu::f32_to_bf16(x.data<float>(), out.data<bf16>(), x.numel()),
+                    cuda::f32_to_bf16(x.device_data<float>(), out.device_data<bf16>(), x.numel()));
   return out;
 }
 

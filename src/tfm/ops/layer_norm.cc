@@ -5,6 +5,10 @@
 #include "tfm/ops/layer_norm_grads.h"
 #include "tfm/ops/ops.h"
 
+#ifdef TFM_HAVE_CUDA
+#include "tfm/kernels/cuda/layer_norm_cuda.h"
+#endif
+
 namespace tfm::ops {
 
 using detail::check_input;
@@ -25,10 +29,13 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, floa
   Tensor out = Tensor::empty(x.shape(), DType::f32, device);
   Tensor mean = Tensor::empty({rows}, DType::f32, device);
   Tensor rstd = Tensor::empty({rows}, DType::f32, device);
-  TFM_DISPATCH(
+  TFM_DISPATCH_CUDA(
       "layer_norm", device,
       cpu::layer_norm(x.data<float>(), gamma.data<float>(), beta.data<float>(), out.data<float>(),
-                      mean.data<float>(), rstd.data<float>(), rows, d, eps));
+                      mean.data<float>(), rstd.data<float>(), rows, d, eps),
+      cuda::layer_norm(x.device_data<float>(), gamma.device_data<float>(),
+                       beta.device_data<float>(), out.device_data<float>(),
+                       mean.device_data<float>(), rstd.device_data<float>(), rows, d, eps));
   if (needs_grad({&x, &gamma, &beta})) {
     out.set_requires_grad(true);
     // The gradient formulas are in kernels/cpu/layer_norm_cpu.cc, next to the code.
@@ -36,10 +43,15 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, floa
       Tensor g = out.grad();
       if (!g.defined()) return;
       cpu::LayerNormGrads grads = layer_norm_grad_targets(x, gamma, beta);
-      TFM_DISPATCH(
+      Tensor workspace = layer_norm_workspace(grads, rows, d, device);
+      TFM_DISPATCH_CUDA(
           "layer_norm", device,
           cpu::layer_norm_backward(x.data<float>(), gamma.data<float>(), mean.data<float>(),
-                                   rstd.data<float>(), g.data<float>(), rows, d, grads));
+                                   rstd.data<float>(), g.data<float>(), rows, d, grads),
+          cuda::layer_norm_backward(x.device_data<float>(), gamma.device_data<float>(),
+                                    mean.device_data<float>(), rstd.device_data<float>(),
+                                    g.device_data<float>(), rows, d, grads,
+                                    device_floats_or_null(workspace)));
     });
   }
   return out;

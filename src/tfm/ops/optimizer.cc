@@ -1,10 +1,15 @@
 // Optimizer ops: the Adam update and gradient clipping by global norm (train/). In place, no tape.
 #include <cmath>
+#include <cstring>
 
 #include "tfm/kernels/cpu/optimizer_cpu.h"
 #include "tfm/ops/argument_checks.h"
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
+
+#ifdef TFM_HAVE_CUDA
+#include "tfm/kernels/cuda/optimizer_cuda.h"
+#endif
 
 namespace tfm::ops {
 
@@ -18,18 +23,34 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const T
   const Device device = detail::op_device("adam_step", param, grad, m, v);
   cpu::AdamStep step{options.beta1, options.beta2, options.step_size, options.inv_sqrt_bc2,
                      options.eps};
-  TFM_DISPATCH("adam_step", device,
-               cpu::adam_step(param.data<float>(), m.data<float>(), v.data<float>(),
-                              grad.data<float>(), param.numel(), step));
+  TFM_DISPATCH_CUDA(
+      "adam_step", device,
+      cpu::adam_step(param.data<float>(), m.data<float>(), v.data<float>(), grad.data<float>(),
+                     param.numel(), step),
+      cuda::adam_step(param.device_data<float>(), m.device_data<float>(), v.device_data<float>(),
+                      grad.device_data<float>(), param.numel(), step));
 }
 
 double global_norm(const std::vector<Tensor>& tensors) {
   double sum = 0;
+  // The CUDA tensors' sums of squares add up on the device (in a double that `device_sum`'s 8
+  // bytes hold), read back once at the end: one wait for the GPU, not one per tensor.
+  Tensor device_sum;
   for (const Tensor& t : tensors) {
     if (!t.defined()) continue;
     detail::check_input(t, "global_norm", "a tensor");
+    TFM_DISPATCH_CUDA(
+        "global_norm", t.device(), sum += cpu::sum_squares(t.data<float>(), t.numel()), {
+          const bool accumulate = device_sum.defined();
+          if (!accumulate) device_sum = Tensor::empty({2}, DType::f32, t.device());
+          cuda::sum_squares_async(t.device_data<float>(), t.numel(),
+                                  static_cast<double*>(device_sum.device_raw()), accumulate);
+        });
+  }
+  if (device_sum.defined()) {
+    const Tensor host = device_sum.to(Device::cpu);  // waits for the sums
     double s = 0;
-    TFM_DISPATCH("global_norm", t.device(), s = cpu::sum_squares(t.data<float>(), t.numel()));
+    std::memcpy(&s, host.raw(), sizeof(s));
     sum += s;
   }
   return std::sqrt(sum);
@@ -39,7 +60,8 @@ void scale_in_place(const std::vector<Tensor>& tensors, float scale) {
   for (const Tensor& t : tensors) {
     if (!t.defined()) continue;
     detail::check_input(t, "scale_in_place", "a tensor");
-    TFM_DISPATCH("scale_in_place", t.device(), cpu::scale(t.data<float>(), t.numel(), scale));
+    TFM_DISPATCH_CUDA("scale_in_place", t.device(), cpu::scale(t.data<float>(), t.numel(), scale),
+                      cuda::scale(t.device_data<float>(), t.numel(), scale));
   }
 }
 
@@ -47,7 +69,8 @@ void fill_in_place(const std::vector<Tensor>& tensors, float value) {
   for (const Tensor& t : tensors) {
     if (!t.defined()) continue;
     detail::check_input(t, "fill_in_place", "a tensor");
-    TFM_DISPATCH("fill_in_place", t.device(), cpu::fill(t.data<float>(), t.numel(), value));
+    TFM_DISPATCH_CUDA("fill_in_place", t.device(), cpu::fill(t.data<float>(), t.numel(), value),
+                      cuda::fill(t.device_data<float>(), t.numel(), value));
   }
 }
 

@@ -4,6 +4,10 @@
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
+#ifdef TFM_HAVE_CUDA
+#include "tfm/kernels/cuda/softmax_cuda.h"
+#endif
+
 namespace tfm::ops {
 
 Tensor softmax(const Tensor& x) {
@@ -14,7 +18,8 @@ Tensor softmax(const Tensor& x) {
   const int64_t rows = x.numel() / n;
   const Device device = x.device();
   Tensor out = Tensor::empty(x.shape(), DType::f32, device);
-  TFM_DISPATCH("softmax", device, cpu::softmax(x.data<float>(), out.data<float>(), rows, n));
+  TFM_DISPATCH_CUDA("softmax", device, cpu::softmax(x.data<float>(), out.data<float>(), rows, n),
+                    cuda::softmax(x.device_data<float>(), out.device_data<float>(), rows, n));
   if (needs_grad({&x})) {
     out.set_requires_grad(true);
     // dx = y * (g - sum(g * y)) per row (derived in kernels/cpu/softmax_cpu.cc); only y is needed.
@@ -22,9 +27,12 @@ Tensor softmax(const Tensor& x) {
       Tensor g = out.grad();
       if (!g.defined()) return;
       GradTarget target = grad_target(x);
-      TFM_DISPATCH("softmax", device,
-                   cpu::softmax_backward(out.data<float>(), g.data<float>(),
-                                         target.tensor.data<float>(), rows, n, target.accumulate));
+      TFM_DISPATCH_CUDA(
+          "softmax", device,
+          cpu::softmax_backward(out.data<float>(), g.data<float>(), target.tensor.data<float>(),
+                                rows, n, target.accumulate),
+          cuda::softmax_backward(out.device_data<float>(), g.device_data<float>(),
+                                 target.tensor.device_data<float>(), rows, n, target.accumulate));
     });
   }
   return out;

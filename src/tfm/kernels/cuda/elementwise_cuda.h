@@ -1,0 +1,22 @@
+// Element-wise CUDA kernels on contiguous f32 device arrays (elementwise_cpu.h on the GPU): the
+// same arguments and semantics, device pointers, queued on cuda::stream().
+#pragma once
+
+#include <cstdint>
+
+namespace tfm::cuda {
+
+// dst = scale * src when !accumulate, dst += scale * src afterwards.
+void write_grad(float* dst, const float* src, int64_t n, bool accumulate, float scale = 1.0f);
+
+// dst[j] (+)= sum over r of src[r, j] for src [rows, cols] (a bias's gradient). Each column is
+// summed by one block in a fixed order: the result is the same from run to run.
+void sum_rows(const float* src, int64_t rows, int64_t cols, float* dst, bool accumulate);
+
+void add(const float* a, const float* b, float* out, int64_t n);
+
+void relu(const float* x, float* y, int64_t n);
+// dx (+)= g where y > 0 (y is relu's output).
+void relu_backward(const float* y, const float* g, float* dx, int64_t n, bool accumulate);
+
+}  // namespace tfm::cuda
