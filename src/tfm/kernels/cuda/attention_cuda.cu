@@ -13,8 +13,8 @@ namespace tfm::cuda {
 
 namespace {
 
-constexpr int kTile = 32;                      // keys (or queries) per tile: one per lane
-constexpr int kChunks = kMaxHeadDim / 32;      // head columns per lane: lane, lane + 32, ...
+constexpr int kTile = 32;                  // keys (or queries) per tile: one per lane
+constexpr int kChunks = kMaxHeadDim / 32;  // head columns per lane: lane, lane + 32, ...
 constexpr unsigned kFull = 0xffffffffu;
 
 // ---- the CPU's attention-dropout mask (kernels/cpu/attention_cpu.h), bit for bit ----
@@ -59,7 +59,9 @@ __device__ inline float warp_sum(float x) {
   return x;
 }
 
-__device__ inline float to_float(float x) { return x; }
+__device__ inline float to_float(float x) {
+  return x;
+}
 // bf16 is the upper half of an f32.
 __device__ inline float to_float(uint16_t bits) {
   return __uint_as_float(static_cast<uint32_t>(bits) << 16);
@@ -96,7 +98,8 @@ __device__ void load_tile(const T* base, int64_t row_stride, int64_t pos_stride,
     float x = 0.0f;
     if (j < end) {
       const int64_t r = kv.row(b, j);
-      x = r < 0 ? __int_as_float(0x7fc00000) : to_float(base[r * row_stride + j * pos_stride + head * d + i]);
+      x = r < 0 ? __int_as_float(0x7fc00000)
+                : to_float(base[r * row_stride + j * pos_stride + head * d + i]);
     }
     out[jj * (d + 1) + i] = x;
   }
@@ -134,9 +137,9 @@ __global__ void forward_kernel(cpu::AttentionDims d, Mask mask, cpu::AttentionDr
   const int64_t bh = blockIdx.x, b = bh / d.heads, head = bh % d.heads;
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * bq;
   const int ks = static_cast<int>(d.dk) + 1, vs = static_cast<int>(d.dv) + 1;
-  float* q_s = smem;                   // [bq][dk]
-  float* k_s = q_s + bq * d.dk;        // [kTile][dk + 1]
-  float* v_s = k_s + kTile * ks;       // [kTile][dv + 1]
+  float* q_s = smem;              // [bq][dk]
+  float* k_s = q_s + bq * d.dk;   // [kTile][dk + 1]
+  float* v_s = k_s + kTile * ks;  // [kTile][dv + 1]
   load_rows(q, b, head, d.heads, d.tq, d.dk, t0, bq, static_cast<int>(d.dk), q_s);
 
   float m[QW], l[QW], acc[QW][kChunks];
@@ -164,8 +167,8 @@ __global__ void forward_kernel(cpu::AttentionDims d, Mask mask, cpu::AttentionDr
     for (int qi = 0; qi < QW; ++qi) {
       const bool valid = j < n[qi];
       if (!__any_sync(kFull, valid)) continue;  // warp-uniform: no key of the tile is visible
-      const float s = valid ? alpha * dot(q_s + (warp * QW + qi) * d.dk, k_s + lane * ks, d.dk)
-                            : -INFINITY;
+      const float s =
+          valid ? alpha * dot(q_s + (warp * QW + qi) * d.dk, k_s + lane * ks, d.dk) : -INFINITY;
       const float m_new = fmaxf(m[qi], warp_max(s));
       const float p = valid ? expf(s - m_new) : 0.0f;
       const float correction = expf(m[qi] - m_new);
@@ -173,7 +176,8 @@ __global__ void forward_kernel(cpu::AttentionDims d, Mask mask, cpu::AttentionDr
       m[qi] = m_new;
       float w = p;
       if (drop.p > 0.0f) {
-        const uint64_t index = static_cast<uint64_t>(((bh * d.tq) + t0 + warp * QW + qi) * d.tk + j);
+        const uint64_t index =
+            static_cast<uint64_t>(((bh * d.tq) + t0 + warp * QW + qi) * d.tk + j);
         w = valid && dropout_keep(drop.seed, index, drop.p) ? p * keep_scale : 0.0f;
       }
 #pragma unroll
@@ -230,12 +234,12 @@ void launch_forward(const cpu::AttentionDims& dims, const Mask& mask,
                     float* probs, float* lse, float* out, int warps) {
   const int bq = warps * QW;
   const float alpha = 1.0f / std::sqrt(static_cast<float>(dims.dk));
-  const size_t shared =
-      sizeof(float) * static_cast<size_t>(bq * dims.dk + kTile * (dims.dk + 1) + kTile * (dims.dv + 1));
+  const size_t shared = sizeof(float) * static_cast<size_t>(bq * dims.dk + kTile * (dims.dk + 1) +
+                                                            kTile * (dims.dv + 1));
   const dim3 grid(static_cast<unsigned>(dims.batch * dims.heads),
                   static_cast<unsigned>((dims.tq + bq - 1) / bq));
-  forward_kernel<QW, T><<<grid, 32 * warps, shared, stream()>>>(dims, mask, dropout, alpha, q, kv,
-                                                                probs, lse, out);
+  forward_kernel<QW, T>
+      <<<grid, 32 * warps, shared, stream()>>>(dims, mask, dropout, alpha, q, kv, probs, lse, out);
   TFM_CUDA_LAUNCHED(forward_kernel);
 }
 
@@ -269,10 +273,10 @@ __global__ void dq_kernel(cpu::AttentionDims d, Mask mask, cpu::AttentionDropout
   const int64_t bh = blockIdx.x, b = bh / d.heads, head = bh % d.heads;
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * bq;
   const int ks = static_cast<int>(d.dk) + 1, vs = static_cast<int>(d.dv) + 1;
-  float* q_s = smem;                  // [bq][dk]
-  float* do_s = q_s + bq * d.dk;      // [bq][dv]
-  float* k_s = do_s + bq * d.dv;      // [kTile][dk + 1]
-  float* v_s = k_s + kTile * ks;      // [kTile][dv + 1]
+  float* q_s = smem;              // [bq][dk]
+  float* do_s = q_s + bq * d.dk;  // [bq][dv]
+  float* k_s = do_s + bq * d.dv;  // [kTile][dk + 1]
+  float* v_s = k_s + kTile * ks;  // [kTile][dv + 1]
   load_rows(q, b, head, d.heads, d.tq, d.dk, t0, bq, static_cast<int>(d.dk), q_s);
   load_rows(d_out, b, head, d.heads, d.tq, d.dv, t0, bq, static_cast<int>(d.dv), do_s);
 
@@ -349,10 +353,10 @@ __global__ void dkdv_kernel(cpu::AttentionDims d, Mask mask, cpu::AttentionDropo
   const int64_t bh = blockIdx.x, b = bh / d.heads, head = bh % d.heads;
   const int64_t j_first = static_cast<int64_t>(blockIdx.y) * bk;
   const int qs = static_cast<int>(d.dk) + 1, os = static_cast<int>(d.dv) + 1;
-  float* k_s = smem;                  // [bk][dk]
-  float* v_s = k_s + bk * d.dk;       // [bk][dv]
-  float* q_s = v_s + bk * d.dv;       // [kTile][dk + 1]
-  float* do_s = q_s + kTile * qs;     // [kTile][dv + 1]
+  float* k_s = smem;               // [bk][dk]
+  float* v_s = k_s + bk * d.dk;    // [bk][dv]
+  float* q_s = v_s + bk * d.dv;    // [kTile][dk + 1]
+  float* do_s = q_s + kTile * qs;  // [kTile][dv + 1]
   load_rows(kv.k, b, head, d.heads, d.tk, d.dk, j_first, bk, static_cast<int>(d.dk), k_s);
   load_rows(kv.v, b, head, d.heads, d.tk, d.dv, j_first, bk, static_cast<int>(d.dv), v_s);
 
@@ -431,8 +435,15 @@ __global__ void dkdv_kernel(cpu::AttentionDims d, Mask mask, cpu::AttentionDropo
 }
 
 KeyValues<float> dense_kv(const cpu::AttentionDims& dims, const float* k, const float* v) {
-  return {k,       v,      dims.tk * dims.heads * dims.dk, dims.tk * dims.heads * dims.dv,
-          dims.heads * dims.dk, dims.heads * dims.dv, nullptr, 0, dims.batch};
+  return {k,
+          v,
+          dims.tk * dims.heads * dims.dk,
+          dims.tk * dims.heads * dims.dv,
+          dims.heads * dims.dk,
+          dims.heads * dims.dv,
+          nullptr,
+          0,
+          dims.batch};
 }
 
 // The CPU writes dv, then dq, then dk, and a buffer passed as several of them overwrites at its
@@ -515,8 +526,8 @@ void attention_backward(const cpu::AttentionDims& dims, const cpu::AttentionMask
     const size_t shared = sizeof(float) * static_cast<size_t>(kBlockRows * (dims.dk + dims.dv) +
                                                               kTile * (dims.dk + dims.dv + 2));
     const dim3 grid(bh, static_cast<unsigned>((dims.tk + kBlockRows - 1) / kBlockRows));
-    dkdv_kernel<kRowsPerWarp><<<grid, 32 * kWarps, shared, stream()>>>(
-        dims, m, dropout, alpha, q, kv, lse, d_out, delta, g);
+    dkdv_kernel<kRowsPerWarp><<<grid, 32 * kWarps, shared, stream()>>>(dims, m, dropout, alpha, q,
+                                                                       kv, lse, d_out, delta, g);
     TFM_CUDA_LAUNCHED(dkdv_kernel);
   }
   if (g.dq) {

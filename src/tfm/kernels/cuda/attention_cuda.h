@@ -1,8 +1,8 @@
 // Scaled dot-product attention on CUDA, flash style: one block per (batch, head, tile of queries)
 // walks the keys in tiles held in shared memory with an online softmax, so the [B, h, Tq, Tk]
 // weights are never stored unless asked for. The shapes, masks and dropout are those of
-// kernels/cpu/attention_cpu.h (its structs are reused; every pointer is a device pointer, the mask's
-// key_lengths included). Head widths dk and dv up to kMaxHeadDim.
+// kernels/cpu/attention_cpu.h (its structs are reused; every pointer is a device pointer, the
+// mask's key_lengths included). Head widths dk and dv up to kMaxHeadDim.
 #pragma once
 
 #include <cstdint>

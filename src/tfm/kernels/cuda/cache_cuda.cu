@@ -47,10 +47,10 @@ void cache_write(char* dst, int64_t dst_capacity, const char* src, int64_t rows,
                  int64_t width, int64_t position) {
   if (rows == 0 || n == 0) return;
   // Row r: n * width contiguous bytes, from pitch n * width to pitch dst_capacity * width.
-  TFM_CUDA_CHECK(cudaMemcpy2DAsync(dst + position * width, static_cast<size_t>(dst_capacity * width),
-                                   src, static_cast<size_t>(n * width),
-                                   static_cast<size_t>(n * width), static_cast<size_t>(rows),
-                                   cudaMemcpyDeviceToDevice, stream()));
+  TFM_CUDA_CHECK(cudaMemcpy2DAsync(dst + position * width,
+                                   static_cast<size_t>(dst_capacity * width), src,
+                                   static_cast<size_t>(n * width), static_cast<size_t>(n * width),
+                                   static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream()));
 }
 
 void cache_gather(char* dst, int64_t dst_capacity, const char* src, int64_t src_capacity,

@@ -1,5 +1,6 @@
 // Label-smoothed cross-entropy (cross_entropy_cuda.h): one block per row. The formulas are those of
-// kernels/cpu/cross_entropy_cpu.cc: with lse = log sum_j e^{z_j} and q = (1 - eps) onehot(y) + eps/V,
+// kernels/cpu/cross_entropy_cpu.cc: with lse = log sum_j e^{z_j} and q = (1 - eps) onehot(y) +
+// eps/V,
 //   loss_row = (1 - eps) (lse - z_y) + eps (lse - mean_j z_j),  nll_row = lse - z_y,
 //   d loss_row / d z_j = p_j - q_j.
 #include <cmath>

@@ -72,7 +72,7 @@ __global__ void top_k_kernel(const float* x, int64_t n, int k, int64_t excluded,
         v = best_value[w];
         i = best_index[w];
       }
-    __syncthreads();  // best_* are rewritten by the next round
+    __syncthreads();        // best_* are rewritten by the next round
     if (i == kNone) break;  // every list is exhausted (the same for all threads)
     if (next < count && list_index[next] == i) ++next;
     if (threadIdx.x == 0) {
