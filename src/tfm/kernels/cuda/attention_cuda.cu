@@ -233,6 +233,7 @@ void launch_forward(const cpu::AttentionDims& dims, const Mask& mask,
                     const cpu::AttentionDropout& dropout, const float* q, const KeyValues<T>& kv,
                     float* probs, float* lse, float* out, int warps) {
   const int bq = warps * QW;
+  if (dims.batch * dims.heads * dims.tq == 0) return;
   const float alpha = 1.0f / std::sqrt(static_cast<float>(dims.dk));
   const size_t shared = sizeof(float) * static_cast<size_t>(bq * dims.dk + kTile * (dims.dk + 1) +
                                                             kTile * (dims.dv + 1));
@@ -514,7 +515,8 @@ void attention_backward(const cpu::AttentionDims& dims, const cpu::AttentionMask
   const unsigned bh = static_cast<unsigned>(dims.batch * dims.heads);
   constexpr int kWarps = 4;
 
-  if (g.dq || g.dk) {
+  if (bh == 0) return;
+  if ((g.dq || g.dk) && dims.tq > 0) {
     const int64_t rows = dims.batch * dims.heads * dims.tq;
     const unsigned blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
     delta_kernel<<<blocks, 32 * kWarps, 0, stream()>>>(dims, out, d_out, delta);
@@ -530,7 +532,7 @@ void attention_backward(const cpu::AttentionDims& dims, const cpu::AttentionMask
                                                                        kv, lse, d_out, delta, g);
     TFM_CUDA_LAUNCHED(dkdv_kernel);
   }
-  if (g.dq) {
+  if (g.dq && dims.tq > 0) {
     const size_t shared = sizeof(float) * static_cast<size_t>(kBlockRows * (dims.dk + dims.dv) +
                                                               kTile * (dims.dk + dims.dv + 2));
     const dim3 grid(bh, static_cast<unsigned>((dims.tq + kBlockRows - 1) / kBlockRows));
