@@ -1,10 +1,15 @@
 // ops::attention: shape and mask checks, then the CPU kernel (kernels/cpu/attention_cpu.h), whose
-// comments carry the gradient formulas. The backward keeps only P and the dropout seed: the
-// dropped weights are recomputed from the seed.
+// comments carry the gradient formulas, or the CUDA one (kernels/cuda/attention_cuda.h). On the CPU
+// the backward keeps P and the dropout seed (the dropped weights are recomputed from the seed); on
+// CUDA it keeps each row's log-sum-exp and the output instead, and recomputes P.
 #include "tfm/autograd/tape.h"
 #include "tfm/kernels/cpu/attention_cpu.h"
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
+
+#ifdef TFM_HAVE_CUDA
+#include "tfm/kernels/cuda/attention_cuda.h"
+#endif
 
 namespace tfm::ops {
 
@@ -63,6 +68,35 @@ cpu::AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tenso
   return dims;
 }
 
+// The kernels read the key lengths where they run: on CUDA a device copy (the copy waits for the
+// stream); undefined on the CPU or without key lengths.
+Tensor device_key_lengths(const AttentionMask& mask, Device device) {
+  if (device == Device::cpu || mask.key_lengths.empty()) return Tensor();
+  return Tensor::from_ints({static_cast<int64_t>(mask.key_lengths.size())}, mask.key_lengths)
+      .to(device);
+}
+
+cpu::AttentionMaskSpec mask_spec(const AttentionMask& mask, const Tensor& key_lengths) {
+  const int32_t* lengths = nullptr;
+  if (key_lengths.defined()) {
+    lengths = key_lengths.device_data<int32_t>();
+  } else if (!mask.key_lengths.empty()) {
+    lengths = mask.key_lengths.data();
+  }
+  return {lengths, mask.causal, mask.query_offset};
+}
+
+void check_cuda_head_dims(const char* op, const cpu::AttentionDims& dims) {
+#ifdef TFM_HAVE_CUDA
+  TFM_CHECK(dims.dk <= cuda::kMaxHeadDim && dims.dv <= cuda::kMaxHeadDim,
+            "{}: heads of width dk = {}, dv = {}; the CUDA kernels take at most {}", op, dims.dk,
+            dims.dv, cuda::kMaxHeadDim);
+#else
+  (void)op;
+  (void)dims;
+#endif
+}
+
 }  // namespace
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
@@ -70,59 +104,79 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
   cpu::AttentionDims dims = check_attention(q, k, v, heads, mask, dropout_p);
   cpu::AttentionDropout dropout{dropout_p, seed};
   const Device device = detail::op_device("attention", q, k, v);
+  const bool on_cpu = device == Device::cpu;
+  if (!on_cpu) check_cuda_head_dims("attention", dims);
 
-  Tensor probs = Tensor::empty({dims.batch, dims.heads, dims.tq, dims.tk}, DType::f32, device);
+  // The CPU keeps P for the backward; CUDA keeps lse (and writes P only when asked for).
+  Tensor probs;
+  if (on_cpu || probs_out)
+    probs = Tensor::empty({dims.batch, dims.heads, dims.tq, dims.tk}, DType::f32, device);
+  Tensor lse;
+  if (!on_cpu) lse = Tensor::empty({dims.batch, dims.heads, dims.tq}, DType::f32, device);
   Tensor out = Tensor::empty({dims.batch, dims.tq, dims.heads * dims.dv}, DType::f32, device);
   Tensor dropped;
-  if (dropout_p > 0.0f) dropped = Tensor::empty(probs.shape(), DType::f32, device);
+  if (on_cpu && dropout_p > 0.0f) dropped = Tensor::empty(probs.shape(), DType::f32, device);
+  const Tensor key_lengths = device_key_lengths(mask, device);
   {
-    cpu::AttentionMaskSpec spec{mask.key_lengths.empty() ? nullptr : mask.key_lengths.data(),
-                                mask.causal, mask.query_offset};
-    TFM_DISPATCH("attention", device,
-                 cpu::attention_forward(dims, spec, dropout, q.data<float>(), k.data<float>(),
-                                        v.data<float>(), probs.data<float>(),
-                                        dropped.defined() ? dropped.data<float>() : nullptr,
-                                        out.data<float>()));
+    const cpu::AttentionMaskSpec spec = mask_spec(mask, key_lengths);
+    TFM_DISPATCH_CUDA(
+        "attention", device,
+        cpu::attention_forward(dims, spec, dropout, q.data<float>(), k.data<float>(),
+                               v.data<float>(), probs.data<float>(),
+                               dropped.defined() ? dropped.data<float>() : nullptr,
+                               out.data<float>()),
+        cuda::attention_forward(dims, spec, dropout, q.device_data<float>(), k.device_data<float>(),
+                                v.device_data<float>(),
+                                probs.defined() ? probs.device_data<float>() : nullptr,
+                                lse.device_data<float>(), out.device_data<float>()));
   }
   bool record = needs_grad({&q, &k, &v});
-  // While recording, the backward owns P: the caller gets a copy it may change.
-  if (probs_out) *probs_out = record ? probs.clone() : probs;
+  // While recording, the CPU's backward owns P: the caller gets a copy it may change.
+  if (probs_out) *probs_out = record && on_cpu ? probs.clone() : probs;
   if (!record) return out;
 
   // The mask's key lengths are copied: the caller's AttentionMask may not outlive the tape.
   // The closure's copy of `out` must share its autograd record, which this creates.
   out.set_requires_grad(true);
-  record_backward(out, [q, k, v, out, probs, dims, dropout, mask, device]() {
+  record_backward(out, [q, k, v, out, probs, lse, dims, dropout, mask, key_lengths, device]() {
     Tensor g = out.grad();
     if (!g.defined()) return;
-    Tensor d_probs = Tensor::empty(probs.shape(), DType::f32, device);
-    Tensor dropped_again;
-    if (dropout.p > 0.0f) dropped_again = Tensor::empty(probs.shape(), DType::f32, device);
     // Targets in the kernel's write order (v, q, k), so a tensor passed twice accumulates.
     cpu::AttentionGrads grads;
     GradTarget target;
     if (v.requires_grad()) {
       target = grad_target(v);
-      grads.dv = target.tensor.data<float>();
+      grads.dv = target.tensor.device_data<float>();
       grads.accumulate_v = target.accumulate;
     }
     if (q.requires_grad()) {
       target = grad_target(q);
-      grads.dq = target.tensor.data<float>();
+      grads.dq = target.tensor.device_data<float>();
       grads.accumulate_q = target.accumulate;
     }
     if (k.requires_grad()) {
       target = grad_target(k);
-      grads.dk = target.tensor.data<float>();
+      grads.dk = target.tensor.device_data<float>();
       grads.accumulate_k = target.accumulate;
     }
-    cpu::AttentionMaskSpec spec{mask.key_lengths.empty() ? nullptr : mask.key_lengths.data(),
-                                mask.causal, mask.query_offset};
-    TFM_DISPATCH("attention", device,
-                 cpu::attention_backward(
-                     dims, spec, dropout, q.data<float>(), k.data<float>(), v.data<float>(),
-                     probs.data<float>(), g.data<float>(), d_probs.data<float>(),
-                     dropped_again.defined() ? dropped_again.data<float>() : nullptr, grads));
+    const cpu::AttentionMaskSpec spec = mask_spec(mask, key_lengths);
+    if (device == Device::cpu) {
+      Tensor d_probs = Tensor::empty(probs.shape(), DType::f32, device);
+      Tensor dropped_again;
+      if (dropout.p > 0.0f) dropped_again = Tensor::empty(probs.shape(), DType::f32, device);
+      cpu::attention_backward(
+          dims, spec, dropout, q.data<float>(), k.data<float>(), v.data<float>(),
+          probs.data<float>(), g.data<float>(), d_probs.data<float>(),
+          dropped_again.defined() ? dropped_again.data<float>() : nullptr, grads);
+      return;
+    }
+    Tensor delta = Tensor::empty(lse.shape(), DType::f32, device);
+    TFM_DISPATCH_CUDA(
+        "attention", device, (void)0,
+        cuda::attention_backward(dims, spec, dropout, q.device_data<float>(),
+                                 k.device_data<float>(), v.device_data<float>(),
+                                 out.device_data<float>(), lse.device_data<float>(),
+                                 g.device_data<float>(), delta.device_data<float>(), grads));
   });
   return out;
 }
@@ -134,43 +188,57 @@ Tensor attention_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64
   TFM_CHECK(!needs_grad({&q, &k, &v}),
             "attention_cached: inference only, but an input requires a gradient while a tape is "
             "recording");
-  // The CPU body: the slot table is checked on the host and the kernel's arguments are host
-  // pointers.
-  detail::require_cpu_body("attention_cached",
-                           detail::op_device("attention_cached", q, k, v, slots));
+  const Device device = detail::op_device("attention_cached", q, k, v);
+  const bool on_cpu = device == Device::cpu;
+  if (!on_cpu) check_cuda_head_dims("attention_cached", dims);
+  // The slot table is host bookkeeping of the decoder: on the CPU, or on the device of q (where it
+  // is not checked on the host; the kernel turns an out-of-range slot into NaN outputs).
+  Tensor device_slots;
   if (slotted) {
     TFM_CHECK(slots.dtype() == DType::i32 && slots.rank() == 2 && slots.dim(0) == dims.batch &&
                   slots.dim(1) >= dims.tk,
               "attention_cached: slots {} must be i32 [{}, >= {}] (q {})", slots.describe(),
               dims.batch, dims.tk, q.describe());
-    const int32_t* table = slots.data<int32_t>();
-    for (int64_t b = 0; b < dims.batch; ++b)
-      for (int64_t j = 0; j < dims.tk; ++j) {
-        const int32_t slot = table[b * slots.dim(1) + j];
-        TFM_CHECK(
-            slot >= 0 && slot < k.dim(0),
-            "attention_cached: slot {} of batch {}, position {} is outside the {} rows of k {}",
-            slot, b, j, k.dim(0), k.describe());
-      }
+    if (slots.device() == Device::cpu) {
+      const int32_t* table = slots.data<int32_t>();
+      for (int64_t b = 0; b < dims.batch; ++b)
+        for (int64_t j = 0; j < dims.tk; ++j) {
+          const int32_t slot = table[b * slots.dim(1) + j];
+          TFM_CHECK(
+              slot >= 0 && slot < k.dim(0),
+              "attention_cached: slot {} of batch {}, position {} is outside the {} rows of k {}",
+              slot, b, j, k.dim(0), k.describe());
+        }
+    } else {
+      detail::op_device("attention_cached", q, slots);
+    }
+    device_slots = slots.to(device);  // the copy waits for the stream
   }
-  Tensor probs = Tensor::empty({dims.batch, dims.heads, dims.tq, dims.tk});
-  Tensor out = Tensor::empty({dims.batch, dims.tq, dims.heads * dims.dv});
-  cpu::AttentionMaskSpec spec{mask.key_lengths.empty() ? nullptr : mask.key_lengths.data(),
-                              mask.causal, mask.query_offset};
+  Tensor probs;
+  if (on_cpu || probs_out)
+    probs = Tensor::empty({dims.batch, dims.heads, dims.tq, dims.tk}, DType::f32, device);
+  Tensor out = Tensor::empty({dims.batch, dims.tq, dims.heads * dims.dv}, DType::f32, device);
+  const Tensor key_lengths = device_key_lengths(mask, device);
+  const cpu::AttentionMaskSpec spec = mask_spec(mask, key_lengths);
   // Row b of k and v starts capacity positions after row b - 1.
   const int64_t capacity = k.dim(1);
   cpu::CachedKeyValues kv;
   kv.dtype = k.dtype();
-  kv.k = k.raw();
+  kv.k = k.device_raw();
   kv.k_batch_stride = capacity * k.dim(2);
-  kv.v = v.raw();
+  kv.v = v.device_raw();
   kv.v_batch_stride = capacity * v.dim(2);
   if (slotted) {
-    kv.slots = slots.data<int32_t>();
+    kv.slots = device_slots.device_data<int32_t>();
     kv.slots_stride = slots.dim(1);
   }
-  cpu::attention_forward_cached(dims, spec, q.data<float>(), kv, probs.data<float>(),
-                                out.data<float>());
+  TFM_DISPATCH_CUDA(
+      "attention_cached", device,
+      cpu::attention_forward_cached(dims, spec, q.data<float>(), kv, probs.data<float>(),
+                                    out.data<float>()),
+      cuda::attention_forward_cached(dims, spec, q.device_data<float>(), kv, k.dim(0),
+                                     probs.defined() ? probs.device_data<float>() : nullptr,
+                                     out.device_data<float>()));
   if (probs_out) *probs_out = probs;
   return out;
 }

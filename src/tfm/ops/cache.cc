@@ -4,6 +4,12 @@
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
+#ifdef TFM_HAVE_CUDA
+#include <cstring>
+
+#include "tfm/kernels/cuda/cache_cuda.h"
+#endif
+
 namespace tfm::ops {
 
 namespace {
@@ -28,10 +34,13 @@ void cache_write(const Tensor& cache, const Tensor& values, int64_t position) {
             "cache_write: values {} do not fit cache {} at position {}", values.describe(),
             cache.describe(), position);
   const Device device = detail::op_device("cache_write", cache, values);
-  TFM_DISPATCH("cache_write", device,
-               cpu::cache_write(static_cast<char*>(cache.raw()), cache.dim(1),
-                                static_cast<const char*>(values.raw()), values.dim(0),
-                                values.dim(1), position_bytes(cache), position));
+  TFM_DISPATCH_CUDA("cache_write", device,
+                    cpu::cache_write(static_cast<char*>(cache.raw()), cache.dim(1),
+                                     static_cast<const char*>(values.raw()), values.dim(0),
+                                     values.dim(1), position_bytes(cache), position),
+                    cuda::cache_write(static_cast<char*>(cache.device_raw()), cache.dim(1),
+                                      static_cast<const char*>(values.device_raw()), values.dim(0),
+                                      values.dim(1), position_bytes(cache), position));
 }
 
 void cache_gather(const Tensor& src, const Tensor& slots, const std::vector<int64_t>& rows,
@@ -50,12 +59,35 @@ void cache_gather(const Tensor& src, const Tensor& slots, const std::vector<int6
     TFM_CHECK(slots.dtype() == DType::i32 && slots.rank() == 2 && slots.dim(1) >= positions,
               "cache_gather: slots {} must be i32 [rows, >= {}]", slots.describe(), positions);
   const Device device = detail::op_device("cache_gather", src, dst);
-  TFM_DISPATCH("cache_gather", device,
-               cpu::cache_gather(static_cast<char*>(dst.raw()), dst.dim(1),
-                                 static_cast<const char*>(src.raw()), src.dim(1),
-                                 slots.defined() ? slots.data<int32_t>() : nullptr,
-                                 slots.defined() ? slots.dim(1) : 0, rows.data(), n, positions,
-                                 position_bytes(src)));
+  if (device == Device::cpu) {
+    TFM_CHECK(!slots.defined() || slots.device() == Device::cpu,
+              "cache_gather: slots {} are on {}, the buffers on the CPU", slots.describe(),
+              device_name(slots.device()));
+    cpu::cache_gather(
+        static_cast<char*>(dst.raw()), dst.dim(1), static_cast<const char*>(src.raw()), src.dim(1),
+        slots.defined() ? slots.data<int32_t>() : nullptr, slots.defined() ? slots.dim(1) : 0,
+        rows.data(), n, positions, position_bytes(src));
+    return;
+  }
+#ifdef TFM_HAVE_CUDA
+  if (n == 0 || positions == 0) return;
+  // The row list (host bookkeeping) and a host slot table go to the device; each copy waits for
+  // the stream. int64 rows travel as pairs of i32 elements (tfm has no i64 dtype).
+  Tensor host_rows = Tensor::empty({2 * n}, DType::i32);
+  std::memcpy(host_rows.raw(), rows.data(), rows.size() * sizeof(int64_t));
+  const Tensor device_rows = host_rows.to(device);
+  const Tensor device_slots = slots.defined() ? slots.to(device) : Tensor();
+  TFM_DISPATCH_CUDA(
+      "cache_gather", device, (void)0,
+      cuda::cache_gather(static_cast<char*>(dst.device_raw()), dst.dim(1),
+                         static_cast<const char*>(src.device_raw()), src.dim(1),
+                         slots.defined() ? device_slots.device_data<int32_t>() : nullptr,
+                         slots.defined() ? slots.dim(1) : 0,
+                         static_cast<const int64_t*>(device_rows.device_raw()), n, positions,
+                         position_bytes(src)));
+#else
+  detail::no_kernel("cache_gather", device);
+#endif
 }
 
 }  // namespace tfm::ops

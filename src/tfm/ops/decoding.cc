@@ -8,6 +8,10 @@
 #include "tfm/ops/ops.h"
 #include "tfm/ops/packed_weight.h"
 
+#ifdef TFM_HAVE_CUDA
+#include "tfm/kernels/cuda/top_k_cuda.h"
+#endif
+
 namespace tfm::ops {
 
 namespace {
@@ -33,11 +37,18 @@ TopK top_k(const Tensor& x, int64_t k, int64_t excluded) {
   TFM_CHECK(x.rank() == 2, "top_k: x must be [rows, n], got {}", x.describe());
   TFM_CHECK(k >= 1, "top_k: k = {} must be at least 1", k);
   const Device device = x.device();
+#ifdef TFM_HAVE_CUDA
+  TFM_CHECK(device == Device::cpu || k <= cuda::kMaxTopK,
+            "top_k: k = {} is more than the CUDA kernel's {}", k, cuda::kMaxTopK);
+#endif
   TopK out = empty_top_k(x.dim(0), k, device);
-  TFM_DISPATCH(
+  TFM_DISPATCH_CUDA(
       "top_k", device,
       cpu::top_k_rows(x.data<float>(), x.dim(0), x.dim(1), k, excluded, out.values.data<float>(),
-                      out.indices.data<int32_t>(), out.counts.data<int32_t>()));
+                      out.indices.data<int32_t>(), out.counts.data<int32_t>()),
+      cuda::top_k_rows(x.device_data<float>(), x.dim(0), x.dim(1), k, excluded,
+                       out.values.device_data<float>(), out.indices.device_data<int32_t>(),
+                       out.counts.device_data<int32_t>()));
   return out;
 }
 
