@@ -12,7 +12,9 @@ if [ "${1:-}" != --no-build ]; then
     -DTFM_ENABLE_CUDA=ON >/dev/null
   cmake --build "$build" -j 2 --target tfm tfm_tests bench_train_step bench_decode
 fi
-grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >>.git/info/exclude
+exclude="$(git rev-parse --git-path info/exclude)"
+mkdir -p "$(dirname "$exclude")"
+grep -qx '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >>"$exclude"
 rm -rf .gpu && mkdir -p .gpu/stage/bin .gpu/stage/lib
 programs=(tfm tfm_tests bench_train_step bench_decode)
 for p in "${programs[@]}"; do cp "$build/$p" .gpu/stage/bin/; done

@@ -1,6 +1,7 @@
 // The decoding ops: log-softmax, top-k and the fused output layer of a search step. Inference only:
 // none records a backward.
 #include "tfm/kernels/cpu/log_softmax_top_cpu.h"
+#include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/kernels/cpu/softmax_cpu.h"
 #include "tfm/kernels/cpu/top_k_cpu.h"
 #include "tfm/ops/argument_checks.h"
@@ -9,6 +10,8 @@
 #include "tfm/ops/packed_weight.h"
 
 #ifdef TFM_HAVE_CUDA
+#include "tfm/kernels/cuda/matmul_cuda.h"
+#include "tfm/kernels/cuda/softmax_cuda.h"
 #include "tfm/kernels/cuda/top_k_cuda.h"
 #endif
 
@@ -27,8 +30,10 @@ Tensor log_softmax(const Tensor& x) {
             x.describe());
   const Device device = x.device();
   Tensor out = Tensor::empty(x.shape(), DType::f32, device);
-  TFM_DISPATCH("log_softmax", device,
-               cpu::log_softmax(x.data<float>(), out.data<float>(), x.dim(0), x.dim(1)));
+  TFM_DISPATCH_CUDA(
+      "log_softmax", device,
+      cpu::log_softmax(x.data<float>(), out.data<float>(), x.dim(0), x.dim(1)),
+      cuda::log_softmax(x.device_data<float>(), out.device_data<float>(), x.dim(0), x.dim(1)));
   return out;
 }
 
@@ -68,7 +73,24 @@ TopK output_log_softmax_top(const Tensor& hidden, const Tensor& embedding, int64
             hidden.describe());
   TFM_CHECK(k >= 1, "{}: k = {} must be at least 1", kOp, k);
   const Device device = detail::op_device(kOp, hidden, embedding);
-  detail::require_cpu_body(kOp, device);  // packed weights are oneDNN's
+  if (device != Device::cpu) {
+    // A GPU: the [rows, V] logits in one product (decoding has few rows: 128 x 37000 f32 is 19
+    // MB), their log-softmax, then its top k. The packed form is the embedding in hidden's type.
+    TFM_CHECK(packed.size() <= 1, "{}: a GPU multiplies the whole embedding as one block", kOp);
+    const Tensor& weight = packed.empty() ? embedding : packed[0]->device_weight();
+    TFM_CHECK(weight.dtype() == hidden.dtype() && weight.device() == device &&
+                  weight.dim(0) == embedding.dim(0),
+              "{}: the output weight {} does not fit hidden {}", kOp, weight.describe(),
+              hidden.describe());
+    const int64_t rows = hidden.dim(0), vocab = embedding.dim(0), d = hidden.dim(1);
+    Tensor logits = Tensor::empty({rows, vocab}, DType::f32, device);
+    cpu::GemmArgs args;
+    args.a = cpu::GemmOperand::dense(hidden.device_raw(), hidden.dtype(), {rows, d});
+    args.b = cpu::GemmOperand::dense(weight.device_raw(), weight.dtype(), {vocab, d}).transposed();
+    args.c = cpu::GemmOperand::dense(logits.device_raw(), DType::f32, {rows, vocab});
+    TFM_DISPATCH_CUDA(kOp, device, cpu::gemm(args), cuda::gemm(args));
+    return top_k(log_softmax(logits), k, excluded);
+  }
   TopK out = empty_top_k(hidden.dim(0), k, device);
   cpu::LogSoftmaxTopArgs args;
   args.hidden = hidden.raw();

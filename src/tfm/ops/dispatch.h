@@ -43,13 +43,6 @@ Device op_device(std::string_view op, const Tensor& first, const Rest&... rest) 
   return device;
 }
 
-// For an op whose CPU body builds its kernel's arguments from host pointers (matmul's operands):
-// fails, naming the op, unless the device is the CPU, before anything reads a pointer. An op that
-// gains a CUDA body (issue 20) moves that body into a function and dispatches to it instead.
-inline void require_cpu_body(std::string_view op, Device device) {
-  if (device != Device::cpu) no_kernel(op, device);
-}
-
 }  // namespace tfm::ops::detail
 
 // Runs cpu_call on the CPU; any other device: the op has no kernel there.

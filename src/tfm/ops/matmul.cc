@@ -46,8 +46,8 @@ GemmOperand flat_rows(const Tensor& t, int64_t rows, int64_t cols) {
 }
 
 // A product on the device whose memory the operands point into: oneDNN or cuBLASLt.
-void gemm_on(Device device, const GemmArgs& args) {
-  TFM_DISPATCH_CUDA("matmul", device, cpu::gemm(args), cuda::gemm(args));
+void gemm_on(const char* op, Device device, const GemmArgs& args) {
+  TFM_DISPATCH_CUDA(op, device, cpu::gemm(args), cuda::gemm(args));
 }
 
 void run_gemm(Device device, const GemmOperand& a, const GemmOperand& b, const GemmOperand& c,
@@ -57,7 +57,7 @@ void run_gemm(Device device, const GemmOperand& a, const GemmOperand& b, const G
   args.b = b;
   args.c = c;
   args.accumulate = accumulate;
-  gemm_on(device, args);
+  gemm_on("matmul", device, args);
 }
 
 // Shapes of a matmul, after its checks. Leading dimensions are flattened into `batch`.
@@ -229,7 +229,7 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
     args.c = flat_rows(out, rows, out_features);
     args.bias = bias.defined() ? bias.device_data<float>() : nullptr;
     args.relu = relu;
-    gemm_on(device, args);
+    gemm_on(op, device, args);
     return out;
   }
 
@@ -245,7 +245,7 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
   args.c = flat_rows(out, rows, out_features);
   args.bias = bias.defined() ? bias.device_data<float>() : nullptr;
   args.relu = relu;
-  gemm_on(device, args);
+  gemm_on(op, device, args);
   if (!needs_grad({&x, &weight, &bias})) return out;
 
   // The closure's copy of `out` must share its autograd record, which this creates. It keeps the

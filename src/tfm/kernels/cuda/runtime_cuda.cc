@@ -44,14 +44,17 @@ void release(void* ptr) {
   cudaFree(ptr);
 }
 
-// Copies in stream order, then waits: the host may read or free its side once this returns.
+// Copies in stream order. The host's memory is pageable (the caching allocator's): CUDA stages a
+// host-to-device copy before the call returns, so the host may free its side at once and nothing
+// needs to wait (a batch's ids or a mask's lengths cost no stall); a device-to-host copy waits
+// for the stream, and so for every kernel queued before it, so that the host can read the result.
 void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes) {
   const cudaMemcpyKind kind = dst_on_device ? (src_on_device ? cudaMemcpyDeviceToDevice
                                                              : cudaMemcpyHostToDevice)
                                             : (src_on_device ? cudaMemcpyDeviceToHost
                                                              : cudaMemcpyHostToHost);
   TFM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, runtime().stream));
-  TFM_CUDA_CHECK(cudaStreamSynchronize(runtime().stream));
+  if (kind == cudaMemcpyDeviceToHost) TFM_CUDA_CHECK(cudaStreamSynchronize(runtime().stream));
 }
 
 }  // namespace
