@@ -38,11 +38,16 @@ using cpu::GemmOperand;
 // rows for 37000 words: 76 MB, an eighth of the full logits for 4096 tokens). On 2 cores oneDNN's
 // three products per chunk run at ~85% of their 1024-row rate at 256 rows and ~100% at 512 (the dW
 // product's inner dimension is the chunk's row count).
+// On a GPU the chunk is not about caches but about the products' efficiency (a product with 512
+// rows runs well below the device's rate) and the device's memory: 1 GiB of f32 logits (7168 rows
+// for 37000 words; a batch of 25000 target tokens in 4 chunks).
 constexpr int64_t kChunkBytes = int64_t{80} << 20;
+constexpr int64_t kDeviceChunkBytes = int64_t{1} << 30;
 constexpr int64_t kChunkMultiple = 64;
 
-int64_t default_chunk_rows(int64_t vocab) {
-  int64_t rows = kChunkBytes / (vocab * static_cast<int64_t>(sizeof(float)));
+int64_t default_chunk_rows(int64_t vocab, Device device) {
+  const int64_t bytes = device == Device::cpu ? kChunkBytes : kDeviceChunkBytes;
+  int64_t rows = bytes / (vocab * static_cast<int64_t>(sizeof(float)));
   return std::max(kChunkMultiple, rows / kChunkMultiple * kChunkMultiple);
 }
 
@@ -115,7 +120,7 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
   const bool bf16_product = product == DType::bf16;
   Tensor h_op = bf16_product ? to_bf16(hidden) : hidden;
   Tensor w_op = bf16_product ? to_bf16(weight) : weight;
-  const int64_t chunk = std::min(rows, chunk_rows > 0 ? chunk_rows : default_chunk_rows(vocab));
+  const int64_t chunk = std::min(rows, chunk_rows > 0 ? chunk_rows : default_chunk_rows(vocab, device));
 
   // Per-row (loss, nll), summed in row order at the end: the totals do not depend on the chunk
   // size or the thread count, and equal ops::cross_entropy's.
