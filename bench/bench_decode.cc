@@ -139,10 +139,10 @@ int main(int argc, char** argv) {
           "\"warmup\": %d, \"seconds\": %.4f, \"best_seconds\": %.4f, "
           "\"target_tokens_per_second\": %.1f, \"pack_seconds\": %.4f, \"peak_rss_mb\": %.1f, "
           "\"gemm_seconds\": %.4f, \"outside_gemm_fraction\": %.4f}\n",
-          tfm::ops::describe_device(device).c_str(), mode.c_str(), precision.c_str(), preset.c_str(), static_cast<long long>(vocab),
-          static_cast<long long>(batch), static_cast<long long>(src_len),
-          static_cast<long long>(out_len), threads, runs, warmup, mean, best,
-          static_cast<double>(tokens) / mean, pack_seconds, peak_rss_mb(), gemm_seconds,
+          tfm::ops::describe_device(device).c_str(), mode.c_str(), precision.c_str(),
+          preset.c_str(), static_cast<long long>(vocab), static_cast<long long>(batch),
+          static_cast<long long>(src_len), static_cast<long long>(out_len), threads, runs, warmup,
+          mean, best, static_cast<double>(tokens) / mean, pack_seconds, peak_rss_mb(), gemm_seconds,
           1.0 - gemm_seconds / mean);
       std::fflush(stdout);
     }

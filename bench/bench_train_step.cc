@@ -115,8 +115,7 @@ int main(int argc, char** argv) {
   tfm::Tensor tgt_out = random_ids(batch_size, tgt_len, static_cast<int32_t>(vocab), rng, -1);
   tfm::Tensor tgt_in =
       random_ids(batch_size, tgt_len, static_cast<int32_t>(vocab), rng, config.bos_id);
-  tfm::nn::Batch batch =
-      tfm::nn::Batch::from_ids(src, tgt_in, tgt_out, config.pad_id).to(device);
+  tfm::nn::Batch batch = tfm::nn::Batch::from_ids(src, tgt_in, tgt_out, config.pad_id).to(device);
   // On a GPU the clock is read after the queued work has finished.
   auto now = [device] {
     tfm::ops::synchronize(device);

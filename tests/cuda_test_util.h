@@ -17,7 +17,7 @@
 #define TFM_REQUIRE_CUDA()                                                                   \
   do {                                                                                       \
     const std::string tfm_why_ = ::tfm::ops::device_unavailable_reason(::tfm::Device::cuda); \
-    if (!tfm_why_.empty()) GTEST_SKIP() << "needs a CUDA GPU: " << tfm_why_;                \
+    if (!tfm_why_.empty()) GTEST_SKIP() << "needs a CUDA GPU: " << tfm_why_;                 \
     ::tfm::ops::use_device(::tfm::Device::cuda);                                             \
   } while (false)
 

@@ -76,9 +76,10 @@ TEST(CudaMatmul, EveryTransposeAndBatchLayoutWithGradients) {
 
 TEST(CudaMatmul, SameTensorOnBothSidesAccumulatesItsGradient) {
   TFM_REQUIRE_CUDA();
-  expect_same_on_both({uniform_tensor({6, 6}, 3)},
-                      [](const std::vector<Tensor>& t) { return ops::matmul(t[0], t[0], false, true); },
-                      Shape{6, 6}, 1e-5, "x x^T");
+  expect_same_on_both(
+      {uniform_tensor({6, 6}, 3)},
+      [](const std::vector<Tensor>& t) { return ops::matmul(t[0], t[0], false, true); },
+      Shape{6, 6}, 1e-5, "x x^T");
 }
 
 TEST(CudaLinear, BiasReluAndBf16ProductsWithGradients) {
@@ -148,7 +149,8 @@ TEST(CudaOutputCrossEntropy, LossSumsAndGradientsMatchTheCpu) {
       const std::string what = std::string(dtype_name(product)) + " chunk " + std::to_string(chunk);
       EXPECT_EQ(result[1].tokens, 9) << what;
       EXPECT_NEAR(result[1].nll_sum, result[0].nll_sum, tolerance * result[0].nll_sum) << what;
-      const float loss_cpu = result[0].loss.to_floats()[0], loss_gpu = result[1].loss.to_floats()[0];
+      const float loss_cpu = result[0].loss.to_floats()[0],
+                  loss_gpu = result[1].loss.to_floats()[0];
       EXPECT_NEAR(loss_gpu, loss_cpu, tolerance * loss_cpu) << what;
       expect_matches_cpu(grads[0][0], grads[1][0], tolerance, what + ": d hidden");
       expect_matches_cpu(grads[0][1], grads[1][1], tolerance, what + ": d weight");

@@ -35,9 +35,8 @@ InferenceModel::InferenceModel(nn::Transformer model, const InferenceOptions& op
   // A GPU multiplies the whole embedding at once (one block); the CPU in cache-sized blocks.
   const int64_t block = options.device == Device::cpu ? kOutputBlockTokens : vocab;
   for (int64_t first = 0; first < vocab; first += block)
-    output_blocks_.push_back(
-        ops::pack_weight(embedding.slice_rows(first, std::min(vocab, first + block)),
-                         options.precision));
+    output_blocks_.push_back(ops::pack_weight(
+        embedding.slice_rows(first, std::min(vocab, first + block)), options.precision));
 }
 
 std::shared_ptr<const InferenceModel> load_inference_model(const std::filesystem::path& dir,

@@ -93,9 +93,8 @@ std::vector<std::vector<Hypothesis>> translate(const InferenceModel& model,
       max_lengths.push_back(
           max_output_length(static_cast<int64_t>(source.size()), options, config));
     }
-    Tensor memory =
-        model.transformer().encode(Tensor::from_ints({batch, width}, ids).to(model.device()),
-                                   lengths, ctx);
+    Tensor memory = model.transformer().encode(
+        Tensor::from_ints({batch, width}, ids).to(model.device()), lengths, ctx);
     const int64_t capacity = *std::max_element(max_lengths.begin(), max_lengths.end());
     TransformerScorer scorer(model, memory, lengths, options.beam_size, capacity,
                              options.attention);

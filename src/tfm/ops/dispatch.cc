@@ -27,7 +27,9 @@ void device_not_ready(std::string_view op, Device device) {
        device_name(device));
 }
 
-bool cuda_ready() { return device_ready(Device::cuda); }
+bool cuda_ready() {
+  return device_ready(Device::cuda);
+}
 
 void mixed_devices(std::string_view op, Device first, Device other) {
   fail("{}: tensors on different devices ({} and {}); move them to one with Tensor::to", op,

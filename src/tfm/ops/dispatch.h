@@ -57,15 +57,14 @@ Device op_device(std::string_view op, const Tensor& first, const Rest&... rest) 
 
 // Runs cpu_call on the CPU and cuda_call on CUDA (compiled only with the CUDA backend).
 #ifdef TFM_HAVE_CUDA
-#define TFM_DISPATCH_CUDA(op, device, cpu_call, cuda_call)       \
-  do {                                                           \
-    if ((device) == ::tfm::Device::cpu) {                        \
-      cpu_call;                                                  \
-    } else {                                                     \
-      if (!::tfm::ops::detail::cuda_ready())                     \
-        ::tfm::ops::detail::device_not_ready((op), (device));    \
-      cuda_call;                                                 \
-    }                                                            \
+#define TFM_DISPATCH_CUDA(op, device, cpu_call, cuda_call)                                         \
+  do {                                                                                             \
+    if ((device) == ::tfm::Device::cpu) {                                                          \
+      cpu_call;                                                                                    \
+    } else {                                                                                       \
+      if (!::tfm::ops::detail::cuda_ready()) ::tfm::ops::detail::device_not_ready((op), (device)); \
+      cuda_call;                                                                                   \
+    }                                                                                              \
   } while (false)
 #else
 #define TFM_DISPATCH_CUDA(op, device, cpu_call, cuda_call) TFM_DISPATCH(op, device, cpu_call)

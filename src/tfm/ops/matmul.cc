@@ -107,7 +107,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
     run_gemm(device, flat_rows(a, d.batch * d.m, d.k), trans_b ? op_b.transposed() : op_b,
              flat_rows(out, d.batch * d.m, d.n), false);
   } else {
-    run_gemm(device, operand(a, d.batch, trans_a), operand(b, d.shared_b ? 1 : d.batch, trans_b), c, false);
+    run_gemm(device, operand(a, d.batch, trans_a), operand(b, d.shared_b ? 1 : d.batch, trans_b), c,
+             false);
   }
   if (!needs_grad({&a, &b})) return out;
 
@@ -215,8 +216,8 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
     Tensor x_op = product.packed->dtype() == DType::bf16 ? to_bf16(x) : x;
     if (device == Device::cpu) {
       const cpu::PackedWeight* packed = &product.packed->cpu();
-      cpu::packed_linear(x_op.raw(), rows, *packed,
-                         bias.defined() ? bias.data<float>() : nullptr, out.data<float>());
+      cpu::packed_linear(x_op.raw(), rows, *packed, bias.defined() ? bias.data<float>() : nullptr,
+                         out.data<float>());
       // The packed product has no post-op: ReLU is a second pass over the output.
       if (relu) cpu::relu(out.data<float>(), out.data<float>(), out.numel());
       return out;
@@ -260,8 +261,8 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
       // backward below.
       Tensor masked = Tensor::empty(g.shape(), DType::f32, g.device());
       TFM_DISPATCH_CUDA("linear_relu", device,
-                        cpu::relu_backward(out.data<float>(), g.data<float>(),
-                                           masked.data<float>(), g.numel(), false),
+                        cpu::relu_backward(out.data<float>(), g.data<float>(), masked.data<float>(),
+                                           g.numel(), false),
                         cuda::relu_backward(out.device_data<float>(), g.device_data<float>(),
                                             masked.device_data<float>(), g.numel(), false));
       g = masked;
@@ -287,8 +288,8 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
       // element.
       GradTarget db = grad_target(bias);
       TFM_DISPATCH_CUDA("linear", device,
-                        cpu::sum_rows(g.data<float>(), rows, out_features,
-                                      db.tensor.data<float>(), db.accumulate),
+                        cpu::sum_rows(g.data<float>(), rows, out_features, db.tensor.data<float>(),
+                                      db.accumulate),
                         cuda::sum_rows(g.device_data<float>(), rows, out_features,
                                        db.tensor.device_data<float>(), db.accumulate));
     }

@@ -53,8 +53,8 @@ int64_t default_chunk_rows(int64_t vocab, Device device) {
 
 // Rows [first, first + count) of t as a product operand, in t's device memory.
 GemmOperand rows_of(const Tensor& t, int64_t first, int64_t count, int64_t cols) {
-  const char* base =
-      static_cast<const char*>(t.device_raw()) + static_cast<size_t>(first * cols) * dtype_size(t.dtype());
+  const char* base = static_cast<const char*>(t.device_raw()) +
+                     static_cast<size_t>(first * cols) * dtype_size(t.dtype());
   return GemmOperand::dense(base, t.dtype(), {count, cols});
 }
 
@@ -120,7 +120,8 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
   const bool bf16_product = product == DType::bf16;
   Tensor h_op = bf16_product ? to_bf16(hidden) : hidden;
   Tensor w_op = bf16_product ? to_bf16(weight) : weight;
-  const int64_t chunk = std::min(rows, chunk_rows > 0 ? chunk_rows : default_chunk_rows(vocab, device));
+  const int64_t chunk =
+      std::min(rows, chunk_rows > 0 ? chunk_rows : default_chunk_rows(vocab, device));
 
   // Per-row (loss, nll), summed in row order at the end: the totals do not depend on the chunk
   // size or the thread count, and equal ops::cross_entropy's.
@@ -142,24 +143,23 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
              rows_of(logits, 0, count, vocab), false);
     float* stats = row_stats.device_data<float>() + 2 * first;
     if (!want_grad) {
-      TFM_DISPATCH_CUDA(kOp, device,
-                        cpu::cross_entropy_rows(logits.data<float>(), y + first, count, vocab,
-                                                label_smoothing, ignore_index, stats),
-                        cuda::cross_entropy_rows(logits.device_data<float>(), device_y + first,
-                                                 count, vocab, label_smoothing, ignore_index,
-                                                 stats));
+      TFM_DISPATCH_CUDA(
+          kOp, device,
+          cpu::cross_entropy_rows(logits.data<float>(), y + first, count, vocab, label_smoothing,
+                                  ignore_index, stats),
+          cuda::cross_entropy_rows(logits.device_data<float>(), device_y + first, count, vocab,
+                                   label_smoothing, ignore_index, stats));
       continue;
     }
     // The chunk's logits become D (and its bf16 copy for bf16 products) row by row.
     bf16* dz_copy = bf16_product ? dz_bf16.device_data<bf16>() : nullptr;
-    TFM_DISPATCH_CUDA(
-        kOp, device,
-        cpu::cross_entropy_rows_with_grad(logits.data<float>(), y + first, count, vocab,
-                                          label_smoothing, ignore_index, unit_scale, stats,
-                                          dz_copy),
-        cuda::cross_entropy_rows_with_grad(logits.device_data<float>(), device_y + first, count,
-                                           vocab, label_smoothing, ignore_index, unit_scale, stats,
-                                           dz_copy));
+    TFM_DISPATCH_CUDA(kOp, device,
+                      cpu::cross_entropy_rows_with_grad(logits.data<float>(), y + first, count,
+                                                        vocab, label_smoothing, ignore_index,
+                                                        unit_scale, stats, dz_copy),
+                      cuda::cross_entropy_rows_with_grad(
+                          logits.device_data<float>(), device_y + first, count, vocab,
+                          label_smoothing, ignore_index, unit_scale, stats, dz_copy));
     GemmOperand dz_rows = rows_of(bf16_product ? dz_bf16 : logits, 0, count, vocab);
     if (want_dh) {
       // dH (chunk rows) = D W: [count, V] @ [V, d].
@@ -198,12 +198,12 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
     for (const auto& [input, unit] : {std::pair{&hidden, &dhidden}, std::pair{&weight, &dweight}}) {
       if (!unit->defined()) continue;
       GradTarget target = grad_target(*input);
-      TFM_DISPATCH_CUDA("output_cross_entropy", device,
-                        cpu::write_grad(target.tensor.data<float>(), unit->data<float>(),
-                                        unit->numel(), target.accumulate, scale),
-                        cuda::write_grad(target.tensor.device_data<float>(),
-                                         unit->device_data<float>(), unit->numel(),
-                                         target.accumulate, scale));
+      TFM_DISPATCH_CUDA(
+          "output_cross_entropy", device,
+          cpu::write_grad(target.tensor.data<float>(), unit->data<float>(), unit->numel(),
+                          target.accumulate, scale),
+          cuda::write_grad(target.tensor.device_data<float>(), unit->device_data<float>(),
+                           unit->numel(), target.accumulate, scale));
     }
   });
   return result;

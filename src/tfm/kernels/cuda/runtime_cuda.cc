@@ -49,10 +49,9 @@ void release(void* ptr) {
 // needs to wait (a batch's ids or a mask's lengths cost no stall); a device-to-host copy waits
 // for the stream, and so for every kernel queued before it, so that the host can read the result.
 void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes) {
-  const cudaMemcpyKind kind = dst_on_device ? (src_on_device ? cudaMemcpyDeviceToDevice
-                                                             : cudaMemcpyHostToDevice)
-                                            : (src_on_device ? cudaMemcpyDeviceToHost
-                                                             : cudaMemcpyHostToHost);
+  const cudaMemcpyKind kind =
+      dst_on_device ? (src_on_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                    : (src_on_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
   TFM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, runtime().stream));
   if (kind == cudaMemcpyDeviceToHost) TFM_CUDA_CHECK(cudaStreamSynchronize(runtime().stream));
 }
@@ -102,7 +101,9 @@ bool initialized() {
          device_memory(Device::cuda).allocate == allocate;
 }
 
-cudaStream_t stream() { return runtime().stream; }
+cudaStream_t stream() {
+  return runtime().stream;
+}
 
 void synchronize() {
   if (runtime().ready) TFM_CUDA_CHECK(cudaStreamSynchronize(runtime().stream));
