@@ -11,6 +11,7 @@
 #include "test_decode_helpers.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/nn/transformer.h"
+#include "tfm/ops/device.h"
 
 namespace tfm {
 namespace {
@@ -179,6 +180,32 @@ TEST(CliTranslateInput, OutputErrorsGiveTheReasonAndASummaryIsAlwaysPrinted) {
   EXPECT_EQ(count_lines(run.err), 1) << run.err;
   EXPECT_EQ(run.err.rfind("translated 2 sentences in ", 0), 0u) << run.err;
   EXPECT_NE(run.err.find("sentences/s"), std::string::npos) << run.err;
+}
+
+// --device cuda: without a usable GPU, a one-line error that says why and no output; with one, the
+// CPU's translations.
+TEST(CliTranslateInput, DeviceCudaTranslatesAsTheCpuOrSaysWhyNot) {
+  ModelFixture f;
+  testing::write_text(f.dir / "in.txt", "a b c\nd e\n");
+  const std::string input = "-i " + quoted(f.dir / "in.txt");
+  const std::string why = ops::device_unavailable_reason(Device::cuda);
+  if (!why.empty()) {
+    f.expect_failure(input + " --device cuda", {why});
+    return;
+  }
+  const CommandResult cpu = f.translate(input + " --device cpu");
+  const CommandResult gpu = f.translate(input + " --device cuda");
+  EXPECT_EQ(cpu.status, 0) << cpu.err;
+  EXPECT_EQ(gpu.status, 0) << gpu.err;
+  EXPECT_EQ(count_lines(gpu.out), 2);
+  EXPECT_EQ(gpu.out, cpu.out);
+}
+
+TEST(CliTranslateInput, AnUnknownDeviceIsAUsageError) {
+  ModelFixture f;
+  const CommandResult run = f.translate("--device tpu");
+  EXPECT_NE(run.status, 0);
+  EXPECT_NE(run.err.find("--device"), std::string::npos) << run.err;
 }
 
 }  // namespace

@@ -127,6 +127,12 @@ TEST(Recipe, TyposAndBadValuesAreOneLineErrorsWithFileAndLine) {
     apply_override(fraction, bad);
     expect_error([&] { validate(fraction); }, {"must be in [0, 1]"});
   }
+  // The device is cpu or cuda (whether a GPU is there is checked when training starts).
+  TrainRecipe device = precision;
+  apply_override(device, "training.device=cuda");
+  validate(device);
+  apply_override(device, "training.device=gpu0");
+  expect_error([&] { validate(device); }, {"training.device", "cpu or cuda", "gpu0"});
   apply_override(precision, "training.precision=fp16");
   expect_error([&] { validate(precision); }, {"training.precision", "f32, bf16 or auto", "fp16"});
 }
