@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include "data_test_util.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/ops/autocast.h"
+#include "tfm/ops/device.h"
 #include "tfm/train/checkpoint.h"
 #include "train_test_util.h"
 
@@ -95,6 +97,43 @@ TEST(CliTrainTranslate, TrainResumeAverageTranslate) {
 
 namespace tfm {
 namespace {
+
+// On a GPU: train there (validation BLEU included), resume the run on the CPU from the GPU's
+// checkpoint, and translate the result on both devices with the same output. Without a usable GPU,
+// `--device cuda` is a one-line error saying why, before anything is written.
+TEST(CliTrainTranslate, TrainOnTheGpuResumeOnTheCpuTranslateOnBoth) {
+  TempDir dir;
+  write_recipe(dir);
+  const std::string recipe = quoted(dir / "recipe.yaml");
+  const std::string why = ops::device_unavailable_reason(Device::cuda);
+  auto gpu = run_tfm_command(fmt::format("train -c {} --max-steps 4 --device cuda", recipe), dir);
+  if (!why.empty()) {
+    EXPECT_NE(gpu.status, 0);
+    EXPECT_NE(gpu.err.find(why), std::string::npos) << gpu.err;
+    EXPECT_EQ(std::count(gpu.err.begin(), gpu.err.end(), '\n'), 1) << gpu.err;
+    EXPECT_TRUE(list_checkpoints(dir / "run" / "checkpoints").empty());
+    return;
+  }
+  ASSERT_EQ(gpu.status, 0) << gpu.err;
+  EXPECT_NE(gpu.err.find("on NVIDIA"), std::string::npos) << gpu.err;  // the model: line
+  EXPECT_NE(gpu.err.find("valid | step 4"), std::string::npos) << gpu.err;
+  auto cpu =
+      run_tfm_command(fmt::format("train -c {} --max-steps 6 --resume --device cpu", recipe), dir);
+  ASSERT_EQ(cpu.status, 0) << cpu.err;
+  EXPECT_NE(cpu.err.find("resuming from"), std::string::npos) << cpu.err;
+  const std::filesystem::path last = list_checkpoints(dir / "run" / "checkpoints").back();
+  EXPECT_EQ(last.filename(), "step-000000006");
+  testing::write_text(dir / "input.txt", "the dog runs\na man is walking\n");
+  std::string outputs[2];
+  for (int i = 0; i < 2; ++i) {
+    auto run = run_tfm_command(fmt::format("translate -m {} -i {} --device {}", quoted(last),
+                                           quoted(dir / "input.txt"), i == 0 ? "cpu" : "cuda"),
+                               dir);
+    ASSERT_EQ(run.status, 0) << run.err;
+    outputs[i] = run.out;
+  }
+  EXPECT_EQ(outputs[1], outputs[0]);
+}
 
 TEST(CliTrainTranslate, OneEpochValidatesOnceAtItsEnd) {
   TempDir dir;

@@ -211,6 +211,8 @@ std::vector<AgreementPart> agreement_parts(const TrainRecipe& recipe, const Mode
 
 TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_options) {
   validate(recipe);
+  // A GPU that cannot be used is reported before the run directory is touched.
+  ops::use_device(ops::parse_device(recipe.device));
   std::unique_ptr<dist::Communicator> alone;
   if (run_options.communicator == nullptr) alone = dist::make_single_process();
   dist::Communicator& comm = run_options.communicator ? *run_options.communicator : *alone;
