@@ -203,7 +203,7 @@ Tensor attention_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64
     } else {
       detail::op_device("attention_cached", q, slots);
     }
-    device_slots = slots.to(device);  // the copy waits for the stream
+    device_slots = slots.to(device);  // queued on the stream; the host does not wait
   }
   Tensor probs;
   if (on_cpu || probs_out)
