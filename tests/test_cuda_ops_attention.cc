@@ -18,9 +18,9 @@ using testing::uniform_tensor;
 
 // f32 forward results: the same sums in another order.
 constexpr double kForwardTolerance = 1e-5;
-// Gradients: CUDA recomputes P from the saved log-sum-exp and takes delta_i = dO_i . O_i where the
-// CPU sums dP_j P_j over the stored P; dS = P (dP - delta) then differs by the rounding of a
-// difference of two sums, a few times the forward's.
+// Gradients: the same algorithm on both devices (P kept, dS = P (dP - sum_j dP_j P_j)), but the
+// products and row sums add in other orders; dS then differs by the rounding of a difference of
+// two sums, a few times the forward's.
 constexpr double kGradTolerance = 5e-5;
 
 struct Case {
@@ -111,6 +111,23 @@ TEST(CudaOpsAttention, Head64WithKeyPaddingOverSeveralTiles) {
   c.dk = c.dv = 64;
   c.mask.key_lengths = {70, 33, 1};
   check_case(c, 40, "dk 64, key lengths", true);
+}
+
+// The model's shapes at a longer length: 8 heads of 64 over 100 queries and keys, padded keys,
+// then causal with dropout (the per-head products over the batch, rows of 100 > 32 lanes).
+TEST(CudaOpsAttention, LongerSequencesEightHeadsWithPadding) {
+  TFM_REQUIRE_CUDA();
+  Case c;
+  c.batch = 3;
+  c.tq = c.tk = 100;
+  c.heads = 8;
+  c.dk = c.dv = 64;
+  c.mask.key_lengths = {100, 57, 1};
+  check_case(c, 300, "100 x 100, 8 heads, key lengths", true);
+  c.mask.causal = true;
+  c.dropout = 0.1f;
+  c.seed = 77;
+  check_case(c, 310, "100 x 100, 8 heads, key lengths, causal, dropout 0.1", true);
 }
 
 TEST(CudaOpsAttention, Head128AndUnequalWidths) {

@@ -1,7 +1,7 @@
 // ops::attention: shape and mask checks, then the CPU kernel (kernels/cpu/attention_cpu.h), whose
-// comments carry the gradient formulas, or the CUDA one (kernels/cuda/attention_cuda.h). On the CPU
-// the backward keeps P and the dropout seed (the dropped weights are recomputed from the seed); on
-// CUDA it keeps each row's log-sum-exp and the output instead, and recomputes P.
+// comments carry the gradient formulas, or the CUDA one (kernels/cuda/attention_cuda.h), the same
+// algorithm on the same buffers. The backward keeps P and the dropout seed (the dropped weights
+// are recomputed from the seed).
 #include "tfm/autograd/tape.h"
 #include "tfm/kernels/cpu/attention_cpu.h"
 #include "tfm/ops/dispatch.h"
@@ -68,8 +68,8 @@ cpu::AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tenso
   return dims;
 }
 
-// The kernels read the key lengths where they run: on CUDA a device copy (the copy waits for the
-// stream); undefined on the CPU or without key lengths.
+// The kernels read the key lengths where they run: on CUDA a device copy (queued on the stream; the
+// host does not wait); undefined on the CPU or without key lengths.
 Tensor device_key_lengths(const AttentionMask& mask, Device device) {
   if (device == Device::cpu || mask.key_lengths.empty()) return Tensor();
   return Tensor::from_ints({static_cast<int64_t>(mask.key_lengths.size())}, mask.key_lengths)
@@ -104,18 +104,12 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
   cpu::AttentionDims dims = check_attention(q, k, v, heads, mask, dropout_p);
   cpu::AttentionDropout dropout{dropout_p, seed};
   const Device device = detail::op_device("attention", q, k, v);
-  const bool on_cpu = device == Device::cpu;
-  if (!on_cpu) check_cuda_head_dims("attention", dims);
 
-  // The CPU keeps P for the backward; CUDA keeps lse (and writes P only when asked for).
-  Tensor probs;
-  if (on_cpu || probs_out)
-    probs = Tensor::empty({dims.batch, dims.heads, dims.tq, dims.tk}, DType::f32, device);
-  Tensor lse;
-  if (!on_cpu) lse = Tensor::empty({dims.batch, dims.heads, dims.tq}, DType::f32, device);
+  // P [B, h, Tq, Tk], kept for the backward; the dropped weights only for the forward's product.
+  Tensor probs = Tensor::empty({dims.batch, dims.heads, dims.tq, dims.tk}, DType::f32, device);
   Tensor out = Tensor::empty({dims.batch, dims.tq, dims.heads * dims.dv}, DType::f32, device);
   Tensor dropped;
-  if (on_cpu && dropout_p > 0.0f) dropped = Tensor::empty(probs.shape(), DType::f32, device);
+  if (dropout_p > 0.0f) dropped = Tensor::empty(probs.shape(), DType::f32, device);
   const Tensor key_lengths = device_key_lengths(mask, device);
   {
     const cpu::AttentionMaskSpec spec = mask_spec(mask, key_lengths);
@@ -126,19 +120,19 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
                                dropped.defined() ? dropped.data<float>() : nullptr,
                                out.data<float>()),
         cuda::attention_forward(dims, spec, dropout, q.device_data<float>(), k.device_data<float>(),
-                                v.device_data<float>(),
-                                probs.defined() ? probs.device_data<float>() : nullptr,
-                                lse.device_data<float>(), out.device_data<float>()));
+                                v.device_data<float>(), probs.device_data<float>(),
+                                dropped.defined() ? dropped.device_data<float>() : nullptr,
+                                out.device_data<float>()));
   }
   bool record = needs_grad({&q, &k, &v});
-  // While recording, the CPU's backward owns P: the caller gets a copy it may change.
-  if (probs_out) *probs_out = record && on_cpu ? probs.clone() : probs;
+  // While recording, the backward owns P: the caller gets a copy it may change.
+  if (probs_out) *probs_out = record ? probs.clone() : probs;
   if (!record) return out;
 
   // The mask's key lengths are copied: the caller's AttentionMask may not outlive the tape.
   // The closure's copy of `out` must share its autograd record, which this creates.
   out.set_requires_grad(true);
-  record_backward(out, [q, k, v, out, probs, lse, dims, dropout, mask, key_lengths, device]() {
+  record_backward(out, [q, k, v, out, probs, dims, dropout, mask, key_lengths, device]() {
     Tensor g = out.grad();
     if (!g.defined()) return;
     // Targets in the kernel's write order (v, q, k), so a tensor passed twice accumulates.
@@ -160,23 +154,20 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
       grads.accumulate_k = target.accumulate;
     }
     const cpu::AttentionMaskSpec spec = mask_spec(mask, key_lengths);
-    if (device == Device::cpu) {
-      Tensor d_probs = Tensor::empty(probs.shape(), DType::f32, device);
-      Tensor dropped_again;
-      if (dropout.p > 0.0f) dropped_again = Tensor::empty(probs.shape(), DType::f32, device);
-      cpu::attention_backward(
-          dims, spec, dropout, q.data<float>(), k.data<float>(), v.data<float>(),
-          probs.data<float>(), g.data<float>(), d_probs.data<float>(),
-          dropped_again.defined() ? dropped_again.data<float>() : nullptr, grads);
-      return;
-    }
-    Tensor delta = Tensor::empty(lse.shape(), DType::f32, device);
-    TFM_DISPATCH_CUDA(
-        "attention", device, (void)0,
-        cuda::attention_backward(dims, spec, dropout, q.device_data<float>(),
-                                 k.device_data<float>(), v.device_data<float>(),
-                                 out.device_data<float>(), lse.device_data<float>(),
-                                 g.device_data<float>(), delta.device_data<float>(), grads));
+    Tensor d_probs = Tensor::empty(probs.shape(), DType::f32, device);
+    // The CPU recomputes the dropped weights into a scratch of their own; CUDA into d_probs.
+    Tensor dropped_again;
+    if (device == Device::cpu && dropout.p > 0.0f)
+      dropped_again = Tensor::empty(probs.shape(), DType::f32, device);
+    TFM_DISPATCH_CUDA("attention", device,
+                      cpu::attention_backward(
+                          dims, spec, dropout, q.data<float>(), k.data<float>(), v.data<float>(),
+                          probs.data<float>(), g.data<float>(), d_probs.data<float>(),
+                          dropped_again.defined() ? dropped_again.data<float>() : nullptr, grads),
+                      cuda::attention_backward(dims, spec, dropout, q.device_data<float>(),
+                                               k.device_data<float>(), v.device_data<float>(),
+                                               probs.device_data<float>(), g.device_data<float>(),
+                                               d_probs.device_data<float>(), grads));
   });
   return out;
 }
@@ -212,7 +203,7 @@ Tensor attention_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64
     } else {
       detail::op_device("attention_cached", q, slots);
     }
-    device_slots = slots.to(device);  // the copy waits for the stream
+    device_slots = slots.to(device);  // queued on the stream; the host does not wait
   }
   Tensor probs;
   if (on_cpu || probs_out)

@@ -1,8 +1,10 @@
-// Scaled dot-product attention on CUDA, flash style: one block per (batch, head, tile of queries)
-// walks the keys in tiles held in shared memory with an online softmax, so the [B, h, Tq, Tk]
-// weights are never stored unless asked for. The shapes, masks and dropout are those of
+// Scaled dot-product attention on CUDA, with the shapes, masks and dropout of
 // kernels/cpu/attention_cpu.h (its structs are reused; every pointer is a device pointer, the
-// mask's key_lengths included). Head widths dk and dv up to kMaxHeadDim.
+// mask's key_lengths included). Training attention (attention_gemm_cuda.cc) is the CPU's
+// algorithm: exact f32 cuBLASLt products over per-head views around our masked-softmax row kernels
+// (attention_softmax_cuda.h), any head width. Decoding attention over a key/value cache
+// (attention_cuda.cu) is flash style, one block per (batch, head, tile of queries) with an online
+// softmax, for head widths dk and dv up to kMaxHeadDim.
 #pragma once
 
 #include <cstdint>
@@ -13,22 +15,20 @@ namespace tfm::cuda {
 
 constexpr int64_t kMaxHeadDim = 128;
 
-// q: [B, Tq, h*dk], k: [B, Tk, h*dk], v: [B, Tk, h*dv], out: [B, Tq, h*dv];
-// lse: [B, h, Tq] receives log sum_j exp(S_j) over the visible keys of each row (S = q k^T /
-// sqrt(dk)), which the backward needs to recompute P. probs (nullptr: not needed): [B, h, Tq, Tk]
-// receives P before dropout (0 on masked keys), as the CPU's probs.
+// As cpu::attention_forward: q: [B, Tq, h*dk], k: [B, Tk, h*dk], v: [B, Tk, h*dv], out: [B, Tq,
+// h*dv]; probs: [B, h, Tq, Tk] receives P (0 on masked keys, before dropout), which the backward
+// needs; dropped: [B, h, Tq, Tk] scratch for the dropped P, used only when dropout.p > 0.
 void attention_forward(const cpu::AttentionDims& dims, const cpu::AttentionMaskSpec& mask,
                        const cpu::AttentionDropout& dropout, const float* q, const float* k,
-                       const float* v, float* probs, float* lse, float* out);
+                       const float* v, float* probs, float* dropped, float* out);
 
-// The gradients of attention_forward, recomputing P from q, k and lse. out and lse are the
-// forward's; delta: [B, h, Tq] scratch (delta_i = dO_i . O_i). grads as for the CPU (nullptr: not
-// needed; the accumulate flags follow the CPU's write order v, q, k for a tensor passed twice).
-// Deterministic: dq in one pass over query tiles, dk and dv in another over key tiles.
+// As cpu::attention_backward, from the forward's P: d_out: [B, Tq, h*dv]; d_probs: [B, h, Tq, Tk]
+// scratch (with dropout it holds the recomputed dropped P first, so no second one is needed).
+// grads as for the CPU, written in its order v, q, k (nullptr: not needed).
 void attention_backward(const cpu::AttentionDims& dims, const cpu::AttentionMaskSpec& mask,
                         const cpu::AttentionDropout& dropout, const float* q, const float* k,
-                        const float* v, const float* out, const float* lse, const float* d_out,
-                        float* delta, const cpu::AttentionGrads& grads);
+                        const float* v, const float* probs, const float* d_out, float* d_probs,
+                        const cpu::AttentionGrads& grads);
 
 // Inference attention over a key/value cache as cpu::attention_forward_cached (kv's pointers and
 // slot table on the device). kv_rows: the rows of the cache buffers; a slot outside [0, kv_rows)

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "tfm/core/error.h"
 #include "tfm/kernels/cuda/launch.cuh"
@@ -84,6 +85,40 @@ void batch_of(const cpu::GemmOperand& x, int* count, int64_t* stride) {
   *stride = n > 1 ? s : 0;
 }
 
+// Whether batch_of takes x: its batch dims fold into one stride.
+bool batch_folds(const cpu::GemmOperand& x) {
+  int64_t n = 1, s = 0;
+  for (int i = 0; i < x.rank - 2; ++i) {
+    if (x.dims[i] == 1) continue;
+    if (n > 1 && s != x.dims[i] * x.strides[i]) return false;
+    n *= x.dims[i];
+    s = x.strides[i];
+  }
+  return true;
+}
+
+// Matrix batch i1 of a rank-4 operand's second batch dim as a rank-3 operand [d0, rows, cols]
+// (a dim of 1 broadcasts: always its only matrix).
+cpu::GemmOperand second_batch_slice(const cpu::GemmOperand& x, int64_t i1) {
+  cpu::GemmOperand s = x;
+  const int64_t at = x.dims[1] == 1 ? 0 : i1;
+  s.data =
+      static_cast<char*>(x.data) + at * x.strides[1] * static_cast<int64_t>(dtype_size(x.dtype));
+  s.rank = 3;
+  s.dims = {x.dims[0], x.dims[2], x.dims[3], 0};
+  s.strides = {x.strides[0], x.strides[2], x.strides[3], 0};
+  return s;
+}
+
+// The largest power of two up to 256 that divides the address: cuBLASLt's heuristic assumes 256
+// unless told, and a head view of [B, T, h*d] starts d elements after the previous head.
+uint32_t alignment_of(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 256;
+  while (align > 1 && address % align != 0) align /= 2;
+  return align;
+}
+
 // The layout of op(X) where the product wants X^T (our row-major operand as the library's
 // column-major one): x is [r, c] with strides (sr, sc).
 Layout transposed_layout(const cpu::GemmOperand& x) {
@@ -116,11 +151,11 @@ struct LayoutHandle {
     TFM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, l.type, l.rows, l.cols, l.ld));
     if (l.batch > 1) {
       const int32_t count = l.batch;
-      TFM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
-          layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-      TFM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
-          layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &l.batch_stride,
-          sizeof(l.batch_stride)));
+      TFM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                        &count, sizeof(count)));
+      TFM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout,
+                                                        CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                        &l.batch_stride, sizeof(l.batch_stride)));
     }
   }
   ~LayoutHandle() { cublasLtMatrixLayoutDestroy(layout); }
@@ -132,7 +167,8 @@ struct LayoutHandle {
 // microseconds, a small product about as much).
 struct ProblemKey {
   std::tuple<int, int, uint64_t, uint64_t, int64_t, int, int64_t, int, int, uint64_t, uint64_t,
-             int64_t, int, int64_t, int, int, uint64_t, uint64_t, int64_t, int64_t, int, int, int>
+             int64_t, int, int64_t, int, int, uint64_t, uint64_t, int64_t, int64_t, int, int, int,
+             uint32_t>
       fields;
   bool operator==(const ProblemKey& other) const { return fields == other.fields; }
 };
@@ -161,10 +197,14 @@ std::unordered_map<ProblemKey, cublasLtMatmulAlgo_t, ProblemHash>& algo_cache() 
 
 }  // namespace
 
-void set_tf32(bool enabled) { g_tf32 = enabled; }
-bool tf32() { return g_tf32; }
+void set_tf32(bool enabled) {
+  g_tf32 = enabled;
+}
+bool tf32() {
+  return g_tf32;
+}
 
-void gemm(const cpu::GemmArgs& args) {
+void gemm(const cpu::GemmArgs& args, bool allow_tf32) {
   const cpu::GemmOperand &a = args.a, &b = args.b, &c = args.c;
   TFM_CHECK(a.rank == b.rank && a.rank == c.rank, "cuda gemm: operand ranks differ");
   const int64_t m = a.rows(), k = a.cols(), n = b.cols();
@@ -174,6 +214,22 @@ void gemm(const cpu::GemmArgs& args) {
   TFM_CHECK(c.strides[c.rank - 1] == 1 || n == 1, "cuda gemm: the result must be row-major");
   TFM_CHECK(!(args.bias && args.alpha != 1.0f), "cuda gemm: a bias with alpha != 1");
   if (m == 0 || n == 0) return;
+  // cuBLASLt takes one batch stride: a rank-4 product whose batch dims do not fold (per-head views
+  // [B, h, T, d] of [B, T, h*d] activations) runs as one strided batched product over the first
+  // batch dim per index of the second.
+  if (c.rank == 4 && !(batch_folds(a) && batch_folds(b) && batch_folds(c))) {
+    TFM_CHECK(
+        (a.dims[1] == c.dims[1] || a.dims[1] == 1) && (b.dims[1] == c.dims[1] || b.dims[1] == 1),
+        "cuda gemm: batch dims {} and {} do not give {}", a.dims[1], b.dims[1], c.dims[1]);
+    cpu::GemmArgs slice = args;
+    for (int64_t i = 0; i < c.dims[1]; ++i) {
+      slice.a = second_batch_slice(a, i);
+      slice.b = second_batch_slice(b, i);
+      slice.c = second_batch_slice(c, i);
+      gemm(slice, allow_tf32);
+    }
+    return;
+  }
   // C^T [n, m] = op(B^T) [n, k] op(A^T) [k, m].
   const Layout lb = transposed_layout(b), la = transposed_layout(a);
   Layout lc;
@@ -190,26 +246,27 @@ void gemm(const cpu::GemmArgs& args) {
   if (k == 0) {  // an empty sum: c = bias or 0 (not reached by the model; kept exact)
     TFM_CHECK(!args.bias && !args.accumulate, "cuda gemm: an empty product with a bias");
     TFM_CHECK(lc.ld == n, "cuda gemm: an empty product into a strided result");
-    TFM_CUDA_CHECK(cudaMemsetAsync(c.data, 0,
-                                   static_cast<size_t>(lc.batch) * m * n * dtype_size(c.dtype),
-                                   stream()));
+    TFM_CUDA_CHECK(cudaMemsetAsync(
+        c.data, 0, static_cast<size_t>(lc.batch) * m * n * dtype_size(c.dtype), stream()));
     return;
   }
   Library& lib = library();
   const bool f32_operands = a.dtype == DType::f32;
   const cublasComputeType_t compute =
-      f32_operands && tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+      f32_operands && allow_tf32 && tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 
   cublasLtMatmulDesc_t desc = nullptr;
   TFM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
   const cublasOperation_t op_first = lb.op, op_second = la.op;
-  TFM_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
+  TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
+                                                  sizeof(op_first)));
   TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
                                                   sizeof(op_second)));
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  if (args.bias) epilogue = args.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-  else if (args.relu) epilogue = CUBLASLT_EPILOGUE_RELU;
+  if (args.bias)
+    epilogue = args.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  else if (args.relu)
+    epilogue = CUBLASLT_EPILOGUE_RELU;
   TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                                   sizeof(epilogue)));
   if (args.bias) {
@@ -220,14 +277,36 @@ void gemm(const cpu::GemmArgs& args) {
     TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                     &bias_type, sizeof(bias_type)));
   }
+  // The library's A is our b, its B our a; C and D are c.
+  const uint32_t align_first = alignment_of(b.data), align_second = alignment_of(a.data),
+                 align_out = alignment_of(c.data);
+  const uint32_t alignments = align_first | align_second << 9 | align_out << 18;
   {
     LayoutHandle first(lb_b), second(la_b), out(lc);
-    const ProblemKey key{{static_cast<int>(op_first), static_cast<int>(op_second), lb.rows,
-                          lb.cols, lb.ld, lb.batch, lb.batch_stride, static_cast<int>(lb.type),
-                          static_cast<int>(la.type), la.rows, la.cols, la.ld, la.batch,
-                          la.batch_stride, static_cast<int>(lc.type), lc.batch, lc.rows, lc.cols,
-                          lc.ld, lc.batch_stride, static_cast<int>(epilogue),
-                          static_cast<int>(compute), args.accumulate ? 1 : 0}};
+    const ProblemKey key{{static_cast<int>(op_first),
+                          static_cast<int>(op_second),
+                          lb.rows,
+                          lb.cols,
+                          lb.ld,
+                          lb.batch,
+                          lb.batch_stride,
+                          static_cast<int>(lb.type),
+                          static_cast<int>(la.type),
+                          la.rows,
+                          la.cols,
+                          la.ld,
+                          la.batch,
+                          la.batch_stride,
+                          static_cast<int>(lc.type),
+                          lc.batch,
+                          lc.rows,
+                          lc.cols,
+                          lc.ld,
+                          lc.batch_stride,
+                          static_cast<int>(epilogue),
+                          static_cast<int>(compute),
+                          args.accumulate ? 1 : 0,
+                          alignments}};
     cublasLtMatmulAlgo_t algo{};
     bool found = false;
     {
@@ -241,14 +320,22 @@ void gemm(const cpu::GemmArgs& args) {
     if (!found) {
       cublasLtMatmulPreference_t preference = nullptr;
       TFM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-      TFM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-          preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspaceBytes,
-          sizeof(kWorkspaceBytes)));
+      TFM_CUBLAS_CHECK(
+          cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                               &kWorkspaceBytes, sizeof(kWorkspaceBytes)));
+      const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligned[] = {
+          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_first},
+          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_second},
+          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_out},
+          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_out}};
+      for (const auto& [attribute, bytes] : aligned)
+        TFM_CUBLAS_CHECK(
+            cublasLtMatmulPreferenceSetAttribute(preference, attribute, &bytes, sizeof(bytes)));
       cublasLtMatmulHeuristicResult_t result{};
       int returned = 0;
       const cublasStatus_t status =
-          cublasLtMatmulAlgoGetHeuristic(lib.handle, desc, first.layout, second.layout,
-                                         out.layout, out.layout, preference, 1, &result, &returned);
+          cublasLtMatmulAlgoGetHeuristic(lib.handle, desc, first.layout, second.layout, out.layout,
+                                         out.layout, preference, 1, &result, &returned);
       cublasLtMatmulPreferenceDestroy(preference);
       check(status, "cublasLtMatmulAlgoGetHeuristic");
       TFM_CHECK(returned > 0, "cuda gemm: cuBLASLt has no algorithm for [{}, {}] @ [{}, {}] ({})",
@@ -258,10 +345,9 @@ void gemm(const cpu::GemmArgs& args) {
       algo_cache().emplace(key, algo);
     }
     const float alpha = args.alpha, beta = args.accumulate ? 1.0f : 0.0f;
-    const cublasStatus_t status =
-        cublasLtMatmul(lib.handle, desc, &alpha, b.data, first.layout, a.data, second.layout,
-                       &beta, c.data, out.layout, c.data, out.layout, &algo, lib.workspace,
-                       kWorkspaceBytes, stream());
+    const cublasStatus_t status = cublasLtMatmul(
+        lib.handle, desc, &alpha, b.data, first.layout, a.data, second.layout, &beta, c.data,
+        out.layout, c.data, out.layout, &algo, lib.workspace, kWorkspaceBytes, stream());
     cublasLtMatmulDescDestroy(desc);
     check(status, "cublasLtMatmul");
   }
