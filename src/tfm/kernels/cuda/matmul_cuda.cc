@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
@@ -145,24 +146,6 @@ Layout transposed_layout(const cpu::GemmOperand& x) {
   return l;
 }
 
-struct LayoutHandle {
-  cublasLtMatrixLayout_t layout = nullptr;
-  explicit LayoutHandle(const Layout& l) {
-    TFM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, l.type, l.rows, l.cols, l.ld));
-    if (l.batch > 1) {
-      const int32_t count = l.batch;
-      TFM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                                        &count, sizeof(count)));
-      TFM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout,
-                                                        CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                        &l.batch_stride, sizeof(l.batch_stride)));
-    }
-  }
-  ~LayoutHandle() { cublasLtMatrixLayoutDestroy(layout); }
-  LayoutHandle(const LayoutHandle&) = delete;
-  LayoutHandle& operator=(const LayoutHandle&) = delete;
-};
-
 // The algorithm the heuristic picks, kept per distinct problem (the heuristic costs tens of
 // microseconds, a small product about as much).
 struct ProblemKey {
@@ -190,9 +173,41 @@ std::mutex& cache_mutex() {
   return m;
 }
 
-std::unordered_map<ProblemKey, cublasLtMatmulAlgo_t, ProblemHash>& algo_cache() {
-  static std::unordered_map<ProblemKey, cublasLtMatmulAlgo_t, ProblemHash> cache;
-  return cache;
+// Everything cuBLASLt needs for one distinct problem, made once: the descriptor, the three layouts
+// and the algorithm its heuristic picked. Creating them costs tens of microseconds, about as much
+// as a small product (attention runs ~50 products per layer and step). The bias pointer changes
+// between calls: it is set under the plan's lock just before the product is queued.
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  std::mutex mutex;
+  ~Plan() {
+    if (out) cublasLtMatrixLayoutDestroy(out);
+    if (second) cublasLtMatrixLayoutDestroy(second);
+    if (first) cublasLtMatrixLayoutDestroy(first);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+// Never destroyed: plans may be used until the process ends.
+std::unordered_map<ProblemKey, std::unique_ptr<Plan>, ProblemHash>& plan_cache() {
+  static auto* cache = new std::unordered_map<ProblemKey, std::unique_ptr<Plan>, ProblemHash>();
+  return *cache;
+}
+
+cublasLtMatrixLayout_t make_layout(const Layout& l) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  TFM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, l.type, l.rows, l.cols, l.ld));
+  if (l.batch > 1) {
+    const int32_t count = l.batch;
+    TFM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                      &count, sizeof(count)));
+    TFM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout,
+                                                      CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                      &l.batch_stride, sizeof(l.batch_stride)));
+  }
+  return layout;
 }
 
 }  // namespace
@@ -255,102 +270,104 @@ void gemm(const cpu::GemmArgs& args, bool allow_tf32) {
   const cublasComputeType_t compute =
       f32_operands && allow_tf32 && tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 
-  cublasLtMatmulDesc_t desc = nullptr;
-  TFM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
   const cublasOperation_t op_first = lb.op, op_second = la.op;
-  TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
-                                                  sizeof(op_first)));
-  TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
-                                                  sizeof(op_second)));
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   if (args.bias)
     epilogue = args.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
   else if (args.relu)
     epilogue = CUBLASLT_EPILOGUE_RELU;
-  TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                                                  sizeof(epilogue)));
-  if (args.bias) {
-    const void* bias = args.bias;
-    const cudaDataType_t bias_type = CUDA_R_32F;
-    TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                    sizeof(bias)));
-    TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                                    &bias_type, sizeof(bias_type)));
-  }
   // The library's A is our b, its B our a; C and D are c.
   const uint32_t align_first = alignment_of(b.data), align_second = alignment_of(a.data),
                  align_out = alignment_of(c.data);
   const uint32_t alignments = align_first | align_second << 9 | align_out << 18;
+  const ProblemKey key{{static_cast<int>(op_first),
+                        static_cast<int>(op_second),
+                        lb.rows,
+                        lb.cols,
+                        lb.ld,
+                        lb.batch,
+                        lb.batch_stride,
+                        static_cast<int>(lb.type),
+                        static_cast<int>(la.type),
+                        la.rows,
+                        la.cols,
+                        la.ld,
+                        la.batch,
+                        la.batch_stride,
+                        static_cast<int>(lc.type),
+                        lc.batch,
+                        lc.rows,
+                        lc.cols,
+                        lc.ld,
+                        lc.batch_stride,
+                        static_cast<int>(epilogue),
+                        static_cast<int>(compute),
+                        args.accumulate ? 1 : 0,
+                        alignments}};
+  Plan* plan = nullptr;
   {
-    LayoutHandle first(lb_b), second(la_b), out(lc);
-    const ProblemKey key{{static_cast<int>(op_first),
-                          static_cast<int>(op_second),
-                          lb.rows,
-                          lb.cols,
-                          lb.ld,
-                          lb.batch,
-                          lb.batch_stride,
-                          static_cast<int>(lb.type),
-                          static_cast<int>(la.type),
-                          la.rows,
-                          la.cols,
-                          la.ld,
-                          la.batch,
-                          la.batch_stride,
-                          static_cast<int>(lc.type),
-                          lc.batch,
-                          lc.rows,
-                          lc.cols,
-                          lc.ld,
-                          lc.batch_stride,
-                          static_cast<int>(epilogue),
-                          static_cast<int>(compute),
-                          args.accumulate ? 1 : 0,
-                          alignments}};
-    cublasLtMatmulAlgo_t algo{};
-    bool found = false;
-    {
-      std::lock_guard<std::mutex> lock(cache_mutex());
-      auto it = algo_cache().find(key);
-      if (it != algo_cache().end()) {
-        algo = it->second;
-        found = true;
-      }
-    }
-    if (!found) {
-      cublasLtMatmulPreference_t preference = nullptr;
-      TFM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-      TFM_CUBLAS_CHECK(
-          cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                               &kWorkspaceBytes, sizeof(kWorkspaceBytes)));
-      const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligned[] = {
-          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_first},
-          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_second},
-          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_out},
-          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_out}};
-      for (const auto& [attribute, bytes] : aligned)
-        TFM_CUBLAS_CHECK(
-            cublasLtMatmulPreferenceSetAttribute(preference, attribute, &bytes, sizeof(bytes)));
-      cublasLtMatmulHeuristicResult_t result{};
-      int returned = 0;
-      const cublasStatus_t status =
-          cublasLtMatmulAlgoGetHeuristic(lib.handle, desc, first.layout, second.layout, out.layout,
-                                         out.layout, preference, 1, &result, &returned);
-      cublasLtMatmulPreferenceDestroy(preference);
-      check(status, "cublasLtMatmulAlgoGetHeuristic");
-      TFM_CHECK(returned > 0, "cuda gemm: cuBLASLt has no algorithm for [{}, {}] @ [{}, {}] ({})",
-                m, k, k, n, lc.batch);
-      algo = result.algo;
-      std::lock_guard<std::mutex> lock(cache_mutex());
-      algo_cache().emplace(key, algo);
-    }
-    const float alpha = args.alpha, beta = args.accumulate ? 1.0f : 0.0f;
-    const cublasStatus_t status = cublasLtMatmul(
-        lib.handle, desc, &alpha, b.data, first.layout, a.data, second.layout, &beta, c.data,
-        out.layout, c.data, out.layout, &algo, lib.workspace, kWorkspaceBytes, stream());
-    cublasLtMatmulDescDestroy(desc);
-    check(status, "cublasLtMatmul");
+    std::lock_guard<std::mutex> lock(cache_mutex());
+    auto it = plan_cache().find(key);
+    if (it != plan_cache().end()) plan = it->second.get();
   }
+  if (plan == nullptr) {
+    auto made = std::make_unique<Plan>();
+    TFM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&made->desc, compute, CUDA_R_32F));
+    TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(made->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                    &op_first, sizeof(op_first)));
+    TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(made->desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                    &op_second, sizeof(op_second)));
+    TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(made->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                    &epilogue, sizeof(epilogue)));
+    if (args.bias) {
+      const void* bias = args.bias;
+      const cudaDataType_t bias_type = CUDA_R_32F;
+      TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(made->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                      &bias, sizeof(bias)));
+      TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+          made->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+    }
+    made->first = make_layout(lb_b);
+    made->second = make_layout(la_b);
+    made->out = make_layout(lc);
+    cublasLtMatmulPreference_t preference = nullptr;
+    TFM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+    TFM_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &kWorkspaceBytes, sizeof(kWorkspaceBytes)));
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligned[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_first},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_second},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_out},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_out}};
+    for (const auto& [attribute, bytes] : aligned)
+      TFM_CUBLAS_CHECK(
+          cublasLtMatmulPreferenceSetAttribute(preference, attribute, &bytes, sizeof(bytes)));
+    cublasLtMatmulHeuristicResult_t result{};
+    int returned = 0;
+    const cublasStatus_t status =
+        cublasLtMatmulAlgoGetHeuristic(lib.handle, made->desc, made->first, made->second, made->out,
+                                       made->out, preference, 1, &result, &returned);
+    cublasLtMatmulPreferenceDestroy(preference);
+    check(status, "cublasLtMatmulAlgoGetHeuristic");
+    TFM_CHECK(returned > 0, "cuda gemm: cuBLASLt has no algorithm for [{}, {}] @ [{}, {}] ({})", m,
+              k, k, n, lc.batch);
+    made->algo = result.algo;
+    std::lock_guard<std::mutex> lock(cache_mutex());
+    // Another thread may have made the same plan meanwhile: the first one stays.
+    plan = plan_cache().emplace(key, std::move(made)).first->second.get();
+  }
+  const float alpha = args.alpha, beta = args.accumulate ? 1.0f : 0.0f;
+  std::lock_guard<std::mutex> lock(plan->mutex);
+  if (args.bias) {
+    const void* bias = args.bias;
+    TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                    &bias, sizeof(bias)));
+  }
+  check(cublasLtMatmul(lib.handle, plan->desc, &alpha, b.data, plan->first, a.data, plan->second,
+                       &beta, c.data, plan->out, c.data, plan->out, &plan->algo, lib.workspace,
+                       kWorkspaceBytes, stream()),
+        "cublasLtMatmul");
 }
 
 }  // namespace tfm::cuda
