@@ -1,5 +1,4 @@
 #include "tfm/kernels/cuda/elementwise_cuda.h"
-
 #include "tfm/kernels/cuda/launch.cuh"
 
 namespace tfm::cuda {
@@ -17,27 +16,56 @@ __global__ void write_grad_kernel(float* dst, const float* src, int64_t n, bool 
   }
 }
 
-// Block (32, kRowThreads): threadIdx.x picks one of 32 adjacent columns (a warp reads 128
-// contiguous bytes of a row), threadIdx.y a residue of the rows; the kRowThreads partial sums of a
-// column are then added in a fixed tree order through shared memory.
-constexpr int kRowThreads = 16;
+// Column sums in two stages, deterministic (no float atomics) and spread over the whole device:
+// stage one, block (32, kRowThreads) sums 32 adjacent columns over chunk blockIdx.y of
+// kRowsPerChunk rows into partial[chunk, column] (threadIdx.x picks the column, so a warp reads 128
+// contiguous bytes of a row; threadIdx.y a residue of the rows, the kRowThreads partial sums then
+// added in a fixed tree order through shared memory); stage two adds each column's chunk partials,
+// block (32, kChunkThreads): thread (x, y) sums chunks y, y + kChunkThreads, ... of its column in
+// double, then the block adds the kChunkThreads values in a fixed tree. A [25024, 512] gradient
+// makes 16 x 391 blocks for stage one (the single-stage kernel had 16 blocks, one per 32 columns).
+constexpr int kRowsPerChunk = 64;
+constexpr int kRowThreads = 8;
+constexpr int kChunkThreads = 32;
 
-__global__ void sum_rows_kernel(const float* src, int64_t rows, int64_t cols, float* dst,
-                                bool accumulate) {
-  __shared__ float partial[kRowThreads][33];
+int64_t chunks_for(int64_t rows) {
+  return (rows + kRowsPerChunk - 1) / kRowsPerChunk;
+}
+
+__global__ void sum_rows_partials_kernel(const float* src, int64_t rows, int64_t cols,
+                                         float* partial) {
+  __shared__ float sums[kRowThreads][33];
   const int64_t j = blockIdx.x * int64_t{32} + threadIdx.x;
+  const int64_t c = blockIdx.y;
+  const int64_t begin = c * kRowsPerChunk;
+  const int64_t end = begin + kRowsPerChunk < rows ? begin + kRowsPerChunk : rows;
   float s = 0.0f;
   if (j < cols)
-    for (int64_t r = threadIdx.y; r < rows; r += kRowThreads) s += src[r * cols + j];
-  partial[threadIdx.y][threadIdx.x] = s;
+    for (int64_t r = begin + threadIdx.y; r < end; r += kRowThreads) s += src[r * cols + j];
+  sums[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
   for (int half = kRowThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.y < half)
-      partial[threadIdx.y][threadIdx.x] += partial[threadIdx.y + half][threadIdx.x];
+    if (threadIdx.y < half) sums[threadIdx.y][threadIdx.x] += sums[threadIdx.y + half][threadIdx.x];
+    __syncthreads();
+  }
+  if (threadIdx.y == 0 && j < cols) partial[c * cols + j] = sums[0][threadIdx.x];
+}
+
+__global__ void sum_rows_totals_kernel(const float* partial, int64_t chunks, int64_t cols,
+                                       float* dst, bool accumulate) {
+  __shared__ double sums[kChunkThreads][33];
+  const int64_t j = blockIdx.x * int64_t{32} + threadIdx.x;
+  double s = 0;
+  if (j < cols)
+    for (int64_t c = threadIdx.y; c < chunks; c += kChunkThreads) s += partial[c * cols + j];
+  sums[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  for (int half = kChunkThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.y < half) sums[threadIdx.y][threadIdx.x] += sums[threadIdx.y + half][threadIdx.x];
     __syncthreads();
   }
   if (threadIdx.y == 0 && j < cols) {
-    const float total = partial[0][threadIdx.x];
+    const float total = static_cast<float>(sums[0][threadIdx.x]);
     dst[j] = accumulate ? dst[j] + total : total;
   }
 }
@@ -72,11 +100,23 @@ void write_grad(float* dst, const float* src, int64_t n, bool accumulate, float 
   TFM_CUDA_LAUNCHED(write_grad_kernel);
 }
 
-void sum_rows(const float* src, int64_t rows, int64_t cols, float* dst, bool accumulate) {
+int64_t sum_rows_workspace(int64_t rows, int64_t cols) {
+  return chunks_for(rows) * cols;
+}
+
+void sum_rows(const float* src, int64_t rows, int64_t cols, float* dst, bool accumulate,
+              float* workspace) {
   if (cols <= 0) return;
-  const unsigned blocks = static_cast<unsigned>((cols + 31) / 32);
-  sum_rows_kernel<<<blocks, dim3(32, kRowThreads), 0, stream()>>>(src, rows, cols, dst, accumulate);
-  TFM_CUDA_LAUNCHED(sum_rows_kernel);
+  const unsigned column_blocks = static_cast<unsigned>((cols + 31) / 32);
+  const int64_t chunks = chunks_for(rows);
+  if (chunks > 0) {
+    sum_rows_partials_kernel<<<dim3(column_blocks, static_cast<unsigned>(chunks)),
+                               dim3(32, kRowThreads), 0, stream()>>>(src, rows, cols, workspace);
+    TFM_CUDA_LAUNCHED(sum_rows_partials_kernel);
+  }
+  sum_rows_totals_kernel<<<column_blocks, dim3(32, kChunkThreads), 0, stream()>>>(
+      workspace, chunks, cols, dst, accumulate);
+  TFM_CUDA_LAUNCHED(sum_rows_totals_kernel);
 }
 
 void add(const float* a, const float* b, float* out, int64_t n) {
