@@ -131,8 +131,10 @@ TEST(CudaOpsBasic, WriteGradAndSumRowsKernels) {
       Tensor gpu_sum = cpu_sum.to(Device::cuda);
       const Tensor gpu_m = m.to(Device::cuda);
       cpu::sum_rows(m.data<float>(), rows, cols, cpu_sum.data<float>(), accumulate);
+      const int64_t floats = cuda::sum_rows_workspace(rows, cols);
+      Tensor workspace = Tensor::empty({floats > 0 ? floats : 1}, DType::f32, Device::cuda);
       cuda::sum_rows(gpu_m.device_data<float>(), rows, cols, gpu_sum.device_data<float>(),
-                     accumulate);
+                     accumulate, workspace.device_data<float>());
       if (rows == 0 && !accumulate) {
         EXPECT_EQ(gpu_sum.to(Device::cpu).to_floats(), std::vector<float>(cols, 0.0f));
       } else {

@@ -176,6 +176,17 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
 
 namespace {
 
+#ifdef TFM_HAVE_CUDA
+// db (+)= the column sums of g [rows, cols] on the GPU, with the scratch of the kernel's two
+// stages, kept alive until the kernels are queued.
+void cuda_bias_grad(const Tensor& g, int64_t rows, int64_t cols, Tensor& db, bool accumulate) {
+  const int64_t floats = cuda::sum_rows_workspace(rows, cols);
+  Tensor workspace = floats > 0 ? Tensor::empty({floats}, DType::f32, g.device()) : Tensor();
+  cuda::sum_rows(g.device_data<float>(), rows, cols, db.device_data<float>(), accumulate,
+                 floats > 0 ? workspace.device_data<float>() : nullptr);
+}
+#endif
+
 // linear and linear_relu: y = x W^T + b, and y = max(0, x W^T + b) when `relu`.
 Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
                       const ProductOptions& product, bool relu) {
@@ -290,8 +301,7 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
       TFM_DISPATCH_CUDA("linear", device,
                         cpu::sum_rows(g.data<float>(), rows, out_features, db.tensor.data<float>(),
                                       db.accumulate),
-                        cuda::sum_rows(g.device_data<float>(), rows, out_features,
-                                       db.tensor.device_data<float>(), db.accumulate));
+                        cuda_bias_grad(g, rows, out_features, db.tensor, db.accumulate));
     }
   });
   return out;

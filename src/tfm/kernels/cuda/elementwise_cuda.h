@@ -9,9 +9,13 @@ namespace tfm::cuda {
 // dst = scale * src when !accumulate, dst += scale * src afterwards.
 void write_grad(float* dst, const float* src, int64_t n, bool accumulate, float scale = 1.0f);
 
-// dst[j] (+)= sum over r of src[r, j] for src [rows, cols] (a bias's gradient). Each column is
-// summed by one block in a fixed order: the result is the same from run to run.
-void sum_rows(const float* src, int64_t rows, int64_t cols, float* dst, bool accumulate);
+// dst[j] (+)= sum over r of src[r, j] for src [rows, cols] (a bias's gradient). The columns are
+// summed in two stages, per chunk of rows into `workspace` (device memory of
+// sum_rows_workspace(rows, cols) floats that the caller allocates; null when that is 0), then over
+// the chunks, in a fixed order: the result is the same from run to run.
+int64_t sum_rows_workspace(int64_t rows, int64_t cols);
+void sum_rows(const float* src, int64_t rows, int64_t cols, float* dst, bool accumulate,
+              float* workspace);
 
 void add(const float* a, const float* b, float* out, int64_t n);
 
