@@ -45,32 +45,19 @@ GemmOperand flat_rows(const Tensor& t, int64_t rows, int64_t cols) {
   return GemmOperand::dense(t.device_raw(), t.dtype(), {rows, cols});
 }
 
-// A product on the device whose memory the operands point into: oneDNN or cuBLASLt. round_to_bf16:
-// f32 operands that the (GPU) product rounds to bf16 itself (see bf16_in_product).
-void gemm_on(const char* op, Device device, const GemmArgs& args, bool round_to_bf16 = false) {
-  TFM_DISPATCH_CUDA(op, device, cpu::gemm(args), cuda::gemm(args, true, round_to_bf16));
+// A product on the device whose memory the operands point into: oneDNN or cuBLASLt.
+void gemm_on(const char* op, Device device, const GemmArgs& args) {
+  TFM_DISPATCH_CUDA(op, device, cpu::gemm(args), cuda::gemm(args));
 }
 
 void run_gemm(Device device, const GemmOperand& a, const GemmOperand& b, const GemmOperand& c,
-              bool accumulate, bool round_to_bf16 = false) {
+              bool accumulate) {
   GemmArgs args;
   args.a = a;
   args.b = b;
   args.c = c;
   args.accumulate = accumulate;
-  gemm_on("matmul", device, args, round_to_bf16);
-}
-
-// Whether a bf16 product on `device` takes its f32 operands as they are and rounds them inside the
-// product (a GPU, unless TFM_CUDA_BF16_OPERANDS=copies), rather than multiplying bf16 copies that
-// a conversion made first (the CPU; oneDNN needs bf16 operands). The same rounding either way.
-bool bf16_in_product(Device device) {
-#ifdef TFM_HAVE_CUDA
-  return device != Device::cpu && cuda::bf16_rounded_in_product();
-#else
-  (void)device;
-  return false;
-#endif
+  gemm_on("matmul", device, args);
 }
 
 // Shapes of a matmul, after its checks. Leading dimensions are flattened into `batch`.
@@ -261,8 +248,7 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
   // y = x W^T + b: W^T is a view of W with swapped strides. For bf16 products both operands are
   // rounded to bf16 (the weight once per call: its copy is what the backward multiplies with) and
   // the product accumulates in f32.
-  const bool in_product = product.dtype == DType::bf16 && bf16_in_product(device);
-  const bool bf16_product = product.dtype == DType::bf16 && !in_product;  // bf16 copies
+  const bool bf16_product = product.dtype == DType::bf16;
   Tensor x_op = bf16_product ? to_bf16(x) : x;
   Tensor w_op = bf16_product ? to_bf16(weight) : weight;
   GemmArgs args;
@@ -271,13 +257,13 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
   args.c = flat_rows(out, rows, out_features);
   args.bias = bias.defined() ? bias.device_data<float>() : nullptr;
   args.relu = relu;
-  gemm_on(op, device, args, in_product);
+  gemm_on(op, device, args);
   if (!needs_grad({&x, &weight, &bias})) return out;
 
   // The closure's copy of `out` must share its autograd record, which this creates. It keeps the
   // operands as the product saw them (bf16 for bf16 products: half the memory of the f32 input).
   out.set_requires_grad(true);
-  record_backward(out, [x, weight, bias, out, x_op, w_op, bf16_product, in_product, relu, rows, in,
+  record_backward(out, [x, weight, bias, out, x_op, w_op, bf16_product, relu, rows, in,
                         out_features, device]() {
     Tensor g = out.grad();
     if (!g.defined()) return;
@@ -299,14 +285,14 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
       // dx = g W  ([rows, out] @ [out, in]).
       GradTarget dx = grad_target(x);
       run_gemm(device, g_rows, flat_rows(w_op, out_features, in), flat_rows(dx.tensor, rows, in),
-               dx.accumulate, in_product);
+               dx.accumulate);
     }
     if (weight.requires_grad()) {
       // dW = g^T x, summed over every leading dimension of x  ([out, rows] @ [rows,
       // in]).
       GradTarget dw = grad_target(weight);
       run_gemm(device, g_rows.transposed(), flat_rows(x_op, rows, in),
-               flat_rows(dw.tensor, out_features, in), dw.accumulate, in_product);
+               flat_rows(dw.tensor, out_features, in), dw.accumulate);
     }
     if (bias.defined() && bias.requires_grad()) {
       // db = sum over rows of g. Threads own blocks of columns, so no two write one

@@ -10,10 +10,8 @@
 #include <fmt/format.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -26,7 +24,6 @@ namespace tfm::cuda {
 
 namespace {
 
-constexpr bool kBf16InProductByDefault = false;
 constexpr size_t kWorkspaceBytes = 32u << 20;  // cuBLASLt's recommended size for Hopper
 
 std::atomic<bool> g_tf32{false};
@@ -222,19 +219,7 @@ bool tf32() {
   return g_tf32;
 }
 
-bool bf16_rounded_in_product() {
-  static const bool in_product = [] {
-    const char* mode = std::getenv("TFM_CUDA_BF16_OPERANDS");
-    if (mode == nullptr || *mode == '\0') return kBf16InProductByDefault;
-    const std::string value(mode);
-    TFM_CHECK(value == "in-product" || value == "copies",
-              "TFM_CUDA_BF16_OPERANDS must be in-product or copies, got '{}'", value);
-    return value == "in-product";
-  }();
-  return in_product;
-}
-
-void gemm(const cpu::GemmArgs& args, bool allow_tf32, bool round_to_bf16) {
+void gemm(const cpu::GemmArgs& args, bool allow_tf32) {
   const cpu::GemmOperand &a = args.a, &b = args.b, &c = args.c;
   TFM_CHECK(a.rank == b.rank && a.rank == c.rank, "cuda gemm: operand ranks differ");
   const int64_t m = a.rows(), k = a.cols(), n = b.cols();
@@ -256,7 +241,7 @@ void gemm(const cpu::GemmArgs& args, bool allow_tf32, bool round_to_bf16) {
       slice.a = second_batch_slice(a, i);
       slice.b = second_batch_slice(b, i);
       slice.c = second_batch_slice(c, i);
-      gemm(slice, allow_tf32, round_to_bf16);
+      gemm(slice, allow_tf32);
     }
     return;
   }
@@ -282,11 +267,8 @@ void gemm(const cpu::GemmArgs& args, bool allow_tf32, bool round_to_bf16) {
   }
   Library& lib = library();
   const bool f32_operands = a.dtype == DType::f32;
-  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  if (f32_operands && round_to_bf16)
-    compute = CUBLAS_COMPUTE_32F_FAST_16BF;
-  else if (f32_operands && allow_tf32 && tf32())
-    compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  const cublasComputeType_t compute =
+      f32_operands && allow_tf32 && tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 
   const cublasOperation_t op_first = lb.op, op_second = la.op;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;

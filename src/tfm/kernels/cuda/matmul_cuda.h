@@ -13,15 +13,7 @@ namespace tfm::cuda {
 // Pointers need only the element's alignment. f32 products are exact f32 unless set_tf32(true) and
 // allow_tf32 (false: exact whatever the setting, as attention's products, which the tests compare
 // with the CPU).
-// round_to_bf16: f32 operands are rounded to bf16 by the product itself (cuBLASLt's
-// CUBLAS_COMPUTE_32F_FAST_16BF: bf16 tensor cores, f32 accumulation), instead of by a conversion
-// kernel before it; the same products as bf16 operands, without their copies.
-void gemm(const cpu::GemmArgs& args, bool allow_tf32 = true, bool round_to_bf16 = false);
-
-// Whether bf16 products on a GPU round f32 operands inside the product (true) or convert them to
-// bf16 copies first (false). Read once from TFM_CUDA_BF16_OPERANDS ("in-product" or "copies");
-// the default is the faster on an H100 (docs/CUDA.md).
-bool bf16_rounded_in_product();
+void gemm(const cpu::GemmArgs& args, bool allow_tf32 = true);
 
 // Whether f32 products may round their operands to tf32 on the tensor cores (about 8x faster on
 // Hopper, ~1e-3 relative error). Off by default: results then match the CPU's to f32 rounding.
