@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks that every tracked C++ file (*.h, *.cc) is formatted as the repository's .clang-format
+# Checks that every tracked C++ and CUDA file (*.h, *.cc, *.cu, *.cuh) is formatted as the repository's .clang-format
 # says, with clang-format 14 (Debian 12's `clang-format`, which scripts/setup.sh installs): other
 # major versions format some constructs differently, so the check insists on 14 (CLANG_FORMAT
 # names another binary). Lists the files that differ and exits 1; `clang-format -i FILE` fixes one.
@@ -21,7 +21,7 @@ fi
 # One run over every file; a file that differs is named in "FILE:LINE:COL: error: code should be
 # clang-formatted".
 status=0
-output="$(git ls-files -z '*.h' '*.cc' | xargs -0 "$tool" --style=file --dry-run -Werror 2>&1)" || status=$?
+output="$(git ls-files -z '*.h' '*.cc' '*.cu' '*.cuh' | xargs -0 "$tool" --style=file --dry-run -Werror 2>&1)" || status=$?
 mapfile -t bad < <(sed -n 's/^\(.*\):[0-9]*:[0-9]*: error: code should be clang-formatted.*/\1/p' <<<"$output" | sort -u)
 if [ "${#bad[@]}" -gt 0 ]; then
   echo "check_format: ${#bad[@]} file(s) not formatted (clang-format -i FILE):" >&2
@@ -33,4 +33,4 @@ if [ "$status" != 0 ]; then
   echo "$output" | tail -20 >&2
   exit 1
 fi
-echo "check_format: $(git ls-files '*.h' '*.cc' | wc -l) files formatted (clang-format $version)"
+echo "check_format: $(git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | wc -l) files formatted (clang-format $version)"

@@ -77,14 +77,15 @@ __global__ void dropout_kernel(int64_t count, cpu::AttentionDropout drop, const 
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += step)
-    dropped[i] = dropout_keep(drop.seed, static_cast<uint64_t>(i), drop.p) ? probs[i] * scale : 0.0f;
+    dropped[i] =
+        dropout_keep(drop.seed, static_cast<uint64_t>(i), drop.p) ? probs[i] * scale : 0.0f;
 }
 
 // dP_j = dD_j keep_j / (1 - p), then dS_j = alpha P_j (dP_j - sum_{i < n} dP_i P_i) for j < n, 0
 // beyond (derived in kernels/cpu/attention_cpu.cc). The first pass leaves dP in grad.
 __global__ void softmax_backward_kernel(cpu::AttentionDims d, cpu::AttentionMaskSpec mask,
-                                        cpu::AttentionDropout drop, float alpha,
-                                        const float* probs, float* grad) {
+                                        cpu::AttentionDropout drop, float alpha, const float* probs,
+                                        float* grad) {
   const int64_t r = warp_row();
   if (r >= d.batch * d.heads * d.tq) return;
   const int lane = static_cast<int>(threadIdx.x % 32);

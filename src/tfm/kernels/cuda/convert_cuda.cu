@@ -1,5 +1,4 @@
 #include "tfm/kernels/cuda/convert_cuda.h"
-
 #include "tfm/kernels/cuda/launch.cuh"
 
 namespace tfm::cuda {

@@ -1,5 +1,4 @@
 #include "tfm/kernels/cuda/dropout_cuda.h"
-
 #include "tfm/kernels/cuda/dropout_mask.cuh"
 #include "tfm/kernels/cuda/launch.cuh"
 

@@ -1,7 +1,6 @@
-#include "tfm/kernels/cuda/embedding_cuda.h"
-
 #include <cub/device/device_radix_sort.cuh>
 
+#include "tfm/kernels/cuda/embedding_cuda.h"
 #include "tfm/kernels/cuda/launch.cuh"
 
 namespace tfm::cuda {
@@ -64,7 +63,9 @@ int key_bits(int64_t vocab) {
 
 // The workspace: keys in and out, positions in and out (n each), then the sort's own scratch at a
 // 256-byte boundary.
-int64_t sort_offset(int64_t n) { return (4 * n + 63) / 64 * 64; }
+int64_t sort_offset(int64_t n) {
+  return (4 * n + 63) / 64 * 64;
+}
 
 size_t sort_bytes(int64_t n, int64_t vocab) {
   size_t bytes = 0;
@@ -135,8 +136,8 @@ void embedding_backward(const int32_t* ids, int64_t n, const float* g, int64_t v
                                                                       positions_in);
   TFM_CUDA_LAUNCHED(sort_input_kernel);
   TFM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_scratch, bytes, keys_in, keys, positions_in,
-                                                 positions, static_cast<int>(n), 0,
-                                                 key_bits(vocab), stream()));
+                                                 positions, static_cast<int>(n), 0, key_bits(vocab),
+                                                 stream()));
   const int64_t warps = (d + 31) / 32;
   const int threads = static_cast<int>(warps > 16 ? 512 : warps * 32);
   embedding_backward_kernel<<<static_cast<unsigned>(n), threads, 0, stream()>>>(

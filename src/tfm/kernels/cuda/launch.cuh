@@ -25,11 +25,11 @@ inline unsigned grid_for(int64_t n, int threads) {
 
 }  // namespace tfm::cuda
 
-#define TFM_CUDA_CHECK(call)                                             \
-  do {                                                                   \
-    const cudaError_t tfm_cuda_error_ = (call);                          \
-    if (tfm_cuda_error_ != cudaSuccess)                                  \
-      ::tfm::cuda::fail(tfm_cuda_error_, #call, __FILE__, __LINE__);     \
+#define TFM_CUDA_CHECK(call)                                         \
+  do {                                                               \
+    const cudaError_t tfm_cuda_error_ = (call);                      \
+    if (tfm_cuda_error_ != cudaSuccess)                              \
+      ::tfm::cuda::fail(tfm_cuda_error_, #call, __FILE__, __LINE__); \
   } while (false)
 
 // After a kernel launch: a bad configuration (too many threads, too much shared memory) is

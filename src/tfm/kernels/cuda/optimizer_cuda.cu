@@ -1,6 +1,5 @@
-#include "tfm/kernels/cuda/optimizer_cuda.h"
-
 #include "tfm/kernels/cuda/launch.cuh"
+#include "tfm/kernels/cuda/optimizer_cuda.h"
 #include "tfm/kernels/cuda/reduce.cuh"
 
 namespace tfm::cuda {

@@ -1,7 +1,6 @@
-#include "tfm/kernels/cuda/softmax_cuda.h"
-
 #include "tfm/kernels/cuda/launch.cuh"
 #include "tfm/kernels/cuda/reduce.cuh"
+#include "tfm/kernels/cuda/softmax_cuda.h"
 
 namespace tfm::cuda {
 
