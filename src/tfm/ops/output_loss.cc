@@ -99,7 +99,7 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
   // forward); the kernels read the device's copy.
   const Tensor host_targets = targets.to(Device::cpu);
   const int32_t* y = host_targets.data<int32_t>();
-  const int32_t* device_y = targets.device_data<int32_t>();
+  [[maybe_unused]] const int32_t* device_y = targets.device_data<int32_t>();  // CUDA only
   int64_t tokens = 0;
   for (int64_t r = 0; r < rows; ++r) {
     TFM_CHECK(y[r] == ignore_index || (y[r] >= 0 && y[r] < vocab),
