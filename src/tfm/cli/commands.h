@@ -15,5 +15,6 @@ void register_average(CLI::App& app);
 void register_train(CLI::App& app);
 void register_translate(CLI::App& app);
 void register_bleu(CLI::App& app);
+void register_evalb(CLI::App& app);
 
 }  // namespace tfm::cli
