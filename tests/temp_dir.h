@@ -55,4 +55,15 @@ void expect_error(Call&& call, std::initializer_list<std::string> parts) {
   }
 }
 
+// The message of the tfm::Error that `call` throws ("" when it throws none).
+template <typename Call>
+std::string error_of(Call&& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace tfm::testing

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data_test_util.h"
+#include "ptb_sample.h"
 #include "temp_dir.h"
 #include "tfm/core/error.h"
 #include "tfm/data/trees.h"
@@ -20,31 +21,13 @@ namespace tfm {
 namespace {
 
 using data::Tree;
+using testing::error_of;
+using testing::ptb_sample_dir;
 
 std::vector<Tree> trees(const std::vector<std::string>& lines) {
   std::vector<Tree> out;
   for (const std::string& line : lines) out.push_back(data::parse_tree(line));
   return out;
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::filesystem::path ptb_sample_dir() {
-  std::vector<std::filesystem::path> candidates;
-  if (const char* env = std::getenv("TFM_DATA_DIR"); env && *env)
-    candidates.emplace_back(std::filesystem::path(env) / "ptb-sample");
-  candidates.emplace_back(std::filesystem::path(TFM_SOURCE_DIR) / "../shared/data/ptb-sample");
-  for (const auto& dir : candidates)
-    if (std::filesystem::exists(dir / "wsj_sample.trees.gz")) return dir;
-  return {};
 }
 
 // Words after COLLINS.prm's deletion: The cat sat on the mat (the '.' goes: 6 words, length 7).

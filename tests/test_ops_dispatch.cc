@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 
+#include "temp_dir.h"
 #include "tfm/core/allocator.h"
 #include "tfm/ops/device.h"
 #include "tfm/ops/dispatch.h"
@@ -15,6 +16,8 @@
 
 namespace tfm {
 namespace {
+
+using testing::error_of;
 
 #ifdef TFM_HAVE_CUDA
 constexpr bool kBuiltWithCuda = true;
@@ -38,17 +41,6 @@ Tensor random_tensor(const Shape& shape, unsigned seed) {
   std::vector<float> v(static_cast<size_t>(shape.numel()));
   for (float& x : v) x = u(rng);
   return Tensor::from_floats(shape, v);
-}
-
-// The message of the tfm::Error that `f` throws ("" when it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 class FakeCuda : public ::testing::Test {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ptb_sample.h"
 #include "temp_dir.h"
 #include "tfm/core/error.h"
 #include "tfm/data/trees.h"
@@ -17,28 +18,8 @@ namespace {
 
 using data::parse_tree;
 using data::Tree;
-
-// The message of the tfm::Error that `f` throws ("" when it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-// $TFM_DATA_DIR/ptb-sample, else ../shared/data/ptb-sample beside the source tree; "" when absent.
-std::filesystem::path ptb_sample_dir() {
-  std::vector<std::filesystem::path> candidates;
-  if (const char* env = std::getenv("TFM_DATA_DIR"); env && *env)
-    candidates.emplace_back(std::filesystem::path(env) / "ptb-sample");
-  candidates.emplace_back(std::filesystem::path(TFM_SOURCE_DIR) / "../shared/data/ptb-sample");
-  for (const auto& dir : candidates)
-    if (std::filesystem::exists(dir / "wsj_sample.trees.gz")) return dir;
-  return {};
-}
+using testing::error_of;
+using testing::ptb_sample_dir;
 
 TEST(Trees, ReadsAndWritesOneLine) {
   const Tree tree = parse_tree("(TOP (S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .)))");
