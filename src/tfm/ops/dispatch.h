@@ -4,12 +4,15 @@
 //
 //   const Device device = detail::op_device("add", a, b);
 //   Tensor out = Tensor::empty(a.shape(), DType::f32, device);
-//   TFM_DISPATCH("add", device, cpu::add(a.data<float>(), b.data<float>(), out.data<float>(), n));
+//   TFM_DISPATCH_CUDA("add", device,
+//                     cpu::add(a.data<float>(), b.data<float>(), out.data<float>(), n),
+//                     cuda::add(a.device_data<float>(), b.device_data<float>(),
+//                               out.device_data<float>(), n));
 //
-// TFM_DISPATCH has a CPU body only: on any other device it fails with a one-line error naming the
-// op. An op with a CUDA kernel (issue 20) switches to TFM_DISPATCH_CUDA, whose CUDA body is
-// compiled only in a build with the CUDA backend (TFM_HAVE_CUDA) and passes device_data<T>()
-// pointers. The dispatch is one comparison per op call: no table, no virtual call.
+// TFM_DISPATCH_CUDA's CUDA body is compiled only in a build with the CUDA backend (TFM_HAVE_CUDA)
+// and runs only once ops::use_device made the GPU ready; without the backend the macro is
+// TFM_DISPATCH, which has a CPU body only and fails with a one-line error naming the op on any
+// other device. The dispatch is one comparison per op call: no table, no virtual call.
 #pragma once
 
 #include <string>

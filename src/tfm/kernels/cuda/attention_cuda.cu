@@ -220,6 +220,23 @@ void launch_forward(const cpu::AttentionDims& dims, const Mask& mask, const floa
   TFM_CUDA_LAUNCHED(forward_kernel);
 }
 
+// The cache's buffers read as T (float, or uint16_t holding bf16), one query per warp.
+template <typename T>
+void launch_cached(const cpu::AttentionDims& dims, const cpu::AttentionMaskSpec& mask,
+                   const float* q, const cpu::CachedKeyValues& kv, int64_t kv_rows, float* probs,
+                   float* out, int warps) {
+  const KeyValues<T> cache{static_cast<const T*>(kv.k),
+                           static_cast<const T*>(kv.v),
+                           kv.k_batch_stride,
+                           kv.v_batch_stride,
+                           dims.heads * dims.dk,
+                           dims.heads * dims.dv,
+                           kv.slots,
+                           kv.slots_stride,
+                           kv_rows};
+  launch_forward<1, T>(dims, device_mask(mask), q, cache, probs, out, warps);
+}
+
 }  // namespace
 
 void attention_forward_cached(const cpu::AttentionDims& dims, const cpu::AttentionMaskSpec& mask,
@@ -228,27 +245,9 @@ void attention_forward_cached(const cpu::AttentionDims& dims, const cpu::Attenti
   // Few queries per step: one query per warp, up to four warps.
   const int warps = static_cast<int>(dims.tq < 4 ? dims.tq : 4);
   if (kv.dtype == DType::bf16) {
-    const KeyValues<uint16_t> cache{static_cast<const uint16_t*>(kv.k),
-                                    static_cast<const uint16_t*>(kv.v),
-                                    kv.k_batch_stride,
-                                    kv.v_batch_stride,
-                                    dims.heads * dims.dk,
-                                    dims.heads * dims.dv,
-                                    kv.slots,
-                                    kv.slots_stride,
-                                    kv_rows};
-    launch_forward<1, uint16_t>(dims, device_mask(mask), q, cache, probs, out, warps);
+    launch_cached<uint16_t>(dims, mask, q, kv, kv_rows, probs, out, warps);
   } else {
-    const KeyValues<float> cache{static_cast<const float*>(kv.k),
-                                 static_cast<const float*>(kv.v),
-                                 kv.k_batch_stride,
-                                 kv.v_batch_stride,
-                                 dims.heads * dims.dk,
-                                 dims.heads * dims.dv,
-                                 kv.slots,
-                                 kv.slots_stride,
-                                 kv_rows};
-    launch_forward<1, float>(dims, device_mask(mask), q, cache, probs, out, warps);
+    launch_cached<float>(dims, mask, q, kv, kv_rows, probs, out, warps);
   }
 }
 
