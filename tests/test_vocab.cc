@@ -104,8 +104,8 @@ TEST(Vocabulary, TrainingErrors) {
   options.vocab_size = 5000;  // far more than 50 sentences allow
   expect_error([&] { data::train_vocabulary(options); }, {"Vocabulary size too high"});
   options.vocab_size = 60;
-  options.model_type = "word";
-  expect_error([&] { data::train_vocabulary(options); }, {"'bpe' or 'unigram'", "word"});
+  options.model_type = "char";
+  expect_error([&] { data::train_vocabulary(options); }, {"'bpe', 'unigram' or 'word'", "char"});
   options.model_type = "bpe";
   options.inputs = {dir / "en.txt", dir / "missing.txt"};
   expect_error([&] { data::train_vocabulary(options); }, {"missing.txt", "does not exist"});

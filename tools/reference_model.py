@@ -42,6 +42,7 @@ BASE_CONFIG = {
     "unk_id": 1,
     "bos_id": 2,
     "eos_id": 3,
+    "task": "translation",
 }
 
 # Table 3 of the paper; unlisted values are the base model's.

@@ -17,7 +17,7 @@ TrainingResult train(const TrainingOptions& options) {
   if (!options.device.empty()) apply_override(recipe, "training.device=" + options.device);
   TrainRunOptions run;
   run.resume = options.resume;
-  run.bleu = eval::greedy_validation_bleu;
+  run.bleu = eval::greedy_validation_score;
   // Started by mpirun or srun as one of several ranks: a data-parallel job (docs/DISTRIBUTED.md).
   run.communicator = &dist::world();
   const TrainSummary summary = run_training(recipe, run);

@@ -11,6 +11,8 @@ void register_commands(CLI::App& app) {
   register_translate(app);
   register_bleu(app);
   register_evalb(app);
+  register_linearise(app);
+  register_parse(app);
 }
 
 }  // namespace tfm::cli

@@ -16,5 +16,7 @@ void register_train(CLI::App& app);
 void register_translate(CLI::App& app);
 void register_bleu(CLI::App& app);
 void register_evalb(CLI::App& app);
+void register_linearise(CLI::App& app);
+void register_parse(CLI::App& app);
 
 }  // namespace tfm::cli

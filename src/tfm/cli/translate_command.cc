@@ -101,6 +101,9 @@ void run_translate(TranslateCommandOptions options) {
   const std::shared_ptr<const decode::InferenceModel> model =
       decode::load_inference_model(dir, inference);
   const ModelConfig& config = model->config();
+  TFM_CHECK(config.task == "translation",
+            "{}: a {} model (config.json task \"{}\"); use tfm parse for it", dir.string(),
+            config.task, config.task);
   const std::filesystem::path vocab_path = dir / kVocabFileName;
   TFM_CHECK(std::filesystem::exists(vocab_path),
             "{}: missing; a model directory needs its SentencePiece vocabulary to translate text",

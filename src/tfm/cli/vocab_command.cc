@@ -51,8 +51,9 @@ void register_vocab(CLI::App& app) {
   cmd->add_option("-o,--out", options->output_prefix,
                   "Output prefix: writes <prefix>.model and <prefix>.vocab")
       ->required();
-  cmd->add_option("--type", t.model_type, "Model type: bpe (the paper's) or unigram")
-      ->check(CLI::IsMember({"bpe", "unigram"}))
+  cmd->add_option("--type", t.model_type,
+                  "Model type: bpe (the paper's), unigram, or word (whole words, at most --size)")
+      ->check(CLI::IsMember({"bpe", "unigram", "word"}))
       ->default_str("bpe");
   cmd->add_option("--size", t.vocab_size,
                   "Vocabulary size, special symbols included (the paper: 37000 for English-German)")

@@ -86,8 +86,8 @@ class FileSentenceIterator : public sentencepiece::SentenceIterator {
 void check_options(const VocabTrainOptions& o) {
   TFM_CHECK(!o.inputs.empty(), "vocabulary training needs at least one input file");
   TFM_CHECK(!o.output_prefix.empty(), "vocabulary training needs an output prefix");
-  TFM_CHECK(o.model_type == "bpe" || o.model_type == "unigram",
-            "vocabulary type must be 'bpe' or 'unigram', got '{}'", o.model_type);
+  TFM_CHECK(o.model_type == "bpe" || o.model_type == "unigram" || o.model_type == "word",
+            "vocabulary type must be 'bpe', 'unigram' or 'word', got '{}'", o.model_type);
   TFM_CHECK(o.vocab_size > 4, "vocabulary size must be above 4 (the special symbols), got {}",
             o.vocab_size);
   TFM_CHECK(o.character_coverage > 0 && o.character_coverage <= 1,
@@ -134,6 +134,8 @@ VocabTrainReport train_vocabulary(const VocabTrainOptions& options,
       // 0 = INFO, 2 = ERROR: SentencePiece logs every step of training at INFO.
       {"minloglevel", options.verbose ? "0" : "2"},
   };
+  // A word vocabulary holds at most vocab_size words: fewer when the text has fewer.
+  if (options.model_type == "word") spec["hard_vocab_limit"] = "false";
   if (options.input_sentence_size > 0) {
     spec["input_sentence_size"] = std::to_string(options.input_sentence_size);
     spec["shuffle_input_sentence"] = "true";

@@ -82,6 +82,7 @@ class Translator {
       const std::vector<std::vector<int32_t>>& sources) const;
 
   const InferenceModel& model() const { return *model_; }
+  const std::shared_ptr<const InferenceModel>& shared_model() const { return model_; }
   const TranslateOptions& options() const { return options_; }
   int threads() const { return threads_; }
 

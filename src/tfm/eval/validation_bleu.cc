@@ -1,8 +1,13 @@
 #include "tfm/eval/validation_bleu.h"
 
+#include <cmath>
+
+#include "tfm/data/tree_sequences.h"
 #include "tfm/data/vocab.h"
+#include "tfm/decode/parse.h"
 #include "tfm/decode/translate.h"
 #include "tfm/eval/bleu.h"
+#include "tfm/eval/evalb.h"
 #include "tfm/nn/transformer.h"
 
 namespace tfm::eval {
@@ -26,6 +31,40 @@ double greedy_validation_bleu(const nn::Transformer& model, const data::Vocabula
   for (const auto& nbest : results)
     hypotheses.push_back(nbest.empty() ? std::string() : vocab.decode(nbest.front().tokens));
   return corpus_bleu(hypotheses, {references}).score;
+}
+
+double greedy_validation_f1(const nn::Transformer& model, const data::Vocabulary& vocab,
+                            const std::vector<std::string>& sources,
+                            const std::vector<std::string>& references) {
+  decode::TranslateOptions options = decode::paper_parse_options();
+  options.beam_size = 1;
+  options.batch_size = 64;
+  const auto longest = static_cast<size_t>(decode::max_input_length(options, model.config()));
+  std::vector<decode::ParseInput> inputs;
+  std::vector<data::Tree> gold;
+  for (size_t i = 0; i < sources.size() && i < references.size(); ++i) {
+    decode::ParseInput input;
+    input.words = data::split_words(sources[i]);
+    // Sentences too long for the model are left out: a validation score should not end a run.
+    if (input.words.empty() || vocab.encode(sources[i]).size() > longest) continue;
+    gold.push_back(data::repair(references[i], input.words).tree);
+    inputs.push_back(std::move(input));
+  }
+  std::vector<data::Tree> test;
+  for (decode::ParseResult& result : decode::parse(model, options, vocab, inputs, 1))
+    test.push_back(std::move(result.trees.front().tree));
+  EvalbParams params = evalb_params("collins");
+  params.max_error = static_cast<int>(gold.size()) + 1;
+  const double f1 = evalb(gold, test, params).all.f1();
+  return std::isfinite(f1) ? f1 : 0.0;
+}
+
+double greedy_validation_score(const nn::Transformer& model, const data::Vocabulary& vocab,
+                               const std::vector<std::string>& sources,
+                               const std::vector<std::string>& references) {
+  if (model.config().task == "parsing")
+    return greedy_validation_f1(model, vocab, sources, references);
+  return greedy_validation_bleu(model, vocab, sources, references);
 }
 
 }  // namespace tfm::eval

@@ -115,6 +115,7 @@ const KeyTable<ModelConfig, nlohmann::json>& config_table() {
       row("unk_id", &ModelConfig::unk_id, read_token_id),
       row("bos_id", &ModelConfig::bos_id, read_token_id),
       row("eos_id", &ModelConfig::eos_id, read_token_id),
+      row("task", &ModelConfig::task, read_string),
   });
   return table;
 }
@@ -200,6 +201,8 @@ void validate(const ModelConfig& c) {
             c.d_model);
   TFM_CHECK(c.norm == "post" || c.norm == "pre",
             "configuration key 'norm' must be \"post\" or \"pre\", got \"{}\"", c.norm);
+  TFM_CHECK(c.task == "translation" || c.task == "parsing",
+            "configuration key 'task' must be \"translation\" or \"parsing\", got \"{}\"", c.task);
   TFM_CHECK(std::isfinite(c.layer_norm_eps) && c.layer_norm_eps > 0.0,
             "configuration key 'layer_norm_eps' must be positive, got {}", c.layer_norm_eps);
   const std::array<std::pair<std::string_view, int32_t>, 4> ids = {

@@ -34,6 +34,9 @@ struct ModelConfig {
   int32_t unk_id = 1;
   int32_t bos_id = 2;
   int32_t eos_id = 3;
+  // What the model's outputs are: "translation" (text), or "parsing" (linearised trees,
+  // data/tree_sequences.h: `tfm parse` reads these models, `tfm translate` refuses them).
+  std::string task = "translation";
 
   bool learned_positions() const { return positional == "learned"; }
   bool pre_norm() const { return norm == "pre"; }

@@ -353,8 +353,8 @@ void validate(const TrainRecipe& r) {
             "data.train_source and data.train_target are required");
   TFM_CHECK(r.valid_source.empty() == r.valid_target.empty(),
             "give both data.valid_source and data.valid_target, or neither");
-  TFM_CHECK(r.vocab_type == "bpe" || r.vocab_type == "unigram",
-            "data.vocab_type must be bpe or unigram, got '{}'", r.vocab_type);
+  TFM_CHECK(r.vocab_type == "bpe" || r.vocab_type == "unigram" || r.vocab_type == "word",
+            "data.vocab_type must be bpe, unigram or word, got '{}'", r.vocab_type);
   TFM_CHECK(r.vocab_size >= 8, "data.vocab_size must be at least 8, got {}", r.vocab_size);
   TFM_CHECK(r.max_length >= 2, "data.max_length must be at least 2, got {}", r.max_length);
   TFM_CHECK(r.max_tokens >= 2 * r.max_length,

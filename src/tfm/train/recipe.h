@@ -25,7 +25,7 @@ struct TrainRecipe {
   std::string valid_source, valid_target;  // optional
   std::string vocab;                       // a SentencePiece .model; empty: learned into the run
   int64_t vocab_size = 8000;
-  std::string vocab_type = "bpe";  // or "unigram"
+  std::string vocab_type = "bpe";  // or "unigram", or "word" (at most vocab_size whole words)
   int64_t max_length = 128;        // subword tokens; longer pairs are skipped and counted
   int64_t max_tokens = 4096;       // batch budget: padded source + padded target tokens
   int64_t accumulate = 1;          // batches per update (imitates larger batches)

@@ -471,10 +471,12 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
     std::string line = fmt::format("valid | step {} | loss {:.4f} | ppl {:.2f}", session.step(),
                                    result.loss, result.perplexity());
     if (recipe.validate_bleu && run_options.bleu) {
-      double bleu = run_options.bleu(session.model(), vocab, valid_sources, valid_references);
-      summary.last_valid_bleu = bleu;
-      record["bleu"] = bleu;
-      line += fmt::format(" | BLEU {:.2f} (greedy)", bleu);
+      // A parsing model's score is bracketing F1 (eval/validation_bleu.h).
+      const bool parsing = session.model().config().task == "parsing";
+      double score = run_options.bleu(session.model(), vocab, valid_sources, valid_references);
+      summary.last_valid_bleu = score;
+      record[parsing ? "f1" : "bleu"] = score;
+      line += fmt::format(" | {} {:.2f} (greedy)", parsing ? "F1" : "BLEU", score);
     }
     write_metrics(record);
     note(line);

@@ -1,0 +1,117 @@
+#include "tfm/decode/parse.h"
+
+#include <optional>
+#include <utility>
+
+#include "tfm/core/error.h"
+#include "tfm/data/tree_sequences.h"
+
+namespace tfm::decode {
+
+TranslateOptions paper_parse_options() {
+  TranslateOptions options;
+  options.beam_size = 21;
+  options.alpha = 0.3;
+  options.max_length_offset = 300;
+  return options;
+}
+
+std::string parse_source(const std::vector<std::string>& words) {
+  std::string text;
+  for (const std::string& word : words) {
+    if (!text.empty()) text += ' ';
+    text += word;
+  }
+  return text;
+}
+
+namespace {
+
+ParseResult choose_trees(const std::vector<Hypothesis>& hypotheses, const data::Vocabulary& vocab,
+                         const ParseInput& input, int64_t n_best, ParseCounts* counts) {
+  ParseResult result;
+  std::vector<size_t> ill_formed;
+  for (size_t rank = 0; rank < hypotheses.size(); ++rank) {
+    const std::string sequence = vocab.decode(hypotheses[rank].tokens);
+    std::optional<data::Tree> tree = data::delinearise(sequence, input.words, input.tags);
+    if (!tree) {
+      ill_formed.push_back(rank);
+      continue;
+    }
+    if (static_cast<int64_t>(result.trees.size()) < n_best)
+      result.trees.push_back({std::move(*tree), hypotheses[rank].score,
+                              static_cast<int64_t>(rank), 0});
+  }
+  if (counts) {
+    ++counts->sentences;
+    if (!ill_formed.empty() && ill_formed.front() == 0) ++counts->best_ill_formed;
+    if (result.trees.empty()) ++counts->repaired;
+  }
+  for (size_t rank : ill_formed) {
+    if (static_cast<int64_t>(result.trees.size()) >= n_best) break;
+    data::Repaired repaired =
+        data::repair(vocab.decode(hypotheses[rank].tokens), input.words, input.tags);
+    result.trees.push_back({std::move(repaired.tree), hypotheses[rank].score,
+                            static_cast<int64_t>(rank), repaired.edits});
+  }
+  // No hypothesis at all (none of finite probability): the words alone under the root.
+  if (result.trees.empty()) {
+    data::Repaired repaired = data::repair("", input.words, input.tags);
+    result.trees.push_back({std::move(repaired.tree), 0.0, 0, repaired.edits});
+  }
+  return result;
+}
+
+}  // namespace
+
+namespace {
+
+// Encodes the inputs with words, searches them with `search` (all finished hypotheses of each),
+// and chooses each sentence's trees.
+template <typename Search>
+std::vector<ParseResult> parse_inputs(const Search& search, const data::Vocabulary& vocab,
+                                      const std::vector<ParseInput>& inputs, int64_t n_best,
+                                      ParseCounts* counts) {
+  TFM_CHECK(n_best >= 1, "parse: n-best {} must be at least 1", n_best);
+  std::vector<std::vector<int32_t>> sources;
+  std::vector<size_t> positions;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TFM_CHECK(inputs[i].tags.empty() || inputs[i].tags.size() == inputs[i].words.size(),
+              "parse: sentence {} has {} words but {} tags", i, inputs[i].words.size(),
+              inputs[i].tags.size());
+    if (inputs[i].words.empty()) continue;
+    sources.push_back(vocab.encode(parse_source(inputs[i].words)));
+    positions.push_back(i);
+  }
+  std::vector<ParseResult> results(inputs.size());
+  if (sources.empty()) return results;
+  const std::vector<std::vector<Hypothesis>> hypotheses = search(sources);
+  for (size_t k = 0; k < positions.size(); ++k)
+    results[positions[k]] = choose_trees(hypotheses[k], vocab, inputs[positions[k]], n_best, counts);
+  return results;
+}
+
+}  // namespace
+
+std::vector<ParseResult> parse(const Translator& translator, const data::Vocabulary& vocab,
+                               const std::vector<ParseInput>& inputs, int64_t n_best,
+                               ParseCounts* counts) {
+  TranslateOptions options = translator.options();
+  options.n_best = options.beam_size;
+  const Translator all_hypotheses(translator.shared_model(), options, translator.threads());
+  return parse_inputs([&](const auto& sources) { return all_hypotheses.translate(sources); },
+                      vocab, inputs, n_best, counts);
+}
+
+std::vector<ParseResult> parse(const nn::Transformer& model, const TranslateOptions& options,
+                               const data::Vocabulary& vocab,
+                               const std::vector<ParseInput>& inputs, int64_t n_best,
+                               ParseCounts* counts, DType precision) {
+  TranslateOptions all = options;
+  all.n_best = all.beam_size;
+  return parse_inputs(
+      [&](const auto& sources) { return translate(model, sources, all, precision); }, vocab,
+      inputs, n_best, counts);
+}
+
+}  // namespace tfm::decode

@@ -1,0 +1,226 @@
+// tfm parse and tfm linearise through the built binary. The parser is a tiny random model (its
+// outputs are rarely trees, so most are repaired): what is checked is what holds for any model,
+// that every output line is a tree over exactly its input line's words, in input order, with empty
+// lines kept; that bad input is a one-line error naming the file and line; and that parsers and
+// translation models are not mixed up.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data_test_util.h"
+#include "test_decode_helpers.h"
+#include "tfm/data/tree_sequences.h"
+#include "tfm/data/trees.h"
+#include "tfm/data/vocab.h"
+#include "tfm/model/model_dir.h"
+#include "tfm/nn/transformer.h"
+
+namespace tfm {
+namespace {
+
+using testing::CommandResult;
+using testing::read_text;
+using testing::run_tfm_command;
+using testing::TempDir;
+using testing::write_text;
+
+std::string quoted(const std::filesystem::path& p) {
+  return fmt::format("'{}'", p.string());
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+const std::vector<std::string> kTrees = {
+    "(TOP (S (NP (DT The) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat)))) (. .)))",
+    "(TOP (S (NP (PRP He)) (VP (VBD left)) (. .)))",
+    "(TOP (NP (NP (DT a) (NN dog)) (, ,) (NP (DT a) (NN mat))))",
+};
+
+// dir/parser: a random tiny model with task "parsing" and a word vocabulary of the words and tree
+// symbols above; dir/translator: the same weights as a translation model.
+struct ParserFixture {
+  TempDir dir;
+  std::filesystem::path parser = dir / "parser", translator = dir / "translator";
+  ParserFixture() {
+    std::string words, sequences, gold;
+    for (const std::string& text : kTrees) {
+      const data::Tree tree = data::parse_tree(text);
+      words += fmt::format("{}\n", fmt::join(data::tree_words(tree), " "));
+      sequences += data::linearise(tree) + "\n";
+    }
+    write_text(dir / "train.words", words);
+    write_text(dir / "train.sequences", sequences);
+    data::VocabTrainOptions options;
+    options.inputs = {dir / "train.words", dir / "train.sequences"};
+    options.output_prefix = dir / "vocab";
+    options.model_type = "word";
+    options.vocab_size = 60;
+    options.num_threads = 1;
+    const data::VocabTrainReport vocab = data::train_vocabulary(options);
+    ModelConfig config = testing::tiny_decoder_config();
+    config.vocab_size = vocab.vocab_size;
+    config.task = "parsing";
+    nn::Transformer transformer(config);
+    transformer.init(5);
+    save_model_dir(parser, config, transformer.named_parameters());
+    std::filesystem::copy_file(vocab.model_path, parser / kVocabFileName);
+    config.task = "translation";
+    save_model_dir(translator, config, transformer.named_parameters());
+    std::filesystem::copy_file(vocab.model_path, translator / kVocabFileName);
+  }
+  CommandResult parse(const std::string& arguments) const {
+    return run_tfm_command(
+        fmt::format("parse -m {} -b 3 --max-length-offset 12 {}", quoted(parser), arguments), dir);
+  }
+};
+
+TEST(CliParse, EveryLineBecomesATreeOverItsWordsInOrderAndEmptyLinesStay) {
+  ParserFixture f;
+  const std::vector<std::string> input = {"The cat sat on the mat .", "", "He left .", "a (dog)",
+                                          "", "mat"};
+  write_text(f.dir / "in.txt", fmt::format("{}\n", fmt::join(input, "\n")));
+  const CommandResult run = f.parse("-i " + quoted(f.dir / "in.txt"));
+  ASSERT_EQ(run.status, 0) << run.err;
+  const std::vector<std::string> output = lines_of(run.out);
+  ASSERT_EQ(output.size(), input.size()) << run.out;
+  for (size_t i = 0; i < input.size(); ++i) {
+    if (input[i].empty()) {
+      EXPECT_EQ(output[i], "") << i;
+      continue;
+    }
+    const data::Tree tree = data::parse_tree(output[i]);
+    EXPECT_EQ(tree.label, "TOP") << output[i];
+    EXPECT_EQ(data::tree_words(tree), data::split_words(input[i])) << output[i];
+  }
+  // Punctuation gets its treebank tag, other words the placeholder.
+  EXPECT_EQ(data::tree_tags(data::parse_tree(output[2])),
+            (std::vector<std::string>{"XX", "XX", "."}));
+  EXPECT_NE(run.err.find("parsed 6 sentences"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("repaired (no tree in the beam): "), std::string::npos) << run.err;
+
+  // The same from standard input, and raw text tokenised first.
+  const CommandResult piped = run_tfm_command(
+      fmt::format("parse -m {} -b 3 --max-length-offset 12 < {}", quoted(f.parser),
+                  quoted(f.dir / "in.txt")),
+      f.dir);
+  EXPECT_EQ(piped.out, run.out);
+  write_text(f.dir / "raw.txt", "He left.\n");
+  const CommandResult raw = f.parse("--input-format raw -i " + quoted(f.dir / "raw.txt"));
+  ASSERT_EQ(raw.status, 0) << raw.err;
+  EXPECT_EQ(data::tree_words(data::parse_tree(lines_of(raw.out).at(0))),
+            (std::vector<std::string>{"He", "left", "."}));
+}
+
+TEST(CliParse, TreesGiveTheirWordsAndTagsAndNBestListsEachTree) {
+  ParserFixture f;
+  write_text(f.dir / "gold.mrg", "( (S (NP-SBJ (PRP He)) (VP (VBD left) (-NONE- *T*))\n (. .)) )\n"
+                                 "\n(TOP (NP (DT a) (NN dog)))\n");
+  const CommandResult run = f.parse("--input-format trees -i " + quoted(f.dir / "gold.mrg"));
+  ASSERT_EQ(run.status, 0) << run.err;
+  const std::vector<std::string> output = lines_of(run.out);
+  ASSERT_EQ(output.size(), 2u) << run.out;
+  EXPECT_EQ(data::tree_tags(data::parse_tree(output[0])),
+            (std::vector<std::string>{"PRP", "VBD", "."}));
+  EXPECT_EQ(data::tree_words(data::parse_tree(output[1])),
+            (std::vector<std::string>{"a", "dog"}));
+
+  const CommandResult n_best =
+      f.parse("--n-best 3 --input-format trees -i " + quoted(f.dir / "gold.mrg"));
+  ASSERT_EQ(n_best.status, 0) << n_best.err;
+  const std::vector<std::string> rows = lines_of(n_best.out);
+  ASSERT_GE(rows.size(), 2u);
+  for (const std::string& row : rows) {
+    // "line ||| tree ||| score ||| repairs"
+    const size_t a = row.find(" ||| "), b = row.find(" ||| ", a + 5), c = row.find(" ||| ", b + 5);
+    ASSERT_NE(c, std::string::npos) << row;
+    const std::string line = row.substr(0, a);
+    EXPECT_TRUE(line == "0" || line == "1") << row;
+    const data::Tree tree = data::parse_tree(row.substr(a + 5, b - a - 5));
+    EXPECT_EQ(data::tree_words(tree).size(), line == "0" ? 3u : 2u) << row;
+  }
+}
+
+TEST(CliParse, BadInputIsAOneLineErrorNamingTheFileAndLine) {
+  ParserFixture f;
+  write_text(f.dir / "bad.trees", "(TOP (NP (DT a) (NN dog)))\n(TOP (NP (DT a) (NN dog))\n");
+  CommandResult run = f.parse("--input-format trees -i " + quoted(f.dir / "bad.trees"));
+  EXPECT_EQ(run.status, 1);
+  EXPECT_TRUE(run.out.empty()) << run.out;
+  EXPECT_NE(run.err.find("bad.trees:2:1: unbalanced brackets"), std::string::npos) << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+
+  write_text(f.dir / "bad.txt", "fine\nnot \xff utf-8\n");
+  run = f.parse("-i " + quoted(f.dir / "bad.txt"));
+  EXPECT_EQ(run.status, 1);
+  EXPECT_NE(run.err.find("bad.txt' line 2 is not valid UTF-8"), std::string::npos) << run.err;
+
+  run = f.parse("-i " + quoted(f.dir / "missing.txt"));
+  EXPECT_EQ(run.status, 1);
+  EXPECT_NE(run.err.find("missing.txt"), std::string::npos) << run.err;
+
+  // A sentence longer than the model accepts (max_positions 64) names its line.
+  std::string long_line;
+  for (int i = 0; i < 70; ++i) long_line += "cat ";
+  write_text(f.dir / "long.txt", "cat\n" + long_line + "\n");
+  run = f.parse("-i " + quoted(f.dir / "long.txt"));
+  EXPECT_EQ(run.status, 1);
+  EXPECT_NE(run.err.find("long.txt: sentence 2: 70 source tokens"), std::string::npos) << run.err;
+
+  run = f.parse("--n-best 4 -i " + quoted(f.dir / "long.txt"));
+  EXPECT_EQ(run.status, 1);
+  EXPECT_NE(run.err.find("--n-best 4 exceeds the beam size 3"), std::string::npos) << run.err;
+}
+
+TEST(CliParse, ParsersAndTranslationModelsAreNotMixedUp) {
+  ParserFixture f;
+  write_text(f.dir / "in.txt", "He left .\n");
+  CommandResult run = run_tfm_command(
+      fmt::format("parse -m {} -i {}", quoted(f.translator), quoted(f.dir / "in.txt")), f.dir);
+  EXPECT_EQ(run.status, 1);
+  EXPECT_NE(run.err.find("a translation model (config.json task \"translation\"); tfm parse needs"),
+            std::string::npos)
+      << run.err;
+  run = run_tfm_command(
+      fmt::format("translate -m {} -i {}", quoted(f.parser), quoted(f.dir / "in.txt")), f.dir);
+  EXPECT_EQ(run.status, 1);
+  EXPECT_NE(run.err.find("a parsing model (config.json task \"parsing\"); use tfm parse"),
+            std::string::npos)
+      << run.err;
+}
+
+TEST(CliLinearise, WritesWordsSequencesAndGoldTreesOfARange) {
+  TempDir dir;
+  std::string text;
+  for (const std::string& tree : kTrees) text += tree + "\n";
+  write_text(dir / "trees.txt", "( (S (NP-SBJ (PRP It)) (VP (VBZ works) (-NONE- *))) )\n" + text);
+  const CommandResult run = run_tfm_command(
+      fmt::format("linearise -i {} --range 1-2 --words {} --sequences {} --trees {}",
+                  quoted(dir / "trees.txt"), quoted(dir / "w"), quoted(dir / "s"),
+                  quoted(dir / "g")),
+      dir);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(read_text(dir / "w"), "It works\nThe cat sat on the mat .\n");
+  EXPECT_EQ(read_text(dir / "s"),
+            "(S (NP XX )NP (VP XX )VP )S\n"
+            "(S (NP XX XX )NP (VP XX (PP XX (NP XX XX )NP )PP )VP XX )S\n");
+  EXPECT_EQ(read_text(dir / "g"), "(TOP (S (NP (PRP It)) (VP (VBZ works))))\n" + kTrees[0] + "\n");
+
+  const CommandResult bad = run_tfm_command(
+      fmt::format("linearise -i {} --range 3-9 --words {} --sequences {}",
+                  quoted(dir / "trees.txt"), quoted(dir / "w"), quoted(dir / "s")),
+      dir);
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("has only 4 trees"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace tfm
