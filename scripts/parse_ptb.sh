@@ -3,9 +3,10 @@
 # file (train wsj_0001-0159, dev 0160-0179, test 0180-0199), linearises the trees, trains
 # configs/ptb-sample-parse.yaml for a time budget, averages the last 5 checkpoints, parses the test
 # split's sentences (beam 21, alpha 0.3, input + 300; the gold tags put back) and scores them with
-# tfm evalb, COLLINS.prm and nk.prm.
+# tfm evalb, COLLINS.prm and nk.prm. With WSJ_DIR set to a full treebank's parsed/mrg/wsj folder
+# (LDC licence), the standard split is used instead: sections 02-21 train, 22 dev, 23 test.
 # Usage: scripts/parse_ptb.sh [minutes of training (default 5; the recipe's full budget is 60)]
-#                             [run dir] [recipe]
+#                             [run dir] [recipe (default configs/ptb-sample-parse.yaml)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes="${1:-5}"
@@ -13,14 +14,25 @@ run="${2:-runs/ptb-sample-parse-${minutes}min}"
 recipe="${3:-configs/ptb-sample-parse.yaml}"
 tfm=build/release/tfm
 [ -x "$tfm" ] || { cmake --preset release -G Ninja >/dev/null && cmake --build --preset release; }
-trees="$(scripts/fetch_ptb_sample.sh)/wsj_sample.trees.gz"
-
 export PARSE_DATA="$run/data"
 mkdir -p "$PARSE_DATA"
-for split in train:1-3396 dev:3397-3669 test:3670-3914; do
-  "$tfm" linearise -i "$trees" --range "${split#*:}" --words "$PARSE_DATA/${split%%:*}.words" \
-    --sequences "$PARSE_DATA/${split%%:*}.sequences" --trees "$PARSE_DATA/${split%%:*}.gold"
-done
+if [ -n "${WSJ_DIR:-}" ]; then
+  [ -d "$WSJ_DIR/02" ] && [ -d "$WSJ_DIR/23" ] \
+    || { echo "parse_ptb.sh: WSJ_DIR=$WSJ_DIR has no section folders 02 .. 23" >&2; exit 1; }
+  for split in train:"$(seq -f %02g 2 21)" dev:22 test:23; do
+    name="${split%%:*}"
+    for section in ${split#*:}; do cat "$WSJ_DIR/$section"/*.mrg; done > "$PARSE_DATA/$name.mrg"
+    "$tfm" linearise -i "$PARSE_DATA/$name.mrg" --words "$PARSE_DATA/$name.words" \
+      --sequences "$PARSE_DATA/$name.sequences" --trees "$PARSE_DATA/$name.gold"
+  done
+else
+  trees="$(scripts/fetch_ptb_sample.sh)/wsj_sample.trees.gz"
+  for split in train:1-3396 dev:3397-3669 test:3670-3914; do
+    name="${split%%:*}"
+    "$tfm" linearise -i "$trees" --range "${split#*:}" --words "$PARSE_DATA/$name.words" \
+      --sequences "$PARSE_DATA/$name.sequences" --trees "$PARSE_DATA/$name.gold"
+  done
+fi
 
 resume=""
 [ -d "$run/checkpoints" ] && resume="--resume"

@@ -85,8 +85,8 @@ struct ParserFixture {
 
 TEST(CliParse, EveryLineBecomesATreeOverItsWordsInOrderAndEmptyLinesStay) {
   ParserFixture f;
-  const std::vector<std::string> input = {"The cat sat on the mat .", "", "He left .", "a (dog)",
-                                          "", "mat"};
+  const std::vector<std::string> input = {
+      "The cat sat on the mat .", "", "He left .", "a (dog)", "", "mat"};
   write_text(f.dir / "in.txt", fmt::format("{}\n", fmt::join(input, "\n")));
   const CommandResult run = f.parse("-i " + quoted(f.dir / "in.txt"));
   ASSERT_EQ(run.status, 0) << run.err;
@@ -108,10 +108,10 @@ TEST(CliParse, EveryLineBecomesATreeOverItsWordsInOrderAndEmptyLinesStay) {
   EXPECT_NE(run.err.find("repaired (no tree in the beam): "), std::string::npos) << run.err;
 
   // The same from standard input, and raw text tokenised first.
-  const CommandResult piped = run_tfm_command(
-      fmt::format("parse -m {} -b 3 --max-length-offset 12 < {}", quoted(f.parser),
-                  quoted(f.dir / "in.txt")),
-      f.dir);
+  const CommandResult piped =
+      run_tfm_command(fmt::format("parse -m {} -b 3 --max-length-offset 12 < {}", quoted(f.parser),
+                                  quoted(f.dir / "in.txt")),
+                      f.dir);
   EXPECT_EQ(piped.out, run.out);
   write_text(f.dir / "raw.txt", "He left.\n");
   const CommandResult raw = f.parse("--input-format raw -i " + quoted(f.dir / "raw.txt"));
@@ -122,16 +122,16 @@ TEST(CliParse, EveryLineBecomesATreeOverItsWordsInOrderAndEmptyLinesStay) {
 
 TEST(CliParse, TreesGiveTheirWordsAndTagsAndNBestListsEachTree) {
   ParserFixture f;
-  write_text(f.dir / "gold.mrg", "( (S (NP-SBJ (PRP He)) (VP (VBD left) (-NONE- *T*))\n (. .)) )\n"
-                                 "\n(TOP (NP (DT a) (NN dog)))\n");
+  write_text(f.dir / "gold.mrg",
+             "( (S (NP-SBJ (PRP He)) (VP (VBD left) (-NONE- *T*))\n (. .)) )\n"
+             "\n(TOP (NP (DT a) (NN dog)))\n");
   const CommandResult run = f.parse("--input-format trees -i " + quoted(f.dir / "gold.mrg"));
   ASSERT_EQ(run.status, 0) << run.err;
   const std::vector<std::string> output = lines_of(run.out);
   ASSERT_EQ(output.size(), 2u) << run.out;
   EXPECT_EQ(data::tree_tags(data::parse_tree(output[0])),
             (std::vector<std::string>{"PRP", "VBD", "."}));
-  EXPECT_EQ(data::tree_words(data::parse_tree(output[1])),
-            (std::vector<std::string>{"a", "dog"}));
+  EXPECT_EQ(data::tree_words(data::parse_tree(output[1])), (std::vector<std::string>{"a", "dog"}));
 
   const CommandResult n_best =
       f.parse("--n-best 3 --input-format trees -i " + quoted(f.dir / "gold.mrg"));
@@ -214,10 +214,10 @@ TEST(CliLinearise, WritesWordsSequencesAndGoldTreesOfARange) {
             "(S (NP XX XX )NP (VP XX (PP XX (NP XX XX )NP )PP )VP XX )S\n");
   EXPECT_EQ(read_text(dir / "g"), "(TOP (S (NP (PRP It)) (VP (VBZ works))))\n" + kTrees[0] + "\n");
 
-  const CommandResult bad = run_tfm_command(
-      fmt::format("linearise -i {} --range 3-9 --words {} --sequences {}",
-                  quoted(dir / "trees.txt"), quoted(dir / "w"), quoted(dir / "s")),
-      dir);
+  const CommandResult bad =
+      run_tfm_command(fmt::format("linearise -i {} --range 3-9 --words {} --sequences {}",
+                                  quoted(dir / "trees.txt"), quoted(dir / "w"), quoted(dir / "s")),
+                      dir);
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.err.find("has only 4 trees"), std::string::npos) << bad.err;
 }

@@ -40,10 +40,13 @@ const std::map<std::string, std::set<std::string>>& allowed_includes() {
       {"data", {"core", "io", "model"}},
       {"train", {"core", "autograd", "ops", "io", "model", "nn", "data", "dist"}},
       {"decode", {"core", "ops", "nn", "model", "io"}},
-      {"eval", {"core", "io", "model", "nn", "data", "decode"}},
-      {"api", {"core", "ops", "io", "model", "nn", "data", "dist", "train", "decode", "eval"}},
+      {"tasks", {"core", "io", "model", "nn", "data", "decode"}},
+      {"eval", {"core", "io", "model", "nn", "data", "decode", "tasks"}},
+      {"api",
+       {"core", "ops", "io", "model", "nn", "data", "dist", "train", "decode", "tasks", "eval"}},
       {"cli",
-       {"core", "ops", "io", "model", "nn", "data", "dist", "train", "decode", "eval", "api"}},
+       {"core", "ops", "io", "model", "nn", "data", "dist", "train", "decode", "tasks", "eval",
+        "api"}},
   };
   return table;
 }

@@ -1,5 +1,5 @@
-// Trees as sequences (data/tree_sequences.h): linearisation and its inverse on every tree of the PTB
-// sample, the well-formedness rules, repair of every kind of ill-formed sequence (and of random
+// Trees as sequences (data/tree_sequences.h): linearisation and its inverse on every tree of the
+// PTB sample, the well-formedness rules, repair of every kind of ill-formed sequence (and of random
 // ones) into a tree over exactly the input's words, tags guessed for punctuation, word escaping and
 // the Penn Treebank tokenizer.
 #include <fmt/format.h>
@@ -14,6 +14,7 @@
 #include "ptb_sample.h"
 #include "tfm/data/tree_sequences.h"
 #include "tfm/data/trees.h"
+#include "tfm/tasks/parsing.h"
 
 namespace tfm {
 namespace {
@@ -46,7 +47,8 @@ TEST(TreeSequences, LinearisesDepthFirstWithAPlaceholderForEachWord) {
 TEST(TreeSequences, DelineariseIsTheInverseOnEveryTreeOfTheSample) {
   const std::filesystem::path dir = testing::ptb_sample_dir();
   if (dir.empty())
-    GTEST_SKIP() << "the PTB sample is not at $TFM_DATA_DIR/ptb-sample or ../shared/data/ptb-sample";
+    GTEST_SKIP()
+        << "the PTB sample is not at $TFM_DATA_DIR/ptb-sample or ../shared/data/ptb-sample";
   const std::vector<Tree> trees = data::read_tree_file(dir / "wsj_sample.trees.gz");
   ASSERT_EQ(trees.size(), 3914u);
   int wrong = 0;
@@ -71,8 +73,8 @@ TEST(TreeSequences, DelineariseIsTheInverseOnEveryTreeOfTheSample) {
 
 TEST(TreeSequences, TagsArePutBackOrGuessedForPunctuation) {
   const auto words = words_of("He left .");
-  EXPECT_EQ(data::to_string(*data::delinearise("(S (NP XX )NP (VP XX )VP XX )S", words,
-                                               {"PRP", "VBD", "."})),
+  EXPECT_EQ(data::to_string(
+                *data::delinearise("(S (NP XX )NP (VP XX )VP XX )S", words, {"PRP", "VBD", "."})),
             "(TOP (S (NP (PRP He)) (VP (VBD left)) (. .)))");
   EXPECT_EQ(data::to_string(*data::delinearise("(S (NP XX )NP (VP XX )VP XX )S", words)),
             "(TOP (S (NP (XX He)) (VP (XX left)) (. .)))");
@@ -88,15 +90,15 @@ TEST(TreeSequences, TagsArePutBackOrGuessedForPunctuation) {
 TEST(TreeSequences, IllFormedSequencesAreRejected) {
   const auto words = words_of("a b");
   const std::vector<std::string> ill_formed = {
-      "(S XX XX",              // never closed
-      "(S XX XX )S )S",        // closes nothing
-      "(S (NP XX XX )S )NP",   // crossed
-      "(S XX )S",              // a word short
-      "(S XX XX XX )S",        // a word too many
-      "(S (NP )NP XX XX )S",   // an empty constituent
-      "(S XX dog XX )S",       // not a token of the scheme
-      "(S XX XX )",            // a bare bracket
-      "",                      // nothing
+      "(S XX XX",             // never closed
+      "(S XX XX )S )S",       // closes nothing
+      "(S (NP XX XX )S )NP",  // crossed
+      "(S XX )S",             // a word short
+      "(S XX XX XX )S",       // a word too many
+      "(S (NP )NP XX XX )S",  // an empty constituent
+      "(S XX dog XX )S",      // not a token of the scheme
+      "(S XX XX )",           // a bare bracket
+      "",                     // nothing
   };
   for (const std::string& sequence : ill_formed)
     EXPECT_FALSE(data::delinearise(sequence, words)) << sequence;
@@ -146,8 +148,8 @@ TEST(TreeSequences, RepairMakesATreeOverTheWordsFromEveryKindOfIllFormedSequence
 }
 
 TEST(TreeSequences, RepairOfRandomSequencesAlwaysGivesATreeOverTheWords) {
-  const std::vector<std::string> vocabulary = {"(S", ")S", "(NP", ")NP", "(VP", ")VP", "XX",
-                                               "XX", "XX", ")PP", "junk", "(PP"};
+  const std::vector<std::string> vocabulary = {"(S", ")S", "(NP", ")NP", "(VP",  ")VP",
+                                               "XX", "XX", "XX",  ")PP", "junk", "(PP"};
   std::mt19937 rng(7);
   for (int trial = 0; trial < 2000; ++trial) {
     std::vector<std::string> words;
@@ -181,6 +183,43 @@ TEST(TreeSequences, WordsAreEscapedAndRawTextTokenisedAsThePennTreebank) {
             (std::vector<std::string>{"It", "costs", "$", "5.50", ",", "I", "'m", "told", "...",
                                       "Mr.", "Smith", "'s", "can", "not", "."}));
   EXPECT_TRUE(data::ptb_tokenize("   ").empty());
+}
+
+TEST(TreeSequences, TheBestWellFormedHypothesisWinsAndRepairIsTheLastResort) {
+  const tasks::ParseInput input{words_of("He left ."), {"PRP", "VBD", "."}};
+  tasks::ParseCounts counts;
+  // The best hypothesis misses a word; the second and third are trees.
+  const std::vector<std::string> beam = {"(S (NP XX )NP XX )S", "(S (NP XX )NP (VP XX )VP XX )S",
+                                         "(S XX XX XX )S"};
+  tasks::ParseResult result = tasks::choose_trees(beam, {-1.0, -2.0, -3.0}, input, 1, &counts);
+  ASSERT_EQ(result.trees.size(), 1u);
+  EXPECT_EQ(data::to_string(result.trees[0].tree), "(TOP (S (NP (PRP He)) (VP (VBD left)) (. .)))");
+  EXPECT_EQ(result.trees[0].rank, 1);
+  EXPECT_EQ(result.trees[0].score, -2.0);
+  EXPECT_EQ(result.trees[0].repairs, 0);
+  EXPECT_EQ(counts.sentences, 1);
+  EXPECT_EQ(counts.best_ill_formed, 1);
+  EXPECT_EQ(counts.repaired, 0);
+
+  // n-best: the well-formed ones by score, then the repaired ones.
+  result = tasks::choose_trees(beam, {-1.0, -2.0, -3.0}, input, 3, &counts);
+  ASSERT_EQ(result.trees.size(), 3u);
+  EXPECT_EQ(result.trees[0].rank, 1);
+  EXPECT_EQ(result.trees[1].rank, 2);
+  EXPECT_EQ(result.trees[2].rank, 0);
+  EXPECT_EQ(result.trees[2].repairs, 1);
+  EXPECT_EQ(data::tree_words(result.trees[2].tree), input.words);
+
+  // No tree in the beam: the best is repaired, and counted.
+  counts = {};
+  result = tasks::choose_trees({"(S XX )S", "(NP XX"}, {-1.0, -1.5}, input, 1, &counts);
+  ASSERT_EQ(result.trees.size(), 1u);
+  EXPECT_EQ(result.trees[0].rank, 0);
+  EXPECT_EQ(data::to_string(result.trees[0].tree), "(TOP (S (PRP He)) (VBD left) (. .))");
+  EXPECT_EQ(counts.repaired, 1);
+  // No hypothesis at all: the words under the root.
+  result = tasks::choose_trees({}, {}, input, 1, &counts);
+  EXPECT_EQ(data::to_string(result.trees.at(0).tree), "(TOP (PRP He) (VBD left) (. .))");
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
 RUN is a run directory (its metrics.jsonl is read) or a metrics.jsonl file. `tfm train` appends one JSON
 object per line: {"type": "train", "step", "epoch", "loss", "perplexity", "lr", "grad_norm",
 "tokens_per_second", "elapsed_s"} every log_every steps and {"type": "valid", "step", "epoch", "loss", "nll",
-"perplexity", "elapsed_s", "bleu" (when validation BLEU is on)} at each validation.
+"perplexity", "elapsed_s", "bleu" (when validation BLEU is on)} at each validation; a parser's validations
+have "f1" (greedy bracketing F1) instead, shown in place of BLEU.
 
 The table (stdout, or --table FILE) has one row per validation: epoch, step, elapsed minutes, validation loss
 and perplexity, BLEU; the best loss and the best BLEU are in bold. The plot (--svg FILE) shows validation loss,
@@ -34,6 +35,7 @@ import sys
 TRAIN_COLOUR = "#9ecae1"  # light blue: the training loss, noisy and secondary
 VALID_COLOUR = "#08519c"  # dark blue: the validation loss
 BLEU_COLOUR = "#d94801"  # orange
+SCORE_NAME = "BLEU"  # "F1" for a parser's runs (read_metrics)
 GRID_COLOUR = "#e5e5e5"
 TEXT_COLOUR = "#222222"
 FONT = "font-family='DejaVu Sans, Helvetica, Arial, sans-serif'"
@@ -52,6 +54,10 @@ def read_metrics(path):
             except json.JSONDecodeError:
                 print(f"plot_training.py: {path}:{number}: not JSON, skipped", file=sys.stderr)
                 continue
+            if "f1" in record and "bleu" not in record:  # a parser: its F1 takes BLEU's place
+                global SCORE_NAME
+                SCORE_NAME = "F1"
+                record["bleu"] = record["f1"]
             records = series.get(record.get("type"))
             if records is None or "step" not in record or "elapsed_s" not in record:
                 continue
@@ -72,7 +78,7 @@ def markdown_table(valid):
     def bold_if(text, condition):
         return f"**{text}**" if condition else text
 
-    header = ["epoch", "step", "elapsed (min)", "valid loss", "valid ppl"] + (["BLEU"] if has_bleu else [])
+    header = ["epoch", "step", "elapsed (min)", "valid loss", "valid ppl"] + ([SCORE_NAME] if has_bleu else [])
     align = ["---:"] * len(header)
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
     for r in valid:
@@ -254,7 +260,7 @@ def svg_plot(train, valid, title, loss_max=None):
         bleus = [y for _, y in bleu_points]
         bleu_panel = Panel(left, 56 + 330 + 24, panel_width, 200, x_ticks,
                            nice_ticks(min(0.0, min(bleus)), max(bleus) * 1.1, count=5))
-        bleu_panel.axes("BLEU", "elapsed training time (minutes)")
+        bleu_panel.axes(SCORE_NAME, "elapsed training time (minutes)")
         bleu_panel.line(bleu_points, BLEU_COLOUR, width=2.5, markers=True)
         best_x, best_y = max(bleu_points, key=lambda p: p[1])
         label_x, label_y = bleu_panel.px(best_x), bleu_panel.py(best_y) - 10
@@ -262,7 +268,7 @@ def svg_plot(train, valid, title, loss_max=None):
         bleu_panel.text(label_x, label_y, f"best {best_y:.2f}", size=12,
                         anchor="end" if near_right else "middle", extra="font-weight='bold'")
         bleu_panel.drawn.extend((label_x + dx, label_y) for dx in range(-70 if near_right else -35, 36, 5))
-        bleu_panel.legend([("validation BLEU (greedy)", BLEU_COLOUR, 2.5, True)])
+        bleu_panel.legend([(f"validation {SCORE_NAME} (greedy)", BLEU_COLOUR, 2.5, True)])
         panels.append(bleu_panel)
         height = 56 + 330 + 24 + 200 + 60
 

@@ -14,7 +14,7 @@
 #include "tfm/core/error.h"
 #include "tfm/data/tree_sequences.h"
 #include "tfm/data/trees.h"
-#include "tfm/decode/parse.h"
+#include "tfm/tasks/parsing.h"
 
 namespace tfm::cli {
 
@@ -58,8 +58,9 @@ void run_linearise(const LineariseOptions& options) {
     const data::Tree tree = data::normalise(trees[i - 1]);
     if (tree.empty()) ++empty;
     std::vector<std::string> escaped;
-    for (const std::string& word : data::tree_words(tree)) escaped.push_back(data::escape_word(word));
-    words << decode::parse_source(escaped) << "\n";
+    for (const std::string& word : data::tree_words(tree))
+      escaped.push_back(data::escape_word(word));
+    words << tasks::parse_source(escaped) << "\n";
     sequences << data::linearise(tree) << "\n";
     if (gold.is_open()) gold << (tree.empty() ? "" : data::to_string(tree)) << "\n";
   }

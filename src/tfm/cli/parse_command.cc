@@ -22,11 +22,11 @@
 #include "tfm/data/tree_sequences.h"
 #include "tfm/data/trees.h"
 #include "tfm/data/vocab.h"
-#include "tfm/decode/parse.h"
 #include "tfm/io/text_lines.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/device.h"
+#include "tfm/tasks/parsing.h"
 
 namespace tfm::cli {
 
@@ -37,7 +37,7 @@ struct ParseCommandOptions {
   std::string input;   // empty or "-": stdin
   std::string output;  // empty or "-": stdout
   std::string input_format = "tokens";
-  decode::TranslateOptions decoding = decode::paper_parse_options();
+  decode::TranslateOptions decoding = tasks::paper_parse_options();
   int64_t n_best = 1;
   int64_t chunk = 256;  // sentences per progress report
   int threads = 0;
@@ -50,12 +50,12 @@ bool reads_stdin(const std::string& input) {
 }
 
 // The sentences of the input: words, and tags where the input has them.
-std::vector<decode::ParseInput> read_inputs(const ParseCommandOptions& options) {
+std::vector<tasks::ParseInput> read_inputs(const ParseCommandOptions& options) {
   const std::string name = reads_stdin(options.input) ? "<stdin>" : options.input;
   const std::vector<std::string> lines = reads_stdin(options.input)
                                              ? read_text_lines(std::cin, "<stdin>")
                                              : read_text_lines(options.input);
-  std::vector<decode::ParseInput> inputs;
+  std::vector<tasks::ParseInput> inputs;
   if (options.input_format == "trees") {
     for (const data::Tree& tree : data::parse_trees(lines, name)) {
       const data::Tree clean = data::normalise(tree);
@@ -65,9 +65,8 @@ std::vector<decode::ParseInput> read_inputs(const ParseCommandOptions& options) 
     return inputs;
   }
   for (const std::string& line : lines)
-    inputs.push_back({options.input_format == "raw" ? data::ptb_tokenize(line)
-                                                    : data::split_words(line),
-                      {}});
+    inputs.push_back(
+        {options.input_format == "raw" ? data::ptb_tokenize(line) : data::split_words(line), {}});
   return inputs;
 }
 
@@ -96,11 +95,11 @@ void run_parse(const ParseCommandOptions& options) {
   data::Vocabulary vocab(vocab_path);
   vocab.check_config(model->config(), dir / kConfigFileName);
 
-  const std::vector<decode::ParseInput> inputs = read_inputs(options);
+  const std::vector<tasks::ParseInput> inputs = read_inputs(options);
   const int64_t longest = decode::max_input_length(options.decoding, model->config());
   const std::string input_name = reads_stdin(options.input) ? "<stdin>" : options.input;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const size_t tokens = vocab.encode(decode::parse_source(inputs[i].words)).size();
+    const size_t tokens = vocab.encode(tasks::parse_source(inputs[i].words)).size();
     TFM_CHECK(static_cast<int64_t>(tokens) <= longest,
               "{}: sentence {}: {} source tokens, more than the maximum input length {}",
               input_name, i + 1, tokens, longest);
@@ -115,7 +114,7 @@ void run_parse(const ParseCommandOptions& options) {
   std::ostream& out = file.is_open() ? file : std::cout;
 
   const decode::Translator translator(model, options.decoding, options.threads);
-  decode::ParseCounts counts;
+  tasks::ParseCounts counts;
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   auto seconds = [&] {
@@ -123,17 +122,17 @@ void run_parse(const ParseCommandOptions& options) {
   };
   for (size_t begin = 0; begin < inputs.size(); begin += static_cast<size_t>(options.chunk)) {
     const size_t end = std::min(inputs.size(), begin + static_cast<size_t>(options.chunk));
-    const std::vector<decode::ParseInput> chunk(inputs.begin() + static_cast<ptrdiff_t>(begin),
-                                                inputs.begin() + static_cast<ptrdiff_t>(end));
-    const std::vector<decode::ParseResult> results =
-        decode::parse(translator, vocab, chunk, options.n_best, &counts);
+    const std::vector<tasks::ParseInput> chunk(inputs.begin() + static_cast<ptrdiff_t>(begin),
+                                               inputs.begin() + static_cast<ptrdiff_t>(end));
+    const std::vector<tasks::ParseResult> results =
+        tasks::parse(translator, vocab, chunk, options.n_best, &counts);
     for (size_t k = 0; k < results.size(); ++k) {
       if (options.n_best == 1) {
         out << (results[k].trees.empty() ? "" : data::to_string(results[k].trees.front().tree))
             << "\n";
         continue;
       }
-      for (const decode::ParsedTree& parsed : results[k].trees)
+      for (const tasks::ParsedTree& parsed : results[k].trees)
         out << begin + k << " ||| " << data::to_string(parsed.tree) << " ||| " << parsed.score
             << " ||| " << parsed.repairs << "\n";
     }

@@ -45,11 +45,12 @@ bool is_open(std::string_view token) {
          token.find_first_of("()", 1) == std::string_view::npos;
 }
 bool is_close(std::string_view token) {
-  return token.size() > 1 && token[0] == ')' && token.find_first_of("()", 1) == std::string_view::npos;
+  return token.size() > 1 && token[0] == ')' &&
+         token.find_first_of("()", 1) == std::string_view::npos;
 }
 
-// Builds the tree while walking a sequence: the open constituents on a stack, the finished top-level
-// nodes below the root.
+// Builds the tree while walking a sequence: the open constituents on a stack, the finished
+// top-level nodes below the root.
 class TreeBuilder {
  public:
   TreeBuilder(const std::vector<std::string>& words, const std::vector<std::string>& tags)
@@ -63,8 +64,8 @@ class TreeBuilder {
 
   void add_word() {
     const std::string& word = words_[next_word_];
-    std::string tag =
-        next_word_ < tags_.size() && !tags_[next_word_].empty() ? tags_[next_word_] : guess_tag(word);
+    std::string tag = next_word_ < tags_.size() && !tags_[next_word_].empty() ? tags_[next_word_]
+                                                                              : guess_tag(word);
     ++next_word_;
     attach(Tree::node(std::move(tag), {Tree::leaf(word)}));
   }
@@ -170,19 +171,20 @@ Repaired repair(std::string_view sequence, const std::vector<std::string>& words
 
 std::string guess_tag(std::string_view word) {
   static const std::pair<std::string_view, std::string_view> kPunctuation[] = {
-      {",", ","},       {".", "."},      {"?", "."},         {"!", "."},     {":", ":"},
-      {";", ":"},       {"--", ":"},     {"...", ":"},       {"-", ":"},     {"``", "``"},
-      {"`", "``"},      {"''", "''"},    {"-LRB-", "-LRB-"}, {"-LCB-", "-LRB-"},
-      {"-LSB-", "-LRB-"}, {"-RRB-", "-RRB-"}, {"-RCB-", "-RRB-"}, {"-RSB-", "-RRB-"},
-      {"#", "#"},       {"$", "$"}};
+      {",", ","},         {".", "."},         {"?", "."},         {"!", "."},
+      {":", ":"},         {";", ":"},         {"--", ":"},        {"...", ":"},
+      {"-", ":"},         {"``", "``"},       {"`", "``"},        {"''", "''"},
+      {"-LRB-", "-LRB-"}, {"-LCB-", "-LRB-"}, {"-LSB-", "-LRB-"}, {"-RRB-", "-RRB-"},
+      {"-RCB-", "-RRB-"}, {"-RSB-", "-RRB-"}, {"#", "#"},         {"$", "$"}};
   for (const auto& [token, tag] : kPunctuation)
     if (word == token) return std::string(tag);
   return std::string(kUnknownTag);
 }
 
 std::string escape_word(std::string_view word) {
-  static const std::pair<char, std::string_view> kBrackets[] = {
-      {'(', "-LRB-"}, {')', "-RRB-"}, {'{', "-LCB-"}, {'}', "-RCB-"}, {'[', "-LSB-"}, {']', "-RSB-"}};
+  static const std::pair<char, std::string_view> kBrackets[] = {{'(', "-LRB-"}, {')', "-RRB-"},
+                                                                {'{', "-LCB-"}, {'}', "-RCB-"},
+                                                                {'[', "-LSB-"}, {']', "-RSB-"}};
   std::string out;
   for (char c : word) {
     bool replaced = false;

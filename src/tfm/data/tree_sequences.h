@@ -36,7 +36,8 @@ std::optional<Tree> delinearise(std::string_view sequence, const std::vector<std
 
 struct Repaired {
   Tree tree;
-  int64_t edits = 0;  // tokens dropped + brackets closed or removed + words attached; 0: well formed
+  int64_t edits =
+      0;  // tokens dropped + brackets closed or removed + words attached; 0: well formed
 };
 
 // A tree over exactly `words` from any sequence, changed as little as this greedy walk does:

@@ -4,11 +4,11 @@
 
 #include "tfm/data/tree_sequences.h"
 #include "tfm/data/vocab.h"
-#include "tfm/decode/parse.h"
 #include "tfm/decode/translate.h"
 #include "tfm/eval/bleu.h"
 #include "tfm/eval/evalb.h"
 #include "tfm/nn/transformer.h"
+#include "tfm/tasks/parsing.h"
 
 namespace tfm::eval {
 
@@ -36,14 +36,14 @@ double greedy_validation_bleu(const nn::Transformer& model, const data::Vocabula
 double greedy_validation_f1(const nn::Transformer& model, const data::Vocabulary& vocab,
                             const std::vector<std::string>& sources,
                             const std::vector<std::string>& references) {
-  decode::TranslateOptions options = decode::paper_parse_options();
+  decode::TranslateOptions options = tasks::paper_parse_options();
   options.beam_size = 1;
   options.batch_size = 64;
   const auto longest = static_cast<size_t>(decode::max_input_length(options, model.config()));
-  std::vector<decode::ParseInput> inputs;
+  std::vector<tasks::ParseInput> inputs;
   std::vector<data::Tree> gold;
   for (size_t i = 0; i < sources.size() && i < references.size(); ++i) {
-    decode::ParseInput input;
+    tasks::ParseInput input;
     input.words = data::split_words(sources[i]);
     // Sentences too long for the model are left out: a validation score should not end a run.
     if (input.words.empty() || vocab.encode(sources[i]).size() > longest) continue;
@@ -51,7 +51,7 @@ double greedy_validation_f1(const nn::Transformer& model, const data::Vocabulary
     inputs.push_back(std::move(input));
   }
   std::vector<data::Tree> test;
-  for (decode::ParseResult& result : decode::parse(model, options, vocab, inputs, 1))
+  for (tasks::ParseResult& result : tasks::parse(model, options, vocab, inputs, 1))
     test.push_back(std::move(result.trees.front().tree));
   EvalbParams params = evalb_params("collins");
   params.max_error = static_cast<int>(gold.size()) + 1;

@@ -1,8 +1,8 @@
 // Validation BLEU during training: greedy translations of the validation sources, detokenized by
 // the vocabulary, scored with sacreBLEU's defaults against the raw references. For a parsing model
-// (config task "parsing") the score is labelled bracketing F1 instead (greedy_validation_f1). It lives in eval/
-// (above decode/ and train/): train/ takes it as a callback (TrainRunOptions::bleu), since the
-// training loop sits below the decoder in the layers.
+// (config task "parsing") the score is labelled bracketing F1 instead (greedy_validation_f1). It
+// lives in eval/ (above decode/ and train/): train/ takes it as a callback (TrainRunOptions::bleu),
+// since the training loop sits below the decoder in the layers.
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-#include "tfm/decode/parse.h"
+#include "tfm/tasks/parsing.h"
 
 #include <optional>
 #include <utility>
@@ -6,7 +6,11 @@
 #include "tfm/core/error.h"
 #include "tfm/data/tree_sequences.h"
 
-namespace tfm::decode {
+namespace tfm::tasks {
+
+using decode::Hypothesis;
+using decode::TranslateOptions;
+using decode::Translator;
 
 TranslateOptions paper_parse_options() {
   TranslateOptions options;
@@ -25,22 +29,21 @@ std::string parse_source(const std::vector<std::string>& words) {
   return text;
 }
 
-namespace {
-
-ParseResult choose_trees(const std::vector<Hypothesis>& hypotheses, const data::Vocabulary& vocab,
-                         const ParseInput& input, int64_t n_best, ParseCounts* counts) {
+ParseResult choose_trees(const std::vector<std::string>& sequences,
+                         const std::vector<double>& scores, const ParseInput& input, int64_t n_best,
+                         ParseCounts* counts) {
+  TFM_CHECK(sequences.size() == scores.size(), "choose_trees: {} sequences but {} scores",
+            sequences.size(), scores.size());
   ParseResult result;
   std::vector<size_t> ill_formed;
-  for (size_t rank = 0; rank < hypotheses.size(); ++rank) {
-    const std::string sequence = vocab.decode(hypotheses[rank].tokens);
-    std::optional<data::Tree> tree = data::delinearise(sequence, input.words, input.tags);
+  for (size_t rank = 0; rank < sequences.size(); ++rank) {
+    std::optional<data::Tree> tree = data::delinearise(sequences[rank], input.words, input.tags);
     if (!tree) {
       ill_formed.push_back(rank);
       continue;
     }
     if (static_cast<int64_t>(result.trees.size()) < n_best)
-      result.trees.push_back({std::move(*tree), hypotheses[rank].score,
-                              static_cast<int64_t>(rank), 0});
+      result.trees.push_back({std::move(*tree), scores[rank], static_cast<int64_t>(rank), 0});
   }
   if (counts) {
     ++counts->sentences;
@@ -49,10 +52,9 @@ ParseResult choose_trees(const std::vector<Hypothesis>& hypotheses, const data::
   }
   for (size_t rank : ill_formed) {
     if (static_cast<int64_t>(result.trees.size()) >= n_best) break;
-    data::Repaired repaired =
-        data::repair(vocab.decode(hypotheses[rank].tokens), input.words, input.tags);
-    result.trees.push_back({std::move(repaired.tree), hypotheses[rank].score,
-                            static_cast<int64_t>(rank), repaired.edits});
+    data::Repaired repaired = data::repair(sequences[rank], input.words, input.tags);
+    result.trees.push_back(
+        {std::move(repaired.tree), scores[rank], static_cast<int64_t>(rank), repaired.edits});
   }
   // No hypothesis at all (none of finite probability): the words alone under the root.
   if (result.trees.empty()) {
@@ -61,8 +63,6 @@ ParseResult choose_trees(const std::vector<Hypothesis>& hypotheses, const data::
   }
   return result;
 }
-
-}  // namespace
 
 namespace {
 
@@ -86,8 +86,15 @@ std::vector<ParseResult> parse_inputs(const Search& search, const data::Vocabula
   std::vector<ParseResult> results(inputs.size());
   if (sources.empty()) return results;
   const std::vector<std::vector<Hypothesis>> hypotheses = search(sources);
-  for (size_t k = 0; k < positions.size(); ++k)
-    results[positions[k]] = choose_trees(hypotheses[k], vocab, inputs[positions[k]], n_best, counts);
+  for (size_t k = 0; k < positions.size(); ++k) {
+    std::vector<std::string> sequences;
+    std::vector<double> scores;
+    for (const Hypothesis& hypothesis : hypotheses[k]) {
+      sequences.push_back(vocab.decode(hypothesis.tokens));
+      scores.push_back(hypothesis.score);
+    }
+    results[positions[k]] = choose_trees(sequences, scores, inputs[positions[k]], n_best, counts);
+  }
   return results;
 }
 
@@ -99,19 +106,18 @@ std::vector<ParseResult> parse(const Translator& translator, const data::Vocabul
   TranslateOptions options = translator.options();
   options.n_best = options.beam_size;
   const Translator all_hypotheses(translator.shared_model(), options, translator.threads());
-  return parse_inputs([&](const auto& sources) { return all_hypotheses.translate(sources); },
-                      vocab, inputs, n_best, counts);
+  return parse_inputs([&](const auto& sources) { return all_hypotheses.translate(sources); }, vocab,
+                      inputs, n_best, counts);
 }
 
 std::vector<ParseResult> parse(const nn::Transformer& model, const TranslateOptions& options,
-                               const data::Vocabulary& vocab,
-                               const std::vector<ParseInput>& inputs, int64_t n_best,
-                               ParseCounts* counts, DType precision) {
+                               const data::Vocabulary& vocab, const std::vector<ParseInput>& inputs,
+                               int64_t n_best, ParseCounts* counts, DType precision) {
   TranslateOptions all = options;
   all.n_best = all.beam_size;
   return parse_inputs(
-      [&](const auto& sources) { return translate(model, sources, all, precision); }, vocab,
-      inputs, n_best, counts);
+      [&](const auto& sources) { return translate(model, sources, all, precision); }, vocab, inputs,
+      n_best, counts);
 }
 
-}  // namespace tfm::decode
+}  // namespace tfm::tasks
