@@ -186,6 +186,16 @@ TEST(OpsAttention, ProbsOutRowsSumToOneWithZerosOnMaskedKeys) {
   }
 }
 
+// Sequences longer than any block of the kernel (the parser's trees run to 573 tokens).
+TEST(OpsAttention, LongSequences) {
+  ops::AttentionMask padded;
+  padded.key_lengths = {290, 300};
+  check_attention({2, 5, 300, 2, 4, 3, padded}, 3);
+  ops::AttentionMask causal;
+  causal.causal = true;
+  check_attention({1, 280, 280, 1, 3, 2, causal}, 4);
+}
+
 TEST(OpsAttention, BadShapesAndMasksThrow) {
   Tensor q = Tensor::zeros({2, 3, 8}), k = Tensor::zeros({2, 5, 8}), v = Tensor::zeros({2, 5, 4});
   ops::AttentionMask none;
