@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tfm/cli/commands.h"
+#include "tfm/cli/text_io.h"
 #include "tfm/core/error.h"
 #include "tfm/data/tree_sequences.h"
 #include "tfm/data/trees.h"
@@ -25,14 +26,6 @@ struct LineariseOptions {
   std::string words, sequences, trees;
   std::string range;  // "FIRST-LAST", 1-based and inclusive; empty: all trees
 };
-
-std::ofstream open_output(const std::string& path) {
-  errno = 0;
-  std::ofstream file(path);
-  TFM_CHECK(file.good(), "{}: cannot open for writing: {}", path,
-            errno != 0 ? std::strerror(errno) : "unknown reason");
-  return file;
-}
 
 void run_linearise(const LineariseOptions& options) {
   const std::vector<data::Tree> trees = data::read_tree_file(options.input);
@@ -50,9 +43,10 @@ void run_linearise(const LineariseOptions& options) {
     first = static_cast<size_t>(a);
     last = static_cast<size_t>(b);
   }
-  std::ofstream words = open_output(options.words), sequences = open_output(options.sequences);
-  std::ofstream gold;
-  if (!options.trees.empty()) gold = open_output(options.trees);
+  std::ofstream words, sequences, gold;
+  open_for_writing(words, options.words);
+  open_for_writing(sequences, options.sequences);
+  if (!options.trees.empty()) open_for_writing(gold, options.trees);
   size_t empty = 0;
   for (size_t i = first; i <= last; ++i) {
     const data::Tree tree = data::normalise(trees[i - 1]);

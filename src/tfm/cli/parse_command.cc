@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tfm/cli/commands.h"
+#include "tfm/cli/text_io.h"
 #include "tfm/core/error.h"
 #include "tfm/core/threading.h"
 #include "tfm/data/tree_sequences.h"
@@ -45,16 +46,10 @@ struct ParseCommandOptions {
   std::string device = "cpu";
 };
 
-bool reads_stdin(const std::string& input) {
-  return input.empty() || input == "-";
-}
-
 // The sentences of the input: words, and tags where the input has them.
 std::vector<tasks::ParseInput> read_inputs(const ParseCommandOptions& options) {
-  const std::string name = reads_stdin(options.input) ? "<stdin>" : options.input;
-  const std::vector<std::string> lines = reads_stdin(options.input)
-                                             ? read_text_lines(std::cin, "<stdin>")
-                                             : read_text_lines(options.input);
+  const std::string name = input_name(options.input);
+  const std::vector<std::string> lines = read_input_lines(options.input);
   std::vector<tasks::ParseInput> inputs;
   if (options.input_format == "trees") {
     for (const data::Tree& tree : data::parse_trees(lines, name)) {
@@ -71,9 +66,7 @@ std::vector<tasks::ParseInput> read_inputs(const ParseCommandOptions& options) {
 }
 
 void run_parse(const ParseCommandOptions& options) {
-  if (reads_stdin(options.input))
-    TFM_CHECK(fcntl(STDIN_FILENO, F_GETFD) != -1 || errno != EBADF,
-              "standard input is closed; give the input file with -i");
+  check_standard_input(options.input);  // before any file is opened
   TFM_CHECK(options.n_best <= options.decoding.beam_size, "--n-best {} exceeds the beam size {}",
             options.n_best, options.decoding.beam_size);
   set_num_threads(options.threads);
@@ -97,20 +90,15 @@ void run_parse(const ParseCommandOptions& options) {
 
   const std::vector<tasks::ParseInput> inputs = read_inputs(options);
   const int64_t longest = decode::max_input_length(options.decoding, model->config());
-  const std::string input_name = reads_stdin(options.input) ? "<stdin>" : options.input;
+  const std::string name = input_name(options.input);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const size_t tokens = vocab.encode(tasks::parse_source(inputs[i].words)).size();
     TFM_CHECK(static_cast<int64_t>(tokens) <= longest,
-              "{}: sentence {}: {} source tokens, more than the maximum input length {}",
-              input_name, i + 1, tokens, longest);
+              "{}: sentence {}: {} source tokens, more than the maximum input length {}", name,
+              i + 1, tokens, longest);
   }
   std::ofstream file;
-  if (!reads_stdin(options.output)) {
-    errno = 0;
-    file.open(options.output);
-    TFM_CHECK(file.good(), "{}: cannot open for writing: {}", options.output,
-              errno != 0 ? std::strerror(errno) : "unknown reason");
-  }
+  if (!is_standard_stream(options.output)) open_for_writing(file, options.output);
   std::ostream& out = file.is_open() ? file : std::cout;
 
   const decode::Translator translator(model, options.decoding, options.threads);
@@ -142,7 +130,7 @@ void run_parse(const ParseCommandOptions& options) {
                    static_cast<double>(end) / seconds());
   }
   TFM_CHECK(out.good(), "{}: write failed",
-            reads_stdin(options.output) ? "<stdout>" : options.output);
+            is_standard_stream(options.output) ? "<stdout>" : options.output);
   std::fprintf(stderr,
                "parsed %zu sentences in %.2f s, %.2f sentences/s; best hypothesis not a tree: "
                "%lld, repaired (no tree in the beam): %lld\n",

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tfm/cli/commands.h"
+#include "tfm/cli/text_io.h"
 #include "tfm/core/error.h"
 #include "tfm/core/threading.h"
 #include "tfm/data/vocab.h"
@@ -48,38 +49,21 @@ struct TranslateCommandOptions {
   bool reject_long_inputs = false;
 };
 
-bool reads_stdin(const std::string& input) {
-  return input.empty() || input == "-";
-}
-
-std::vector<std::string> read_input(const std::string& input) {
-  if (reads_stdin(input)) return read_text_lines(std::cin, "<stdin>");
-  return read_text_lines(input);
-}
-
-// An ofstream for `path`, or an error with the reason (errno of the failed open).
-void open_for_writing(std::ofstream& file, const std::string& path) {
-  errno = 0;
-  file.open(path);
-  TFM_CHECK(file.good(), "{}: cannot open for writing: {}", path,
-            errno != 0 ? std::strerror(errno) : "unknown reason");
-}
-
 // The subword ids of every line. A line longer than max_input tokens is cut to its first
 // max_input with a warning naming it (counted in `truncated`), or with `reject` an error: the
 // encoder's attention grows with the square of the length.
 std::vector<std::vector<int32_t>> encode_lines(const data::Vocabulary& vocab,
                                                const std::vector<std::string>& lines,
                                                int64_t max_input, bool reject,
-                                               const std::string& input_name, int64_t& truncated) {
+                                               const std::string& source_name, int64_t& truncated) {
   std::vector<std::vector<int32_t>> encoded(lines.size());
   for (size_t i = 0; i < lines.size(); ++i) {
     std::vector<int32_t>& ids = encoded[i] = vocab.encode(lines[i]);
     if (static_cast<int64_t>(ids.size()) <= max_input) continue;
     TFM_CHECK(!reject, "{}:{}: {} subword tokens, more than the maximum input length {}",
-              input_name, i + 1, ids.size(), max_input);
+              source_name, i + 1, ids.size(), max_input);
     std::fprintf(stderr, "tfm: warning: %s:%zu: %zu subword tokens, truncated to %lld\n",
-                 input_name.c_str(), i + 1, ids.size(), static_cast<long long>(max_input));
+                 source_name.c_str(), i + 1, ids.size(), static_cast<long long>(max_input));
     ids.resize(static_cast<size_t>(max_input));
     ++truncated;
   }
@@ -87,11 +71,8 @@ std::vector<std::vector<int32_t>> encode_lines(const data::Vocabulary& vocab,
 }
 
 void run_translate(TranslateCommandOptions options) {
-  // Checked first: with descriptor 0 closed, the next file opened would take its place.
-  if (reads_stdin(options.input))
-    TFM_CHECK(fcntl(STDIN_FILENO, F_GETFD) != -1 || errno != EBADF,
-              "standard input is closed; give the input file with -i");
-  set_num_threads(options.threads);  // loading too (the checksums run in parallel)
+  check_standard_input(options.input);  // before any file is opened
+  set_num_threads(options.threads);     // loading too (the checksums run in parallel)
   decode::InferenceOptions inference;
   inference.precision = ops::parse_precision(options.precision, "--precision");
   inference.device = ops::parse_device(options.device);
@@ -112,10 +93,10 @@ void run_translate(TranslateCommandOptions options) {
   vocab.check_config(config, dir / kConfigFileName);
   const int64_t max_input = decode::max_input_length(options.decoding, config);
 
-  std::vector<std::string> lines = read_input(options.input);
-  const std::string input_name = reads_stdin(options.input) ? "<stdin>" : options.input;
+  std::vector<std::string> lines = read_input_lines(options.input);
+  const std::string name = input_name(options.input);
   std::ofstream file;
-  if (!options.output.empty() && options.output != "-") open_for_writing(file, options.output);
+  if (!is_standard_stream(options.output)) open_for_writing(file, options.output);
   std::ostream& out = file.is_open() ? file : std::cout;
   std::ofstream attention_file;
   if (!options.attention_output.empty()) {
@@ -140,7 +121,7 @@ void run_translate(TranslateCommandOptions options) {
   int64_t truncated = 0;
   // Every line is encoded (and checked for length) before anything is translated.
   std::vector<std::vector<int32_t>> encoded =
-      encode_lines(vocab, lines, max_input, options.reject_long_inputs, input_name, truncated);
+      encode_lines(vocab, lines, max_input, options.reject_long_inputs, name, truncated);
   int64_t target_tokens = 0;
   for (size_t begin = 0; begin < lines.size(); begin += static_cast<size_t>(options.chunk)) {
     size_t end = std::min(lines.size(), begin + static_cast<size_t>(options.chunk));
