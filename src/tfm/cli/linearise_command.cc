@@ -2,9 +2,7 @@
 // parser evaluations do and written as its words (the source) and its linearised form (the
 // target), one sentence a line, in tree order; optionally the normalised trees too (the gold side
 // for tfm evalb). docs/PARSING.md.
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>

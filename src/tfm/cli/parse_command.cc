@@ -1,14 +1,9 @@
 // tfm parse: sentences in (tokenised, raw, or the words and tags of bracketed trees), one tree a
 // line out, in input order, with a parsing model (config.json task "parsing"). Empty input lines
 // give empty output lines. docs/PARSING.md.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -23,7 +18,6 @@
 #include "tfm/data/tree_sequences.h"
 #include "tfm/data/trees.h"
 #include "tfm/data/vocab.h"
-#include "tfm/io/text_lines.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/device.h"

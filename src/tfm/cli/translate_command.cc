@@ -1,14 +1,9 @@
 // tfm translate: raw sentences in (stdin or a file), detokenized translations out, in input order.
 // The model directory's vocab.model encodes the input and decodes the output. Empty input lines
 // give empty output lines.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -24,7 +19,6 @@
 #include "tfm/core/threading.h"
 #include "tfm/data/vocab.h"
 #include "tfm/decode/translate.h"
-#include "tfm/io/text_lines.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/device.h"
