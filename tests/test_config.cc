@@ -241,10 +241,11 @@ TEST(ModelConfig, JsonRoundTrip) {
   c.positional = "learned", c.d_model = 1023, c.norm = "pre", c.attention_bias = true;
   c.attention_dropout = 0.15, c.layer_norm_eps = 1e-6, c.vocab_size = 32123, c.max_positions = 300;
   c.pad_id = 7, c.unk_id = 0, c.bos_id = 32122, c.eos_id = 5, c.label_smoothing = 0.05;
+  c.task = "parsing";
   EXPECT_EQ(config_from_json(config_to_json(c)), c);
   const nlohmann::json plain = nlohmann::json::parse(config_to_json(c).dump());
   EXPECT_EQ(config_from_json(plain), c);
-  EXPECT_EQ(config_to_json(c).size(), 19u);
+  EXPECT_EQ(config_to_json(c).size(), 20u);
   EXPECT_EQ(config_to_json(c).begin().key(), "layers");
 
   TempDir dir;
@@ -285,6 +286,7 @@ TEST(ModelConfig, JsonValidationNamesTheKeyAndTheProblem) {
       {with("d_model", 511), {"'d_model' must be even with sinusoidal"}},
       {with("positional", "rotary"), {"'positional' must be", "\"rotary\""}},
       {with("norm", "middle"), {"'norm' must be \"post\" or \"pre\"", "middle"}},
+      {with("task", "tagging"), {"'task' must be \"translation\" or \"parsing\"", "tagging"}},
       {with("dropout", 1.0), {"'dropout' must be in [0, 1), got 1"}},
       {with("attention_dropout", -0.1), {"'attention_dropout' must be in [0, 1)"}},
       {with("label_smoothing", 1.5), {"'label_smoothing' must be in [0, 1)"}},
