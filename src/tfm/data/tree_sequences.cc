@@ -1,5 +1,7 @@
 #include "tfm/data/tree_sequences.h"
 
+#include <algorithm>
+#include <iterator>
 #include <regex>
 #include <utility>
 
@@ -187,13 +189,12 @@ std::string escape_word(std::string_view word) {
                                                                 {'[', "-LSB-"}, {']', "-RSB-"}};
   std::string out;
   for (char c : word) {
-    bool replaced = false;
-    for (const auto& [bracket, name] : kBrackets)
-      if (c == bracket) {
-        out += name;
-        replaced = true;
-      }
-    if (!replaced) out += c;
+    const auto* bracket = std::find_if(std::begin(kBrackets), std::end(kBrackets),
+                                       [c](const auto& entry) { return entry.first == c; });
+    if (bracket == std::end(kBrackets))
+      out += c;
+    else
+      out += bracket->second;
   }
   return out;
 }

@@ -1,5 +1,7 @@
 #include "tfm/tasks/parsing.h"
 
+#include <fmt/format.h>
+
 #include <optional>
 #include <utility>
 
@@ -21,12 +23,7 @@ TranslateOptions paper_parse_options() {
 }
 
 std::string parse_source(const std::vector<std::string>& words) {
-  std::string text;
-  for (const std::string& word : words) {
-    if (!text.empty()) text += ' ';
-    text += word;
-  }
-  return text;
+  return fmt::format("{}", fmt::join(words, " "));
 }
 
 ParseResult choose_trees(const std::vector<std::string>& sequences,

@@ -16,12 +16,8 @@
 
 namespace tfm::tasks {
 
-using decode::Hypothesis;
-using decode::TranslateOptions;
-using decode::Translator;
-
 // The paper's decoding for parsing: beam 21, alpha 0.3, at most input + 300 output tokens.
-TranslateOptions paper_parse_options();
+decode::TranslateOptions paper_parse_options();
 
 struct ParseInput {
   std::vector<std::string> words;  // tokenised, brackets escaped (data::escape_word)
@@ -50,12 +46,13 @@ struct ParseCounts {
 // Parses every input (in order) with `translator` (its options' n_best is raised to its beam size
 // so that every finished hypothesis is seen). A sentence of more source tokens than the model
 // accepts is an error naming its index.
-std::vector<ParseResult> parse(const Translator& translator, const data::Vocabulary& vocab,
+std::vector<ParseResult> parse(const decode::Translator& translator, const data::Vocabulary& vocab,
                                const std::vector<ParseInput>& inputs, int64_t n_best,
                                ParseCounts* counts = nullptr);
 
 // The same with a training model (validation): translate()'s one-off form, in `precision`.
-std::vector<ParseResult> parse(const nn::Transformer& model, const TranslateOptions& options,
+std::vector<ParseResult> parse(const nn::Transformer& model,
+                               const decode::TranslateOptions& options,
                                const data::Vocabulary& vocab, const std::vector<ParseInput>& inputs,
                                int64_t n_best, ParseCounts* counts = nullptr,
                                DType precision = DType::f32);
