@@ -301,7 +301,7 @@ TEST(Corpus, CommandLineReportsCorpusAndBatches) {
           "' --vocab '" + f.model.string() + "' --cache-dir '" + (f.dir / "cache").string() + "'",
       f.dir);
   ASSERT_EQ(again.status, 0) << again.err;
-  EXPECT_NE(again.out.find("loaded from"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("mapped from"), std::string::npos) << again.out;
 }
 
 }  // namespace

@@ -22,12 +22,17 @@ struct CorpusCommandOptions {
   data::CorpusOptions corpus;
   data::BatcherOptions batcher;
   uint64_t seed = 1;
+  bool whole_sentences = false;
 };
 
 void run_corpus(const CorpusCommandOptions& options) {
   const data::Vocabulary vocab(options.vocab);
   data::CorpusOptions corpus_options = options.corpus;
   corpus_options.cache_dir = options.cache_dir;
+  corpus_options.word_memo = !options.whole_sentences;
+  corpus_options.progress = [](const std::string& line) {
+    std::fprintf(stderr, "tfm corpus: %s\n", line.c_str());
+  };
   const data::Corpus corpus =
       data::Corpus::load(options.source, options.target, vocab, corpus_options);
   std::printf("corpus: %s\n", corpus.stats().summary().c_str());
@@ -64,6 +69,9 @@ void register_corpus(CLI::App& app) {
                   "A longer line is an error (0: no limit)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->default_str("65536");
+  cmd->add_flag("--whole-sentences", options->whole_sentences,
+                "Encode every sentence whole instead of a word at a time through a memo "
+                "(slower; the ids are the same)");
   cmd->add_flag("--skip-empty-lines", options->corpus.skip_empty_lines,
                 "Skip (and count) pairs with an empty line instead of failing");
   cmd->add_option("--max-tokens", options->batcher.max_tokens,

@@ -15,9 +15,13 @@
 // std::mt19937_64 (fully specified by the standard) with our own Fisher-Yates, so plans are the
 // same with every standard library.
 //
-// A pair that alone exceeds max_tokens can never be batched: it is skipped (every epoch) and
-// counted in skipped_pairs(), not an error, so one odd pair cannot stop a training run; callers
-// report the count.
+// A pair that alone exceeds max_tokens (or has a side of 65535 tokens or more) can never be
+// batched: it is skipped (every epoch) and counted in skipped_pairs(), not an error, so one odd
+// pair cannot stop a training run; callers report the count.
+//
+// Memory: the batcher holds only each usable pair's index and lengths (8 bytes a pair) and the
+// current epoch's plan (4 bytes a pair); the token ids stay in the corpus (a mapped cache file)
+// until a batch is made.
 #pragma once
 
 #include <cstdint>
@@ -41,9 +45,9 @@ struct BatcherOptions {
 };
 
 struct BatchPlan {
-  std::vector<int64_t> pairs;  // corpus indices, in batch row order
-  int64_t source_width = 0;    // S: the longest source
-  int64_t target_width = 0;    // T: the longest target + 1
+  std::vector<uint32_t> pairs;  // corpus indices, in batch row order
+  int64_t source_width = 0;     // S: the longest source
+  int64_t target_width = 0;     // T: the longest target + 1
   int64_t padded_tokens() const {
     return static_cast<int64_t>(pairs.size()) * (source_width + target_width);
   }
@@ -107,10 +111,17 @@ class Batcher {
   uint64_t fingerprint() const;
 
  private:
+  // A pair that fits the budget alone, with its widths: S and T + 1.
+  struct Entry {
+    uint32_t pair;
+    uint16_t source_width;
+    uint16_t target_width;
+  };
+
   const Corpus& corpus_;
   BatcherOptions options_;
   uint64_t seed_;
-  std::vector<int64_t> usable_;  // pairs that fit the budget alone, in corpus order
+  std::vector<Entry> usable_;  // in corpus order
   size_t skipped_ = 0;
   size_t window_pairs_ = 0;
   State state_;

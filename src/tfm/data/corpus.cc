@@ -1,19 +1,28 @@
 #include "tfm/data/corpus.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
 
 #include "tfm/core/error.h"
 #include "tfm/data/corpus_cache.h"
+#include "tfm/data/word_encoder.h"
 
 namespace tfm::data {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 // Lines are read and checked in order (errors name the first bad line), then encoded a chunk at a
-// time on all threads: SentencePiece's Encode is const and thread-safe.
-constexpr size_t kChunkPairs = 8192;
+// time on all threads: SentencePiece's Encode is const and thread-safe, each thread has its own
+// word memo.
+constexpr size_t kChunkPairs = 16384;
+// The word memo is checked against whole-sentence encoding on the first lines and every this
+// many lines after them.
+constexpr int64_t kCheckEvery = 1000;
 
 struct PendingChunk {
   std::vector<std::string> source;
@@ -26,49 +35,136 @@ struct PendingChunk {
   }
 };
 
+// Thrown when a sampled line's word-memo ids differ from whole-sentence encoding: the corpus is
+// then encoded again, a sentence at a time.
+struct WordMemoMismatch {
+  std::string where;
+};
+
 void check_line(const LineReader& reader, const std::string& text) {
   if (auto bad = find_invalid_utf8(text))
     fail("{}:{}: invalid UTF-8 at byte {}", reader.path().string(), reader.line_number(), *bad + 1);
 }
 
-void encode_chunk(const PendingChunk& chunk, const Vocabulary& vocab, const LineReader& source,
-                  const LineReader& target, bool skip_empty, EncodedCorpus& out) {
-  const int64_t n = static_cast<int64_t>(chunk.line.size());
-  std::vector<std::vector<int32_t>> source_ids(n), target_ids(n);
-  std::exception_ptr error;
-#pragma omp parallel for schedule(dynamic, 64)
-  for (int64_t i = 0; i < n; ++i) {
-    try {
-      source_ids[i] = vocab.encode(chunk.source[i]);
-      target_ids[i] = vocab.encode(chunk.target[i]);
-    } catch (...) {
-#pragma omp critical(tfm_corpus_encode_error)
-      if (!error) error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
-  for (int64_t i = 0; i < n; ++i) {
-    // A line of characters the normaliser removes encodes to nothing, like an empty line.
-    const bool source_empty = source_ids[i].empty();
-    if (source_empty || target_ids[i].empty()) {
-      if (skip_empty) {
-        ++out.empty_skipped;
-        continue;
-      }
-      fail(
-          "{}:{}: line encodes to no subword tokens (enable skipping empty lines to drop the pair)",
-          (source_empty ? source : target).path().string(), chunk.line[i]);
-    }
-    out.corpus.add(source_ids[i], target_ids[i]);
-  }
+std::string duration_text(double seconds) {
+  const auto s = static_cast<int64_t>(seconds + 0.5);
+  if (s < 60) return fmt::format("{} s", s);
+  if (s < 3600) return fmt::format("{} min {:02} s", s / 60, s % 60);
+  return fmt::format("{} h {:02} min", s / 3600, s % 3600 / 60);
 }
 
-EncodedCorpus read_and_encode(const std::filesystem::path& source_path,
-                              const std::filesystem::path& target_path, const Vocabulary& vocab,
-                              const CorpusOptions& options) {
+// A one-line report every few seconds: pairs, rate, share read, time left.
+class EncodeProgress {
+ public:
+  EncodeProgress(const CorpusOptions& options, const LineReader& source)
+      : report_(options.progress), source_(source), started_(Clock::now()), last_(started_) {}
+
+  void update(int64_t pairs) {
+    if (!report_) return;
+    const auto now = Clock::now();
+    if (now - last_ < std::chrono::seconds(5)) return;
+    last_ = now;
+    const double seconds = std::chrono::duration<double>(now - started_).count();
+    const double fraction = source_.read_fraction();
+    const double rate = static_cast<double>(pairs) / seconds;
+    std::string text =
+        fmt::format("encoding {}: {} pairs, {:.1f}k pairs/s, {:.0f}% read",
+                    source_.path().filename().string(), pairs, rate / 1000, 100 * fraction);
+    if (fraction > 0.01)
+      text += fmt::format(", about {} left", duration_text(seconds * (1 - fraction) / fraction));
+    report_(text);
+  }
+
+ private:
+  const std::function<void(const std::string&)>& report_;
+  const LineReader& source_;
+  Clock::time_point started_, last_;
+};
+
+struct EncodeCounts {
+  int64_t lines = 0;
+  int64_t empty_skipped = 0;
+};
+
+using PairSink = std::function<void(std::span<const int32_t>, std::span<const int32_t>)>;
+
+class ChunkEncoder {
+ public:
+  ChunkEncoder(const Vocabulary& vocab, bool word_memo) : vocab_(vocab), word_memo_(word_memo) {
+    if (word_memo)
+      for (int t = 0; t < omp_get_max_threads(); ++t)
+        memos_.push_back(std::make_unique<WordEncoder>(vocab));
+  }
+
+  void encode(const PendingChunk& chunk, const LineReader& source, const LineReader& target,
+              bool skip_empty, EncodeCounts& counts, const PairSink& sink) {
+    const auto n = static_cast<int64_t>(chunk.line.size());
+    source_ids_.resize(static_cast<size_t>(n));
+    target_ids_.resize(static_cast<size_t>(n));
+    std::exception_ptr error;
+    int64_t mismatch = -1;
+#pragma omp parallel for schedule(dynamic, 64)
+    for (int64_t i = 0; i < n; ++i) {
+      try {
+        encode_one(chunk.source[i], source_ids_[i]);
+        encode_one(chunk.target[i], target_ids_[i]);
+        const int64_t line = chunk.line[i];
+        if (word_memo_ && (line <= kCheckEvery || line % kCheckEvery == 0) &&
+            (source_ids_[i] != vocab_.encode(chunk.source[i]) ||
+             target_ids_[i] != vocab_.encode(chunk.target[i]))) {
+#pragma omp critical(tfm_corpus_memo_mismatch)
+          if (mismatch < 0 || line < mismatch) mismatch = line;
+        }
+      } catch (...) {
+#pragma omp critical(tfm_corpus_encode_error)
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+    if (mismatch >= 0)
+      throw WordMemoMismatch{fmt::format("{}:{}", source.path().string(), mismatch)};
+    for (int64_t i = 0; i < n; ++i) {
+      // A line of characters the normaliser removes encodes to nothing, like an empty line.
+      const bool source_empty = source_ids_[i].empty();
+      if (source_empty || target_ids_[i].empty()) {
+        if (skip_empty) {
+          ++counts.empty_skipped;
+          continue;
+        }
+        fail(
+            "{}:{}: line encodes to no subword tokens (enable skipping empty lines to drop the "
+            "pair)",
+            (source_empty ? source : target).path().string(), chunk.line[i]);
+      }
+      sink(source_ids_[i], target_ids_[i]);
+    }
+  }
+
+ private:
+  void encode_one(const std::string& text, std::vector<int32_t>& out) {
+    if (!word_memo_) {
+      out = vocab_.encode(text);
+      return;
+    }
+    out.clear();
+    memos_[static_cast<size_t>(omp_get_thread_num())]->encode(text, out);
+  }
+
+  const Vocabulary& vocab_;
+  bool word_memo_;
+  std::vector<std::unique_ptr<WordEncoder>> memos_;
+  std::vector<std::vector<int32_t>> source_ids_, target_ids_;
+};
+
+// Reads both files in step, checks every line and hands each encoded pair to `sink`.
+EncodeCounts read_and_encode(const std::filesystem::path& source_path,
+                             const std::filesystem::path& target_path, const Vocabulary& vocab,
+                             const CorpusOptions& options, bool word_memo, const PairSink& sink) {
   LineReader source(source_path, options.max_line_bytes);
   LineReader target(target_path, options.max_line_bytes);
-  EncodedCorpus out;
+  EncodeProgress progress(options, source);
+  ChunkEncoder encoder(vocab, word_memo);
+  EncodeCounts counts;
   PendingChunk chunk;
   std::string source_line, target_line;
   for (;;) {
@@ -81,13 +177,13 @@ EncodedCorpus read_and_encode(const std::filesystem::path& source_path,
            source_lines, target_path.string(), target_lines);
     }
     if (!has_source) break;
-    ++out.lines;
+    ++counts.lines;
     check_line(source, source_line);
     check_line(target, target_line);
     const bool source_blank = is_blank(source_line);
     if (source_blank || is_blank(target_line)) {
       if (options.skip_empty_lines) {
-        ++out.empty_skipped;
+        ++counts.empty_skipped;
         continue;
       }
       fail("{}:{}: empty line (enable skipping empty lines to drop such pairs)",
@@ -97,22 +193,74 @@ EncodedCorpus read_and_encode(const std::filesystem::path& source_path,
     chunk.target.push_back(std::move(target_line));
     chunk.line.push_back(source.line_number());
     if (chunk.line.size() == kChunkPairs) {
-      encode_chunk(chunk, vocab, source, target, options.skip_empty_lines, out);
+      encoder.encode(chunk, source, target, options.skip_empty_lines, counts, sink);
       chunk.clear();
+      progress.update(counts.lines);
     }
   }
-  encode_chunk(chunk, vocab, source, target, options.skip_empty_lines, out);
-  return out;
+  encoder.encode(chunk, source, target, options.skip_empty_lines, counts, sink);
+  return counts;
+}
+
+// Runs `attempt(word_memo)`, and again a sentence at a time when the word memo disagrees with
+// whole-sentence encoding (a vocabulary with pieces across spaces).
+template <typename Attempt>
+void with_word_memo_fallback(const CorpusOptions& options, CorpusStats& stats,
+                             const Attempt& attempt) {
+  if (options.word_memo) {
+    try {
+      attempt(true);
+      stats.word_memo = true;
+      return;
+    } catch (const WordMemoMismatch& mismatch) {
+      if (options.progress)
+        options.progress(fmt::format(
+            "{}: word-at-a-time encoding differs from whole-sentence encoding with this "
+            "vocabulary: encoding whole sentences",
+            mismatch.where));
+    }
+  }
+  attempt(false);
 }
 
 }  // namespace
 
+void Corpus::copy_ids(uint64_t sequence, int32_t* out) const {
+  const uint64_t* o = offsets();
+  const uint64_t begin = o[sequence], end = o[sequence + 1];
+  if (mapped_ids_ == nullptr) {
+    std::copy(ids_.begin() + static_cast<std::ptrdiff_t>(begin),
+              ids_.begin() + static_cast<std::ptrdiff_t>(end), out);
+  } else if (id_bytes_ == 2) {
+    const auto* ids = reinterpret_cast<const uint16_t*>(mapped_ids_);
+    std::copy(ids + begin, ids + end, out);
+  } else {
+    const auto* ids = reinterpret_cast<const int32_t*>(mapped_ids_);
+    std::copy(ids + begin, ids + end, out);
+  }
+}
+
+std::vector<int32_t> Corpus::source(int64_t i) const {
+  std::vector<int32_t> out(static_cast<size_t>(source_length(i)));
+  copy_source(i, out.data());
+  return out;
+}
+
+std::vector<int32_t> Corpus::target(int64_t i) const {
+  std::vector<int32_t> out(static_cast<size_t>(target_length(i)));
+  copy_target(i, out.data());
+  return out;
+}
+
 void Corpus::add(std::span<const int32_t> source, std::span<const int32_t> target) {
+  TFM_CHECK(mapped_ids_ == nullptr && kept_.empty(),
+            "pairs can only be added to a corpus held in memory");
   TFM_CHECK(!source.empty() && !target.empty(), "corpus pair {} has an empty side", size());
-  tokens_.insert(tokens_.end(), source.begin(), source.end());
-  offsets_.push_back(static_cast<int64_t>(tokens_.size()));
-  tokens_.insert(tokens_.end(), target.begin(), target.end());
-  offsets_.push_back(static_cast<int64_t>(tokens_.size()));
+  ids_.insert(ids_.end(), source.begin(), source.end());
+  offsets_.push_back(ids_.size());
+  ids_.insert(ids_.end(), target.begin(), target.end());
+  offsets_.push_back(ids_.size());
+  ++size_;
 }
 
 Corpus Corpus::from_pairs(
@@ -129,65 +277,94 @@ Corpus Corpus::from_pairs(
   return corpus;
 }
 
-Corpus Corpus::load(const std::filesystem::path& source, const std::filesystem::path& target,
-                    const Vocabulary& vocab, const CorpusOptions& options) {
-  const auto started = std::chrono::steady_clock::now();
-  std::error_code ec;
-  for (const auto& path : {source, target})
-    TFM_CHECK(std::filesystem::exists(path, ec), "corpus file '{}' does not exist", path.string());
-
-  std::filesystem::path cache_file;
-  uint64_t key = 0;
-  std::optional<EncodedCorpus> encoded;
-  if (!options.cache_dir.empty()) {
-    key = corpus_cache_key(source, target, vocab, options);
-    cache_file = corpus_cache_file(options.cache_dir, source, target, key);
-    encoded = read_corpus_cache(cache_file, key);
-  }
-  const bool from_cache = encoded.has_value();
-  if (!from_cache) {
-    encoded = read_and_encode(source, target, vocab, options);
-    if (!cache_file.empty()) write_corpus_cache(cache_file, key, *encoded);
-  }
-
-  // Drop the pairs over max_length in place (the corpus may be large).
-  Corpus corpus = std::move(encoded->corpus);
-  CorpusStats& stats = corpus.stats_;
-  stats = CorpusStats{};
-  stats.lines = encoded->lines;
-  stats.empty_skipped = encoded->empty_skipped;
-  const int64_t limit = options.max_length;
+void Corpus::keep_pairs_up_to(int64_t max_length) {
+  // Stats of the kept pairs, and the index of kept pairs when some are dropped. The unknown
+  // tokens of all pairs are known (counted while encoding); those of dropped pairs are taken off.
+  CorpusStats& stats = stats_;
+  const int64_t stored_pairs = size_;
+  TFM_CHECK(stored_pairs < (int64_t{1} << 32), "a corpus of {} pairs: at most 2^32 are supported",
+            stored_pairs);
+  const uint64_t* o = offsets();
   int64_t kept = 0;
-  int64_t write_at = 0;
-  for (int64_t i = 0; i < corpus.size(); ++i) {
-    const int64_t begin = corpus.offsets_[2 * i];
-    const int64_t middle = corpus.offsets_[2 * i + 1];
-    const int64_t end = corpus.offsets_[2 * i + 2];
-    const int64_t source_length = middle - begin, target_length = end - middle;
-    if (limit > 0 && (source_length > limit || target_length + 1 > limit)) {
+  for (int64_t i = 0; i < stored_pairs; ++i) {
+    const auto source_length = static_cast<int64_t>(o[2 * i + 1] - o[2 * i]);
+    const auto target_length = static_cast<int64_t>(o[2 * i + 2] - o[2 * i + 1]);
+    if (max_length > 0 && (source_length > max_length || target_length + 1 > max_length)) {
+      if (kept_.empty() && kept == i) {  // the first dropped pair: index the kept ones so far
+        kept_.reserve(static_cast<size_t>(stored_pairs));
+        for (int64_t k = 0; k < i; ++k) kept_.push_back(static_cast<uint32_t>(k));
+      }
       ++stats.too_long_skipped;
+      std::vector<int32_t> ids(static_cast<size_t>(source_length + target_length));
+      copy_ids(2 * static_cast<uint64_t>(i), ids.data());
+      copy_ids(2 * static_cast<uint64_t>(i) + 1, ids.data() + source_length);
+      stats.unknown_tokens -= std::count(ids.begin(), ids.end(), kUnkId);
       continue;
     }
-    stats.unknown_tokens +=
-        std::count(corpus.tokens_.begin() + begin, corpus.tokens_.begin() + end, kUnkId);
-    if (write_at != begin)  // moves left: std::copy allows this overlap
-      std::copy(corpus.tokens_.begin() + begin, corpus.tokens_.begin() + end,
-                corpus.tokens_.begin() + write_at);
-    corpus.offsets_[2 * kept + 1] = write_at + source_length;
-    corpus.offsets_[2 * kept + 2] = write_at + source_length + target_length;
-    write_at += source_length + target_length;
+    if (stats.too_long_skipped > 0) kept_.push_back(static_cast<uint32_t>(i));
     ++kept;
     stats.source_tokens += source_length;
     stats.target_tokens += target_length;
     stats.longest_source = std::max(stats.longest_source, source_length);
     stats.longest_target = std::max(stats.longest_target, target_length);
   }
-  corpus.tokens_.resize(static_cast<size_t>(write_at));
-  corpus.offsets_.resize(static_cast<size_t>(2 * kept + 1));
+  size_ = kept;
   stats.pairs = kept;
-  stats.from_cache = from_cache;
-  stats.cache_file = cache_file;
-  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+}
+
+Corpus Corpus::load(const std::filesystem::path& source, const std::filesystem::path& target,
+                    const Vocabulary& vocab, const CorpusOptions& options) {
+  const auto started = Clock::now();
+  std::error_code ec;
+  for (const auto& path : {source, target})
+    TFM_CHECK(std::filesystem::exists(path, ec), "corpus file '{}' does not exist", path.string());
+
+  Corpus corpus;
+  CorpusStats& stats = corpus.stats_;
+  if (options.cache_dir.empty()) {
+    with_word_memo_fallback(options, stats, [&](bool word_memo) {
+      corpus.ids_.clear();
+      corpus.offsets_.assign(1, 0);
+      corpus.size_ = 0;
+      const EncodeCounts counts = read_and_encode(
+          source, target, vocab, options, word_memo,
+          [&corpus](std::span<const int32_t> s, std::span<const int32_t> t) { corpus.add(s, t); });
+      stats.lines = counts.lines;
+      stats.empty_skipped = counts.empty_skipped;
+    });
+    stats.unknown_tokens = std::count(corpus.ids_.begin(), corpus.ids_.end(), kUnkId);
+  } else {
+    const uint64_t key = corpus_cache_key(source, target, vocab, options);
+    const std::filesystem::path file = corpus_cache_file(options.cache_dir, source, target, key);
+    std::optional<MappedCorpusCache> cache = map_corpus_cache(file, key);
+    stats.from_cache = cache.has_value();
+    if (!cache) {
+      with_word_memo_fallback(options, stats, [&](bool word_memo) {
+        CorpusCacheWriter writer(file, key, cache_id_bytes(vocab.size()));
+        const EncodeCounts counts =
+            read_and_encode(source, target, vocab, options, word_memo,
+                            [&writer](std::span<const int32_t> s, std::span<const int32_t> t) {
+                              writer.add(s, t);
+                            });
+        writer.commit(counts.lines, counts.empty_skipped);
+      });
+      cache = map_corpus_cache(file, key);
+      TFM_CHECK(cache.has_value(), "the corpus cache '{}' just written does not read back",
+                file.string());
+    }
+    corpus.file_ = cache->file;
+    corpus.mapped_ids_ = cache->ids;
+    corpus.mapped_offsets_ = cache->offsets;
+    corpus.id_bytes_ = cache->trailer.id_bytes;
+    corpus.size_ = cache->trailer.pairs;
+    stats.lines = cache->trailer.lines;
+    stats.empty_skipped = cache->trailer.empty_skipped;
+    stats.unknown_tokens = cache->trailer.unknown_tokens;
+    stats.cache_file = file;
+  }
+  stats.id_bytes = corpus.id_bytes_;
+  corpus.keep_pairs_up_to(options.max_length);
+  corpus.stats_.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return corpus;
 }
 
@@ -199,9 +376,9 @@ std::string CorpusStats::summary() const {
       pairs, lines, empty_skipped, too_long_skipped, source_tokens, target_tokens, longest_source,
       longest_target, tokens > 0 ? 100.0 * static_cast<double>(unknown_tokens) / tokens : 0.0);
   if (cache_file.empty()) return text + fmt::format("; encoded in {:.2f} s (no cache)", seconds);
-  return text + fmt::format("; {} {} in {:.2f} s",
-                            from_cache ? "loaded from" : "encoded, cached in", cache_file.string(),
-                            seconds);
+  return text + fmt::format("; {} {} ({}-byte ids) in {:.2f} s",
+                            from_cache ? "mapped from" : "encoded, cached in", cache_file.string(),
+                            id_bytes, seconds);
 }
 
 }  // namespace tfm::data

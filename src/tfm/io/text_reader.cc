@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -21,6 +22,7 @@ LineReader::LineReader(std::filesystem::path path, int64_t max_line_bytes)
   TFM_CHECK(std::filesystem::exists(path_, ec), "corpus file '{}' does not exist", path_.string());
   TFM_CHECK(!std::filesystem::is_directory(path_, ec), "corpus file '{}' is a directory",
             path_.string());
+  file_bytes_ = static_cast<int64_t>(std::filesystem::file_size(path_, ec));
   file_ = gzopen(path_.c_str(), "rb");
   TFM_CHECK(file_ != nullptr, "cannot open '{}': {}", path_.string(), std::strerror(errno));
   gzbuffer(file_, kChunkBytes);
@@ -90,6 +92,12 @@ bool LineReader::next(std::string& line) {
     ++line_number_;
     return true;
   }
+}
+
+double LineReader::read_fraction() const {
+  // gzoffset: the raw bytes zlib has read from the file, plain or compressed.
+  const auto offset = static_cast<double>(gzoffset(file_));
+  return file_bytes_ > 0 ? std::min(1.0, offset / static_cast<double>(file_bytes_)) : 1.0;
 }
 
 int64_t LineReader::count_to_end() {

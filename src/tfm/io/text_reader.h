@@ -29,6 +29,9 @@ class LineReader {
   bool next(std::string& line);
   // Reads to the end without any check and returns the number of lines in the whole file.
   int64_t count_to_end();
+  // Share of the file read so far, in [0, 1] (of the compressed bytes for a gzip file): for
+  // progress reports.
+  double read_fraction() const;
   // 1-based number of the line next() returned last.
   int64_t line_number() const { return line_number_; }
   const std::filesystem::path& path() const { return path_; }
@@ -38,6 +41,7 @@ class LineReader {
 
   std::filesystem::path path_;
   int64_t max_line_bytes_;
+  int64_t file_bytes_ = 0;
   gzFile_s* file_ = nullptr;
   std::vector<char> buffer_;
   size_t begin_ = 0;

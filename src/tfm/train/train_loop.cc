@@ -243,6 +243,7 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
                                   : config.max_positions;
   corpus_options.skip_empty_lines = recipe.skip_empty_lines;
   corpus_options.cache_dir = run_dir / "cache";
+  corpus_options.progress = note;
   // Rank 0 reads (and caches) the corpus first; the others then find its cache where they share
   // the file system.
   std::optional<data::Corpus> train_corpus;
