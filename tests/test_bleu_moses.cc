@@ -1,11 +1,15 @@
-// The port of Moses tokenizer.perl (moses_tokenizer.h) and the ##AT## compound split, case by case.
-// Expected strings are traced by hand through the script's rules (named in the comments), and were
-// also confirmed by running tokenizer.perl itself (docs/BLEU.md, "The paper's BLEU").
+// The port of Moses tokenizer.perl (moses_tokenizer.h) and the ##AT## compound split, case by case,
+// and tokenized BLEU on top of them (the paper's score: BleuTokenizer::kMoses in bleu.h). Expected
+// strings are traced by hand through the script's rules (named in the comments), and were also
+// confirmed by running tokenizer.perl itself (docs/BLEU.md, "The paper's BLEU").
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tfm/core/error.h"
+#include "tfm/eval/bleu.h"
 #include "tfm/eval/moses_tokenizer.h"
 
 namespace tfm::eval {
@@ -128,6 +132,62 @@ TEST(BleuCompoundSplit, LeavesOtherHyphensAlone) {
   EXPECT_EQ(split_compounds("-a b- - x"), "-a b- - x");
   EXPECT_EQ(split_compounds("-"), "-");
   EXPECT_EQ(split_compounds(""), "");
+}
+
+// The paper's EN-DE recipe on one sentence pair. Moses -l de keeps "1." (a German ordinal) and
+// splits the final period; the split turns each compound into three tokens, so reference and
+// hypothesis have 11 tokens each, differing in "ab"/"seit": matches 10/11, 8/10, 6/9, 4/8 (the
+// n-grams without "seit"), BP = 1, BLEU = 100 (10/11 * 8/10 * 6/9 * 4/8)^(1/4) = 70.1687939...
+TEST(BleuMoses, HandComputedScoreWithAndWithoutCompoundSplitting) {
+  const std::vector<std::string> hyp = {"Die Anti-Terror-Gesetze gelten seit 1. Mai."};
+  const std::vector<std::vector<std::string>> ref = {{"Die Anti-Terror-Gesetze gelten ab 1. Mai."}};
+  const BleuOptions split = moses_bleu_options(MosesLanguage::kDe, true);
+  EXPECT_EQ(bleu_tokenized_line(ref[0][0], split),
+            "Die Anti ##AT##-##AT## Terror ##AT##-##AT## Gesetze gelten ab 1. Mai .");
+  const BleuScore s = corpus_bleu(hyp, ref, split);
+  EXPECT_NEAR(s.score, 70.16879391277371, 1e-9);
+  EXPECT_EQ(s.counts, (std::vector<int64_t>{10, 8, 6, 4}));
+  EXPECT_EQ(s.totals, (std::vector<int64_t>{11, 10, 9, 8}));
+  EXPECT_EQ(s.format_multi_bleu(true),
+            "BLEU|nrefs:1|case:mixed|eff:no|tok:moses-de|split:compounds|smooth:none|"
+            "bleu:multi-bleu.perl = 70.17, 90.9/80.0/66.7/50.0 (BP=1.000, ratio=1.000, "
+            "hyp_len=11, ref_len=11)");
+
+  // Unsplit, 7 tokens: 6/7, 4/6, 2/5 and no 4-gram match, so 0 (no smoothing, as multi-bleu.perl).
+  const BleuScore unsplit = corpus_bleu(hyp, ref, moses_bleu_options(MosesLanguage::kDe, false));
+  EXPECT_EQ(unsplit.counts, (std::vector<int64_t>{6, 4, 2, 0}));
+  EXPECT_EQ(unsplit.score, 0.0);
+  EXPECT_EQ(unsplit.signature,
+            "nrefs:1|case:mixed|eff:no|tok:moses-de|split:no|smooth:none|bleu:multi-bleu.perl");
+}
+
+TEST(BleuMoses, LowercasingIsMultiBleusAfterTokenizing) {
+  // multi-bleu.perl -lc lower-cases the tokenized text, ASCII letters only: the prefix "No" is
+  // recognised before (lower-casing first would split "no ."), and "Ä" stays.
+  BleuOptions options = moses_bleu_options(MosesLanguage::kEn, false);
+  options.lowercase = true;
+  EXPECT_EQ(bleu_tokenized_line("\u00c4RGER No. 5", options), "\u00c4rger no. 5");
+  EXPECT_EQ(bleu_signature(options, 1),
+            "nrefs:1|case:lc|eff:no|tok:moses-en|split:no|smooth:none|bleu:multi-bleu.perl");
+}
+
+TEST(BleuMoses, CompoundSplittingOfTextAlreadyTokenized) {
+  // fairseq's compound_split_bleu.sh: the split on tokenized text (tokenizer none).
+  BleuOptions options = tokenized_bleu_options();
+  options.split_compounds = true;
+  EXPECT_EQ(bleu_tokenized_line("a-b-c x", options), "a ##AT##-##AT## b-c x");
+  EXPECT_EQ(bleu_signature(options, 2),
+            "nrefs:2|case:mixed|eff:no|tok:none|split:compounds|smooth:none|bleu:multi-bleu.perl");
+}
+
+TEST(BleuMoses, RefusesWhatMultiBleuDoesNotDo) {
+  BleuOptions options;  // 13a
+  options.split_compounds = true;
+  EXPECT_THROW(corpus_bleu({"a-b"}, {{"a-b"}}, options), Error);
+  EXPECT_THROW(bleu_tokenized_line("a-b", options), Error);
+  options = moses_bleu_options(MosesLanguage::kFr, false);
+  options.smoothing = BleuSmoothing::kExp;
+  EXPECT_THROW(corpus_bleu({"a"}, {{"a"}}, options), Error);
 }
 
 }  // namespace
