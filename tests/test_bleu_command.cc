@@ -120,6 +120,51 @@ TEST(BleuCommand, LowercaseSmoothingTokenizedAndGzip) {
   EXPECT_EQ(run_bleu("-r '" + gz + "' -i " + hyp + " -lc", dir).out, lc.out);
 }
 
+TEST(BleuCommand, ThePapersTokenizedBleu) {
+  // The sentence pairs of test_bleu_moses.cc (EN-DE) and a French one: Moses -l fr gives
+  // "L&apos; homme d&apos; affaires est venu hier soir ." (9 tokens), matches 8/9, 6/8, 4/7, 2/6.
+  TempDir dir;
+  const std::string ref_de = write(dir, "ref.de", "Die Anti-Terror-Gesetze gelten ab 1. Mai.\n");
+  const std::string hyp_de = write(dir, "hyp.de", "Die Anti-Terror-Gesetze gelten seit 1. Mai.\n");
+  const std::string ref_fr =
+      write(dir, "ref.fr", "L'homme d'affaires est arriv\u00e9 hier soir.\n");
+  const std::string hyp_fr = write(dir, "hyp.fr", "L'homme d'affaires est venu hier soir.\n");
+  const std::string de = "-r " + ref_de + " -i " + hyp_de + " --tokenize moses --lang de";
+
+  const BleuRun ende = run_bleu(de + " --split-compounds", dir);
+  EXPECT_EQ(ende.status, 0) << ende.err;
+  EXPECT_EQ(ende.out,
+            "BLEU = 70.17, 90.9/80.0/66.7/50.0 (BP=1.000, ratio=1.000, hyp_len=11, ref_len=11)\n");
+  EXPECT_EQ(run_bleu(de + " --split-compounds --signature", dir).out,
+            "BLEU|nrefs:1|case:mixed|eff:no|tok:moses-de|split:compounds|smooth:none|"
+            "bleu:multi-bleu.perl = 70.17, 90.9/80.0/66.7/50.0 (BP=1.000, ratio=1.000, "
+            "hyp_len=11, ref_len=11)\n");
+  // Without the split no 4-gram matches: 0, as multi-bleu.perl.
+  EXPECT_EQ(run_bleu(de, dir).out,
+            "BLEU = 0.00, 85.7/66.7/40.0/0.0 (BP=1.000, ratio=1.000, hyp_len=7, ref_len=7)\n");
+  const BleuRun enfr =
+      run_bleu("-r " + ref_fr + " -i " + hyp_fr + " --tokenize moses --lang fr", dir);
+  EXPECT_EQ(enfr.status, 0) << enfr.err;
+  EXPECT_EQ(enfr.out,
+            "BLEU = 59.69, 88.9/75.0/57.1/33.3 (BP=1.000, ratio=1.000, hyp_len=9, ref_len=9)\n");
+
+  // What is scored, as tokenizer.perl and the split print it.
+  EXPECT_EQ(run_bleu(de + " --split-compounds --print-tokenized", dir).out,
+            "Die Anti ##AT##-##AT## Terror ##AT##-##AT## Gesetze gelten seit 1. Mai .\n");
+  EXPECT_EQ(run_bleu("-i " + hyp_fr + " --tokenize moses --lang fr --print-tokenized", dir).out,
+            "L&apos; homme d&apos; affaires est venu hier soir .\n");
+  // The split of text already tokenized (fairseq's compound_split_bleu.sh), and JSON.
+  const std::string tok = write(dir, "tok", "a-b c\n");
+  EXPECT_EQ(run_bleu("-r " + tok + " -i " + tok + " --tokenized --split-compounds", dir).out,
+            "BLEU = 100.00, 100.0/100.0/100.0/100.0 (BP=1.000, ratio=1.000, hyp_len=4, "
+            "ref_len=4)\n");
+  const auto j = nlohmann::json::parse(run_bleu(de + " --split-compounds --json", dir).out);
+  EXPECT_EQ(j["tokenized_bleu"], true);
+  EXPECT_EQ(j["signature"],
+            "nrefs:1|case:mixed|eff:no|tok:moses-de|split:compounds|smooth:none|"
+            "bleu:multi-bleu.perl");
+}
+
 TEST(BleuCommand, EmptyReferenceLinesAreReferencesOfLengthZero) {
   // As sacreBLEU 2.2 and later (the arithmetic is in test_bleu.cc's
   // AnEmptyReferenceIsAReferenceOfLengthZero): line 2's empty second reference is the closest
@@ -189,6 +234,17 @@ TEST(BleuCommand, ErrorsAreOneLineAndExitOne) {
       // A value that exp or none smoothing would ignore.
       {"-r " + ref1 + " -i " + hyp + " --smooth-value 0.5",
        {"--smooth-value is used only by --smooth floor and add-k, not by exp"}},
+      // Combinations of the tokenized-BLEU options that make no sense.
+      {"-r " + ref1 + " -i " + hyp + " --lang de",
+       {"--lang is the language of --tokenize moses", "--tokenize 13a"}},
+      {"-r " + ref1 + " -i " + hyp + " --tokenized --lang de", {"--lang", "--tokenized"}},
+      {"-r " + ref1 + " -i " + hyp + " --split-compounds",
+       {"--split-compounds", "--tokenize moses or --tokenized", "--tokenize 13a"}},
+      {"-r " + ref1 + " -i " + hyp + " --tokenize none --split-compounds",
+       {"--split-compounds", "--tokenize none"}},
+      {"-r " + ref1 + " -i " + hyp + " --tokenize moses --smooth exp",
+       {"--smooth", "no smoothing"}},
+      {"-i " + hyp, {"--reference is required"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.arguments);
@@ -203,7 +259,9 @@ TEST(BleuCommand, ErrorsAreOneLineAndExitOne) {
   }
 
   // Usage errors: also one line, non-zero.
-  for (const std::string& arguments : {"-i " + hyp, "-r " + ref1 + " -i " + hyp + " --tokenize zh",
+  for (const std::string& arguments : {"-r " + ref1 + " -i " + hyp + " --tokenize moses --lang it",
+                                       "-r " + ref1 + " -i " + hyp + " --print-tokenized --json",
+                                       "-r " + ref1 + " -i " + hyp + " --tokenize zh",
                                        "-r " + ref1 + " -i " + hyp + " --tokenized --tokenize 13a",
                                        "-r " + ref1 + " -i " + hyp + " --smooth sometimes"}) {
     SCOPED_TRACE(arguments);

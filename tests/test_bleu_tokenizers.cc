@@ -104,10 +104,12 @@ TEST(TokenizerNone, ReturnsTheLine) {
   EXPECT_EQ(tokenize("a,b  c.", BleuTokenizer::kNone), "a,b  c.");
   EXPECT_EQ(tokenize("a,b", BleuTokenizer::k13a), "a , b");
   EXPECT_EQ(tokenize("a,b", BleuTokenizer::kIntl), "a , b");
+  EXPECT_EQ(tokenize("a,b's", BleuTokenizer::kMoses), "a , b &apos;s");
+  EXPECT_EQ(tokenize("a,b's", BleuTokenizer::kMoses, MosesLanguage::kDe), "a , b &apos; s");
 }
 
 TEST(BleuTokenizerNames, RoundTripAndRejectUnknown) {
-  for (const char* name : {"13a", "intl", "none"})
+  for (const char* name : {"13a", "intl", "none", "moses"})
     EXPECT_EQ(bleu_tokenizer_name(bleu_tokenizer_from_name(name)), name);
   EXPECT_THROW(bleu_tokenizer_from_name("zh"), Error);
 }

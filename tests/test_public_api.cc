@@ -160,6 +160,29 @@ TEST(PublicApiBleu, MatchesSacrebleuWithItsSignature) {
   EXPECT_THROW(tfm::corpus_bleu({"a"}, {{"a"}}, {"14b", false, "exp"}), tfm::Error);
 }
 
+TEST(PublicApiBleu, ThePapersTokenizedBleu) {
+  // tokenize "moses" + split_compounds: the EN-DE number (the arithmetic is in test_bleu_moses.cc).
+  tfm::BleuOptions options;
+  options.tokenize = "moses";
+  options.smooth = "none";
+  options.language = "de";
+  options.split_compounds = true;
+  const auto bleu = tfm::corpus_bleu({"Die Anti-Terror-Gesetze gelten seit 1. Mai."},
+                                     {{"Die Anti-Terror-Gesetze gelten ab 1. Mai."}}, options);
+  EXPECT_NEAR(bleu.score, 70.16879391277371, 1e-9);
+  EXPECT_EQ(bleu.signature,
+            "nrefs:1|case:mixed|eff:no|tok:moses-de|split:compounds|smooth:none|"
+            "bleu:multi-bleu.perl");
+  EXPECT_EQ(bleu.line,
+            "BLEU|" + bleu.signature +
+                " = 70.17, 90.9/80.0/66.7/50.0 (BP=1.000, ratio=1.000, hyp_len=11, ref_len=11)");
+  options.language = "it";
+  EXPECT_THROW(tfm::corpus_bleu({"a"}, {{"a"}}, options), tfm::Error);
+  options.language = "de";
+  options.smooth = "exp";  // multi-bleu.perl has no smoothing
+  EXPECT_THROW(tfm::corpus_bleu({"a"}, {{"a"}}, options), tfm::Error);
+}
+
 // What a caller can get wrong is a tfm::Error with a one-line message naming the problem.
 void expect_error(const std::function<void()>& call, const std::string& part) {
   try {

@@ -12,6 +12,8 @@ BleuResult corpus_bleu(const std::vector<std::string>& hypotheses,
   internal.tokenizer = eval::bleu_tokenizer_from_name(options.tokenize);
   internal.lowercase = options.lowercase;
   internal.smoothing = eval::bleu_smoothing_from_name(options.smooth);
+  internal.moses_language = eval::moses_language_from_name(options.language);
+  internal.split_compounds = options.split_compounds;
   const eval::BleuScore score = eval::corpus_bleu(hypotheses, references, internal);
   BleuResult result;
   result.score = score.score;
@@ -20,7 +22,7 @@ BleuResult corpus_bleu(const std::vector<std::string>& hypotheses,
   result.hypothesis_length = score.sys_len;
   result.reference_length = score.ref_len;
   result.signature = score.signature;
-  result.line = score.format(true);
+  result.line = eval::is_moses_bleu(internal) ? score.format_multi_bleu(true) : score.format(true);
   return result;
 }
 

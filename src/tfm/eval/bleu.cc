@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "tfm/core/error.h"
 #include "tfm/io/text_reader.h"
@@ -31,13 +32,34 @@ struct TokenizedLine {
 
 using NgramCounts = std::unordered_map<std::string_view, int64_t>;
 
-TokenizedLine preprocess(std::string_view line, const BleuOptions& options) {
+// multi-bleu.perl -lc: Perl's lc on bytes, which changes A-Z only.
+std::string lowercase_ascii(std::string text) {
+  for (char& c : text)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return text;
+}
+
+// bleu_tokenized_line without checking the options.
+std::string tokenized_text(std::string_view line, const BleuOptions& options) {
+  std::string text;
+  if (options.tokenizer == BleuTokenizer::kMoses) {
+    // tokenizer.perl (which strips whitespace itself), the split, then multi-bleu.perl's -lc.
+    text = moses_tokenize(line, options.moses_language);
+    if (options.split_compounds) text = split_compounds(text);
+    return options.lowercase ? lowercase_ascii(std::move(text)) : text;
+  }
+  // sacreBLEU's _preprocess_segment: lower-case, strip trailing whitespace, tokenize.
   std::string lowered;
   if (options.lowercase) {
     lowered = lowercase_unicode(line);
     line = lowered;
   }
-  const std::string tokenized = tokenize(rstrip_python_whitespace(line), options.tokenizer);
+  text = tokenize(rstrip_python_whitespace(line), options.tokenizer);
+  return options.split_compounds ? split_compounds(text) : text;
+}
+
+TokenizedLine preprocess(std::string_view line, const BleuOptions& options) {
+  const std::string tokenized = tokenized_text(line, options);
   TokenizedLine out;
   out.text.reserve(tokenized.size());
   for (std::string_view token : split_python_whitespace(tokenized)) {
@@ -80,6 +102,17 @@ void check_utf8(const std::string& line, std::string_view what, size_t index) {
 }
 
 void check_options(const BleuOptions& options) {
+  TFM_CHECK(!options.split_compounds || options.tokenizer == BleuTokenizer::kMoses ||
+                options.tokenizer == BleuTokenizer::kNone,
+            "BLEU: compound splitting is for tokenized text (tokenizer moses or none), not for "
+            "tokenizer {}",
+            bleu_tokenizer_name(options.tokenizer));
+  TFM_CHECK(!is_moses_bleu(options) || options.smoothing == BleuSmoothing::kNone,
+            "BLEU: tokenized BLEU with tokenizer {}{} is multi-bleu.perl's, without smoothing "
+            "(smoothing none), not smoothing {}",
+            bleu_tokenizer_name(options.tokenizer),
+            options.split_compounds ? " and compound splitting" : "",
+            bleu_smoothing_name(options.smoothing));
   TFM_CHECK(options.max_ngram_order >= kMinBleuNgramOrder &&
                 options.max_ngram_order <= kMaxBleuNgramOrder,
             "BLEU: max n-gram order {} is not in the allowed range {} to {}",
@@ -148,13 +181,39 @@ BleuOptions tokenized_bleu_options() {
   return options;
 }
 
+BleuOptions moses_bleu_options(MosesLanguage language, bool split_compounds) {
+  BleuOptions options = tokenized_bleu_options();
+  options.tokenizer = BleuTokenizer::kMoses;
+  options.moses_language = language;
+  options.split_compounds = split_compounds;
+  return options;
+}
+
+bool is_moses_bleu(const BleuOptions& options) {
+  return options.tokenizer == BleuTokenizer::kMoses || options.split_compounds;
+}
+
+std::string bleu_tokenized_line(std::string_view line, const BleuOptions& options) {
+  check_options(options);
+  return tokenized_text(line, options);
+}
+
 std::string bleu_signature(const BleuOptions& options, int nrefs) {
+  const std::string refs = nrefs < 0 ? std::string("var") : std::to_string(nrefs);
+  if (is_moses_bleu(options)) {
+    std::string tok(bleu_tokenizer_name(options.tokenizer));
+    if (options.tokenizer == BleuTokenizer::kMoses)
+      tok += fmt::format("-{}", moses_language_name(options.moses_language));
+    return fmt::format(
+        "nrefs:{}|case:{}|eff:{}|tok:{}|split:{}|smooth:{}|bleu:multi-bleu.perl", refs,
+        options.lowercase ? "lc" : "mixed", options.effective_order ? "yes" : "no", tok,
+        options.split_compounds ? "compounds" : "no", bleu_smoothing_name(options.smoothing));
+  }
   std::string smooth(bleu_smoothing_name(options.smoothing));
   if (const auto fallback = default_smooth_value(options.smoothing))
     smooth += fmt::format("[{:.2f}]", options.smooth_value.value_or(*fallback));
   // sacreBLEU's Signature.format: its fields in this order, the version always last.
-  return fmt::format("nrefs:{}|case:{}|eff:{}|tok:{}|smooth:{}|version:{}",
-                     nrefs < 0 ? std::string("var") : std::to_string(nrefs),
+  return fmt::format("nrefs:{}|case:{}|eff:{}|tok:{}|smooth:{}|version:{}", refs,
                      options.lowercase ? "lc" : "mixed", options.effective_order ? "yes" : "no",
                      bleu_tokenizer_name(options.tokenizer), smooth, kSacrebleuVersion);
 }
@@ -302,8 +361,9 @@ std::string BleuScore::format(bool with_signature) const {
                      verbose_part(*this));
 }
 
-std::string BleuScore::format_multi_bleu() const {
-  return fmt::format("BLEU = {:.2f}, {} (BP={:.3f}, ratio={:.3f}, hyp_len={}, ref_len={})", score,
+std::string BleuScore::format_multi_bleu(bool with_signature) const {
+  return fmt::format("BLEU{} = {:.2f}, {} (BP={:.3f}, ratio={:.3f}, hyp_len={}, ref_len={})",
+                     with_signature && !signature.empty() ? "|" + signature : "", score,
                      joined_precisions(precisions, "/"), bp, ratio, sys_len, ref_len);
 }
 

@@ -2,8 +2,9 @@
 // that scores agree with `sacrebleu` to every printed digit: the same tokenizers, clipping of
 // n-gram counts by the largest count in any reference, brevity penalty from the closest reference
 // length (ties go to the shorter), and the same smoothing methods. Also "tokenized BLEU", the
-// multi-bleu.perl score the paper reports. docs/BLEU.md describes what is computed and where it
-// matches sacreBLEU.
+// multi-bleu.perl score the paper reports, of text that is already tokenized or that Moses
+// tokenizer.perl tokenizes here (tokenizer kMoses), with or without ##AT## compound splitting.
+// docs/BLEU.md describes what is computed and where it matches sacreBLEU and the Perl scripts.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "tfm/eval/bleu_tokenizers.h"
+#include "tfm/eval/moses_tokenizer.h"
 
 namespace tfm::eval {
 
@@ -41,6 +43,13 @@ std::string_view bleu_smoothing_name(BleuSmoothing smoothing);
 
 struct BleuOptions {
   BleuTokenizer tokenizer = BleuTokenizer::k13a;
+  // kMoses only: tokenizer.perl's -l (nonbreaking prefixes and apostrophe rules).
+  MosesLanguage moses_language = MosesLanguage::kEn;
+  // Hyphenated compounds split after tokenizing (split_compounds() of moses_tokenizer.h), as the
+  // paper's EN-DE score has it; tokenizers moses and none only.
+  bool split_compounds = false;
+  // Lower-case (as Python's str.lower(), before tokenizing; with kMoses, as multi-bleu.perl -lc:
+  // ASCII letters of the tokenized text).
   bool lowercase = false;
   BleuSmoothing smoothing = BleuSmoothing::kExp;
   std::optional<double> smooth_value;  // floor: 0.1, add-k: 1 when unset; unused by none and exp
@@ -54,6 +63,20 @@ struct BleuOptions {
 // is already tokenized is split on whitespace only (tokenizer none), and no smoothing (an order
 // without any match makes the score 0). Lower-casing stays off (multi-bleu.perl's -lc turns it on).
 BleuOptions tokenized_bleu_options();
+
+// Tokenized BLEU of raw text as the paper's scripts compute it: Moses tokenizer.perl -l `language`,
+// then, if `split_compounds`, the ##AT## split (EN-DE: de and true; EN-FR: fr and false), then
+// multi-bleu.perl (no smoothing).
+BleuOptions moses_bleu_options(MosesLanguage language, bool split_compounds);
+
+// Whether `options` ask for one of tfm's own tokenized-BLEU modes, which sacreBLEU lacks
+// (tokenizer moses, or compound splitting): these have tfm's signature, not sacreBLEU's, and need
+// smoothing none.
+bool is_moses_bleu(const BleuOptions& options);
+
+// A line as BLEU sees it: lower-cased, tokenized and compound-split as `options` say, its tokens
+// separated by whitespace (with kMoses exactly tokenizer.perl's output line, without its '\n').
+std::string bleu_tokenized_line(std::string_view line, const BleuOptions& options);
 
 // The sufficient statistics of BLEU, summed over segments.
 struct BleuStatistics {
@@ -80,8 +103,8 @@ struct BleuScore {
   // ref_len = 1219)", with "BLEU|<signature> = ..." when `with_signature`.
   std::string format(bool with_signature = false) const;
   // multi-bleu.perl's line, "BLEU = 34.56, 67.8/45.6/33.2/24.5 (BP=1.000, ratio=1.012,
-  // hyp_len=1234, ref_len=1219)".
-  std::string format_multi_bleu() const;
+  // hyp_len=1234, ref_len=1219)", with "BLEU|<signature> = ..." when `with_signature`.
+  std::string format_multi_bleu(bool with_signature = false) const;
   // Every field, with "score" rounded to two decimals as sacreBLEU's JSON has it and the exact
   // value in "score_exact".
   nlohmann::ordered_json to_json() const;
@@ -112,6 +135,9 @@ BleuScore compute_bleu(const BleuStatistics& statistics, const BleuOptions& opti
 // sacreBLEU's signature, "nrefs:N|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0" (N = -1
 // writes "nrefs:var", sacreBLEU's spelling for a number of references that varies per segment,
 // which its API allows and tfm's inputs, one line per reference set and segment, cannot have).
+// For is_moses_bleu options tfm's own, which names the Moses language and the compound split and
+// ends in "bleu:multi-bleu.perl" instead of a sacreBLEU version:
+// "nrefs:1|case:mixed|eff:no|tok:moses-de|split:compounds|smooth:none|bleu:multi-bleu.perl".
 std::string bleu_signature(const BleuOptions& options, int nrefs);
 
 }  // namespace tfm::eval

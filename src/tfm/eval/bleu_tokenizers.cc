@@ -150,7 +150,8 @@ BleuTokenizer bleu_tokenizer_from_name(std::string_view name) {
   if (name == "13a") return BleuTokenizer::k13a;
   if (name == "intl") return BleuTokenizer::kIntl;
   if (name == "none") return BleuTokenizer::kNone;
-  fail("unknown BLEU tokenizer '{}' (expected 13a, intl or none)", name);
+  if (name == "moses") return BleuTokenizer::kMoses;
+  fail("unknown BLEU tokenizer '{}' (expected 13a, intl, none or moses)", name);
 }
 
 std::string_view bleu_tokenizer_name(BleuTokenizer tokenizer) {
@@ -161,6 +162,8 @@ std::string_view bleu_tokenizer_name(BleuTokenizer tokenizer) {
       return "intl";
     case BleuTokenizer::kNone:
       return "none";
+    case BleuTokenizer::kMoses:
+      return "moses";
   }
   return "?";
 }
@@ -247,12 +250,14 @@ std::string tokenize_intl(std::string_view line) {
   return join_python_tokens(out);
 }
 
-std::string tokenize(std::string_view line, BleuTokenizer tokenizer) {
+std::string tokenize(std::string_view line, BleuTokenizer tokenizer, MosesLanguage language) {
   switch (tokenizer) {
     case BleuTokenizer::k13a:
       return tokenize_13a(line);
     case BleuTokenizer::kIntl:
       return tokenize_intl(line);
+    case BleuTokenizer::kMoses:
+      return moses_tokenize(line, language);
     case BleuTokenizer::kNone:
       break;
   }

@@ -1,7 +1,8 @@
 // The text processing of sacreBLEU 2.x's BLEU, reimplemented so that scores agree with it: its
 // tokenizers ("13a", "intl", "none"), Python's notion of whitespace (str.split / str.rstrip) and
-// Python's str.lower(). Every function takes and returns UTF-8; input must be valid UTF-8
-// (check with tfm::find_invalid_utf8 of io/text_reader.h), except where noted.
+// Python's str.lower(); and Moses tokenizer.perl ("moses", moses_tokenizer.h) for tokenized BLEU.
+// Every function takes and returns UTF-8; input must be valid UTF-8 (check with
+// tfm::find_invalid_utf8 of io/text_reader.h), except where noted.
 #pragma once
 
 #include <cstddef>
@@ -10,15 +11,18 @@
 #include <string_view>
 #include <vector>
 
+#include "tfm/eval/moses_tokenizer.h"
+
 namespace tfm::eval {
 
 enum class BleuTokenizer {
-  k13a,   // mteval-v13a.pl, sacreBLEU's default
-  kIntl,  // mteval-v14.pl --international-tokenization (Unicode punctuation and symbols)
-  kNone,  // the text as it is: split on whitespace only
+  k13a,    // mteval-v13a.pl, sacreBLEU's default
+  kIntl,   // mteval-v14.pl --international-tokenization (Unicode punctuation and symbols)
+  kNone,   // the text as it is: split on whitespace only
+  kMoses,  // Moses tokenizer.perl -l LANG (tfm's, not sacreBLEU's: tokenized BLEU only)
 };
 
-// "13a", "intl", "none"; throws tfm::Error listing the valid names for anything else.
+// "13a", "intl", "none", "moses"; throws tfm::Error listing the valid names for anything else.
 BleuTokenizer bleu_tokenizer_from_name(std::string_view name);
 std::string_view bleu_tokenizer_name(BleuTokenizer tokenizer);
 
@@ -34,7 +38,10 @@ std::string tokenize_13a(std::string_view line);
 // properties come from ICU. Returns the tokens joined by single spaces.
 std::string tokenize_intl(std::string_view line);
 
-std::string tokenize(std::string_view line, BleuTokenizer tokenizer);
+// `line` tokenized by `tokenizer`; `language` is that of kMoses (moses_tokenize), unused by the
+// others.
+std::string tokenize(std::string_view line, BleuTokenizer tokenizer,
+                     MosesLanguage language = MosesLanguage::kEn);
 
 // Python's str.isspace() for one code point: the characters str.split() and str.rstrip() treat as
 // whitespace (ASCII \t\n\v\f\r and space, \x1c-\x1f, U+0085, U+00A0, U+1680, U+2000-U+200A,
