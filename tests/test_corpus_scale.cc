@@ -36,13 +36,14 @@ TEST(CorpusCache, WritesAndMapsSixteenAndThirtyTwoBitIds) {
     {
       data::CorpusCacheWriter writer(file, 42, id_bytes);
       for (const auto& [s, t] : pairs) writer.add(s, t);
-      writer.commit(5003, 3);
+      writer.commit(5005, 3, 2);
     }
     const auto mapped = data::map_corpus_cache(file, 42);
     ASSERT_TRUE(mapped.has_value()) << id_bytes;
     EXPECT_EQ(mapped->trailer.pairs, 5000);
-    EXPECT_EQ(mapped->trailer.lines, 5003);
+    EXPECT_EQ(mapped->trailer.lines, 5005);
     EXPECT_EQ(mapped->trailer.empty_skipped, 3);
+    EXPECT_EQ(mapped->trailer.invalid_skipped, 2);
     EXPECT_EQ(mapped->trailer.id_bytes, id_bytes);
     int64_t tokens = 0, unknown = 0;
     for (const auto& [s, t] : pairs) {
@@ -97,7 +98,8 @@ TEST(CorpusScale, WordMemoFallsBackForPiecesAcrossSpaces) {
   const auto status = sentencepiece::SentencePieceTrainer::Train(
       "--input=" + (dir / "en.txt").string() + "," + (dir / "de.txt").string() +
       " --model_prefix=" + (dir / "spaces").string() +
-      " --vocab_size=1500 --hard_vocab_limit=false --model_type=bpe --split_by_whitespace=false --pad_id=0 --unk_id=1"
+      " --vocab_size=1500 --hard_vocab_limit=false --model_type=bpe --split_by_whitespace=false "
+      "--pad_id=0 --unk_id=1"
       " --bos_id=2 --eos_id=3 --minloglevel=2");
   ASSERT_TRUE(status.ok()) << status.ToString();
   const data::Vocabulary vocab(dir / "spaces.model");
@@ -154,6 +156,50 @@ TEST(CorpusScale, MappedCorpusFiltersAndBatchesLikeOneInMemory) {
   const Corpus copy = *original;
   original.reset();
   EXPECT_EQ(copy.source(3), mapped.source(3));
+}
+
+// Crawled corpora hold a few lines of invalid UTF-8 or without newlines for megabytes: an error
+// by default, naming file and line; with skip_invalid_lines the pair is skipped, counted and named.
+TEST(CorpusScale, InvalidAndOverLongLinesAreErrorsOrSkipped) {
+  TempDir dir;
+  const data::Vocabulary vocab(train_tiny_vocab(dir));
+  auto en = generated_sentences(50, false, 11), de = generated_sentences(50, true, 12);
+  en[9] = "broken \xff byte";
+  de[19] = std::string(3000, 'x');  // over the limit below, in one line
+  de[29] = std::string(10, 'y') + "\xc3";
+  write_text(dir / "a.en", joined_lines(en));
+  write_text(dir / "a.de", joined_lines(de));
+  CorpusOptions options;
+  options.max_line_bytes = 1000;
+  options.cache_dir = dir / "cache";
+  try {
+    Corpus::load(dir / "a.en", dir / "a.de", vocab, options);
+    FAIL() << "an invalid line was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a.en:10: invalid UTF-8 at byte 8"), std::string::npos)
+        << e.what();
+  }
+  std::vector<std::string> messages;
+  options.skip_invalid_lines = true;
+  options.progress = [&messages](const std::string& line) { messages.push_back(line); };
+  for (const bool cached : {false, true}) {
+    messages.clear();
+    const Corpus corpus = Corpus::load(dir / "a.en", dir / "a.de", vocab, options);
+    EXPECT_EQ(corpus.stats().from_cache, cached);
+    EXPECT_EQ(corpus.stats().invalid_skipped, 3);
+    EXPECT_EQ(corpus.stats().lines, 50);
+    ASSERT_EQ(corpus.size(), 47);
+    EXPECT_EQ(corpus.source(9), vocab.encode(en[10]));  // the pair after the first skipped one
+    EXPECT_EQ(corpus.target(46), vocab.encode(de[49]));
+    EXPECT_NE(corpus.stats().summary().find("3 as invalid"), std::string::npos);
+    if (!cached) {
+      ASSERT_EQ(messages.size(), 3u);
+      EXPECT_NE(messages[1].find("a.de:20: line longer than the limit"), std::string::npos)
+          << messages[1];
+      EXPECT_NE(messages[2].find("a.de:30: invalid UTF-8 at byte 11"), std::string::npos)
+          << messages[2];
+    }
+  }
 }
 
 }  // namespace

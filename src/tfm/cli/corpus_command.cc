@@ -72,6 +72,9 @@ void register_corpus(CLI::App& app) {
   cmd->add_flag("--whole-sentences", options->whole_sentences,
                 "Encode every sentence whole instead of a word at a time through a memo "
                 "(slower; the ids are the same)");
+  cmd->add_flag(
+      "--skip-invalid-lines", options->corpus.skip_invalid_lines,
+      "Skip (and count) pairs with invalid UTF-8 or an over-long line instead of failing");
   cmd->add_flag("--skip-empty-lines", options->corpus.skip_empty_lines,
                 "Skip (and count) pairs with an empty line instead of failing");
   cmd->add_option("--max-tokens", options->batcher.max_tokens,

@@ -41,11 +41,6 @@ struct WordMemoMismatch {
   std::string where;
 };
 
-void check_line(const LineReader& reader, const std::string& text) {
-  if (auto bad = find_invalid_utf8(text))
-    fail("{}:{}: invalid UTF-8 at byte {}", reader.path().string(), reader.line_number(), *bad + 1);
-}
-
 std::string duration_text(double seconds) {
   const auto s = static_cast<int64_t>(seconds + 0.5);
   if (s < 60) return fmt::format("{} s", s);
@@ -84,7 +79,17 @@ class EncodeProgress {
 struct EncodeCounts {
   int64_t lines = 0;
   int64_t empty_skipped = 0;
+  int64_t invalid_skipped = 0;
 };
+
+// Why a line cannot be used, or "" when it can.
+std::string line_problem(const LineReader& reader, const std::string& text) {
+  if (reader.last_line_too_long()) return "line longer than the limit";
+  if (auto bad = find_invalid_utf8(text)) return fmt::format("invalid UTF-8 at byte {}", *bad + 1);
+  return "";
+}
+
+constexpr int64_t kNamedSkips = 5;  // invalid lines named in progress reports
 
 using PairSink = std::function<void(std::span<const int32_t>, std::span<const int32_t>)>;
 
@@ -162,6 +167,8 @@ EncodeCounts read_and_encode(const std::filesystem::path& source_path,
                              const CorpusOptions& options, bool word_memo, const PairSink& sink) {
   LineReader source(source_path, options.max_line_bytes);
   LineReader target(target_path, options.max_line_bytes);
+  source.skip_over_long_lines(options.skip_invalid_lines);
+  target.skip_over_long_lines(options.skip_invalid_lines);
   EncodeProgress progress(options, source);
   ChunkEncoder encoder(vocab, word_memo);
   EncodeCounts counts;
@@ -178,8 +185,20 @@ EncodeCounts read_and_encode(const std::filesystem::path& source_path,
     }
     if (!has_source) break;
     ++counts.lines;
-    check_line(source, source_line);
-    check_line(target, target_line);
+    const std::string source_problem = line_problem(source, source_line);
+    const std::string target_problem = line_problem(target, target_line);
+    if (!source_problem.empty() || !target_problem.empty()) {
+      const LineReader& bad = source_problem.empty() ? target : source;
+      const std::string where =
+          fmt::format("{}:{}: {}", bad.path().string(), bad.line_number(),
+                      source_problem.empty() ? target_problem : source_problem);
+      TFM_CHECK(options.skip_invalid_lines, "{}", where);
+      if (counts.invalid_skipped++ < kNamedSkips && options.progress)
+        options.progress(fmt::format(
+            "{}: pair skipped{}", where,
+            counts.invalid_skipped == kNamedSkips ? " (later ones are only counted)" : ""));
+      continue;
+    }
     const bool source_blank = is_blank(source_line);
     if (source_blank || is_blank(target_line)) {
       if (options.skip_empty_lines) {
@@ -331,6 +350,7 @@ Corpus Corpus::load(const std::filesystem::path& source, const std::filesystem::
           [&corpus](std::span<const int32_t> s, std::span<const int32_t> t) { corpus.add(s, t); });
       stats.lines = counts.lines;
       stats.empty_skipped = counts.empty_skipped;
+      stats.invalid_skipped = counts.invalid_skipped;
     });
     stats.unknown_tokens = std::count(corpus.ids_.begin(), corpus.ids_.end(), kUnkId);
   } else {
@@ -346,7 +366,7 @@ Corpus Corpus::load(const std::filesystem::path& source, const std::filesystem::
                             [&writer](std::span<const int32_t> s, std::span<const int32_t> t) {
                               writer.add(s, t);
                             });
-        writer.commit(counts.lines, counts.empty_skipped);
+        writer.commit(counts.lines, counts.empty_skipped, counts.invalid_skipped);
       });
       cache = map_corpus_cache(file, key);
       TFM_CHECK(cache.has_value(), "the corpus cache '{}' just written does not read back",
@@ -359,6 +379,7 @@ Corpus Corpus::load(const std::filesystem::path& source, const std::filesystem::
     corpus.size_ = cache->trailer.pairs;
     stats.lines = cache->trailer.lines;
     stats.empty_skipped = cache->trailer.empty_skipped;
+    stats.invalid_skipped = cache->trailer.invalid_skipped;
     stats.unknown_tokens = cache->trailer.unknown_tokens;
     stats.cache_file = file;
   }
@@ -371,10 +392,12 @@ Corpus Corpus::load(const std::filesystem::path& source, const std::filesystem::
 std::string CorpusStats::summary() const {
   const int64_t tokens = source_tokens + target_tokens;
   std::string text = fmt::format(
-      "{} pairs of {} lines ({} skipped as empty, {} as too long); {} source + {} target "
+      "{} pairs of {} lines ({} skipped as empty, {} as too long{}); {} source + {} target "
       "tokens, longest {} / {}, unknown {:.3f}%",
-      pairs, lines, empty_skipped, too_long_skipped, source_tokens, target_tokens, longest_source,
-      longest_target, tokens > 0 ? 100.0 * static_cast<double>(unknown_tokens) / tokens : 0.0);
+      pairs, lines, empty_skipped, too_long_skipped,
+      invalid_skipped > 0 ? fmt::format(", {} as invalid", invalid_skipped) : "", source_tokens,
+      target_tokens, longest_source, longest_target,
+      tokens > 0 ? 100.0 * static_cast<double>(unknown_tokens) / tokens : 0.0);
   if (cache_file.empty()) return text + fmt::format("; encoded in {:.2f} s (no cache)", seconds);
   return text + fmt::format("; {} {} ({}-byte ids) in {:.2f} s",
                             from_cache ? "mapped from" : "encoded, cached in", cache_file.string(),

@@ -25,6 +25,10 @@ struct CorpusOptions {
   int64_t max_line_bytes = kDefaultMaxLineBytes;
   // An empty (or blank) line on either side is an error; when true the pair is skipped and counted.
   bool skip_empty_lines = false;
+  // A line of invalid UTF-8 or longer than max_line_bytes on either side is an error; when true
+  // the pair is skipped and counted, and the first few are named in progress reports (crawled
+  // corpora hold a few such lines).
+  bool skip_invalid_lines = false;
   // The longest sequence the model may see, in subword tokens: a pair is kept when its source has
   // at most max_length tokens and its target at most max_length - 1 (tgt_in = bos y, tgt_out =
   // y eos). Longer pairs are skipped and counted. <= 0: no limit.
@@ -42,6 +46,7 @@ struct CorpusOptions {
 struct CorpusStats {
   int64_t lines = 0;             // line pairs in the files
   int64_t empty_skipped = 0;     // pairs with an empty line (skip_empty_lines)
+  int64_t invalid_skipped = 0;   // pairs with an invalid or over-long line (skip_invalid_lines)
   int64_t too_long_skipped = 0;  // pairs over max_length
   int64_t pairs = 0;             // pairs kept
   int64_t source_tokens = 0;     // subword tokens of the kept pairs, without bos/eos

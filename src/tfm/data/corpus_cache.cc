@@ -16,7 +16,7 @@ namespace {
 
 constexpr char kMagic[8] = {'T', 'F', 'M', 'C', 'R', 'P', '0', '2'};
 constexpr char kEndMagic[8] = {'T', 'F', 'M', 'C', 'R', 'P', 'N', 'D'};
-constexpr size_t kTrailerBytes = 7 * 8 + 8;
+constexpr size_t kTrailerBytes = 8 * 8 + 8;
 constexpr size_t kBufferBytes = size_t{4} << 20;
 
 // Path, size and modification time (nanoseconds) of a file, as text for the key.
@@ -37,10 +37,11 @@ size_t padded_to_8(size_t bytes) {
 
 uint64_t corpus_cache_key(const std::filesystem::path& source, const std::filesystem::path& target,
                           const Vocabulary& vocab, const CorpusOptions& options) {
-  const std::string identity =
-      fmt::format("tfm corpus cache v2\n{}\n{}\nvocab {}\nmax_line_bytes {}\nskip_empty_lines {}\n",
-                  file_identity(source), file_identity(target), vocab.hash(),
-                  options.max_line_bytes, options.skip_empty_lines);
+  const std::string identity = fmt::format(
+      "tfm corpus cache v2\n{}\n{}\nvocab {}\nmax_line_bytes {}\nskip_empty_lines {}\n"
+      "skip_invalid_lines {}\n",
+      file_identity(source), file_identity(target), vocab.hash(), options.max_line_bytes,
+      options.skip_empty_lines, options.skip_invalid_lines);
   return fnv1a64(identity);
 }
 
@@ -73,7 +74,8 @@ std::optional<MappedCorpusCache> map_corpus_cache(const std::filesystem::path& f
   std::memcpy(&t, bytes + size - kTrailerBytes, sizeof(t));
   static_assert(sizeof(CorpusCacheTrailer) == kTrailerBytes - 8);
   if (t.key != key || t.pairs < 0 || t.tokens < 0 || (t.id_bytes != 2 && t.id_bytes != 4) ||
-      t.lines < t.pairs + t.empty_skipped || t.pairs > (int64_t{1} << 40) ||
+      t.empty_skipped < 0 || t.invalid_skipped < 0 ||
+      t.lines < t.pairs + t.empty_skipped + t.invalid_skipped || t.pairs > (int64_t{1} << 40) ||
       t.tokens > (int64_t{1} << 45))
     return std::nullopt;
   const size_t ids_bytes = padded_to_8(static_cast<size_t>(t.tokens * t.id_bytes));
@@ -151,7 +153,7 @@ void CorpusCacheWriter::flush_buffers() {
   offset_buffer_.clear();
 }
 
-void CorpusCacheWriter::commit(int64_t lines, int64_t empty_skipped) {
+void CorpusCacheWriter::commit(int64_t lines, int64_t empty_skipped, int64_t invalid_skipped) {
   flush_buffers();
   const size_t ids_bytes = static_cast<size_t>(trailer_.tokens * trailer_.id_bytes);
   const char zeros[8] = {};
@@ -172,6 +174,7 @@ void CorpusCacheWriter::commit(int64_t lines, int64_t empty_skipped) {
             offsets_path_.string(), copied, expected);
   trailer_.lines = lines;
   trailer_.empty_skipped = empty_skipped;
+  trailer_.invalid_skipped = invalid_skipped;
   writer_->write(&trailer_, sizeof(trailer_));
   writer_->write(kEndMagic, 8);
   writer_->commit();

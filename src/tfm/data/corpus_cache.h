@@ -9,8 +9,8 @@
 //   zero bytes up to a multiple of 8
 //   u64 offsets[2 * pairs + 1] sequence k is ids[offsets[k], offsets[k+1]): the source of pair i
 //                              is sequence 2i, its target 2i+1
-//   trailer: u64 key, i64 lines, i64 empty_skipped, i64 pairs, i64 tokens, i64 id_bytes,
-//            i64 unknown_tokens, "TFMCRPND"
+//   trailer: u64 key, i64 lines, i64 empty_skipped, i64 invalid_skipped, i64 pairs, i64 tokens,
+//            i64 id_bytes, i64 unknown_tokens, "TFMCRPND"
 // The counts are known only at the end, hence a trailer; a reader maps the file and reads it first.
 // The cache holds every pair that passed the line checks, before the max_length filter (so another
 // max_length reuses the same file).
@@ -34,6 +34,7 @@ struct CorpusCacheTrailer {
   uint64_t key = 0;
   int64_t lines = 0;
   int64_t empty_skipped = 0;
+  int64_t invalid_skipped = 0;
   int64_t pairs = 0;
   int64_t tokens = 0;
   int64_t id_bytes = 0;
@@ -75,7 +76,7 @@ class CorpusCacheWriter {
 
   // Appends one pair (no bos/eos); every id must be below 2^(8 * id_bytes).
   void add(std::span<const int32_t> source, std::span<const int32_t> target);
-  void commit(int64_t lines, int64_t empty_skipped);
+  void commit(int64_t lines, int64_t empty_skipped, int64_t invalid_skipped);
 
  private:
   void append(std::span<const int32_t> ids);

@@ -68,7 +68,20 @@ bool LineReader::fill() {
   return true;
 }
 
+void LineReader::drop_rest_of_line() {
+  for (;;) {
+    const void* newline = std::memchr(buffer_.data() + begin_, '\n', end_ - begin_);
+    if (newline != nullptr) {
+      begin_ = static_cast<size_t>(static_cast<const char*>(newline) - buffer_.data()) + 1;
+      return;
+    }
+    begin_ = end_;
+    if (!fill()) return;
+  }
+}
+
 bool LineReader::next(std::string& line) {
+  last_too_long_ = false;
   size_t scanned = 0;  // bytes after begin_ already known to hold no newline
   for (;;) {
     const char* start = buffer_.data() + begin_;
@@ -76,9 +89,15 @@ bool LineReader::next(std::string& line) {
     const void* newline = std::memchr(start + scanned, '\n', available - scanned);
     const size_t length = newline ? static_cast<const char*>(newline) - start : available;
     // Checked before reading further, so a file without newlines cannot fill the memory.
-    if (max_line_bytes_ > 0 && static_cast<int64_t>(length) > max_line_bytes_)
-      fail("{}:{}: line longer than the limit of {} bytes", path_.string(), line_number_ + 1,
-           max_line_bytes_);
+    if (max_line_bytes_ > 0 && static_cast<int64_t>(length) > max_line_bytes_) {
+      TFM_CHECK(skip_over_long_, "{}:{}: line longer than the limit of {} bytes", path_.string(),
+                line_number_ + 1, max_line_bytes_);
+      drop_rest_of_line();
+      line.clear();
+      ++line_number_;
+      last_too_long_ = true;
+      return true;
+    }
     if (newline == nullptr) {
       scanned = available;
       if (fill()) continue;  // fill() moves the unread bytes to the front: begin_ is now 0

@@ -25,8 +25,12 @@ class LineReader {
 
   // The next line without its "\n" (and without a "\r" before it); false at the end of the file.
   // A last line without a newline still counts. Throws, naming file and line, on a line longer
-  // than the limit or a corrupt or truncated gzip stream.
+  // than the limit (unless skip_over_long_lines) or a corrupt or truncated gzip stream.
   bool next(std::string& line);
+  // Instead of throwing, next() passes over a line longer than the limit without holding it: it
+  // returns it empty, and last_line_too_long() is true.
+  void skip_over_long_lines(bool skip) { skip_over_long_ = skip; }
+  bool last_line_too_long() const { return last_too_long_; }
   // Reads to the end without any check and returns the number of lines in the whole file.
   int64_t count_to_end();
   // Share of the file read so far, in [0, 1] (of the compressed bytes for a gzip file): for
@@ -38,6 +42,7 @@ class LineReader {
 
  private:
   bool fill();  // false at the end of the file
+  void drop_rest_of_line();
 
   std::filesystem::path path_;
   int64_t max_line_bytes_;
@@ -47,6 +52,8 @@ class LineReader {
   size_t begin_ = 0;
   size_t end_ = 0;
   bool at_end_ = false;
+  bool skip_over_long_ = false;
+  bool last_too_long_ = false;
   int64_t line_number_ = 0;
 };
 
