@@ -49,6 +49,80 @@ void expect_same_plan(const std::vector<BatchPlan>& a, const std::vector<BatchPl
   }
 }
 
+// The procedure of data/batcher.h written plainly (a stable comparison sort, one swap at a time):
+// the batcher's counting sort, prefetching shuffle and threads must give exactly its plans.
+std::vector<BatchPlan> reference_plan(const Corpus& corpus, const BatcherOptions& options,
+                                      uint64_t seed, int64_t epoch) {
+  auto splitmix64 = [](uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  };
+  auto draw_below = [](std::mt19937_64& rng, uint64_t n) {
+    const uint64_t threshold = (0 - n) % n;
+    for (;;)
+      if (const uint64_t r = rng(); r >= threshold) return r % n;
+  };
+  auto shuffle = [&](auto& items, std::mt19937_64& rng) {
+    for (size_t i = items.size(); i > 1; --i) std::swap(items[i - 1], items[draw_below(rng, i)]);
+  };
+  std::vector<int64_t> order;
+  int64_t tokens = 0;
+  for (int64_t i = 0; i < corpus.size(); ++i) {
+    const int64_t alone = corpus.source_length(i) + corpus.target_length(i) + 1;
+    if (alone > options.max_tokens) continue;
+    order.push_back(i);
+    tokens += alone;
+  }
+  const double pairs_per_batch =
+      static_cast<double>(options.max_tokens) / (static_cast<double>(tokens) / order.size());
+  const auto window = static_cast<size_t>(std::max(1.0, pairs_per_batch * options.window_batches));
+  std::mt19937_64 rng(splitmix64(seed) ^ splitmix64(static_cast<uint64_t>(epoch) + 0x5eed));
+  shuffle(order, rng);
+  auto widths = [&corpus](int64_t i) {
+    const int64_t s = corpus.source_length(i), t = corpus.target_length(i) + 1;
+    return std::tuple(std::max(s, t), s, t);
+  };
+  std::vector<BatchPlan> batches;
+  for (size_t start = 0; start < order.size(); start += window) {
+    const auto first = order.begin() + static_cast<std::ptrdiff_t>(start);
+    const auto last =
+        order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), start + window));
+    std::stable_sort(first, last, [&](int64_t a, int64_t b) { return widths(a) < widths(b); });
+    BatchPlan current;
+    for (auto it = first; it != last; ++it) {
+      const auto [longer, s, t] = widths(*it);
+      const int64_t rows = static_cast<int64_t>(current.pairs.size()) + 1;
+      if (!current.pairs.empty() &&
+          rows * (std::max(current.source_width, s) + std::max(current.target_width, t)) >
+              options.max_tokens) {
+        batches.push_back(std::move(current));
+        current = BatchPlan{};
+      }
+      current.pairs.push_back(static_cast<uint32_t>(*it));
+      current.source_width = std::max(current.source_width, s);
+      current.target_width = std::max(current.target_width, t);
+    }
+    if (!current.pairs.empty()) batches.push_back(std::move(current));
+  }
+  shuffle(batches, rng);
+  return batches;
+}
+
+TEST(Batcher, PlansEqualThePlainProcedure) {
+  // Many equal widths (short pairs), so the order of ties matters.
+  const Corpus corpus = random_corpus(20000, 12, 5);
+  for (const int64_t window : {1, 7, 100}) {
+    BatcherOptions options;
+    options.max_tokens = 300;
+    options.window_batches = window;
+    const Batcher batcher(corpus, options, 99);
+    for (int64_t epoch = 0; epoch < 2; ++epoch)
+      expect_same_plan(batcher.epoch_plan(epoch), reference_plan(corpus, options, 99, epoch));
+  }
+}
+
 TEST(Batcher, BatchesFitTheBudgetAndCoverEveryPairOnce) {
   const Corpus corpus = random_corpus(3000, 60, 1);
   BatcherOptions options;

@@ -38,7 +38,7 @@ void run_corpus(const CorpusCommandOptions& options) {
   std::printf("corpus: %s\n", corpus.stats().summary().c_str());
 
   const data::Batcher batcher(corpus, options.batcher, options.seed);
-  const data::PlanSummary plan = data::summarize_plan(corpus, batcher.epoch_plan(0));
+  const data::PlanSummary plan = data::summarize_plan(corpus, batcher.plan());
   const auto batches = static_cast<double>(plan.batches);
   std::printf(
       "batches (epoch 0, budget %lld padded tokens): %lld batches, %.1f pairs and %.0f padded "

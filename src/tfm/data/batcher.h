@@ -108,7 +108,9 @@ class Batcher {
   const BatcherOptions& options() const { return options_; }
   // A hash of the seed, the options and every pair's lengths: what the plans depend on. Saved
   // beside State, it tells a resumed run whether the state still means the same batches.
-  uint64_t fingerprint() const;
+  uint64_t fingerprint() const { return fingerprint_; }
+  // The current epoch's batches, in order.
+  const std::vector<BatchPlan>& plan() const { return plan_; }
 
  private:
   // A pair that fits the budget alone, with its widths: S and T + 1.
@@ -118,6 +120,11 @@ class Batcher {
     uint16_t target_width;
   };
 
+  static void sort_window(std::vector<Entry>::iterator first, std::vector<Entry>::iterator last);
+  void cut_window(std::vector<Entry>::const_iterator first, std::vector<Entry>::const_iterator last,
+                  std::vector<BatchPlan>& batches) const;
+  uint64_t compute_fingerprint() const;
+
   const Corpus& corpus_;
   BatcherOptions options_;
   uint64_t seed_;
@@ -126,6 +133,7 @@ class Batcher {
   size_t window_pairs_ = 0;
   State state_;
   std::vector<BatchPlan> plan_;  // of state_.epoch
+  uint64_t fingerprint_ = 0;
 };
 
 }  // namespace tfm::data
