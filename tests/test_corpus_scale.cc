@@ -3,10 +3,14 @@
 // corpus without copying it.
 #include <sentencepiece_trainer.h>
 
+#include <chrono>
+#include <thread>
+
 #include "data_test_util.h"
 #include "tfm/data/batcher.h"
 #include "tfm/data/corpus.h"
 #include "tfm/data/corpus_cache.h"
+#include "tfm/io/progress_meter.h"
 
 namespace tfm::testing {
 namespace {
@@ -200,6 +204,24 @@ TEST(CorpusScale, InvalidAndOverLongLinesAreErrorsOrSkipped) {
           << messages[2];
     }
   }
+}
+
+TEST(ProgressMeter, ReportsCountRateShareAndTimeLeft) {
+  std::vector<std::string> lines;
+  ProgressMeter meter([&lines](const std::string& line) { lines.push_back(line); },
+                      "encoding train.en", "pairs", 0.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  meter.update(5000, 0.25);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("encoding train.en: 5000 pairs, "), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("k pairs/s, 25% read, about "), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find(" left"), std::string::npos) << lines[0];
+  ProgressMeter quiet([&lines](const std::string& line) { lines.push_back(line); }, "x", "y", 60);
+  quiet.update(1, 0.5);  // not a minute yet
+  EXPECT_EQ(lines.size(), 1u);
+  EXPECT_EQ(duration_text(42), "42 s");
+  EXPECT_EQ(duration_text(185), "3 min 05 s");
+  EXPECT_EQ(duration_text(7800), "2 h 10 min");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "tfm/core/error.h"
 #include "tfm/data/corpus_cache.h"
 #include "tfm/data/word_encoder.h"
+#include "tfm/io/progress_meter.h"
 
 namespace tfm::data {
 
@@ -39,41 +40,6 @@ struct PendingChunk {
 // then encoded again, a sentence at a time.
 struct WordMemoMismatch {
   std::string where;
-};
-
-std::string duration_text(double seconds) {
-  const auto s = static_cast<int64_t>(seconds + 0.5);
-  if (s < 60) return fmt::format("{} s", s);
-  if (s < 3600) return fmt::format("{} min {:02} s", s / 60, s % 60);
-  return fmt::format("{} h {:02} min", s / 3600, s % 3600 / 60);
-}
-
-// A one-line report every few seconds: pairs, rate, share read, time left.
-class EncodeProgress {
- public:
-  EncodeProgress(const CorpusOptions& options, const LineReader& source)
-      : report_(options.progress), source_(source), started_(Clock::now()), last_(started_) {}
-
-  void update(int64_t pairs) {
-    if (!report_) return;
-    const auto now = Clock::now();
-    if (now - last_ < std::chrono::seconds(5)) return;
-    last_ = now;
-    const double seconds = std::chrono::duration<double>(now - started_).count();
-    const double fraction = source_.read_fraction();
-    const double rate = static_cast<double>(pairs) / seconds;
-    std::string text =
-        fmt::format("encoding {}: {} pairs, {:.1f}k pairs/s, {:.0f}% read",
-                    source_.path().filename().string(), pairs, rate / 1000, 100 * fraction);
-    if (fraction > 0.01)
-      text += fmt::format(", about {} left", duration_text(seconds * (1 - fraction) / fraction));
-    report_(text);
-  }
-
- private:
-  const std::function<void(const std::string&)>& report_;
-  const LineReader& source_;
-  Clock::time_point started_, last_;
 };
 
 struct EncodeCounts {
@@ -169,7 +135,7 @@ EncodeCounts read_and_encode(const std::filesystem::path& source_path,
   LineReader target(target_path, options.max_line_bytes);
   source.skip_over_long_lines(options.skip_invalid_lines);
   target.skip_over_long_lines(options.skip_invalid_lines);
-  EncodeProgress progress(options, source);
+  ProgressMeter progress(options.progress, "encoding " + source_path.filename().string(), "pairs");
   ChunkEncoder encoder(vocab, word_memo);
   EncodeCounts counts;
   PendingChunk chunk;
@@ -214,7 +180,7 @@ EncodeCounts read_and_encode(const std::filesystem::path& source_path,
     if (chunk.line.size() == kChunkPairs) {
       encoder.encode(chunk, source, target, options.skip_empty_lines, counts, sink);
       chunk.clear();
-      progress.update(counts.lines);
+      progress.update(counts.lines, source.read_fraction());
     }
   }
   encoder.encode(chunk, source, target, options.skip_empty_lines, counts, sink);

@@ -10,6 +10,7 @@
 
 #include "tfm/core/error.h"
 #include "tfm/io/atomic_file.h"
+#include "tfm/io/progress_meter.h"
 #include "tfm/io/text_reader.h"
 
 namespace tfm::data {
@@ -55,15 +56,25 @@ class FileSentenceIterator : public sentencepiece::SentenceIterator {
       if (!reader_) {
         if (next_input_ == inputs_.size()) {
           done_ = true;
+          if (progress_)
+            progress_(fmt::format(
+                "{} sentences read; learning the vocabulary (SentencePiece reports nothing until "
+                "it is done)",
+                sentences_));
           return;
         }
-        reader_ = std::make_unique<LineReader>(inputs_[next_input_++]);
+        reader_ = std::make_unique<LineReader>(inputs_[next_input_]);
+        meter_ = std::make_unique<ProgressMeter>(
+            progress_, "reading " + inputs_[next_input_].filename().string(), "lines");
+        ++next_input_;
       }
       if (reader_->next(line_)) {
         if (auto bad = find_invalid_utf8(line_))
           fail("{}:{}: invalid UTF-8 at byte {}", reader_->path().string(), reader_->line_number(),
                *bad + 1);
         ++sentences_;
+        if (sentences_ % 4096 == 0)
+          meter_->update(reader_->line_number(), reader_->read_fraction());
         return;
       }
       if (progress_)
@@ -77,6 +88,7 @@ class FileSentenceIterator : public sentencepiece::SentenceIterator {
   const std::function<void(const std::string&)>& progress_;
   size_t next_input_ = 0;
   std::unique_ptr<LineReader> reader_;
+  std::unique_ptr<ProgressMeter> meter_;
   std::string line_;
   bool done_ = false;
   int64_t sentences_ = 0;
