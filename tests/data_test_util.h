@@ -3,6 +3,7 @@
 // binary.
 #pragma once
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <zlib.h>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -90,6 +92,19 @@ inline std::filesystem::path train_tiny_vocab(const TempDir& dir, int64_t size =
   options.vocab_size = size;
   options.num_threads = 1;
   return data::train_vocabulary(options).model_path;
+}
+
+// A path in single quotes, for a shell command line. fmt, not operator+: GCC 12 reports a false
+// -Wrestrict on some std::string concatenations.
+inline std::string quoted(const std::filesystem::path& p) {
+  return fmt::format("'{}'", p.string());
+}
+
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
 }
 
 struct CommandResult {

@@ -23,21 +23,12 @@ namespace tfm {
 namespace {
 
 using testing::CommandResult;
+using testing::lines_of;
+using testing::quoted;
 using testing::read_text;
 using testing::run_tfm_command;
 using testing::TempDir;
 using testing::write_text;
-
-std::string quoted(const std::filesystem::path& p) {
-  return fmt::format("'{}'", p.string());
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
 
 const std::vector<std::string> kTrees = {
     "(TOP (S (NP (DT The) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat)))) (. .)))",

@@ -21,23 +21,14 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::CommandResult;
+using testing::lines_of;
+using testing::quoted;
 using testing::read_text;
 using testing::TempDir;
 using testing::write_gzip;
 using testing::write_text;
 
 const fs::path kScript = fs::path(TFM_SOURCE_DIR) / "scripts" / "fetch_wmt14.sh";
-
-std::string shell_quoted(const fs::path& p) {
-  return fmt::format("'{}'", p.string());
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
 
 // The script's last line on stderr: its one-line error when it fails.
 std::string last_line(const std::string& text) {
@@ -166,21 +157,21 @@ class FakeWmt14 {
            const std::vector<std::string>& names) {
     fs::create_directories((base / path).parent_path());
     std::string command = fmt::format("tar -c{}f {} -C {}", path.ends_with(".tgz") ? "z" : "",
-                                      shell_quoted(base / path), shell_quoted(stage / folder));
-    for (const std::string& name : names) command += fmt::format(" {}", shell_quoted(name));
+                                      quoted(base / path), quoted(stage / folder));
+    for (const std::string& name : names) command += fmt::format(" {}", quoted(fs::path(name)));
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
   }
 
   // Runs the script with the base at file://base; `arguments` are already quoted.
   CommandResult run(const std::string& arguments) const {
-    const std::string command = fmt::format(
-        "WMT14_BASE_URL='file://{}' {} {} > {} 2> {}", base.string(), shell_quoted(kScript),
-        arguments, shell_quoted(dir / "stdout"), shell_quoted(dir / "stderr"));
+    const std::string command =
+        fmt::format("WMT14_BASE_URL='file://{}' {} {} > {} 2> {}", base.string(), quoted(kScript),
+                    arguments, quoted(dir / "stdout"), quoted(dir / "stderr"));
     const int raw = std::system(command.c_str());
     return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(dir / "stdout"),
             read_text(dir / "stderr")};
   }
-  CommandResult fetch(const std::string& pair) const { return run(pair + " " + shell_quoted(out)); }
+  CommandResult fetch(const std::string& pair) const { return run(pair + " " + quoted(out)); }
 
   // The files the script wrote into out/, archives/ aside.
   std::vector<std::string> outputs() const {
@@ -361,9 +352,8 @@ TEST(FetchWmt14, UnequalLineCountsFailNamingBothFilesAndCounts) {
 TEST(FetchWmt14, UsageErrorsExitWithTwo) {
   FakeWmt14 f;
   for (const std::string& arguments :
-       {std::string(""), std::string("en-de"), "en-xx " + shell_quoted(f.out),
-        "de-en " + shell_quoted(f.out), "en-de " + shell_quoted(f.out) + " extra",
-        std::string("en-de ''")}) {
+       {std::string(""), std::string("en-de"), "en-xx " + quoted(f.out), "de-en " + quoted(f.out),
+        "en-de " + quoted(f.out) + " extra", std::string("en-de ''")}) {
     const CommandResult run = f.run(arguments);
     EXPECT_EQ(run.status, 2) << arguments;
     EXPECT_EQ(run.err, "usage: scripts/fetch_wmt14.sh en-de|en-fr DIR\n") << arguments;

@@ -11,11 +11,6 @@
 
 namespace tfm::testing {
 
-// fmt, not operator+: GCC 12 reports a false -Wrestrict on some std::string concatenations.
-inline std::string quoted(const std::filesystem::path& p) {
-  return fmt::format("'{}'", p.string());
-}
-
 // Writes en.txt, de.txt and recipe.yaml (run directory `dir`/run) into `dir`.
 inline void write_recipe(const TempDir& dir) {
   write_text(dir / "en.txt", joined_lines(generated_sentences(300, false, 11)));
