@@ -6,8 +6,9 @@ pairs), picked at random, sources with sources and targets with targets, so the 
 their lengths spread like WMT's: about 27 words a side against Multi30k's 12. Deterministic for a
 given seed.
 
-Usage: bench/make_synthetic_corpus.py PAIRS OUT_DIR [--data DIR] [--seed S]
-Writes OUT_DIR/train.en and OUT_DIR/train.de (plain UTF-8, one sentence a line).
+Usage: bench/make_synthetic_corpus.py PAIRS OUT_DIR [--data DIR] [--seed S] [--target de|fr]
+Writes OUT_DIR/train.en and OUT_DIR/train.de (or .fr: Multi30k's French) (plain UTF-8, one sentence
+a line).
 """
 import argparse
 import gzip
@@ -29,17 +30,18 @@ def main():
         os.path.dirname(__file__), "..", "..", "shared", "data")
     parser.add_argument("--data", default=default_data, help="folder holding multi30k/")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--target", choices=["de", "fr"], default="de")
     args = parser.parse_args()
     if args.pairs <= 0:
         sys.exit("make_synthetic_corpus.py: PAIRS must be positive")
     sources = read_lines(os.path.join(args.data, "multi30k", "train.en.gz"))
-    targets = read_lines(os.path.join(args.data, "multi30k", "train.de.gz"))
+    targets = read_lines(os.path.join(args.data, "multi30k", f"train.{args.target}.gz"))
     if len(sources) != len(targets):
-        sys.exit("make_synthetic_corpus.py: multi30k train.en and train.de differ in length")
+        sys.exit(f"make_synthetic_corpus.py: multi30k train.en and train.{args.target} differ")
     os.makedirs(args.out_dir, exist_ok=True)
     rng = random.Random(args.seed)
     n = len(sources)
-    paths = [os.path.join(args.out_dir, name) for name in ("train.en", "train.de")]
+    paths = [os.path.join(args.out_dir, name) for name in ("train.en", f"train.{args.target}")]
     partial = [path + ".part" for path in paths]
     block = 100000
     with open(partial[0], "w", encoding="utf-8") as src, open(partial[1], "w",
