@@ -284,5 +284,19 @@ TEST(Recipe, BatchSizeAutoAndUpdateTokens) {
     EXPECT_EQ(std::count(keys.begin(), keys.end(), key), 1) << key;
 }
 
+// data.vocab_sample: sentences sampled to learn the vocabulary (0: all).
+TEST(Recipe, VocabularySample) {
+  TempDir tmp;
+  TrainRecipe r = load_recipe(
+      write(tmp, "data:\n  train_source: a.en\n  train_target: a.de\n  vocab_sample: 10000000\n"));
+  EXPECT_EQ(r.vocab_sample, 10000000);
+  validate(r);
+  EXPECT_EQ(TrainRecipe{}.vocab_sample, 0);
+  apply_override(r, "data.vocab_sample=-1");
+  expect_error([&] { validate(r); }, {"data.vocab_sample must be >= 0"});
+  const std::vector<std::string> keys = recipe_keys();
+  EXPECT_EQ(std::count(keys.begin(), keys.end(), "data.vocab_sample"), 1);
+}
+
 }  // namespace
 }  // namespace tfm

@@ -157,6 +157,7 @@ const KeyTable<TrainRecipe, std::string>& recipe_table() {
         {"data.vocab", text(&TrainRecipe::vocab), {}},
         {"data.vocab_size", integer(&TrainRecipe::vocab_size), {}},
         {"data.vocab_type", text(&TrainRecipe::vocab_type), {}},
+        {"data.vocab_sample", integer(&TrainRecipe::vocab_sample), {}},
         {"data.max_length", integer(&TrainRecipe::max_length), {}},
         {"data.max_tokens", integer_or_auto(&TrainRecipe::max_tokens), {}},
         {"data.accumulate", integer_or_auto(&TrainRecipe::accumulate), {}},
@@ -376,6 +377,8 @@ void validate(const TrainRecipe& r) {
             "data.vocab_type must be bpe, unigram or word, got '{}'", r.vocab_type);
   TFM_CHECK(r.vocab_size >= 8, "data.vocab_size must be at least 8, got {}", r.vocab_size);
   TFM_CHECK(r.max_length >= 2, "data.max_length must be at least 2, got {}", r.max_length);
+  TFM_CHECK(r.vocab_sample >= 0, "data.vocab_sample must be >= 0 (0: every sentence), got {}",
+            r.vocab_sample);
   TFM_CHECK(r.max_tokens == kAutoBatch || r.max_tokens >= 2 * r.max_length,
             "data.max_tokens ({}) must hold one pair of max_length ({}) tokens on each side",
             r.max_tokens, r.max_length);

@@ -27,6 +27,9 @@ struct TrainRecipe {
   std::string vocab;                       // a SentencePiece .model; empty: learned into the run
   int64_t vocab_size = 8000;
   std::string vocab_type = "bpe";  // or "unigram", or "word" (at most vocab_size whole words)
+  // Sentences sampled from the training text to learn the vocabulary (SentencePiece's
+  // input_sentence_size); 0: all of them.
+  int64_t vocab_sample = 0;
   int64_t max_length = 128;   // subword tokens; longer pairs are skipped and counted
   int64_t max_tokens = 4096;  // batch budget: padded source + padded target tokens; or kAutoBatch
                               // (`auto`: from the device's memory, train/batch_size.h)
