@@ -30,6 +30,7 @@
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/device.h"
 #include "tfm/train/adam.h"
+#include "tfm/train/batch_size.h"
 #include "tfm/train/recipe.h"
 #include "tfm/train/schedule.h"
 
@@ -100,6 +101,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   vocab = config.vocab_size;
+  // What the process holds before the model (libraries, the runtime): the memory estimate of
+  // train/batch_size.h is compared with the peak above it.
+  const double baseline_rss = rss_mb();
   // Initialised on the host (the same weights on every device), then copied to the device.
   tfm::nn::Transformer initial(config);
   initial.init(7);
@@ -169,6 +173,8 @@ int main(int argc, char** argv) {
       tfm::CachingAllocator::cpu().stats().system_allocations - allocations_before;
   const tfm::cpu::GemmStats gemm = tfm::cpu::gemm_stats();
   const double gemm_per_step = gemm.seconds / steps;
+  const tfm::TrainingMemory estimate =
+      tfm::estimate_training_memory(config, std::max(src_len, tgt_len), product, device);
   nlohmann::ordered_json row = {
       {"framework", "tfm"},
       {"device", tfm::ops::describe_device(device)},
@@ -195,6 +201,15 @@ int main(int argc, char** argv) {
       {"tokens_per_second", rounded(tokens / per_step, 1)},
       {"target_tokens_per_second", rounded(static_cast<double>(batch.tgt_tokens) / per_step, 1)},
       {"peak_rss_mb", rounded(peak_rss_mb(), 1)},
+      {"baseline_rss_mb", rounded(baseline_rss, 1)},
+      // train/batch_size.h's estimate of the step's memory (state + tokens x bytes per token, at
+      // the longer of the two lengths), to compare with peak_rss_mb - baseline_rss_mb
+      // (peak_device_mb on a GPU); bench/batch_memory.sh tabulates them.
+      {"estimated_mb",
+       rounded(static_cast<double>(estimate.bytes(batch.src_tokens + batch.tgt_tokens)) / (1 << 20),
+               1)},
+      {"estimated_state_mb", rounded(static_cast<double>(estimate.state_bytes) / (1 << 20), 1)},
+      {"estimated_kib_per_token", rounded(static_cast<double>(estimate.bytes_per_token) / 1024, 2)},
       {"peak_device_mb",
        device == tfm::Device::cpu
            ? 0.0

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "data_test_util.h"
@@ -111,6 +112,27 @@ TEST(CliTrainReliability, AStaleVocabularyIsLearnedAgainOrRefusedWithCheckpoints
   auto reused = train(dir, "--max-steps 2 --set data.vocab_size=90");
   ASSERT_EQ(reused.status, 0) << reused.err;
   EXPECT_EQ(reused.err.find("learning"), std::string::npos) << reused.err;
+  // data.vocab_sample is part of the record: a sample learns it again, from that many sentences.
+  fs::remove_all(dir / "run" / "checkpoints");
+  auto sampled = train(dir, "--max-steps 2 --set data.vocab_size=90 --set data.vocab_sample=200");
+  ASSERT_EQ(sampled.status, 0) << sampled.err;
+  EXPECT_NE(sampled.err.find("is stale (data.vocab_sample 0 -> 200): learning it again"),
+            std::string::npos)
+      << sampled.err;
+  EXPECT_NE(sampled.err.find("from at most 200 sentences sampled from "), std::string::npos)
+      << sampled.err;
+  auto record = nlohmann::json::parse(testing::read_text(dir / "run" / "vocab.recipe.json"));
+  EXPECT_EQ(record["vocab_sample"], 200);
+  // A record written before data.vocab_sample existed learned from every sentence: 0.
+  fs::remove_all(dir / "run" / "checkpoints");
+  ASSERT_EQ(train(dir, "--max-steps 2 --set data.vocab_size=90").status, 0);
+  record = nlohmann::json::parse(testing::read_text(dir / "run" / "vocab.recipe.json"));
+  record.erase("vocab_sample");
+  testing::write_text(dir / "run" / "vocab.recipe.json", record.dump(2));
+  fs::remove_all(dir / "run" / "checkpoints");
+  auto older = train(dir, "--max-steps 2 --set data.vocab_size=90");
+  ASSERT_EQ(older.status, 0) << older.err;
+  EXPECT_EQ(older.err.find("learning"), std::string::npos) << older.err;
 }
 
 TEST(CliTrainReliability, AValidationPairBeyondTheModelsPositionsIsAnErrorAtStartUp) {

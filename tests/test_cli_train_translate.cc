@@ -264,3 +264,65 @@ TEST(CliTrainTranslate, WithoutAWarmupFractionATimeBudgetKeepsTheRecipesWarmup) 
 
 }  // namespace
 }  // namespace tfm
+
+namespace tfm {
+namespace {
+
+// data.max_tokens and data.accumulate `auto` with data.update_tokens (train/batch_size.h): the log
+// says what memory was seen and what was chosen, the run trains, its checkpoints record the batch
+// size, and a resume keeps it whatever the memory and the recipe's update_tokens now say.
+TEST(CliTrainTranslate, BatchSizeFromTheMemoryOfTheDevice) {
+  TempDir dir;
+  write_recipe(dir);
+  const std::string recipe = quoted(dir / "recipe.yaml");
+  const std::string automatic =
+      "--set data.max_tokens=auto --set data.accumulate=auto --set validation.bleu=false";
+  auto run = run_tfm_command(
+      fmt::format("train -c {} --max-steps 2 {} --set data.update_tokens=1000", recipe, automatic),
+      dir);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.err.find("batch size: "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find(" free (cpu: "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find(" a padded token (1 layers, d_model 16, max_length 128, "),
+            std::string::npos)
+      << run.err;
+  // The tiny model's memory holds far more than an update: one batch of update_tokens.
+  EXPECT_NE(run.err.find("max_tokens 1000 (auto) x accumulate 1 (auto) x 1 rank = 1000 tokens an "
+                         "update (data.update_tokens 1000)"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("batches of 1000 tokens x 1"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("done at step 2"), std::string::npos) << run.err;
+  const auto checkpoints = list_checkpoints(dir / "run" / "checkpoints");
+  ASSERT_FALSE(checkpoints.empty());
+  const nlohmann::json extra = load_checkpoint(checkpoints.back()).state.extra;
+  EXPECT_EQ(extra.value("max_tokens", int64_t{0}), 1000);
+  EXPECT_EQ(extra.value("accumulate", int64_t{0}), 1);
+
+  auto resumed = run_tfm_command(fmt::format("train -c {} --max-steps 4 --resume {} --set "
+                                             "data.update_tokens=600",
+                                             recipe, automatic),
+                                 dir);
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("resuming: max_tokens 1000 x accumulate 1 as step-000000002 was "
+                             "trained"),
+            std::string::npos)
+      << resumed.err;
+  EXPECT_NE(resumed.err.find("done at step 4"), std::string::npos) << resumed.err;
+
+  // A given max_tokens: accumulate makes the update, ceil(1000 / 400) = 3 batches.
+  auto given = run_tfm_command(
+      fmt::format("train -c {} --max-steps 1 --run-dir {} --set data.max_tokens=400 "
+                  "--set data.accumulate=auto --set data.update_tokens=1000",
+                  recipe, quoted(dir / "given")),
+      dir);
+  ASSERT_EQ(given.status, 0) << given.err;
+  EXPECT_NE(given.err.find("batch size: max_tokens 400 x accumulate 3 (auto) x 1 rank = 1200 "
+                           "tokens an update (data.update_tokens 1000)"),
+            std::string::npos)
+      << given.err;
+  EXPECT_NE(given.err.find("batches of 400 tokens x 3"), std::string::npos) << given.err;
+}
+
+}  // namespace
+}  // namespace tfm

@@ -81,3 +81,39 @@ TEST(Error, MessagesAreOneLineWhateverTheQuotedTextHolds) {
 
 }  // namespace
 }  // namespace tfm
+
+namespace tfm {
+namespace {
+
+// With a limit, blocks cached in other size classes go back to the system before the allocator
+// holds more than the limit; blocks in use are never touched.
+TEST(CachingAllocator, ACacheLimitReturnsCachedBlocksOfOtherSizes) {
+  CachingAllocator alloc(Device::cpu);
+  constexpr size_t kMiB = size_t{1} << 20;
+  // Without a limit every size stays cached.
+  for (size_t mib : {1, 2, 4}) alloc.release(alloc.allocate(mib * kMiB), mib * kMiB);
+  EXPECT_EQ(alloc.stats().bytes_cached, 7 * kMiB);
+  // A limit below what is cached trims at once, the largest blocks first.
+  alloc.set_cache_limit(5 * kMiB);
+  EXPECT_EQ(alloc.stats().bytes_cached, 3 * kMiB);
+  // A request the cache cannot serve makes room for itself: 3 + 3 > 5, so the 2 MiB block goes.
+  void* held = alloc.allocate(3 * kMiB);
+  EXPECT_EQ(alloc.stats().bytes_in_use, 3 * kMiB);
+  EXPECT_EQ(alloc.stats().bytes_cached, kMiB);
+  // A cached block of the size asked for is reused, whatever the limit.
+  const int64_t system = alloc.stats().system_allocations;
+  alloc.release(alloc.allocate(kMiB), kMiB);
+  EXPECT_EQ(alloc.stats().system_allocations, system);
+  // Blocks in use may exceed the limit; the cache is then emptied.
+  void* big = alloc.allocate(4 * kMiB);
+  EXPECT_EQ(alloc.stats().bytes_in_use, 7 * kMiB);
+  EXPECT_EQ(alloc.stats().bytes_cached, 0u);
+  alloc.release(big, 4 * kMiB);
+  alloc.release(held, 3 * kMiB);
+  EXPECT_EQ(alloc.stats().bytes_cached, 7 * kMiB);  // releasing keeps blocks, up to the next miss
+  alloc.set_cache_limit(0);
+  EXPECT_EQ(alloc.stats().bytes_cached, 7 * kMiB);
+}
+
+}  // namespace
+}  // namespace tfm

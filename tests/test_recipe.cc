@@ -7,6 +7,8 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
 
 #include "temp_dir.h"
 #include "tfm/train/recipe.h"
@@ -90,7 +92,7 @@ TEST(Recipe, TyposAndBadValuesAreOneLineErrorsWithFileAndLine) {
       [&] { load_recipe(write(tmp, "data:\n  max_tokns: 100\n")); },
       {"recipe.yaml:2", "unknown option 'data.max_tokns'", "did you mean 'data.max_tokens'"});
   expect_error([&] { load_recipe(write(tmp, "data:\n  max_tokens: lots\n")); },
-               {"recipe.yaml:2", "'data.max_tokens' must be an integer", "lots"});
+               {"recipe.yaml:2", "'data.max_tokens' must be a positive integer or auto", "lots"});
   expect_error([&] { load_recipe(write(tmp, "data: [1, 2\n")); }, {"recipe.yaml", "invalid YAML"});
   expect_error([&] { load_recipe(write(tmp, "validation:\n  bleu: maybe\n")); },
                {"recipe.yaml:2", "true or false"});
@@ -227,6 +229,73 @@ TEST(Recipe, NumbersMustBeFinite) {
   TrainRecipe not_a_number = r;
   not_a_number.clip_norm = std::nan("");
   expect_error([&] { validate(not_a_number); }, {"optimizer.clip_norm", "finite"});
+}
+
+// data.max_tokens and data.accumulate take `auto` (the batch size from the device's memory,
+// train/batch_size.h); data.update_tokens says how many tokens an update holds.
+TEST(Recipe, BatchSizeAutoAndUpdateTokens) {
+  TempDir tmp;
+  TrainRecipe r = load_recipe(write(tmp,
+                                    "data:\n  train_source: a.en\n  train_target: a.de\n"
+                                    "  max_tokens: auto\n  accumulate: auto\n"
+                                    "  update_tokens: 50000\n"));
+  EXPECT_EQ(r.max_tokens, kAutoBatch);
+  EXPECT_EQ(r.accumulate, kAutoBatch);
+  EXPECT_EQ(r.update_tokens, 50000);
+  validate(r);
+  // Defaults: the old behaviour.
+  const TrainRecipe defaults;
+  EXPECT_EQ(defaults.max_tokens, 4096);
+  EXPECT_EQ(defaults.accumulate, 1);
+  EXPECT_EQ(defaults.update_tokens, 0);
+  EXPECT_DOUBLE_EQ(defaults.memory_fraction, 0.8);
+  // A number again, from the command line.
+  apply_override(r, "data.max_tokens=8192");
+  EXPECT_EQ(r.max_tokens, 8192);
+  validate(r);
+  // update_tokens and a given accumulate both size the update.
+  TrainRecipe both = r;
+  apply_override(both, "data.accumulate=4");
+  expect_error([&] { validate(both); }, {"data.update_tokens", "data.accumulate", "auto"});
+  apply_override(both, "data.update_tokens=0");
+  validate(both);
+  for (const char* bad : {"data.max_tokens=0", "data.max_tokens=-1", "data.accumulate=0",
+                          "data.accumulate=automatic", "data.max_tokens="}) {
+    const std::string key(bad, std::string_view(bad).find('='));
+    expect_error([&] { apply_override(r, bad); },
+                 {"'" + key + "' must be a positive integer or auto"});
+  }
+  expect_error([&] { load_recipe(write(tmp, "data:\n  max_tokens: -1\n")); },
+               {"recipe.yaml:2", "'data.max_tokens' must be a positive integer or auto"});
+  TrainRecipe negative = r;
+  apply_override(negative, "data.update_tokens=-3");
+  expect_error([&] { validate(negative); }, {"data.update_tokens", ">= 0"});
+  TrainRecipe fraction = r;
+  apply_override(fraction, "data.memory_fraction=0.5");
+  EXPECT_DOUBLE_EQ(fraction.memory_fraction, 0.5);
+  validate(fraction);
+  for (const char* bad : {"data.memory_fraction=0", "data.memory_fraction=1.5"}) {
+    TrainRecipe wrong = r;
+    apply_override(wrong, bad);
+    expect_error([&] { validate(wrong); }, {"data.memory_fraction must be in (0, 1]"});
+  }
+  const std::vector<std::string> keys = recipe_keys();
+  for (const char* key : {"data.update_tokens", "data.memory_fraction"})
+    EXPECT_EQ(std::count(keys.begin(), keys.end(), key), 1) << key;
+}
+
+// data.vocab_sample: sentences sampled to learn the vocabulary (0: all).
+TEST(Recipe, VocabularySample) {
+  TempDir tmp;
+  TrainRecipe r = load_recipe(
+      write(tmp, "data:\n  train_source: a.en\n  train_target: a.de\n  vocab_sample: 10000000\n"));
+  EXPECT_EQ(r.vocab_sample, 10000000);
+  validate(r);
+  EXPECT_EQ(TrainRecipe{}.vocab_sample, 0);
+  apply_override(r, "data.vocab_sample=-1");
+  expect_error([&] { validate(r); }, {"data.vocab_sample must be >= 0"});
+  const std::vector<std::string> keys = recipe_keys();
+  EXPECT_EQ(std::count(keys.begin(), keys.end(), "data.vocab_sample"), 1);
 }
 
 }  // namespace

@@ -56,6 +56,13 @@ class CachingAllocator {
   void release(void* ptr, size_t bytes);
   // Returns every cached block to the system.
   void empty_cache();
+  // A bound on the memory this allocator holds (in use + cached), 0 for none (the default): a
+  // request the free lists cannot serve first returns cached blocks of other sizes to the system,
+  // as many as it takes to stay under the bound. Free lists keep blocks by size class, so batches
+  // of varying shapes would otherwise leave each class at its own high-water mark, and the cache
+  // hold far more than any one step uses (a training run whose batch size comes from the memory
+  // sets it: train/batch_size.h). Blocks in use are never touched; they may exceed the bound.
+  void set_cache_limit(size_t bytes);
   AllocatorStats stats() const;
   void reset_peak();
 
@@ -68,11 +75,14 @@ class CachingAllocator {
  private:
   void* system_allocate(size_t bytes) const;
   void system_release(void* ptr) const;
+  // With mutex_ held: returns cached blocks until `incoming` more bytes fit under the limit.
+  void trim_cache_locked(size_t incoming);
 
   Device device_;
   mutable std::mutex mutex_;
   std::unordered_map<size_t, std::vector<void*>> free_lists_;
   AllocatorStats stats_;
+  size_t cache_limit_ = 0;
 };
 
 }  // namespace tfm

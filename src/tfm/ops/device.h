@@ -2,6 +2,7 @@
 // for it. The CPU is always ready; CUDA needs a build with the CUDA backend and a GPU.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "tfm/core/device.h"
@@ -25,6 +26,17 @@ void synchronize(Device device);
 
 // "cpu" or the GPU's name, compute capability, memory and driver, for logs and benchmarks.
 std::string describe_device(Device device);
+
+// Memory that a run on `device` may still use, now (a training run's batch size from memory,
+// train/batch_size.h). The CPU: MemAvailable of /proc/meminfo (free memory plus what the kernel
+// can reclaim without swapping), lowered to what is left of the process's cgroup memory limit
+// when it has one (a container). A GPU: its free memory (cudaMemGetInfo), use_device having made
+// it ready. A one-line error when it cannot be read.
+struct MemoryAvailable {
+  int64_t bytes = 0;
+  std::string source;  // how it was measured, for the log: "cpu: MemAvailable", ...
+};
+MemoryAvailable memory_available(Device device);
 
 // "cpu" | "cuda" -> Device; a one-line error naming the value otherwise.
 Device parse_device(const std::string& name);

@@ -138,6 +138,9 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
                                         const Tensor& targets, float label_smoothing,
                                         int32_t ignore_index, double normalizer = 0.0,
                                         int64_t chunk_rows = 0, DType product = DType::f32);
+// The rows of output_cross_entropy's chunks by default (chunk_rows 0) on `device`: what a memory
+// estimate (train/batch_size.h) charges for its [rows, V] logits.
+int64_t output_cross_entropy_chunk_rows(int64_t vocab, Device device);
 
 // ---- decoding (inference: no backward is recorded) ----
 

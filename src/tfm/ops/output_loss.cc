@@ -70,6 +70,11 @@ void run_gemm(Device device, const GemmOperand& a, const GemmOperand& b, const G
 
 }  // namespace
 
+int64_t output_cross_entropy_chunk_rows(int64_t vocab, Device device) {
+  TFM_CHECK(vocab > 0, "output_cross_entropy: vocabulary of {} words", vocab);
+  return default_chunk_rows(vocab, device);
+}
+
 CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weight,
                                         const Tensor& targets, float label_smoothing,
                                         int32_t ignore_index, double normalizer, int64_t chunk_rows,

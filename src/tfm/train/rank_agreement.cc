@@ -66,18 +66,18 @@ void check_ranks_agree(dist::Communicator& communicator, const std::vector<Agree
   }
 }
 
-int default_threads_per_rank() {
-  int local_ranks = 1;
+int local_ranks() {
   for (const char* name :
        {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
     const char* value = std::getenv(name);
-    if (value != nullptr && std::atoi(value) > 0) {
-      local_ranks = std::atoi(value);
-      break;
-    }
+    if (value != nullptr && std::atoi(value) > 0) return std::atoi(value);
   }
+  return 1;
+}
+
+int default_threads_per_rank() {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / local_ranks);
+  return std::max(1, cores / local_ranks());
 }
 
 }  // namespace tfm

@@ -27,6 +27,9 @@ void check_ranks_agree(dist::Communicator& communicator, const std::vector<Agree
 // Rank 0's text on every rank.
 std::string broadcast_text(dist::Communicator& communicator, const std::string& text);
 
+// The ranks on this host, from the launcher's local rank count (1 when none says).
+int local_ranks();
+
 // OpenMP threads for one rank when neither the recipe nor OMP_NUM_THREADS says: the cores shared
 // by the ranks on this host (from the launcher's local rank count), at least 1.
 int default_threads_per_rank();

@@ -93,6 +93,22 @@ Setter integer(Member member) {
     r.*member = parse_int(k, v);
   };
 }
+// A positive integer, or `auto` (kAutoBatch): data.max_tokens, data.accumulate.
+template <typename Member>
+Setter integer_or_auto(Member member) {
+  return [member](TrainRecipe& r, const std::string& k, const std::string& v) {
+    if (v == "auto") {
+      r.*member = kAutoBatch;
+      return;
+    }
+    char* end = nullptr;
+    errno = 0;
+    const long long value = std::strtoll(v.c_str(), &end, 10);
+    TFM_CHECK(!v.empty() && *end == '\0' && errno == 0 && value >= 1,
+              "'{}' must be a positive integer or auto, got '{}'", k, v);
+    r.*member = value;
+  };
+}
 template <typename Member>
 Setter number(Member member) {
   return [member](TrainRecipe& r, const std::string& k, const std::string& v) {
@@ -141,9 +157,12 @@ const KeyTable<TrainRecipe, std::string>& recipe_table() {
         {"data.vocab", text(&TrainRecipe::vocab), {}},
         {"data.vocab_size", integer(&TrainRecipe::vocab_size), {}},
         {"data.vocab_type", text(&TrainRecipe::vocab_type), {}},
+        {"data.vocab_sample", integer(&TrainRecipe::vocab_sample), {}},
         {"data.max_length", integer(&TrainRecipe::max_length), {}},
-        {"data.max_tokens", integer(&TrainRecipe::max_tokens), {}},
-        {"data.accumulate", integer(&TrainRecipe::accumulate), {}},
+        {"data.max_tokens", integer_or_auto(&TrainRecipe::max_tokens), {}},
+        {"data.accumulate", integer_or_auto(&TrainRecipe::accumulate), {}},
+        {"data.update_tokens", integer(&TrainRecipe::update_tokens), {}},
+        {"data.memory_fraction", number(&TrainRecipe::memory_fraction), {}},
         {"data.shuffle_window", integer(&TrainRecipe::shuffle_window), {}},
         {"data.skip_empty_lines", boolean(&TrainRecipe::skip_empty_lines), {}},
         {"optimizer.lr_scale", number(&TrainRecipe::lr_scale), {}},
@@ -330,6 +349,7 @@ TrainRecipe load_recipe(const std::filesystem::path& path) {
 void validate(const TrainRecipe& r) {
   // Command-line shortcuts (--max-minutes) bypass parse_double: every number is checked here too.
   const std::pair<const char*, double> numbers[] = {
+      {"data.memory_fraction", r.memory_fraction},
       {"optimizer.lr_scale", r.lr_scale},
       {"optimizer.warmup_fraction", r.warmup_fraction},
       {"optimizer.beta1", r.beta1},
@@ -357,10 +377,21 @@ void validate(const TrainRecipe& r) {
             "data.vocab_type must be bpe, unigram or word, got '{}'", r.vocab_type);
   TFM_CHECK(r.vocab_size >= 8, "data.vocab_size must be at least 8, got {}", r.vocab_size);
   TFM_CHECK(r.max_length >= 2, "data.max_length must be at least 2, got {}", r.max_length);
-  TFM_CHECK(r.max_tokens >= 2 * r.max_length,
+  TFM_CHECK(r.vocab_sample >= 0, "data.vocab_sample must be >= 0 (0: every sentence), got {}",
+            r.vocab_sample);
+  TFM_CHECK(r.max_tokens == kAutoBatch || r.max_tokens >= 2 * r.max_length,
             "data.max_tokens ({}) must hold one pair of max_length ({}) tokens on each side",
             r.max_tokens, r.max_length);
-  TFM_CHECK(r.accumulate >= 1, "data.accumulate must be at least 1, got {}", r.accumulate);
+  TFM_CHECK(r.accumulate == kAutoBatch || r.accumulate >= 1,
+            "data.accumulate must be at least 1 or auto, got {}", r.accumulate);
+  TFM_CHECK(r.update_tokens >= 0, "data.update_tokens must be >= 0 (0: off), got {}",
+            r.update_tokens);
+  TFM_CHECK(r.memory_fraction > 0 && r.memory_fraction <= 1,
+            "data.memory_fraction must be in (0, 1], got {}", r.memory_fraction);
+  TFM_CHECK(r.update_tokens == 0 || r.accumulate == kAutoBatch,
+            "data.update_tokens ({}) and data.accumulate ({}) both set the size of an update: give "
+            "data.accumulate: auto, or data.update_tokens: 0",
+            r.update_tokens, r.accumulate);
   TFM_CHECK(r.allreduce_bucket_mb > 0 && r.allreduce_bucket_mb <= 1024,
             "training.allreduce_bucket_mb must be in (0, 1024], got {}", r.allreduce_bucket_mb);
   TFM_CHECK(r.shuffle_window >= 1, "data.shuffle_window must be at least 1, got {}",

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tfm/model/config.h"
+#include "tfm/train/batch_size.h"
 
 namespace tfm {
 
@@ -26,10 +27,20 @@ struct TrainRecipe {
   std::string vocab;                       // a SentencePiece .model; empty: learned into the run
   int64_t vocab_size = 8000;
   std::string vocab_type = "bpe";  // or "unigram", or "word" (at most vocab_size whole words)
-  int64_t max_length = 128;        // subword tokens; longer pairs are skipped and counted
-  int64_t max_tokens = 4096;       // batch budget: padded source + padded target tokens
-  int64_t accumulate = 1;          // batches per update (imitates larger batches)
-  int64_t shuffle_window = 100;    // batches' worth of pairs sorted by length together
+  // Sentences sampled from the training text to learn the vocabulary (SentencePiece's
+  // input_sentence_size); 0: all of them.
+  int64_t vocab_sample = 0;
+  int64_t max_length = 128;   // subword tokens; longer pairs are skipped and counted
+  int64_t max_tokens = 4096;  // batch budget: padded source + padded target tokens; or kAutoBatch
+                              // (`auto`: from the device's memory, train/batch_size.h)
+  int64_t accumulate = 1;     // batches per update and rank (imitates larger batches); or
+                              // kAutoBatch (`auto`: from update_tokens)
+  // Padded source + target tokens an update should hold over every rank (the paper: 25000 + 25000);
+  // 0: off (an update is max_tokens x accumulate x ranks).
+  int64_t update_tokens = 0;
+  // With max_tokens auto: the share of the device's free memory the estimate may fill.
+  double memory_fraction = kMemorySafetyFraction;
+  int64_t shuffle_window = 100;  // batches' worth of pairs sorted by length together
   bool skip_empty_lines = false;
 
   // optimizer (section 5.3)

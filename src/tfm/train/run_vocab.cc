@@ -35,6 +35,7 @@ nlohmann::json file_record(const std::string& path, bool with_contents) {
 nlohmann::json vocabulary_record(const TrainRecipe& recipe, bool with_contents) {
   return {{"vocab_type", recipe.vocab_type},
           {"vocab_size", recipe.vocab_size},
+          {"vocab_sample", recipe.vocab_sample},
           {"seed", recipe.seed},
           {"train_source", file_record(recipe.train_source, with_contents)},
           {"train_target", file_record(recipe.train_target, with_contents)}};
@@ -45,11 +46,16 @@ nlohmann::json vocabulary_record(const TrainRecipe& recipe, bool with_contents) 
 std::string differences(const nlohmann::json& recorded, const nlohmann::json& wanted,
                         bool with_contents) {
   std::vector<std::string> changed;
-  for (const char* key : {"vocab_type", "vocab_size", "seed"})
-    if (recorded.value(key, nlohmann::json()) != wanted[key])
+  for (const char* key : {"vocab_type", "vocab_size", "vocab_sample", "seed"}) {
+    // A record written before data.vocab_sample existed learned from every sentence.
+    const nlohmann::json absent =
+        std::string(key) == "vocab_sample" ? nlohmann::json(0) : nlohmann::json();
+    const nlohmann::json old_value = recorded.value(key, absent);
+    if (old_value != wanted[key])
       changed.push_back(fmt::format(
           "{} {} -> {}", std::string(key) == "seed" ? "seed" : std::string("data.") + key,
-          shown(recorded.value(key, nlohmann::json())), shown(wanted[key])));
+          shown(old_value), shown(wanted[key])));
+  }
   for (const char* key : {"train_source", "train_target"}) {
     const nlohmann::json old_file = recorded.value(key, nlohmann::json::object());
     const nlohmann::json& new_file = wanted[key];
@@ -76,8 +82,13 @@ void learn(const TrainRecipe& recipe, const fs::path& run_dir, const nlohmann::j
   options.model_type = recipe.vocab_type;
   options.vocab_size = recipe.vocab_size;
   options.seed = static_cast<uint32_t>(recipe.seed);
-  say(fmt::format("learning a {} vocabulary of {} from {} and {}", recipe.vocab_type,
-                  recipe.vocab_size, recipe.train_source, recipe.train_target));
+  options.input_sentence_size = recipe.vocab_sample;
+  say(fmt::format("learning a {} vocabulary of {} from {}{} and {}", recipe.vocab_type,
+                  recipe.vocab_size,
+                  recipe.vocab_sample > 0
+                      ? fmt::format("at most {} sentences sampled from ", recipe.vocab_sample)
+                      : std::string(),
+                  recipe.train_source, recipe.train_target));
   data::train_vocabulary(options, say);
   write_file_atomically(
       run_dir / kRecordFileName,

@@ -1,7 +1,7 @@
 // The vocabulary of a training run. Learned into the run directory (vocab.model), it is recorded
-// with what it was learned from (vocab.recipe.json: type, size, seed, and the size and CRC-32 of
-// both training files), so that a run directory whose recipe or data changed never silently
-// reuses a stale vocabulary.
+// with what it was learned from (vocab.recipe.json: type, size, sample, seed, and the size and
+// CRC-32 of both training files), so that a run directory whose recipe or data changed never
+// silently reuses a stale vocabulary.
 #pragma once
 
 #include <filesystem>

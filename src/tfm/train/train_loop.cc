@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 
+#include "tfm/core/allocator.h"
 #include "tfm/core/threading.h"
 #include "tfm/data/batcher.h"
 #include "tfm/data/corpus.h"
@@ -26,6 +27,7 @@
 #include "tfm/model/parameters.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/device.h"
+#include "tfm/train/batch_size.h"
 #include "tfm/train/model_batch.h"
 #include "tfm/train/rank_agreement.h"
 #include "tfm/train/run_lock.h"
@@ -207,10 +209,96 @@ std::vector<AgreementPart> agreement_parts(const TrainRecipe& recipe, const Mode
   };
 }
 
+// data.max_tokens and data.accumulate, `auto` resolved (train/batch_size.h), the same on every
+// rank: from the memory each rank may use (the least of them; ranks on one host share its RAM),
+// or, for a resumed run, from its newest checkpoint, so that the batches stay those of the run
+// (an estimate from memory measured now would differ a little and change the batch plan).
+BatchSize run_batch_size(const TrainRecipe& recipe, const ModelConfig& config, Device device,
+                         DType precision, dist::Communicator& comm, bool has_checkpoints,
+                         const Say& note) {
+  BatchSizeRequest request;
+  request.max_tokens = recipe.max_tokens;
+  request.accumulate = recipe.accumulate;
+  request.update_tokens = recipe.update_tokens;
+  request.ranks = comm.size();
+  request.safety_fraction = recipe.memory_fraction;
+  const int64_t length = std::min(recipe.max_length, config.max_positions);
+  request.min_tokens = 2 * length;
+  std::string source;
+  if (recipe.max_tokens == kAutoBatch) {
+    const ops::MemoryAvailable seen = ops::memory_available(device);
+    int64_t share = seen.bytes;
+    if (device == Device::cpu && comm.size() > 1) share /= local_ranks();
+    uint64_t least = static_cast<uint64_t>(std::max<int64_t>(share, 0));
+    for (uint64_t other : comm.all_gather(least)) least = std::min(least, other);
+    request.memory_bytes = static_cast<int64_t>(least);
+    request.memory = estimate_training_memory(config, length, precision, device);
+    source = seen.source + (comm.size() > 1 ? ", the least of the ranks' shares" : "");
+    // The host's caching allocator would otherwise keep every size class at its own high-water
+    // mark over batches of varying shapes, well past one step's peak (a GPU's returns its cache
+    // when the device is full). What the allocator holds now is not in the memory seen.
+    if (device == Device::cpu) {
+      CachingAllocator& host = CachingAllocator::cpu();
+      const AllocatorStats held = host.stats();
+      host.set_cache_limit(
+          held.bytes_in_use + held.bytes_cached +
+          static_cast<size_t>(static_cast<double>(request.memory_bytes) * request.safety_fraction));
+    }
+  }
+  const bool automatic = recipe.max_tokens == kAutoBatch || recipe.accumulate == kAutoBatch;
+  if (!automatic && recipe.update_tokens == 0) {
+    BatchSize given;
+    given.max_tokens = recipe.max_tokens;
+    given.accumulate = recipe.accumulate;
+    given.ranks = comm.size();
+    return given;
+  }
+  // Rank 0 decides (it alone reads the run directory) and tells the others.
+  nlohmann::json decided;
+  if (comm.rank() == 0) {
+    BatchSize chosen = choose_batch_size(request);
+    std::string line = describe_batch_size(
+        request, chosen, source,
+        fmt::format("{} layers, d_model {}, max_length {}, {} products", config.layers,
+                    config.d_model, length, dtype_name(precision)));
+    const fs::path checkpoints = fs::path(recipe.run_dir) / "checkpoints";
+    if (automatic && has_checkpoints) {
+      const std::vector<fs::path> saved = list_checkpoints(checkpoints);
+      std::ifstream in(saved.back() / "state.json");
+      const nlohmann::json state = nlohmann::json::parse(in, nullptr, false);
+      const nlohmann::json extra =
+          state.is_object() ? state.value("extra", nlohmann::json::object()) : nlohmann::json();
+      if (extra.is_object() && extra.contains("max_tokens") && extra.contains("accumulate")) {
+        const BatchSize fresh = chosen;
+        if (recipe.max_tokens == kAutoBatch) chosen.max_tokens = extra["max_tokens"].get<int64_t>();
+        if (recipe.accumulate == kAutoBatch) chosen.accumulate = extra["accumulate"].get<int64_t>();
+        if (chosen.max_tokens != fresh.max_tokens || chosen.accumulate != fresh.accumulate)
+          line += fmt::format(
+              "; resuming: max_tokens {} x accumulate {} as {} was trained{}", chosen.max_tokens,
+              chosen.accumulate, saved.back().filename().string(),
+              fresh.memory_tokens > 0 && fresh.memory_tokens < chosen.max_tokens
+                  ? fmt::format(" (more than the {} tokens the memory holds by the estimate)",
+                                fresh.memory_tokens)
+                  : "");
+      }
+    }
+    note(line);
+    decided = {{"max_tokens", chosen.max_tokens}, {"accumulate", chosen.accumulate}};
+  }
+  if (comm.size() > 1) decided = nlohmann::json::parse(broadcast_text(comm, decided.dump()));
+  BatchSize result;
+  result.max_tokens = decided["max_tokens"].get<int64_t>();
+  result.accumulate = decided["accumulate"].get<int64_t>();
+  result.ranks = comm.size();
+  return result;
+}
+
 }  // namespace
 
-TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_options) {
-  validate(recipe);
+TrainSummary run_training(const TrainRecipe& given_recipe, const TrainRunOptions& run_options) {
+  validate(given_recipe);
+  // data.max_tokens and data.accumulate become numbers below (auto).
+  TrainRecipe recipe = given_recipe;
   // A GPU that cannot be used is reported before the run directory is touched.
   ops::use_device(ops::parse_device(recipe.device));
   std::unique_ptr<dist::Communicator> alone;
@@ -274,15 +362,26 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
     }
   }
 
+  // The batch size, before the session allocates the model: the memory seen is what the model,
+  // Adam and the batches will share.
+  const Device device = ops::parse_device(recipe.device);
+  const DType precision = ops::parse_precision(recipe.precision, "training.precision");
+  {
+    const BatchSize batch_size =
+        run_batch_size(recipe, config, device, precision, comm, has_checkpoints, note);
+    recipe.max_tokens = batch_size.max_tokens;
+    recipe.accumulate = batch_size.accumulate;
+  }
+
   SessionOptions session_options;
   session_options.schedule = NoamSchedule{config.d_model, recipe.warmup, recipe.lr_scale};
   session_options.adam = AdamOptions{recipe.beta1, recipe.beta2, recipe.eps};
   session_options.clip_norm = recipe.clip_norm;
   session_options.seed = recipe.seed;
-  session_options.precision = ops::parse_precision(recipe.precision, "training.precision");
+  session_options.precision = precision;
   session_options.communicator = &comm;
   session_options.bucket_bytes = static_cast<int64_t>(recipe.allreduce_bucket_mb * (1 << 20));
-  session_options.device = ops::parse_device(recipe.device);
+  session_options.device = device;
   TrainingSession session(config, session_options);
 
   data::BatcherOptions batch_options;
@@ -443,7 +542,11 @@ TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& run_
     state.epoch = batcher.state().epoch;
     state.batch_in_epoch = batcher.state().batch;
     state.seed = recipe.seed;
-    state.extra = {{"elapsed_s", elapsed()}, {"batcher_fingerprint", batcher.fingerprint()}};
+    // max_tokens and accumulate: what a resume with `auto` keeps (run_batch_size).
+    state.extra = {{"elapsed_s", elapsed()},
+                   {"batcher_fingerprint", batcher.fingerprint()},
+                   {"max_tokens", recipe.max_tokens},
+                   {"accumulate", recipe.accumulate}};
     if (recipe.warmup_fraction > 0 && warmup_fitted)
       state.extra["fitted_warmup"] = session.schedule().warmup;
     fs::path dir = save_checkpoint(checkpoint_dir, config, session.model().named_parameters(),

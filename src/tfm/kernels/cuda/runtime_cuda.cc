@@ -109,6 +109,11 @@ void synchronize() {
   if (runtime().ready) TFM_CUDA_CHECK(cudaStreamSynchronize(runtime().stream));
 }
 
+void memory_info(size_t* free_bytes, size_t* total_bytes) {
+  TFM_CHECK(runtime().ready, "cuda: memory_info before initialize()");
+  TFM_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
+}
+
 std::string describe() {
   cudaDeviceProp prop{};
   TFM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));

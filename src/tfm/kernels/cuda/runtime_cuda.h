@@ -4,6 +4,7 @@
 // build with the CUDA backend (TFM_HAVE_CUDA).
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace tfm::cuda {
@@ -21,6 +22,9 @@ bool initialized();
 // Waits until every kernel queued so far has finished; a kernel's failure surfaces here as a
 // one-line error.
 void synchronize();
+
+// The device's free and total memory in bytes (cudaMemGetInfo), initialize() having run.
+void memory_info(size_t* free_bytes, size_t* total_bytes);
 
 // "NVIDIA H100 80GB HBM3, sm_90, 132 multiprocessors, 79.1 GiB, CUDA driver 13.0"
 std::string describe();
