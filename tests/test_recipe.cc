@@ -134,7 +134,7 @@ TEST(Recipe, TyposAndBadValuesAreOneLineErrorsWithFileAndLine) {
   apply_override(device, "training.device=cuda");
   validate(device);
   apply_override(device, "training.device=gpu0");
-  expect_error([&] { validate(device); }, {"training.device", "cpu or cuda", "gpu0"});
+  expect_error([&] { validate(device); }, {"training.device", "cpu, cuda or auto", "gpu0"});
   apply_override(precision, "training.precision=fp16");
   expect_error([&] { validate(precision); }, {"training.precision", "f32, bf16 or auto", "fp16"});
 }

@@ -68,6 +68,9 @@ TEST_P(RecipeWmt14, HoldsThePapersSettings) {
   EXPECT_EQ(r.vocab_size, paper.vocab_size);
   EXPECT_EQ(r.vocab_sample, 10000000);
   EXPECT_EQ(r.max_length, 256);
+  // The raw WMT14 text has empty and, in crawled parts, broken lines: skipped and counted.
+  EXPECT_TRUE(r.skip_empty_lines);
+  EXPECT_TRUE(r.skip_invalid_lines);
   // ~25000 source + 25000 target tokens an update, batches from the device's memory.
   EXPECT_EQ(r.update_tokens, 50000);
   EXPECT_EQ(r.max_tokens, kAutoBatch);

@@ -64,8 +64,9 @@ void register_train(CLI::App& app) {
       ->check(CLI::Range(0.0, 1e7));
   cmd->add_option("--threads", options->threads, "threads (0: all cores)")
       ->check(CLI::Range(0, 4096));
-  cmd->add_option("--device", options->device, "cpu or cuda (training.device)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--device", options->device,
+                  "cpu, cuda or auto: the GPU where there is one (training.device)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->callback([options] { run_train(*options); });
 }
 

@@ -138,7 +138,10 @@ MemoryAvailable memory_available(Device device) {
 Device parse_device(const std::string& name) {
   if (name == "cpu") return Device::cpu;
   if (name == "cuda" || name == "gpu") return Device::cuda;
-  fail("unknown device '{}' (expected cpu or cuda)", name);
+  // A recipe that runs as written wherever it is: the GPU when this build and machine have one.
+  if (name == "auto")
+    return device_unavailable_reason(Device::cuda).empty() ? Device::cuda : Device::cpu;
+  fail("unknown device '{}' (expected cpu, cuda or auto)", name);
 }
 
 }  // namespace tfm::ops

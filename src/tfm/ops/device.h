@@ -38,7 +38,8 @@ struct MemoryAvailable {
 };
 MemoryAvailable memory_available(Device device);
 
-// "cpu" | "cuda" -> Device; a one-line error naming the value otherwise.
+// "cpu" | "cuda" | "auto" (cuda when this build and machine have a GPU, else cpu) -> Device; a
+// one-line error naming the value otherwise.
 Device parse_device(const std::string& name);
 
 }  // namespace tfm::ops

@@ -165,6 +165,7 @@ const KeyTable<TrainRecipe, std::string>& recipe_table() {
         {"data.memory_fraction", number(&TrainRecipe::memory_fraction), {}},
         {"data.shuffle_window", integer(&TrainRecipe::shuffle_window), {}},
         {"data.skip_empty_lines", boolean(&TrainRecipe::skip_empty_lines), {}},
+        {"data.skip_invalid_lines", boolean(&TrainRecipe::skip_invalid_lines), {}},
         {"optimizer.lr_scale", number(&TrainRecipe::lr_scale), {}},
         {"optimizer.warmup", integer(&TrainRecipe::warmup), {}},
         {"optimizer.warmup_fraction", number(&TrainRecipe::warmup_fraction), {}},
@@ -403,8 +404,8 @@ void validate(const TrainRecipe& r) {
   TFM_CHECK(r.eps > 0, "optimizer.eps must be positive, got {}", r.eps);
   TFM_CHECK(r.clip_norm >= 0, "optimizer.clip_norm must be >= 0, got {}", r.clip_norm);
   ops::parse_precision(r.precision, "training.precision");  // the one parser of precision names
-  TFM_CHECK(r.device == "cpu" || r.device == "cuda",
-            "training.device must be cpu or cuda, got '{}'", r.device);
+  TFM_CHECK(r.device == "cpu" || r.device == "cuda" || r.device == "auto",
+            "training.device must be cpu, cuda or auto, got '{}'", r.device);
   TFM_CHECK(r.warmup_fraction >= 0 && r.warmup_fraction <= 1,
             "optimizer.warmup_fraction must be in [0, 1], got {}", r.warmup_fraction);
   TFM_CHECK(r.checkpoint_every_fraction >= 0 && r.checkpoint_every_fraction <= 1,

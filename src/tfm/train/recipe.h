@@ -42,6 +42,8 @@ struct TrainRecipe {
   double memory_fraction = kMemorySafetyFraction;
   int64_t shuffle_window = 100;  // batches' worth of pairs sorted by length together
   bool skip_empty_lines = false;
+  // Skip (and count) pairs with invalid UTF-8 or a line over 64 KiB instead of failing.
+  bool skip_invalid_lines = false;
 
   // optimizer (section 5.3)
   double lr_scale = 1.0;  // multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)

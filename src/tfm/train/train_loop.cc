@@ -330,6 +330,7 @@ TrainSummary run_training(const TrainRecipe& given_recipe, const TrainRunOptions
                                   ? std::min(recipe.max_length, config.max_positions)
                                   : config.max_positions;
   corpus_options.skip_empty_lines = recipe.skip_empty_lines;
+  corpus_options.skip_invalid_lines = recipe.skip_invalid_lines;
   corpus_options.cache_dir = run_dir / "cache";
   corpus_options.progress = note;
   // Rank 0 reads (and caches) the corpus first; the others then find its cache where they share
