@@ -271,13 +271,15 @@ void Corpus::keep_pairs_up_to(int64_t max_length) {
             stored_pairs);
   const uint64_t* o = offsets();
   int64_t kept = 0;
+  bool indexed = false;  // kept_ lists the kept pairs: from the first dropped pair on
   for (int64_t i = 0; i < stored_pairs; ++i) {
     const auto source_length = static_cast<int64_t>(o[2 * i + 1] - o[2 * i]);
     const auto target_length = static_cast<int64_t>(o[2 * i + 2] - o[2 * i + 1]);
     if (max_length > 0 && (source_length > max_length || target_length + 1 > max_length)) {
-      if (kept_.empty() && kept == i) {  // the first dropped pair: index the kept ones so far
+      if (!indexed) {  // the first dropped pair: every pair before it was kept
         kept_.reserve(static_cast<size_t>(stored_pairs));
         for (int64_t k = 0; k < i; ++k) kept_.push_back(static_cast<uint32_t>(k));
+        indexed = true;
       }
       ++stats.too_long_skipped;
       std::vector<int32_t> ids(static_cast<size_t>(source_length + target_length));
@@ -286,7 +288,7 @@ void Corpus::keep_pairs_up_to(int64_t max_length) {
       stats.unknown_tokens -= std::count(ids.begin(), ids.end(), kUnkId);
       continue;
     }
-    if (stats.too_long_skipped > 0) kept_.push_back(static_cast<uint32_t>(i));
+    if (indexed) kept_.push_back(static_cast<uint32_t>(i));
     ++kept;
     stats.source_tokens += source_length;
     stats.target_tokens += target_length;
