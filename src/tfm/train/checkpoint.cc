@@ -169,18 +169,22 @@ std::vector<fs::path> newest_checkpoints(const fs::path& folder, int64_t count) 
   return all;
 }
 
+TrainingState load_training_state(const fs::path& dir) {
+  const fs::path state_file = dir / kStateFile;
+  std::ifstream in(state_file);
+  TFM_CHECK(in.good(), "{}: cannot open: {}", state_file.string(), std::strerror(errno));
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  TFM_CHECK(!j.is_discarded(), "{}: not valid JSON", state_file.string());
+  return state_from_json(j, state_file);
+}
+
 Checkpoint load_checkpoint(const fs::path& dir, bool with_optimizer) {
   Checkpoint c;
   c.dir = dir;
   LoadedModel model = load_model_dir(dir);
   c.config = model.config;
   c.parameters = std::move(model.parameters);
-  const fs::path state_file = dir / kStateFile;
-  std::ifstream in(state_file);
-  TFM_CHECK(in.good(), "{}: cannot open: {}", state_file.string(), std::strerror(errno));
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  TFM_CHECK(!j.is_discarded(), "{}: not valid JSON", state_file.string());
-  c.state = state_from_json(j, state_file);
+  c.state = load_training_state(dir);
   if (with_optimizer) {
     const fs::path opt_file = dir / kOptimizerFile;
     SafeTensors opt = read_safetensors(opt_file);

@@ -54,6 +54,9 @@ std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path&
 std::vector<std::filesystem::path> newest_checkpoints(const std::filesystem::path& folder,
                                                       int64_t count);
 
+// A checkpoint's state.json alone (no tensors read); errors name the file.
+TrainingState load_training_state(const std::filesystem::path& dir);
+
 // Loads and checks one checkpoint; errors name the file.
 Checkpoint load_checkpoint(const std::filesystem::path& dir, bool with_optimizer = true);
 

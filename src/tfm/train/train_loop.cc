@@ -264,10 +264,12 @@ BatchSize run_batch_size(const TrainRecipe& recipe, const ModelConfig& config, D
     const fs::path checkpoints = fs::path(recipe.run_dir) / "checkpoints";
     if (automatic && has_checkpoints) {
       const std::vector<fs::path> saved = list_checkpoints(checkpoints);
-      std::ifstream in(saved.back() / "state.json");
-      const nlohmann::json state = nlohmann::json::parse(in, nullptr, false);
-      const nlohmann::json extra =
-          state.is_object() ? state.value("extra", nlohmann::json::object()) : nlohmann::json();
+      // A damaged state.json gives no recorded batch size here; the resume then reports it.
+      nlohmann::json extra;
+      try {
+        extra = load_training_state(saved.back()).extra;
+      } catch (const Error&) {
+      }
       if (extra.is_object() && extra.contains("max_tokens") && extra.contains("accumulate")) {
         const BatchSize fresh = chosen;
         if (recipe.max_tokens == kAutoBatch) chosen.max_tokens = extra["max_tokens"].get<int64_t>();
