@@ -192,9 +192,13 @@ TEST(IncrementalDecoding, CrossAttentionWeightsCoverTheSourceOnly) {
   auto ctx = nn::ForwardContext::inference();
   Tensor memory = model.encode(padded(sources, 4, config.pad_id), lengths, ctx);
   nn::DecoderState state = model.start_decoding(memory, lengths, 3, 8);
-  Tensor weights;
+  nn::StepAttention step;
+  step.want_cross = true;
   std::vector<int32_t> bos(6, config.bos_id);
-  model.decode_step(Tensor::from_ints({6}, bos), state, 1, &weights);
+  model.decode_step(Tensor::from_ints({6}, bos), state, &step);
+  ASSERT_EQ(step.cross.size(), static_cast<size_t>(config.layers));
+  ASSERT_TRUE(step.self.empty());
+  const Tensor& weights = step.cross[1];
   ASSERT_EQ(weights.shape(), Shape({6, config.heads, 4}));
   std::vector<float> w = weights.to_floats();
   for (int64_t r = 0; r < 6; ++r)

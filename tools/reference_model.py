@@ -170,6 +170,10 @@ class MultiHeadAttention(nn.Module):
         # torch.nn.functional.scaled_dot_product_attention, the same math in one fused (flash) kernel
         # where the device has one; Transformer.set_attention sets it on every layer.
         self.use_sdpa = False
+        # True: forward keeps its attention weights [B, h, Tq, Tk] in kept_weights (the written-out
+        # path only), for the attention-page fixture (tools/make_attention_fixture.py).
+        self.keep_weights = False
+        self.kept_weights = None
         self.q_proj = nn.Linear(d, h * dk, bias=bias, device=device)
         self.k_proj = nn.Linear(d, h * dk, bias=bias, device=device)
         self.v_proj = nn.Linear(d, h * dv, bias=bias, device=device)
@@ -195,6 +199,8 @@ class MultiHeadAttention(nn.Module):
             future = torch.ones(tq, tk, dtype=torch.bool, device=scores.device).triu(1)
             scores = scores.masked_fill(future, float("-inf"))
         weights = torch.softmax(scores, dim=-1)
+        if self.keep_weights:
+            self.kept_weights = weights.detach()
         if self.attention_dropout > 0:
             weights = F.dropout(weights, self.attention_dropout, self.training)
         heads = torch.matmul(weights, v)  # [B, h, Tq, dv]

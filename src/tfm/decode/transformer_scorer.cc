@@ -65,10 +65,10 @@ Tensor TransformerScorer::step(const std::vector<int32_t>& last_tokens) {
   const std::vector<int32_t> ids = state_tokens(last_tokens);
   Tensor tokens = Tensor::from_ints({static_cast<int64_t>(ids.size())}, ids)
                       .to(model_.output_embedding().device());
-  Tensor heads;
-  Tensor logits = ops::log_softmax(
-      model_.decode_step(tokens, state_, probe_.layer, probe_.enabled() ? &heads : nullptr));
-  if (probe_.enabled()) keep_attention(heads);
+  nn::StepAttention weights;
+  weights.want_cross = probe_.enabled();
+  Tensor logits = ops::log_softmax(model_.decode_step(tokens, state_, &weights));
+  if (probe_.enabled()) keep_attention(weights.cross);
   if (!narrow()) return logits;
   // Every beam row of a source gets its source's row: a gather of rows, as the cache's.
   const int64_t vocab = logits.dim(1);
@@ -85,10 +85,10 @@ void TransformerScorer::step_top(const std::vector<int32_t>& last_tokens, int64_
   const std::vector<int32_t> ids = state_tokens(last_tokens);
   Tensor tokens = Tensor::from_ints({static_cast<int64_t>(ids.size())}, ids)
                       .to(model_.output_embedding().device());
-  Tensor heads;
-  Tensor hidden =
-      model_.decode_hidden(tokens, state_, probe_.layer, probe_.enabled() ? &heads : nullptr);
-  if (probe_.enabled()) keep_attention(heads);
+  nn::StepAttention weights;
+  weights.want_cross = probe_.enabled();
+  Tensor hidden = model_.decode_hidden(tokens, state_, &weights);
+  if (probe_.enabled()) keep_attention(weights.cross);
 
   // An inference model's embedding is packed per block of kOutputBlockTokens tokens (in its
   // product type) at load, as its linears are; a plain model's is used as it is.
@@ -110,21 +110,28 @@ void TransformerScorer::step_top(const std::vector<int32_t>& last_tokens, int64_
   }
 }
 
-void TransformerScorer::keep_attention(const Tensor& heads) {
-  // [state rows, h, S] -> [rows, S]: the probed head, or the mean over the heads (a narrow
-  // state's row for every beam row of its source).
-  const int64_t h = heads.dim(1), keys = heads.dim(2), per_row = narrow() ? beam_ : 1;
+void TransformerScorer::keep_attention(const std::vector<Tensor>& layers) {
+  // Per layer [state rows, h, S] -> [rows, S]: the probed layer (or the mean over the layers) of
+  // the probed head (or the mean over the heads); a narrow state's row for every beam row of its
+  // source.
+  const int64_t h = layers.front().dim(1), keys = layers.front().dim(2);
+  const int64_t per_row = narrow() ? beam_ : 1;
   attention_ = Tensor::zeros({rows(), keys});
-  const Tensor host_heads = heads.to(Device::cpu);  // a few weights per row, read on the host
-  const float* from = host_heads.data<float>();
   float* to = attention_.data<float>();
-  for (int64_t r = 0; r < rows(); ++r) {
-    const int64_t state_row = r / per_row;
-    for (int64_t head = 0; head < h; ++head) {
-      if (probe_.head >= 0 && head != probe_.head) continue;
-      const float weight = probe_.head >= 0 ? 1.0f : 1.0f / static_cast<float>(h);
-      for (int64_t j = 0; j < keys; ++j)
-        to[r * keys + j] += weight * from[(state_row * h + head) * keys + j];
+  const auto count = static_cast<int64_t>(layers.size());
+  const int64_t layers_used = probe_.layer >= 0 ? 1 : count;
+  const int64_t heads_used = probe_.head >= 0 ? 1 : h;
+  const float weight = 1.0f / static_cast<float>(layers_used * heads_used);
+  for (int64_t layer = 0; layer < count; ++layer) {
+    if (probe_.layer >= 0 && layer != probe_.layer) continue;
+    const float* from = layers[static_cast<size_t>(layer)].data<float>();
+    for (int64_t r = 0; r < rows(); ++r) {
+      const int64_t state_row = r / per_row;
+      for (int64_t head = 0; head < h; ++head) {
+        if (probe_.head >= 0 && head != probe_.head) continue;
+        for (int64_t j = 0; j < keys; ++j)
+          to[r * keys + j] += weight * from[(state_row * h + head) * keys + j];
+      }
     }
   }
 }

@@ -16,9 +16,10 @@ namespace tfm::decode {
 
 // Which encoder-decoder attention weights to keep per output token.
 struct AttentionProbe {
-  int64_t layer = -1;  // decoder layer; < 0: none
+  static constexpr int64_t kAllLayers = -2;
+  int64_t layer = -1;  // decoder layer; kAllLayers: the mean over the layers; other < 0: none
   int64_t head = -1;   // head; < 0: the mean over the heads
-  bool enabled() const { return layer >= 0; }
+  bool enabled() const { return layer >= 0 || layer == kAllLayers; }
 };
 
 class TransformerScorer final : public StepScorer {
@@ -63,8 +64,9 @@ class TransformerScorer final : public StepScorer {
   std::vector<int32_t> state_tokens(const std::vector<int32_t>& last_tokens);
   // Whether the state has one row per source where the search sees beam_.
   bool narrow() const { return state_.beam != beam_; }
-  // Keeps the probed layer's weights of the step, [rows, S] (the probed head or the mean).
-  void keep_attention(const Tensor& heads);
+  // Keeps the probed weights of the step, [rows, S]: the probed layer's (or the mean over the
+  // layers), the probed head's (or the mean over the heads).
+  void keep_attention(const std::vector<Tensor>& layers);
 
   const nn::Transformer& model_;
   DType precision_;

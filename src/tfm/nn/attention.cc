@@ -24,7 +24,11 @@ Tensor MultiHeadAttention::forward(const Tensor& query_input, const Tensor& memo
   Tensor k = k_proj.forward(memory, precision);
   Tensor v = v_proj.forward(memory, precision);
   float p = ctx.dropout(attention_dropout);
-  Tensor heads_out = ops::attention(q, k, v, heads, mask, p, p > 0 ? ctx.next_seed() : 0);
+  std::vector<Tensor>* record = ctx.attention_record();
+  Tensor probs;
+  Tensor heads_out = ops::attention(q, k, v, heads, mask, p, p > 0 ? ctx.next_seed() : 0,
+                                    record ? &probs : nullptr);
+  if (record) record->push_back(probs);
   return out_proj.forward(heads_out, precision);
 }
 

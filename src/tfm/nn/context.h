@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "tfm/core/dtype.h"
+#include "tfm/core/tensor.h"
 
 namespace tfm::nn {
 
@@ -25,6 +27,11 @@ class ForwardContext {
   DType precision() const { return precision_; }
   // Dropout probability to apply: p in training, 0 in inference.
   float dropout(float p) const { return training_ ? p : 0.0f; }
+  // Attention weights handed out for looking at them (tfm attention): while a list is set, every
+  // MultiHeadAttention::forward appends its weights [B, h, Tq, Tk] to it, in the order the pass
+  // runs them (encoder layers; per decoder layer its self-, then its encoder-decoder attention).
+  void record_attention(std::vector<Tensor>* out) { attention_out_ = out; }
+  std::vector<Tensor>* attention_record() const { return attention_out_; }
   // A distinct seed for the next random op (splitmix64 of the step seed and a counter).
   uint64_t next_seed() {
     uint64_t z = seed_ + 0x9e3779b97f4a7c15ull * ++counter_;
@@ -40,6 +47,7 @@ class ForwardContext {
   uint64_t seed_;
   DType precision_;
   uint64_t counter_ = 0;
+  std::vector<Tensor>* attention_out_ = nullptr;
 };
 
 }  // namespace tfm::nn

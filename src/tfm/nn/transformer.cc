@@ -91,7 +91,7 @@ Tensor DecoderLayer::forward(const Tensor& y, const Tensor& memory,
 Tensor DecoderLayer::forward_step(const Tensor& y, KeyValueCache& self_cache,
                                   const KeyValueCache& cross_cache,
                                   const ops::AttentionMask& source_mask, int64_t beam,
-                                  DType precision, Tensor* cross_probs) const {
+                                  DType precision, Tensor* self_probs, Tensor* cross_probs) const {
   auto ctx = ForwardContext::inference(precision);
   const int64_t rows = y.dim(0), steps = y.dim(1), d = y.dim(2);
   Tensor h = self_attn_block.apply(y, ctx, [&](const Tensor& in) {
@@ -100,7 +100,7 @@ Tensor DecoderLayer::forward_step(const Tensor& y, KeyValueCache& self_cache,
     causal.causal = true;
     causal.query_offset = self_cache.length;
     self_attn.append(in, self_cache, precision);
-    return self_attn.attend(in, self_cache, causal, precision);
+    return self_attn.attend(in, self_cache, causal, precision, self_probs);
   });
   h = cross_attn_block.apply(h, ctx, [&](const Tensor& in) {
     // The beam rows of a source are consecutive, so [sources * beam, steps, d] read as
@@ -288,13 +288,32 @@ DecoderState Transformer::start_decoding(const Tensor& memory,
 }
 
 Tensor Transformer::decode_step(const Tensor& last_tokens, DecoderState& state,
-                                int64_t attention_layer, Tensor* cross_attention) const {
-  return output_logits(decode_hidden(last_tokens, state, attention_layer, cross_attention),
-                       state.precision);
+                                StepAttention* attention) const {
+  return output_logits(decode_hidden(last_tokens, state, attention), state.precision);
 }
 
+namespace {
+
+// [sources, h, beam, S] (one attention per source, its beam rows as the queries) -> host
+// [sources * beam, h, S]: row r = source * beam + i.
+Tensor cross_weights_by_row(const Tensor& probs, int64_t beam) {
+  const int64_t sources = probs.dim(0), heads = probs.dim(1), keys = probs.dim(3);
+  Tensor out = Tensor::empty({sources * beam, heads, keys});
+  const Tensor host_probs = probs.to(Device::cpu);
+  const float* from = host_probs.data<float>();
+  float* to = out.data<float>();
+  for (int64_t s = 0; s < sources; ++s)
+    for (int64_t head = 0; head < heads; ++head)
+      for (int64_t i = 0; i < beam; ++i)
+        std::copy_n(from + ((s * heads + head) * beam + i) * keys, keys,
+                    to + ((s * beam + i) * heads + head) * keys);
+  return out;
+}
+
+}  // namespace
+
 Tensor Transformer::decode_hidden(const Tensor& last_tokens, DecoderState& state,
-                                  int64_t attention_layer, Tensor* cross_attention) const {
+                                  StepAttention* attention) const {
   TFM_CHECK(last_tokens.rank() == 1 && last_tokens.dim(0) == state.rows() &&
                 last_tokens.dtype() == DType::i32,
             "decode_step: last tokens {} must be i32 [{}] (one per decoder row)",
@@ -302,39 +321,31 @@ Tensor Transformer::decode_hidden(const Tensor& last_tokens, DecoderState& state
   TFM_CHECK(state.layers.size() == decoder_layers_.size(),
             "decode_step: the state has {} layers, the model {}", state.layers.size(),
             decoder_layers_.size());
-  TFM_CHECK(
-      !cross_attention ||
-          (attention_layer >= 0 && attention_layer < static_cast<int64_t>(state.layers.size())),
-      "decode_step: attention layer {} is outside [0, {})", attention_layer, state.layers.size());
   const int64_t rows = state.rows(), position = state.length();
   ops::AttentionMask source_mask;
   source_mask.key_lengths = state.source_lengths;
+  const bool want_self = attention && attention->want_self;
+  const bool want_cross = attention && attention->want_cross;
+  if (attention) {
+    attention->self.clear();
+    attention->cross.clear();
+  }
 
   auto ctx = ForwardContext::inference(state.precision);
   Tensor y = embed(last_tokens.view({rows, 1}), position_table(decoder_positions_, position + 1),
                    ctx, position);
-  Tensor probs;
   for (size_t i = 0; i < decoder_layers_.size(); ++i) {
-    bool capture = cross_attention && static_cast<int64_t>(i) == attention_layer;
-    y = decoder_layers_[i].forward_step(y, state.layers[i].self, state.layers[i].cross, source_mask,
-                                        state.beam, state.precision, capture ? &probs : nullptr);
+    Tensor self_probs, cross_probs;
+    y = decoder_layers_[i].forward_step(
+        y, state.layers[i].self, state.layers[i].cross, source_mask, state.beam, state.precision,
+        want_self ? &self_probs : nullptr, want_cross ? &cross_probs : nullptr);
+    // [rows, h, 1, t] -> [rows, h, t]; the weights are read on the host.
+    if (want_self)
+      attention->self.push_back(
+          self_probs.to(Device::cpu).view({rows, self_probs.dim(1), self_probs.dim(3)}));
+    if (want_cross) attention->cross.push_back(cross_weights_by_row(cross_probs, state.beam));
   }
   if (decoder_final_norm_.weight.defined()) y = decoder_final_norm_.forward(y);
-  if (cross_attention) {
-    // [sources, h, beam, S] -> [sources * beam, h, S]: row r = source * beam + i.
-    const int64_t heads = probs.dim(1), beam = state.beam, keys = probs.dim(3);
-    Tensor out = Tensor::empty({rows, heads, keys});
-    // The probed weights (a few per row, for the attention output) are reordered on the host.
-    const Tensor host_probs = probs.to(Device::cpu);
-    const float* from = host_probs.data<float>();
-    float* to = out.data<float>();
-    for (int64_t s = 0; s < state.sources(); ++s)
-      for (int64_t head = 0; head < heads; ++head)
-        for (int64_t i = 0; i < beam; ++i)
-          std::copy_n(from + ((s * heads + head) * beam + i) * keys, keys,
-                      to + ((s * beam + i) * heads + head) * keys);
-    *cross_attention = out;
-  }
   return y.view({rows, config_.d_model});
 }
 

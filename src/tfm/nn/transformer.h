@@ -49,11 +49,12 @@ struct DecoderLayer {
   // One position of incremental decoding (inference): y [rows, 1, d_model] for rows = sources *
   // beam; appends the position's self-attention keys/values to self_cache; cross_cache holds the
   // encoder output's keys/values, one row per source, which the `beam` rows of that source query
-  // together. cross_probs: the encoder-decoder attention weights [sources, h, beam, S]. Products
-  // in `precision`.
+  // together. self_probs: the self-attention weights [rows, h, 1, positions so far];
+  // cross_probs: the encoder-decoder attention weights [sources, h, beam, S]. Products in
+  // `precision`.
   Tensor forward_step(const Tensor& y, KeyValueCache& self_cache, const KeyValueCache& cross_cache,
                       const ops::AttentionMask& source_mask, int64_t beam, DType precision,
-                      Tensor* cross_probs = nullptr) const;
+                      Tensor* self_probs = nullptr, Tensor* cross_probs = nullptr) const;
   void init(std::mt19937_64& rng);
   void collect(const std::string& prefix, NamedTensors& out) const;
   void pack(DType precision);
@@ -64,6 +65,15 @@ struct DecoderLayer {
   ResidualNorm cross_attn_block;
   FeedForward ffn;
   ResidualNorm ffn_block;
+};
+
+// The attention weights of one decoding step's new position, per decoder layer, as host tensors
+// (for looking at attention and for alignments; a few weights per row). The caller says which it
+// wants by setting the flags; the step fills the vectors (one tensor per layer).
+struct StepAttention {
+  bool want_self = false;   // self: [rows, h, positions so far (this one included)]
+  bool want_cross = false;  // cross: [rows, h, S] (zero weight on a source's padding)
+  std::vector<Tensor> self, cross;
 };
 
 // The state of incremental decoding (section 6.1) for a batch of source sentences with `beam`
@@ -139,14 +149,13 @@ class Transformer {
                               int64_t beam, int64_t capacity, DType precision = DType::f32) const;
   // Logits [rows, V] of every row's next token, given each row's last token (bos at the first
   // step), i32 [rows]. Computes the new position only, at position state.length(), and appends it
-  // to the caches. cross_attention (when given) receives the encoder-decoder attention weights of
-  // decoder layer `attention_layer` for this position, [rows, h, S].
-  Tensor decode_step(const Tensor& last_tokens, DecoderState& state, int64_t attention_layer = -1,
-                     Tensor* cross_attention = nullptr) const;
+  // to the caches. `attention` (when given) receives this position's attention weights.
+  Tensor decode_step(const Tensor& last_tokens, DecoderState& state,
+                     StepAttention* attention = nullptr) const;
   // decode_step without the output projection: the decoder's output [rows, d_model], whose logits
   // are output_logits(hidden) (decode::TransformerScorer fuses that product with the search).
-  Tensor decode_hidden(const Tensor& last_tokens, DecoderState& state, int64_t attention_layer = -1,
-                       Tensor* cross_attention = nullptr) const;
+  Tensor decode_hidden(const Tensor& last_tokens, DecoderState& state,
+                       StepAttention* attention = nullptr) const;
   // The shared embedding matrix [V, d_model], which is also the output projection.
   const Tensor& output_embedding() const { return embedding_; }
   // Label-smoothed cross-entropy of the batch's targets (config's label_smoothing, pad ignored).
