@@ -18,5 +18,6 @@ void register_bleu(CLI::App& app);
 void register_evalb(CLI::App& app);
 void register_linearise(CLI::App& app);
 void register_parse(CLI::App& app);
+void register_attention(CLI::App& app);
 
 }  // namespace tfm::cli

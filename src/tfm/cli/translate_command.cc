@@ -18,6 +18,7 @@
 #include "tfm/core/error.h"
 #include "tfm/core/threading.h"
 #include "tfm/data/vocab.h"
+#include "tfm/decode/alignment.h"
 #include "tfm/decode/translate.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/ops/autocast.h"
@@ -36,6 +37,9 @@ struct TranslateCommandOptions {
   int64_t attention_layer = -1;
   int64_t attention_head = -1;
   std::string attention_output;
+  bool alignment = false;
+  double alignment_threshold = 0.0;  // 0: hard (argmax) alignment
+  std::string alignment_layer;       // a 0-based layer or "all"; empty: the next to last layer
   int64_t chunk = 512;  // sentences per progress report
   int threads = 0;
   std::string precision = "f32";
@@ -62,6 +66,37 @@ std::vector<std::vector<int32_t>> encode_lines(const data::Vocabulary& vocab,
     ++truncated;
   }
   return encoded;
+}
+
+// The attention that --alignment reads: the mean over the heads of --alignment-layer (by default
+// the next to last layer, whose attention aligns best without alignment training: Garg et al.
+// 2019), or of every layer.
+decode::AttentionProbe alignment_probe(const TranslateCommandOptions& options,
+                                       const ModelConfig& config) {
+  if (options.alignment_layer == "all") return {decode::AttentionProbe::kAllLayers, -1};
+  if (options.alignment_layer.empty()) return {std::max<int64_t>(config.layers - 2, 0), -1};
+  int64_t layer = -1;
+  try {
+    size_t used = 0;
+    layer = std::stoll(options.alignment_layer, &used);
+    if (used != options.alignment_layer.size()) layer = -1;
+  } catch (const std::exception&) {
+    layer = -1;
+  }
+  TFM_CHECK(layer >= 0 && layer < config.layers,
+            "--alignment-layer '{}': expected a decoder layer 0..{} or 'all'",
+            options.alignment_layer, config.layers - 1);
+  return {layer, -1};
+}
+
+// " ||| 0-0 1-2 ...": the word alignment of a translation of `source` (ids).
+std::string alignment_field(const data::Vocabulary& vocab, const std::vector<int32_t>& source,
+                            const decode::Hypothesis& h, double threshold) {
+  std::vector<std::string> source_pieces, target_pieces;
+  for (int32_t id : source) source_pieces.push_back(vocab.piece(id));
+  for (int32_t id : h.tokens) target_pieces.push_back(vocab.piece(id));
+  return " ||| " + decode::pharaoh(decode::align_translation(h.attention, source_pieces,
+                                                             target_pieces, threshold));
 }
 
 void run_translate(TranslateCommandOptions options) {
@@ -104,6 +139,7 @@ void run_translate(TranslateCommandOptions options) {
     options.decoding.attention = {options.attention_layer, options.attention_head};
     open_for_writing(attention_file, options.attention_output);
   }
+  if (options.alignment) options.decoding.attention = alignment_probe(options, config);
   TFM_CHECK(options.decoding.n_best <= options.decoding.beam_size,
             "--n-best {} exceeds the beam size {}", options.decoding.n_best,
             options.decoding.beam_size);
@@ -134,11 +170,22 @@ void run_translate(TranslateCommandOptions options) {
     for (size_t k = 0; k < positions.size(); ++k) by_line[positions[k] - begin] = &results[k];
     for (size_t i = begin; i < end; ++i) {
       const auto* nbest = by_line[i - begin];
+      const std::vector<int32_t>* source = nullptr;
+      if (nbest) source = &sources[static_cast<size_t>(nbest - results.data())];
+      auto aligned = [&](const decode::Hypothesis& h) {
+        return options.alignment ? alignment_field(vocab, *source, h, options.alignment_threshold)
+                                 : std::string();
+      };
       if (!options.n_best_output) {
-        out << (nbest && !nbest->empty() ? vocab.decode(nbest->front().tokens) : "") << "\n";
+        if (nbest && !nbest->empty()) {
+          out << vocab.decode(nbest->front().tokens) << aligned(nbest->front()) << "\n";
+        } else {
+          out << (options.alignment ? " ||| " : "") << "\n";
+        }
       } else if (nbest) {
         for (const auto& h : *nbest)
-          out << i << " ||| " << vocab.decode(h.tokens) << " ||| " << h.score << "\n";
+          out << i << " ||| " << vocab.decode(h.tokens) << " ||| " << h.score << aligned(h)
+              << "\n";
       }
       if (nbest && !nbest->empty()) target_tokens += nbest->front().length;
       if (attention_file.is_open() && nbest && !nbest->empty()) {
@@ -220,6 +267,20 @@ void register_translate(CLI::App& app) {
                   "head, 0-based (default: the mean of the heads)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
       ->needs(attention_output);
+  CLI::Option* alignment =
+      cmd->add_flag("--alignment", o->alignment,
+                    "append ' ||| ' and the word alignment from the encoder-decoder attention, "
+                    "in the Pharaoh format ('0-0 1-2': source word - target word, 0-based)")
+          ->excludes(attention_output);
+  cmd->add_option("--alignment-threshold", o->alignment_threshold,
+                  "align each target word to every source word with at least this much attention "
+                  "(default 0: to the one it attends to most)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->needs(alignment);
+  cmd->add_option("--alignment-layer", o->alignment_layer,
+                  "decoder layer (0-based) whose heads' mean attention aligns, or 'all' for the "
+                  "mean of every layer (default: the next to last layer)")
+      ->needs(alignment);
   cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(CLI::Range(0, 4096));
   cmd->add_option("--precision", o->precision,
                   "operands of the matrix products: f32, bf16 (f32 accumulation; faster where the "
