@@ -202,6 +202,7 @@ describe('attention page', () => {
     const kind = await selectedKind();
     assert.equal(await page.locator('#model-view .thumb').count(), kind.layers * kind.heads);
     assert.equal(await page.locator('#head-view').isVisible(), false);
+    assert.equal(await page.locator('select#layer').isVisible(), false);  // all layers are shown
     await page.screenshot({ path: path.join(screenshots, 'model.png'), fullPage: true });
     const [layer, head] = [kind.layers - 1, kind.heads - 1];
     await page.locator(`.thumb[data-layer="${layer}"][data-head="${head}"]`).click();
@@ -220,6 +221,7 @@ describe('attention page', () => {
     await page.locator('#tab-figure').click();
     assert.ok(await page.locator('#figure-view svg').first().isVisible());
     assert.equal(await page.locator('#head-view').isVisible(), false);
+    assert.equal(await page.locator('select#kind').isVisible(), false);  // the figure is static
     await page.screenshot({ path: path.join(screenshots, 'figure.png'), fullPage: true });
     assert.deepEqual(errors, []);  // and no error in any test before
     assert.deepEqual(blocked, []);
