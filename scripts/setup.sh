@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every Debian package tfm needs to build, test and run (idempotent), then builds the
-# release preset. Usage: scripts/setup.sh [--with-torch] [--no-build]
+# Installs every Debian package tfm needs to build, test and run (idempotent) and the browser test's
+# npm package (tests/browser), then builds the release preset.
+# Usage: scripts/setup.sh [--with-torch] [--no-build]
 #   --with-torch  also installs python3-torch, needed only for tools/ (reference fixtures) and the
 #                 PyTorch side of bench/; the build and the tests never need it.
 set -euo pipefail
@@ -32,7 +33,12 @@ packages=(
   iproute2               # `ip`: the network-namespace script that runs ranks over a real TCP link
   python3 python3-numpy
   curl ca-certificates   # scripts/fetch_multi30k.sh downloads Multi30k over https when no copy is found
+  chromium nodejs        # the browser test of `tfm attention`'s page (tests/browser, headless)
 )
+# npm installs the browser test's driver (playwright-core). Debian's nodejs comes without it, in the
+# npm package; NodeSource's nodejs bundles it and conflicts with that package, so it is asked for
+# only where no npm command exists.
+command -v npm >/dev/null || packages+=(npm)
 if [ "$with_torch" = 1 ]; then
   # OpenBLAS: without it Debian's PyTorch runs f32 matrix products on the reference BLAS (~6 GFLOP/s).
   packages+=(python3-torch libgoogle-perftools4 libopenblas0-openmp)
@@ -48,6 +54,19 @@ if [ "${#missing[@]}" -gt 0 ]; then
   [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
   $sudo_cmd apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The browser test's npm package, as package-lock.json pins it; again only when it changed.
+browser=tests/browser
+locked="$(node -p "require('./$browser/package-lock.json').packages['node_modules/playwright-core'].version")"
+installed="$(node -p "require('./$browser/node_modules/playwright-core/package.json').version" 2>/dev/null || true)"
+if [ "$installed" != "$locked" ]; then
+  echo "setup.sh: npm ci in $browser (playwright-core $locked)"
+  if ! (cd "$browser" && npm ci --no-audit --no-fund --loglevel=error); then
+    echo "setup.sh: npm ci in $browser failed (is the npm registry reachable?); the browser test" \
+         "(ctest -R Browser) needs its node_modules" >&2
+    exit 1
+  fi
 fi
 
 if [ "$build" = 1 ]; then

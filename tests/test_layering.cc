@@ -42,11 +42,13 @@ const std::map<std::string, std::set<std::string>>& allowed_includes() {
       {"decode", {"core", "ops", "nn", "model", "io"}},
       {"tasks", {"core", "io", "model", "nn", "data", "decode"}},
       {"eval", {"core", "io", "model", "nn", "data", "decode", "tasks"}},
+      {"viz", {"core", "io", "model", "nn", "data", "decode"}},
       {"api",
-       {"core", "ops", "io", "model", "nn", "data", "dist", "train", "decode", "tasks", "eval"}},
+       {"core", "ops", "io", "model", "nn", "data", "dist", "train", "decode", "tasks", "eval",
+        "viz"}},
       {"cli",
        {"core", "ops", "io", "model", "nn", "data", "dist", "train", "decode", "tasks", "eval",
-        "api"}},
+        "api", "viz"}},
   };
   return table;
 }
