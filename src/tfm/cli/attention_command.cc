@@ -30,6 +30,7 @@ struct AttentionCommandOptions {
   std::string source;
   std::string target;
   bool has_target = false;
+  bool translate = false;  // the default; the flag only says so
   std::string output;
   bool words = false;
   decode::TranslateOptions decoding;
@@ -159,7 +160,7 @@ void register_attention(CLI::App& app) {
   cmd->add_option("-i,--input", o->source, "the source sentence (text)")->required();
   CLI::Option* target = cmd->add_option("--target", o->target,
                                         "the target sentence (default: the model's translation)");
-  cmd->add_flag("--translate", "translate the source with beam search (the default)")
+  cmd->add_flag("--translate", o->translate, "translate the source with beam search (the default)")
       ->excludes(target);
   cmd->add_option("-o,--output", o->output,
                   "page.html (the interactive page) or figure.svg (the static figure alone)")
