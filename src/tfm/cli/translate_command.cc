@@ -40,7 +40,7 @@ struct TranslateCommandOptions {
   bool alignment = false;
   double alignment_threshold = 0.0;  // 0: hard (argmax) alignment
   std::string alignment_layer;       // a 0-based layer or "all"; empty: the next to last layer
-  int64_t chunk = 512;  // sentences per progress report
+  int64_t chunk = 512;               // sentences per progress report
   int threads = 0;
   std::string precision = "f32";
   std::string device = "cpu";
@@ -184,8 +184,7 @@ void run_translate(TranslateCommandOptions options) {
         }
       } else if (nbest) {
         for (const auto& h : *nbest)
-          out << i << " ||| " << vocab.decode(h.tokens) << " ||| " << h.score << aligned(h)
-              << "\n";
+          out << i << " ||| " << vocab.decode(h.tokens) << " ||| " << h.score << aligned(h) << "\n";
       }
       if (nbest && !nbest->empty()) target_tokens += nbest->front().length;
       if (attention_file.is_open() && nbest && !nbest->empty()) {

@@ -110,8 +110,8 @@ Alignment align_translation(const std::vector<std::vector<float>>& attention,
   }
   const std::vector<int64_t> target_words = word_of_pieces(target_pieces);
   const std::vector<int64_t> source_words = word_of_pieces(source_pieces);
-  return align_words(merge_to_words(weights, target_words, source_words),
-                     count_words(target_words), count_words(source_words), threshold);
+  return align_words(merge_to_words(weights, target_words, source_words), count_words(target_words),
+                     count_words(source_words), threshold);
 }
 
 std::string pharaoh(const Alignment& alignment) {

@@ -42,8 +42,7 @@ Alignment align_words(const std::vector<float>& weights, int64_t target_words, i
 // read): target rows averaged and source columns summed per word, then align_words.
 Alignment align_translation(const std::vector<std::vector<float>>& attention,
                             const std::vector<std::string>& source_pieces,
-                            const std::vector<std::string>& target_pieces,
-                            double threshold = 0.0);
+                            const std::vector<std::string>& target_pieces, double threshold = 0.0);
 
 // The Pharaoh format of fast_align, Moses and Marian: "i-j" per pair (i source, j target), 0-based,
 // separated by spaces.

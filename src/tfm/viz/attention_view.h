@@ -1,20 +1,20 @@
-// What the attention pages show (tfm attention): every layer's and head's weights of the three kinds
-// of attention of one sentence pair, with the tokens they connect. The weights come from decode/
-// (decode::attention_maps, the incremental decoder that translates); viz/ only draws them.
+// What the attention pages show (tfm attention): every layer's and head's weights of the three
+// kinds of attention of one sentence pair, with the tokens they connect. The weights come from
+// decode/ (decode::attention_maps, the incremental decoder that translates); viz/ only draws them.
 //
 //   page_html():  one self-contained HTML file (inline CSS, JavaScript and SVG; the assets are
 //                 source files in viz/assets, compiled in) with a head view, a model view and the
 //                 static figure of figure_svg();
-//   figure_svg(): the paper's figures 3-5 layout as a standalone SVG: the tokens twice, in a top row
+//   figure_svg(): the paper's figures 3-5 layout as a standalone SVG: the tokens twice, in a top
+//   row
 //                 (queries) and a bottom row (keys), joined by one line per weight, one colour per
 //                 head, opacity = weight.
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace tfm::viz {
 
@@ -36,9 +36,9 @@ struct AttentionKind {
 };
 
 struct AttentionView {
-  std::string title;                // shown at the top of the page, e.g. "model: runs/x/averaged"
-  std::string source, target;       // the sentence pair as text
-  bool merged_words = false;        // tokens are whole words (see decode/alignment.h), not pieces
+  std::string title;                 // shown at the top of the page, e.g. "model: runs/x/averaged"
+  std::string source, target;        // the sentence pair as text
+  bool merged_words = false;         // tokens are whole words (see decode/alignment.h), not pieces
   std::vector<AttentionKind> kinds;  // encoder, decoder, cross (in that order)
 };
 
@@ -64,7 +64,8 @@ std::string figure_svg(const AttentionView& view, const FigureOptions& options);
 // data"). Weights are written with 6 decimals (off by at most 5e-7).
 nlohmann::json page_data(const AttentionView& view);
 
-// The whole page: viz/assets' HTML with the CSS, the JavaScript, page_data() and figure_svg() in it.
+// The whole page: viz/assets' HTML with the CSS, the JavaScript, page_data() and figure_svg() in
+// it.
 std::string page_html(const AttentionView& view, const FigureOptions& figure);
 
 }  // namespace tfm::viz
