@@ -222,7 +222,7 @@ TEST(AttentionFigure, DefaultsAreTheNextToLastLayerAndEveryHead) {
     differ =
         std::max(differ, std::abs(line.opacity - encoder.at(0, line.head, line.query, line.key)));
   EXPECT_GT(differ, 0.01);
-  EXPECT_NE(figure_svg(view, FigureOptions{}).find("layer 2 of 3"), std::string::npos);
+  EXPECT_NE(figure_svg(view, FigureOptions{}).find("layer 1 (of 0..2)"), std::string::npos);
 
   // A one-layer model: its only layer.
   AttentionView one = test_view();
@@ -281,17 +281,18 @@ TEST(AttentionFigure, EscapesTokenText) {
 TEST(AttentionFigure, TitleLegendAndHighlightSayWhatIsDrawn) {
   const AttentionView view = test_view();
   const std::string isolated = figure_svg(view, options_of("encoder", 2, {1, 2}, 1));
-  EXPECT_NE(isolated.find("encoder attention, layer 3 of 3, heads 2, 3, only the attention of "
-                          "\u201c\u2581Tom\u201d (token 2)"),
+  EXPECT_NE(isolated.find("encoder attention, layer 2 (of 0..2), heads 1, 2, only the attention of "
+                          "\u201c\u2581Tom\u201d (token 1)"),
             std::string::npos);
-  // The legend: the drawn heads' colours and numbers (1-based, as in the paper), only theirs.
+  // The legend: the drawn heads' colours and numbers (0-based, as the flags and the page), only
+  // theirs.
   EXPECT_NE(isolated.find(fmt::format("stroke=\"{}\" stroke-width=\"4\"", head_colour(1))),
             std::string::npos);
   EXPECT_EQ(isolated.find(fmt::format("stroke=\"{}\" stroke-width=\"4\"", head_colour(0))),
             std::string::npos);
+  EXPECT_NE(isolated.find(">head 1</text>"), std::string::npos);
   EXPECT_NE(isolated.find(">head 2</text>"), std::string::npos);
-  EXPECT_NE(isolated.find(">head 3</text>"), std::string::npos);
-  EXPECT_EQ(isolated.find(">head 1</text>"), std::string::npos);
+  EXPECT_EQ(isolated.find(">head 0</text>"), std::string::npos);
   EXPECT_NE(isolated.find("font-weight=\"bold\">\u2581Tom</text>"), std::string::npos);
   size_t highlights = 0;
   for (size_t i = isolated.find("tfm-figure-highlight"); i != std::string::npos;
@@ -300,7 +301,7 @@ TEST(AttentionFigure, TitleLegendAndHighlightSayWhatIsDrawn) {
   EXPECT_EQ(highlights, 1u);
 
   const std::string full = figure_svg(view, options_of("decoder"));
-  EXPECT_NE(full.find("decoder attention, layer 2 of 3, all 4 heads<"), std::string::npos);
+  EXPECT_NE(full.find("decoder attention, layer 1 (of 0..2), all 4 heads<"), std::string::npos);
   EXPECT_EQ(full.find("tfm-figure-highlight"), std::string::npos);
   EXPECT_EQ(full.find("font-weight=\"bold\""), std::string::npos);
 }

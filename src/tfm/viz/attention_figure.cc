@@ -110,20 +110,21 @@ double longest(const std::vector<std::string>& labels) {
   return length;
 }
 
-// "all 8 heads", "head 5", "heads 5, 6" (1-based, as in the paper).
+// "all 8 heads", "head 4", "heads 4, 5" (0-based, as every flag and the page count them; the
+// paper's "heads 5 and 6").
 std::string heads_text(const std::vector<int64_t>& heads, int64_t all) {
   if (static_cast<int64_t>(heads.size()) == all && all > 1) return fmt::format("all {} heads", all);
   std::string numbers;
-  for (int64_t head : heads) numbers += fmt::format("{}{}", numbers.empty() ? "" : ", ", head + 1);
+  for (int64_t head : heads) numbers += fmt::format("{}{}", numbers.empty() ? "" : ", ", head);
   return fmt::format("{} {}", heads.size() == 1 ? "head" : "heads", numbers);
 }
 
 std::string title_text(const AttentionKind& kind, const FigureOptions& options) {
-  std::string title = fmt::format("{}, layer {} of {}, {}", kind.title, options.layer + 1,
-                                  kind.layers, heads_text(options.heads, kind.heads));
+  std::string title = fmt::format("{}, layer {} (of 0..{}), {}", kind.title, options.layer,
+                                  kind.layers - 1, heads_text(options.heads, kind.heads));
   if (options.token >= 0)
     title += fmt::format(", only the attention of \u201c{}\u201d (token {})",
-                         kind.queries[static_cast<size_t>(options.token)], options.token + 1);
+                         kind.queries[static_cast<size_t>(options.token)], options.token);
   return title;
 }
 
@@ -166,7 +167,7 @@ void draw_legend(std::string& svg, const std::vector<int64_t>& heads, const Layo
     svg += fmt::format(
         "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
         "stroke-width=\"4\"/><text x=\"{:.1f}\" y=\"{:.1f}\">head {}</text>\n",
-        x, y, x + 14, y, head_colour(head), x + 18, l.legend_y, head + 1);
+        x, y, x + 14, y, head_colour(head), x + 18, l.legend_y, head);
     x += legend_width(1);
   }
   svg += "</g>\n";
