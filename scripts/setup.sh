@@ -34,6 +34,7 @@ packages=(
   python3 python3-numpy
   curl ca-certificates   # scripts/fetch_multi30k.sh downloads Multi30k over https when no copy is found
   chromium nodejs        # the browser test of `tfm attention`'s page (tests/browser, headless)
+  fonts-dejavu-core      # a font for its screenshots (a minimal root has none)
 )
 # npm installs the browser test's driver (playwright-core). Debian's nodejs comes without it, in the
 # npm package; NodeSource's nodejs bundles it and conflicts with that package, so it is asked for
