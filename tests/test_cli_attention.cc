@@ -234,6 +234,12 @@ TEST(CliAlignment, BadFlagsAreErrors) {
   r = run_tfm_command(base + "--alignment-threshold 0.3", f.dir);
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--alignment"), std::string::npos) << r.err;
+  // The default layer is the last one.
+  const CommandResult by_default = run_tfm_command(base + "--alignment", f.dir);
+  const CommandResult last = run_tfm_command(base + "--alignment --alignment-layer 1", f.dir);
+  EXPECT_EQ(by_default.status, 0) << by_default.err;
+  EXPECT_NE(by_default.out.find(" ||| "), std::string::npos);
+  EXPECT_EQ(by_default.out, last.out);
   r = run_tfm_command(base + "--alignment --alignment-layer all --alignment-threshold 0.2", f.dir);
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find(" ||| "), std::string::npos);
