@@ -173,6 +173,10 @@ TEST(CliAttention, BadInputIsAOneLineError) {
   Fixture f;
   const std::string out = quoted(f.dir / "p.html");
   f.expect_failure("-i '' -o " + out, "the source sentence is empty");
+  // (std::system's sh is dash: printf's octal escapes make the bytes.)
+  f.expect_failure("-i \"$(printf 'caf\\377')\" -o " + out, "-i: invalid UTF-8 at byte 3");
+  f.expect_failure(fmt::format("-i '{}' --target \"$(printf '\\303')\" -o {}", kSource, out),
+                   "--target: invalid UTF-8 at byte 0");
   std::string long_sentence;
   for (int i = 0; i < 70; ++i) long_sentence += "park ";
   f.expect_failure(fmt::format("-i '{}' -o {}", long_sentence, out),

@@ -15,6 +15,7 @@
 #include "tfm/decode/attention_maps.h"
 #include "tfm/decode/translate.h"
 #include "tfm/io/atomic_file.h"
+#include "tfm/io/text_reader.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/device.h"
@@ -107,6 +108,11 @@ void run_attention(const AttentionCommandOptions& options) {
   data::Vocabulary vocab(vocab_path);
   vocab.check_config(config, dir / kConfigFileName);
 
+  for (const auto& [flag, text] :
+       {std::pair{"-i", &options.source}, std::pair{"--target", &options.target}}) {
+    const std::optional<size_t> bad = find_invalid_utf8(*text);
+    TFM_CHECK(!bad, "{}: invalid UTF-8 at byte {}", flag, bad.value_or(0));
+  }
   const std::vector<int32_t> source = vocab.encode(options.source);
   TFM_CHECK(!source.empty(), "-i: the source sentence is empty");
   const int64_t longest = decode::max_input_length(options.decoding, config);
