@@ -265,7 +265,7 @@ TEST(AttentionFigure, EscapesTokenText) {
   EXPECT_NE(svg.find(">&lt;s&gt;</text>"), std::string::npos);
   EXPECT_NE(svg.find(">&lt;/s&gt;</text>"), std::string::npos);
   EXPECT_NE(svg.find(">\u2581&amp;</text>"), std::string::npos);
-  EXPECT_NE(svg.find(">\u2581it&apos;s</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">\u2581it&#39;s</text>"), std::string::npos);
   // The isolated token's label, in the title too.
   EXPECT_NE(svg.find("\u2581&quot;Jerry&quot;</text>"), std::string::npos);
   EXPECT_NE(svg.find("\u201c\u2581&quot;Jerry&quot;\u201d"), std::string::npos);

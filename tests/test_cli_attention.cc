@@ -11,7 +11,7 @@
 #include <regex>
 
 #include "data_test_util.h"
-#include "test_decode_helpers.h"
+#include "text_model_test_util.h"
 #include "tfm/data/vocab.h"
 #include "tfm/decode/alignment.h"
 #include "tfm/decode/attention_maps.h"
@@ -31,17 +31,7 @@ const char* kTarget = "Zwei junge Mädchen spielen mit einem Ball im Park.";
 
 struct Fixture {
   TempDir dir;
-  std::filesystem::path model = dir / "model";
-  Fixture() {
-    const std::filesystem::path vocab = testing::train_tiny_vocab(dir);
-    ModelConfig config = testing::tiny_decoder_config();
-    config.vocab_size = 120;
-    config.heads = 2;
-    nn::Transformer transformer(config);
-    transformer.init(3);
-    save_model_dir(model, config, transformer.named_parameters());
-    std::filesystem::copy_file(vocab, model / kVocabFileName);
-  }
+  std::filesystem::path model = testing::write_tiny_text_model(dir);
   CommandResult run(const std::string& arguments) const {
     return run_tfm_command(fmt::format("attention -m {} {}", quoted(model), arguments), dir);
   }

@@ -9,6 +9,7 @@
 
 #include "data_test_util.h"
 #include "test_decode_helpers.h"
+#include "text_model_test_util.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/nn/transformer.h"
 #include "tfm/ops/device.h"
@@ -31,16 +32,7 @@ int count_lines(const std::string& text) {
 // dir/model: a random tiny model (max_positions 64) and its 120-piece vocabulary.
 struct ModelFixture {
   TempDir dir;
-  std::filesystem::path model = dir / "model";
-  ModelFixture() {
-    const std::filesystem::path vocab = testing::train_tiny_vocab(dir);
-    ModelConfig config = testing::tiny_decoder_config();
-    config.vocab_size = 120;
-    nn::Transformer transformer(config);
-    transformer.init(3);
-    save_model_dir(model, config, transformer.named_parameters());
-    std::filesystem::copy_file(vocab, model / kVocabFileName);
-  }
+  std::filesystem::path model = testing::write_tiny_text_model(dir);
   CommandResult translate(const std::string& arguments) const {
     return run_tfm_command(fmt::format("translate -m {} -b 1 {}", quoted(model), arguments), dir);
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tfm/cli/commands.h"
+#include "tfm/cli/model_loading.h"
 #include "tfm/core/error.h"
 #include "tfm/core/threading.h"
 #include "tfm/data/vocab.h"
@@ -94,19 +95,12 @@ void run_attention(const AttentionCommandOptions& options) {
   TFM_CHECK(svg || extension == ".html" || extension == ".htm",
             "-o '{}': expected a .html (the page) or .svg (the figure) file name", options.output);
   set_num_threads(options.threads);
-  decode::InferenceOptions inference;
-  inference.precision = ops::parse_precision(options.precision, "--precision");
-  inference.device = ops::parse_device(options.device);
-  ops::use_device(inference.device);
   const std::filesystem::path dir = options.model;
-  const auto model = decode::load_inference_model(dir, inference);
+  const auto model =
+      decode::load_inference_model(dir, inference_options(options.precision, options.device));
   const ModelConfig& config = model->config();
-  const std::filesystem::path vocab_path = dir / kVocabFileName;
-  TFM_CHECK(std::filesystem::exists(vocab_path),
-            "{}: missing; a model directory needs its SentencePiece vocabulary to read text",
-            vocab_path.string());
-  data::Vocabulary vocab(vocab_path);
-  vocab.check_config(config, dir / kConfigFileName);
+  const data::Vocabulary vocab =
+      model_vocabulary(dir, config, "a model directory needs its SentencePiece vocabulary");
 
   for (const auto& [flag, text] :
        {std::pair{"-i", &options.source}, std::pair{"--target", &options.target}}) {

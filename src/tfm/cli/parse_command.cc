@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tfm/cli/commands.h"
+#include "tfm/cli/model_loading.h"
 #include "tfm/cli/text_io.h"
 #include "tfm/core/error.h"
 #include "tfm/core/threading.h"
@@ -64,10 +65,7 @@ void run_parse(const ParseCommandOptions& options) {
   TFM_CHECK(options.n_best <= options.decoding.beam_size, "--n-best {} exceeds the beam size {}",
             options.n_best, options.decoding.beam_size);
   set_num_threads(options.threads);
-  decode::InferenceOptions inference;
-  inference.precision = ops::parse_precision(options.precision, "--precision");
-  inference.device = ops::parse_device(options.device);
-  ops::use_device(inference.device);
+  const decode::InferenceOptions inference = inference_options(options.precision, options.device);
   const std::filesystem::path dir = options.model;
   const ModelConfig header = load_config(dir / kConfigFileName);
   TFM_CHECK(header.task == "parsing",
@@ -76,11 +74,8 @@ void run_parse(const ParseCommandOptions& options) {
             dir.string(), header.task, header.task);
   const std::shared_ptr<const decode::InferenceModel> model =
       decode::load_inference_model(dir, inference);
-  const std::filesystem::path vocab_path = dir / kVocabFileName;
-  TFM_CHECK(std::filesystem::exists(vocab_path), "{}: missing; a parser needs its vocabulary",
-            vocab_path.string());
-  data::Vocabulary vocab(vocab_path);
-  vocab.check_config(model->config(), dir / kConfigFileName);
+  const data::Vocabulary vocab =
+      model_vocabulary(dir, model->config(), "a parser needs its vocabulary");
 
   const std::vector<tasks::ParseInput> inputs = read_inputs(options);
   const int64_t longest = decode::max_input_length(options.decoding, model->config());

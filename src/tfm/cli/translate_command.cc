@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tfm/cli/commands.h"
+#include "tfm/cli/model_loading.h"
 #include "tfm/cli/text_io.h"
 #include "tfm/core/error.h"
 #include "tfm/core/threading.h"
@@ -102,24 +103,16 @@ std::string alignment_field(const data::Vocabulary& vocab, const std::vector<int
 void run_translate(TranslateCommandOptions options) {
   check_standard_input(options.input);  // before any file is opened
   set_num_threads(options.threads);     // loading too (the checksums run in parallel)
-  decode::InferenceOptions inference;
-  inference.precision = ops::parse_precision(options.precision, "--precision");
-  inference.device = ops::parse_device(options.device);
-  ops::use_device(inference.device);  // a missing GPU is reported before the model is read
   const std::filesystem::path dir = options.model;
   // Loaded once, packed once (in the precision asked for), then only read.
   const std::shared_ptr<const decode::InferenceModel> model =
-      decode::load_inference_model(dir, inference);
+      decode::load_inference_model(dir, inference_options(options.precision, options.device));
   const ModelConfig& config = model->config();
   TFM_CHECK(config.task == "translation",
             "{}: a {} model (config.json task \"{}\"); use tfm parse for it", dir.string(),
             config.task, config.task);
-  const std::filesystem::path vocab_path = dir / kVocabFileName;
-  TFM_CHECK(std::filesystem::exists(vocab_path),
-            "{}: missing; a model directory needs its SentencePiece vocabulary to translate text",
-            vocab_path.string());
-  data::Vocabulary vocab(vocab_path);
-  vocab.check_config(config, dir / kConfigFileName);
+  const data::Vocabulary vocab = model_vocabulary(
+      dir, config, "a model directory needs its SentencePiece vocabulary to translate text");
   const int64_t max_input = decode::max_input_length(options.decoding, config);
 
   std::vector<std::string> lines = read_input_lines(options.input);

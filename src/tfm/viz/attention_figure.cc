@@ -15,6 +15,7 @@
 
 #include "tfm/core/error.h"
 #include "tfm/viz/attention_view.h"
+#include "tfm/viz/markup.h"
 
 namespace tfm::viz {
 namespace {
@@ -67,33 +68,6 @@ const AttentionKind& kind_named(const AttentionView& view, const std::string& na
     known += fmt::format("{}{}", known.empty() ? "" : ", ", kind.name);
   }
   fail("--figure-kind '{}' is not a kind of attention of this view (known: {})", name, known);
-}
-
-// Text for XML: the five characters with a meaning in markup as entities.
-std::string escaped(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 // The text's length in pixels, guessed from its characters (UTF-8 code points, not bytes).
@@ -196,7 +170,7 @@ void draw_row(std::string& svg, const std::vector<std::string>& labels, double x
         "<text x=\"{0:.1f}\" y=\"{1:.1f}\" transform=\"rotate(90 {0:.1f} {1:.1f})\" "
         "text-anchor=\"{2}\" dominant-baseline=\"central\"{3}>{4}</text>\n",
         x, top ? y - kGap / 2 : y + kGap / 2, top ? "end" : "start",
-        marked ? " font-weight=\"bold\"" : "", escaped(labels[i]));
+        marked ? " font-weight=\"bold\"" : "", markup_escaped(labels[i]));
   }
   svg += "</g>\n";
 }
@@ -291,7 +265,8 @@ std::string figure_svg(const AttentionView& view, const FigureOptions& options) 
       "<rect class=\"tfm-figure-background\" x=\"0\" y=\"0\" width=\"{0:.0f}\" height=\"{1:.0f}\" "
       "fill=\"#ffffff\"/>\n"
       "<text class=\"tfm-figure-title\" x=\"{2:.1f}\" y=\"{3:.1f}\" font-size=\"{4}\">{5}</text>\n",
-      std::ceil(l.width), std::ceil(l.height), kMargin, l.title_y, kTitleFont, escaped(title));
+      std::ceil(l.width), std::ceil(l.height), kMargin, l.title_y, kTitleFont,
+      markup_escaped(title));
   draw_legend(svg, r.heads, l);
   draw_lines(svg, kind, r, l);
   draw_row(svg, kind.queries, l.query_x0, l.top_y, true, r.token);

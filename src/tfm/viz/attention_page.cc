@@ -10,6 +10,7 @@
 #include "tfm/core/error.h"
 #include "tfm/viz/assets.h"
 #include "tfm/viz/attention_view.h"
+#include "tfm/viz/markup.h"
 
 namespace tfm::viz {
 namespace {
@@ -44,33 +45,6 @@ nlohmann::json kind_data(const AttentionKind& kind) {
   return {{"name", kind.name},     {"title", kind.title},         {"causal", kind.causal},
           {"layers", kind.layers}, {"heads", kind.heads},         {"queries", kind.queries},
           {"keys", kind.keys},     {"weights", std::move(layers)}};
-}
-
-std::string html_escaped(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 // The data as the text of a <script type="application/json">: nothing in it may end the script or
@@ -140,11 +114,38 @@ nlohmann::json page_data(const AttentionView& view) {
 
 std::string page_html(const AttentionView& view, const FigureOptions& figure) {
   const std::string svg = inline_svg(figure_svg(view, resolved(figure, view)));
-  return substituted(assets::attention_page_html, {{"TFM_TITLE", html_escaped(view.title)},
+  return substituted(assets::attention_page_html, {{"TFM_TITLE", markup_escaped(view.title)},
                                                    {"TFM_CSS", assets::attention_page_css},
                                                    {"TFM_JS", assets::attention_page_js},
                                                    {"TFM_DATA", script_json(page_data(view))},
                                                    {"TFM_FIGURE", svg}});
+}
+
+std::string markup_escaped(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
 }
 
 }  // namespace tfm::viz

@@ -1,0 +1,28 @@
+#include "tfm/cli/model_loading.h"
+
+#include "tfm/core/error.h"
+#include "tfm/model/model_dir.h"
+#include "tfm/ops/autocast.h"
+#include "tfm/ops/device.h"
+
+namespace tfm::cli {
+
+decode::InferenceOptions inference_options(const std::string& precision,
+                                           const std::string& device) {
+  decode::InferenceOptions inference;
+  inference.precision = ops::parse_precision(precision, "--precision");
+  inference.device = ops::parse_device(device);
+  ops::use_device(inference.device);
+  return inference;
+}
+
+data::Vocabulary model_vocabulary(const std::filesystem::path& dir, const ModelConfig& config,
+                                  const std::string& why) {
+  const std::filesystem::path path = dir / kVocabFileName;
+  TFM_CHECK(std::filesystem::exists(path), "{}: missing; {}", path.string(), why);
+  data::Vocabulary vocab(path);
+  vocab.check_config(config, dir / kConfigFileName);
+  return vocab;
+}
+
+}  // namespace tfm::cli
