@@ -236,6 +236,14 @@ bootstrap() {
   mount_in_root /dev/shm -t tmpfs -o nosuid,nodev,mode=1777 tmpfs
   rm -f "$root/etc/resolv.conf"
   cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+  # The network's own certificate authorities: where this machine's network inspects TLS with a CA
+  # of its own (installed here as a local CA), any machine on it trusts that CA, so the new root
+  # does too. They wait in the root's local CA folder; the ca-certificates package that setup.sh
+  # installs adds them to the bundle (npm and curl read it; see NODE_EXTRA_CA_CERTS in in_root).
+  if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+    mkdir -p "$root/usr/local/share/ca-certificates"
+    cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  fi
   echo "== the new root's apt sources:"
   cat "$root/etc/apt/sources.list"
   echo "== dpkg -l | wc -l: $(chroot "$root" dpkg-query -W | wc -l) packages"
@@ -279,7 +287,9 @@ in_root() {
   local envs=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root USER=root
               LOGNAME=root SHELL=/bin/bash)
   local v
-  for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
+  # The network's settings, as a machine on it has them: proxies, and the CA bundle that Node (npm)
+  # should trust besides its own list.
+  for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY NODE_EXTRA_CA_CERTS; do
     [ -z "${!v:-}" ] || envs+=("$v=${!v}")
   done
   echo "== in the fresh root, /root/tfm: $1"
