@@ -81,7 +81,7 @@ inline std::string read_text(const std::filesystem::path& path) {
 
 // Writes 300 generated English and German lines to dir/{en,de}.txt and trains a 120-piece BPE
 // vocabulary on both, returning the .model path.
-inline std::filesystem::path train_tiny_vocab(const TempDir& dir, int64_t size = 120,
+inline std::filesystem::path train_tiny_vocab(const std::filesystem::path& dir, int64_t size = 120,
                                               const std::string& type = "bpe") {
   write_text(dir / "en.txt", joined_lines(generated_sentences(300, false, 11)));
   write_text(dir / "de.txt", joined_lines(generated_sentences(300, true, 12)));
@@ -92,6 +92,11 @@ inline std::filesystem::path train_tiny_vocab(const TempDir& dir, int64_t size =
   options.vocab_size = size;
   options.num_threads = 1;
   return data::train_vocabulary(options).model_path;
+}
+
+inline std::filesystem::path train_tiny_vocab(const TempDir& dir, int64_t size = 120,
+                                              const std::string& type = "bpe") {
+  return train_tiny_vocab(dir.path(), size, type);
 }
 
 // A path in single quotes, for a shell command line. fmt, not operator+: GCC 12 reports a false

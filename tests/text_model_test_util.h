@@ -13,7 +13,7 @@
 namespace tfm::testing {
 
 // Writes dir/model (with `heads` heads, weights from `seed`) and returns its path.
-inline std::filesystem::path write_tiny_text_model(const TempDir& dir, int heads = 2,
+inline std::filesystem::path write_tiny_text_model(const std::filesystem::path& dir, int heads = 2,
                                                    uint64_t seed = 3) {
   const std::filesystem::path vocab = train_tiny_vocab(dir);
   ModelConfig config = tiny_decoder_config();
@@ -25,6 +25,11 @@ inline std::filesystem::path write_tiny_text_model(const TempDir& dir, int heads
   save_model_dir(model, config, transformer.named_parameters());
   std::filesystem::copy_file(vocab, model / kVocabFileName);
   return model;
+}
+
+inline std::filesystem::path write_tiny_text_model(const TempDir& dir, int heads = 2,
+                                                   uint64_t seed = 3) {
+  return write_tiny_text_model(dir.path(), heads, seed);
 }
 
 }  // namespace tfm::testing
