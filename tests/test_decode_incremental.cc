@@ -199,6 +199,14 @@ TEST(IncrementalDecoding, CrossAttentionWeightsCoverTheSourceOnly) {
   ASSERT_EQ(step.cross.size(), static_cast<size_t>(config.layers));
   ASSERT_TRUE(step.self.empty());
   const Tensor& weights = step.cross[1];
+  // Asked for one layer, a step keeps that layer's weights alone (the same as among all).
+  nn::DecoderState again = model.start_decoding(memory, lengths, 3, 8);
+  nn::StepAttention one;
+  one.want_cross = true;
+  one.layer = 1;
+  model.decode_step(Tensor::from_ints({6}, bos), again, &one);
+  ASSERT_EQ(one.cross.size(), 1u);
+  EXPECT_EQ(one.cross[0].to_floats(), weights.to_floats());
   ASSERT_EQ(weights.shape(), Shape({6, config.heads, 4}));
   std::vector<float> w = weights.to_floats();
   for (int64_t r = 0; r < 6; ++r)

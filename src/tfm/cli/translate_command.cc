@@ -40,7 +40,7 @@ struct TranslateCommandOptions {
   std::string attention_output;
   bool alignment = false;
   double alignment_threshold = 0.0;  // 0: hard (argmax) alignment
-  std::string alignment_layer;       // a 0-based layer or "all"; empty: the next to last layer
+  std::string alignment_layer;       // a 0-based layer or "all"; empty: the last layer
   int64_t chunk = 512;               // sentences per progress report
   int threads = 0;
   std::string precision = "f32";

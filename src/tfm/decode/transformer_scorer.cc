@@ -67,6 +67,7 @@ Tensor TransformerScorer::step(const std::vector<int32_t>& last_tokens) {
                       .to(model_.output_embedding().device());
   nn::StepAttention weights;
   weights.want_cross = probe_.enabled();
+  weights.layer = probe_.layer;  // one layer, or every layer for kAllLayers (< 0)
   Tensor logits = ops::log_softmax(model_.decode_step(tokens, state_, &weights));
   if (probe_.enabled()) keep_attention(weights.cross);
   if (!narrow()) return logits;
@@ -87,6 +88,7 @@ void TransformerScorer::step_top(const std::vector<int32_t>& last_tokens, int64_
                       .to(model_.output_embedding().device());
   nn::StepAttention weights;
   weights.want_cross = probe_.enabled();
+  weights.layer = probe_.layer;  // one layer, or every layer for kAllLayers (< 0)
   Tensor hidden = model_.decode_hidden(tokens, state_, &weights);
   if (probe_.enabled()) keep_attention(weights.cross);
 
@@ -111,20 +113,17 @@ void TransformerScorer::step_top(const std::vector<int32_t>& last_tokens, int64_
 }
 
 void TransformerScorer::keep_attention(const std::vector<Tensor>& layers) {
-  // Per layer [state rows, h, S] -> [rows, S]: the probed layer (or the mean over the layers) of
-  // the probed head (or the mean over the heads); a narrow state's row for every beam row of its
-  // source.
+  // Per kept layer [state rows, h, S] -> [rows, S]: the mean over the kept layers (the probed one,
+  // or all) of the probed head (or the mean over the heads); a narrow state's row for every beam
+  // row of its source.
   const int64_t h = layers.front().dim(1), keys = layers.front().dim(2);
   const int64_t per_row = narrow() ? beam_ : 1;
   attention_ = Tensor::zeros({rows(), keys});
   float* to = attention_.data<float>();
-  const auto count = static_cast<int64_t>(layers.size());
-  const int64_t layers_used = probe_.layer >= 0 ? 1 : count;
   const int64_t heads_used = probe_.head >= 0 ? 1 : h;
-  const float weight = 1.0f / static_cast<float>(layers_used * heads_used);
-  for (int64_t layer = 0; layer < count; ++layer) {
-    if (probe_.layer >= 0 && layer != probe_.layer) continue;
-    const float* from = layers[static_cast<size_t>(layer)].data<float>();
+  const float weight = 1.0f / static_cast<float>(static_cast<int64_t>(layers.size()) * heads_used);
+  for (const Tensor& layer : layers) {
+    const float* from = layer.data<float>();
     for (int64_t r = 0; r < rows(); ++r) {
       const int64_t state_row = r / per_row;
       for (int64_t head = 0; head < h; ++head) {

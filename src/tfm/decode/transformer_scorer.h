@@ -64,8 +64,8 @@ class TransformerScorer final : public StepScorer {
   std::vector<int32_t> state_tokens(const std::vector<int32_t>& last_tokens);
   // Whether the state has one row per source where the search sees beam_.
   bool narrow() const { return state_.beam != beam_; }
-  // Keeps the probed weights of the step, [rows, S]: the probed layer's (or the mean over the
-  // layers), the probed head's (or the mean over the heads).
+  // Keeps the probed weights of the step, [rows, S], from the kept layers' weights (the probed
+  // layer's, or every layer's): their mean, of the probed head (or the mean over the heads).
   void keep_attention(const std::vector<Tensor>& layers);
 
   const nn::Transformer& model_;

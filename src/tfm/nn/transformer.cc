@@ -324,9 +324,10 @@ Tensor Transformer::decode_hidden(const Tensor& last_tokens, DecoderState& state
   const int64_t rows = state.rows(), position = state.length();
   ops::AttentionMask source_mask;
   source_mask.key_lengths = state.source_lengths;
-  const bool want_self = attention && attention->want_self;
-  const bool want_cross = attention && attention->want_cross;
   if (attention) {
+    TFM_CHECK(attention->layer < static_cast<int64_t>(decoder_layers_.size()),
+              "decode_step: attention layer {} is outside [0, {})", attention->layer,
+              decoder_layers_.size());
     attention->self.clear();
     attention->cross.clear();
   }
@@ -335,6 +336,10 @@ Tensor Transformer::decode_hidden(const Tensor& last_tokens, DecoderState& state
   Tensor y = embed(last_tokens.view({rows, 1}), position_table(decoder_positions_, position + 1),
                    ctx, position);
   for (size_t i = 0; i < decoder_layers_.size(); ++i) {
+    const bool kept =
+        attention && (attention->layer < 0 || attention->layer == static_cast<int64_t>(i));
+    const bool want_self = kept && attention->want_self;
+    const bool want_cross = kept && attention->want_cross;
     Tensor self_probs, cross_probs;
     y = decoder_layers_[i].forward_step(
         y, state.layers[i].self, state.layers[i].cross, source_mask, state.beam, state.precision,

@@ -69,10 +69,11 @@ struct DecoderLayer {
 
 // The attention weights of one decoding step's new position, per decoder layer, as host tensors
 // (for looking at attention and for alignments; a few weights per row). The caller says which it
-// wants by setting the flags; the step fills the vectors (one tensor per layer).
+// wants by setting the flags and `layer`; the step fills the vectors (one tensor per layer kept).
 struct StepAttention {
   bool want_self = false;   // self: [rows, h, positions so far (this one included)]
   bool want_cross = false;  // cross: [rows, h, S] (zero weight on a source's padding)
+  int64_t layer = -1;       // >= 0: only this layer's weights (one tensor each); < 0: every layer
   std::vector<Tensor> self, cross;
 };
 
