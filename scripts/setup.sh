@@ -35,6 +35,9 @@ packages=(
   curl ca-certificates   # scripts/fetch_multi30k.sh downloads Multi30k over https when no copy is found
   chromium nodejs        # the browser test of `tfm attention`'s page (tests/browser, headless)
   fonts-dejavu-core      # a font for its screenshots (a minimal root has none)
+  libcpp-httplib-dev     # tfm serve: HTTP server (and the tests' client)
+  prometheus-cpp-dev     # tfm serve: /metrics in the Prometheus text format
+  wrk                    # bench/serve.sh: HTTP load generator
 )
 # npm installs the browser test's driver (playwright-core). Debian's nodejs comes without it, in the
 # npm package; NodeSource's nodejs bundles it and conflicts with that package, so it is asked for

@@ -43,12 +43,13 @@ const std::map<std::string, std::set<std::string>>& allowed_includes() {
       {"tasks", {"core", "io", "model", "nn", "data", "decode"}},
       {"eval", {"core", "io", "model", "nn", "data", "decode", "tasks"}},
       {"viz", {"core", "io", "model", "nn", "data", "decode"}},
+      {"serve", {"core", "io", "model", "data", "decode"}},
       {"api",
        {"core", "ops", "io", "model", "nn", "data", "dist", "train", "decode", "tasks", "eval",
         "viz"}},
       {"cli",
        {"core", "ops", "io", "model", "nn", "data", "dist", "train", "decode", "tasks", "eval",
-        "api", "viz"}},
+        "api", "viz", "serve"}},
   };
   return table;
 }

@@ -10,6 +10,7 @@ void register_commands(CLI::App& app) {
   register_train(app);
   register_translate(app);
   register_attention(app);
+  register_serve(app);
   register_bleu(app);
   register_evalb(app);
   register_linearise(app);

@@ -19,5 +19,6 @@ void register_evalb(CLI::App& app);
 void register_linearise(CLI::App& app);
 void register_parse(CLI::App& app);
 void register_attention(CLI::App& app);
+void register_serve(CLI::App& app);
 
 }  // namespace tfm::cli

@@ -1,0 +1,109 @@
+#include "tfm/serve/metrics.h"
+
+#include <prometheus/text_serializer.h>
+#include <unistd.h>
+
+#include <fstream>
+
+namespace tfm::serve {
+
+namespace {
+
+// The process's resident set size in bytes (/proc/self/statm's second field, in pages).
+double resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  long long pages_total = 0, pages_resident = 0;
+  if (!(statm >> pages_total >> pages_resident)) return 0.0;
+  return static_cast<double>(pages_resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+prometheus::Histogram::BucketBoundaries powers_of_two(int count) {
+  prometheus::Histogram::BucketBoundaries bounds;
+  for (int i = 0; i < count; ++i) bounds.push_back(static_cast<double>(1LL << i));
+  return bounds;
+}
+
+}  // namespace
+
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      requests_(prometheus::BuildCounter()
+                    .Name("tfm_http_requests_total")
+                    .Help("HTTP requests answered, by endpoint and status code")
+                    .Register(*registry_)),
+      latency_(prometheus::BuildHistogram()
+                   .Name("tfm_http_request_duration_seconds")
+                   .Help("Time from a request's arrival to its answer, by endpoint")
+                   .Register(*registry_)),
+      ready_(prometheus::BuildGauge()
+                 .Name("tfm_ready")
+                 .Help("1 once every model is loaded and the server translates")
+                 .Register(*registry_)
+                 .Add({})),
+      queue_(prometheus::BuildGauge()
+                 .Name("tfm_queue_sentences")
+                 .Help("Sentences waiting to be decoded")
+                 .Register(*registry_)
+                 .Add({})),
+      batch_sentences_(prometheus::BuildHistogram()
+                           .Name("tfm_batch_sentences")
+                           .Help("Sentences per decoded batch")
+                           .Register(*registry_)
+                           .Add({}, powers_of_two(10))),
+      batch_tokens_(prometheus::BuildHistogram()
+                        .Name("tfm_batch_padded_source_tokens")
+                        .Help("Padded source tokens per decoded batch")
+                        .Register(*registry_)
+                        .Add({}, powers_of_two(14))),
+      sentences_(prometheus::BuildCounter()
+                     .Name("tfm_translated_sentences_total")
+                     .Help("Sentences decoded")
+                     .Register(*registry_)
+                     .Add({})),
+      target_tokens_(prometheus::BuildCounter()
+                         .Name("tfm_target_tokens_total")
+                         .Help("Tokens generated (the best hypotheses', eos included)")
+                         .Register(*registry_)
+                         .Add({})),
+      decode_seconds_(prometheus::BuildCounter()
+                          .Name("tfm_decode_seconds_total")
+                          .Help("Time the decoding workers spent decoding")
+                          .Register(*registry_)
+                          .Add({})),
+      tokens_per_second_(prometheus::BuildGauge()
+                             .Name("tfm_decode_target_tokens_per_second")
+                             .Help("Generated tokens per second of the last decoded batch")
+                             .Register(*registry_)
+                             .Add({})),
+      resident_bytes_(prometheus::BuildGauge()
+                          .Name("tfm_process_resident_memory_bytes")
+                          .Help("Resident memory of the server process")
+                          .Register(*registry_)
+                          .Add({})) {}
+
+void Metrics::request(const std::string& endpoint, int status, double seconds) {
+  requests_.Add({{"endpoint", endpoint}, {"code", std::to_string(status)}}).Increment();
+  static const prometheus::Histogram::BucketBoundaries bounds = {
+      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+  latency_.Add({{"endpoint", endpoint}}, bounds).Observe(seconds);
+}
+
+void Metrics::set_ready(bool ready) { ready_.Set(ready ? 1.0 : 0.0); }
+
+void Metrics::batch_decoded(int64_t sentences, int64_t padded_source_tokens,
+                            int64_t target_tokens, double seconds) {
+  batch_sentences_.Observe(static_cast<double>(sentences));
+  batch_tokens_.Observe(static_cast<double>(padded_source_tokens));
+  sentences_.Increment(static_cast<double>(sentences));
+  target_tokens_.Increment(static_cast<double>(target_tokens));
+  decode_seconds_.Increment(seconds);
+  if (seconds > 0) tokens_per_second_.Set(static_cast<double>(target_tokens) / seconds);
+}
+
+std::string Metrics::text(int64_t queued_sentences) const {
+  queue_.Set(static_cast<double>(queued_sentences));
+  resident_bytes_.Set(resident_bytes());
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+}  // namespace tfm::serve
