@@ -86,13 +86,15 @@ std::unique_ptr<serve::TranslationService> load_models(const ServeCommandOptions
   std::vector<serve::ServedModel> served;
   for (const ModelSpec& spec : specs) {
     const auto start = std::chrono::steady_clock::now();
-    auto model = decode::load_inference_model(
-        spec.dir, inference_options(options.precision, options.device));
+    auto model = decode::load_inference_model(spec.dir,
+                                              inference_options(options.precision, options.device));
     const ModelConfig& config = model->config();
-    TFM_CHECK(config.task == "translation", "{}: a {} model (config.json task \"{}\"); tfm serve "
-              "translates", spec.dir.string(), config.task, config.task);
-    auto vocab = std::make_shared<const data::Vocabulary>(model_vocabulary(
-        spec.dir, config, "a served model needs its SentencePiece vocabulary"));
+    TFM_CHECK(config.task == "translation",
+              "{}: a {} model (config.json task \"{}\"); tfm serve "
+              "translates",
+              spec.dir.string(), config.task, config.task);
+    auto vocab = std::make_shared<const data::Vocabulary>(
+        model_vocabulary(spec.dir, config, "a served model needs its SentencePiece vocabulary"));
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "tfm serve: loaded '%s' from %s (%s, %.1f s)\n", spec.name.c_str(),
@@ -136,14 +138,19 @@ void run_serve(ServeCommandOptions options) {
     return load_models(options, specs, metrics);
   });
   const int port = server.bind();
-  if (!options.port_file.empty()) write_file_atomically(options.port_file, std::to_string(port) + "\n");
+  if (!options.port_file.empty())
+    write_file_atomically(options.port_file, std::to_string(port) + "\n");
   if (options.server.api_key.empty() && options.server.host != "127.0.0.1" &&
       options.server.host != "localhost" && options.server.host != "::1")
-    std::fprintf(stderr, "tfm serve: warning: listening on %s without an API key "
-                 "(--api-key-file)\n", options.server.host.c_str());
-  std::fprintf(stderr, "tfm serve: listening on http://%s:%d (%d decoding worker(s) of %d "
-               "thread(s)); loading %zu model(s)\n", options.server.host.c_str(), port,
-               options.queue.workers, options.threads, specs.size());
+    std::fprintf(stderr,
+                 "tfm serve: warning: listening on %s without an API key "
+                 "(--api-key-file)\n",
+                 options.server.host.c_str());
+  std::fprintf(stderr,
+               "tfm serve: listening on http://%s:%d (%d decoding worker(s) of %d "
+               "thread(s)); loading %zu model(s)\n",
+               options.server.host.c_str(), port, options.queue.workers, options.threads,
+               specs.size());
 
   std::atomic<bool> finished{false};
   std::thread signals([&] {
@@ -184,7 +191,8 @@ void register_serve(CLI::App& app) {
                   "model directory, or NAME=DIR; repeat it to serve several (requests choose one "
                   "with \"model\": NAME; the first is the default)")
       ->required();
-  cmd->add_option("--host", o->server.host, "address to listen on (default 127.0.0.1: this machine "
+  cmd->add_option("--host", o->server.host,
+                  "address to listen on (default 127.0.0.1: this machine "
                   "only)");
   cmd->add_option("--port", o->server.port, "port (default 8080; 0: any free port)")
       ->check(CLI::Range(0, 65535));

@@ -41,10 +41,7 @@ void Job::fail(std::exception_ptr error) {
 BatchingQueue::BatchingQueue(std::shared_ptr<const decode::InferenceModel> model,
                              decode::TranslateOptions translate, QueueOptions options,
                              QueueObserver* observer)
-    : model_(std::move(model)),
-      translate_(translate),
-      options_(options),
-      observer_(observer) {
+    : model_(std::move(model)), translate_(translate), options_(options), observer_(observer) {
   TFM_CHECK(options_.workers >= 1, "a batching queue needs at least one worker, not {}",
             options_.workers);
   TFM_CHECK(options_.batch_tokens >= 1, "the batch token budget must be positive, not {}",
@@ -52,7 +49,9 @@ BatchingQueue::BatchingQueue(std::shared_ptr<const decode::InferenceModel> model
   for (int w = 0; w < options_.workers; ++w) workers_.emplace_back([this] { work(); });
 }
 
-BatchingQueue::~BatchingQueue() { stop(); }
+BatchingQueue::~BatchingQueue() {
+  stop();
+}
 
 std::shared_ptr<Job> BatchingQueue::submit(std::vector<std::vector<int32_t>> sources,
                                            const SearchKey& key) {
@@ -82,6 +81,14 @@ void BatchingQueue::stop() {
   for (std::thread& worker : workers_)
     if (worker.joinable()) worker.join();
   workers_.clear();
+}
+
+void BatchingQueue::withdraw(const Job& job) {
+  {
+    std::lock_guard lock(mutex_);
+    std::erase_if(pending_, [&](const Pending& p) { return p.job.get() == &job; });
+  }
+  changed_.notify_all();  // the oldest sentence, and so the next batch's deadline, may have changed
 }
 
 int64_t BatchingQueue::queued_sentences() const {

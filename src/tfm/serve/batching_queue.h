@@ -46,8 +46,8 @@ struct QueueOptions {
 class QueueObserver {
  public:
   virtual ~QueueObserver() = default;
-  virtual void batch_decoded(int64_t sentences, int64_t padded_source_tokens,
-                             int64_t target_tokens, double seconds) = 0;
+  virtual void batch_decoded(int64_t sentences, int64_t padded_source_tokens, int64_t target_tokens,
+                             double seconds) = 0;
 };
 
 // One request's sentences: filled in by the workers, waited for by the request's thread.
@@ -88,6 +88,9 @@ class BatchingQueue {
   // Queues the sentences (token ids, none empty) of one request. A RequestError 503 (with
   // Retry-After) when the queue would hold more than max_queued_sentences, or when stopping.
   std::shared_ptr<Job> submit(std::vector<std::vector<int32_t>> sources, const SearchKey& key);
+
+  // Drops the job's sentences still waiting (a request that timed out).
+  void withdraw(const Job& job);
 
   // Refuses new work, decodes what is queued, and joins the workers.
   void stop();

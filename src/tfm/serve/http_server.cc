@@ -69,23 +69,47 @@ std::string endpoint_label(const std::string& path) {
   return "other";
 }
 
+// Connections waiting to be accepted. Debian's cpp-httplib listens with a backlog of 5, fixed when
+// it was compiled: a burst of clients connecting at once (64 from a load balancer's pool) would
+// overflow it, and the dropped connections' requests wait for TCP's retransmits (1 s, 3 s ...).
+constexpr int kListenBacklog = 1024;
+
+// SO_REUSEADDR (a restarted server binds at once, past connections in TIME_WAIT) but not
+// httplib's SO_REUSEPORT, with which a second server on the same port would start without an
+// error and take half of the first one's connections.
+void reuse_address_only(socket_t sock) {
+  int yes = 1;
+  setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+}
+
 thread_local Clock::time_point request_start;
 thread_local const httplib::Request* request_started = nullptr;
 
 }  // namespace
 
+// httplib's server with its listening socket in reach, to widen the backlog after binding
+// (listen() again on a listening socket sets its backlog on Linux; the kernel caps it at
+// net.core.somaxconn).
+class HttpServer::Listener : public httplib::Server {
+ public:
+  void widen_backlog() { ::listen(svr_sock_, kListenBacklog); }
+};
+
 HttpServer::HttpServer(ServerOptions options, Loader load)
-    : options_(std::move(options)), load_(std::move(load)), http_(new httplib::Server) {
+    : options_(std::move(options)), load_(std::move(load)), http_(new Listener) {
   TFM_CHECK(options_.http_threads >= 1, "--http-threads must be at least 1, not {}",
             options_.http_threads);
   const int threads = options_.http_threads;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  http_->new_task_queue = [threads] {
+    return new httplib::ThreadPool(static_cast<size_t>(threads));
+  };
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->set_read_timeout(options_.io_timeout);
   http_->set_write_timeout(options_.io_timeout);
   http_->set_keep_alive_timeout(options_.keep_alive.count());
   http_->set_keep_alive_max_count(100000);
   http_->set_tcp_nodelay(true);  // answers are small: no Nagle delay
+  http_->set_socket_options(reuse_address_only);
   routes();
 }
 
@@ -104,6 +128,7 @@ int HttpServer::bind() {
               "cannot listen on {}:{} (in use, or not an address of this machine)", options_.host,
               port);
   }
+  http_->widen_backlog();
   return port;
 }
 
@@ -125,10 +150,9 @@ void HttpServer::routes() {
     return httplib::Server::HandlerResponse::Unhandled;
   });
   http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    const double seconds =
-        request_started == &req
-            ? std::chrono::duration<double>(Clock::now() - request_start).count()
-            : 0.0;
+    const double seconds = request_started == &req
+                               ? std::chrono::duration<double>(Clock::now() - request_start).count()
+                               : 0.0;
     request_started = nullptr;
     metrics_.request(endpoint_label(req.path), res.status, seconds);
   });
@@ -137,16 +161,17 @@ void HttpServer::routes() {
   const size_t max_body = options_.max_body_bytes;
   http_->set_error_handler(httplib::Server::HandlerWithResponse(
       [max_body](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    std::string message = fmt::format("HTTP error {}", res.status);
-    if (res.status == 400) message = "malformed HTTP request";
-    if (res.status == 404) message = fmt::format("no such endpoint: {} {}", req.method, req.path);
-    if (res.status == 413)
-      message = fmt::format("request body larger than the maximum {} bytes (a form's: 8192)",
-                            max_body);
-    res.set_content(error_body(message), "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string message = fmt::format("HTTP error {}", res.status);
+        if (res.status == 400) message = "malformed HTTP request";
+        if (res.status == 404)
+          message = fmt::format("no such endpoint: {} {}", req.method, req.path);
+        if (res.status == 413)
+          message = fmt::format("request body larger than the maximum {} bytes (a form's: 8192)",
+                                max_body);
+        res.set_content(error_body(message), "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   http_->set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
         std::string what = "unknown";
@@ -171,7 +196,8 @@ void HttpServer::routes() {
                       {"queued_sentences", service_->queued_sentences()}});
   });
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    const int64_t queued = ready_.load(std::memory_order_acquire) ? service_->queued_sentences() : 0;
+    const int64_t queued =
+        ready_.load(std::memory_order_acquire) ? service_->queued_sentences() : 0;
     res.set_content(metrics_.text(queued), "text/plain; version=0.0.4");
   });
   http_->Get("/models", [this](const httplib::Request&, httplib::Response& res) {
@@ -192,13 +218,14 @@ void HttpServer::routes() {
   });
   http_->Post("/translate", [this](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] {
-      const bool form = req.get_header_value("Content-Type")
-                            .starts_with("application/x-www-form-urlencoded");
+      const bool form =
+          req.get_header_value("Content-Type").starts_with("application/x-www-form-urlencoded");
       const LibreTranslateRequest request =
           form ? parse_libretranslate_form(req.params) : parse_libretranslate(req.body);
       if (!authorized(header_key(req), request.api_key))
-        throw RequestError(401, "a valid API key is needed (\"api_key\" or an Authorization: "
-                                "Bearer header)");
+        throw RequestError(401,
+                           "a valid API key is needed (\"api_key\" or an Authorization: "
+                           "Bearer header)");
       answer_json(res, libretranslate_response(request, service().translate(request.request)));
     });
   });
@@ -262,7 +289,8 @@ void HttpServer::run() {
 void HttpServer::stop() {
   stopping_ = true;
   // run() may be between its check of stopping_ and listening: wait until httplib runs.
-  while (listening_ && !http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (listening_ && !http_->is_running())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   http_->stop();
 }
 

@@ -21,20 +21,16 @@
 #include "tfm/serve/metrics.h"
 #include "tfm/serve/translation_service.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace tfm::serve {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                    // 0: any free port (bind() says which)
-  size_t max_body_bytes = 1 << 20;    // larger bodies: 413
+  int port = 8080;                      // 0: any free port (bind() says which)
+  size_t max_body_bytes = 1 << 20;      // larger bodies: 413
   std::chrono::seconds io_timeout{10};  // reading a request, writing an answer
   std::chrono::seconds keep_alive{5};   // an idle connection is closed after this
-  int http_threads = 128;             // connections served at once (each waits on its request)
-  std::string api_key;                // non-empty: /translate* need it (401 otherwise)
+  int http_threads = 128;               // connections served at once (each waits on its request)
+  std::string api_key;                  // non-empty: /translate* need it (401 otherwise)
 };
 
 class HttpServer {
@@ -59,6 +55,7 @@ class HttpServer {
   Metrics& metrics() { return metrics_; }
 
  private:
+  class Listener;
   void routes();
   void load();
   // The service once loaded; a RequestError 503 before.
@@ -68,7 +65,7 @@ class HttpServer {
   ServerOptions options_;
   Loader load_;
   Metrics metrics_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<Listener> http_;
   std::unique_ptr<TranslationService> service_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> stopping_{false};

@@ -24,7 +24,8 @@ int64_t integer_field(const json& object, const char* name, int64_t low) {
   if (!value.is_number_integer())
     throw request_error(400, "\"{}\" must be an integer, not {}", name, value.type_name());
   const int64_t number = value.get<int64_t>();
-  if (number < low) throw request_error(400, "\"{}\" must be at least {}, not {}", name, low, number);
+  if (number < low)
+    throw request_error(400, "\"{}\" must be at least {}, not {}", name, low, number);
   return number;
 }
 
@@ -57,8 +58,10 @@ LibreTranslateRequest libretranslate_request(const json& body) {
   if (body.contains("alternatives")) {
     const int64_t n_best = integer_field(body, "alternatives", 0) + 1;
     if (body.contains("n_best") && request.n_best != n_best)
-      throw request_error(400, "\"alternatives\" {} and \"n_best\" {} disagree (n_best = "
-                          "alternatives + 1)", n_best - 1, request.n_best);
+      throw request_error(400,
+                          "\"alternatives\" {} and \"n_best\" {} disagree (n_best = "
+                          "alternatives + 1)",
+                          n_best - 1, request.n_best);
     request.n_best = n_best;
   }
   out.alternatives = request.n_best > 1;
@@ -71,7 +74,8 @@ LibreTranslateRequest libretranslate_request(const json& body) {
   if (body.contains("format")) {
     const json& format = body["format"];
     if (!format.is_string() || format.get<std::string>() != "text")
-      throw request_error(400, "\"format\" must be \"text\" (this server translates plain text), not {}",
+      throw request_error(400,
+                          "\"format\" must be \"text\" (this server translates plain text), not {}",
                           format.dump());
   }
   if (body.contains("api_key")) {
@@ -145,8 +149,10 @@ json libretranslate_response(const LibreTranslateRequest& request,
 OpenNmtRequest parse_opennmt(std::string_view text) {
   const json body = parse_body(text);
   if (!body.is_array())
-    throw request_error(400, "the body must be a list of {{\"src\": ..., \"id\": ...}} objects, "
-                        "not {}", body.type_name());
+    throw request_error(400,
+                        "the body must be a list of {{\"src\": ..., \"id\": ...}} objects, "
+                        "not {}",
+                        body.type_name());
   OpenNmtRequest out;
   for (size_t i = 0; i < body.size(); ++i) {
     const json& item = body[i];

@@ -20,7 +20,7 @@ namespace tfm::serve {
 
 struct LibreTranslateRequest {
   TranslationRequest request;
-  bool batch = false;        // "q" was a list: every answer field is a list too
+  bool batch = false;         // "q" was a list: every answer field is a list too
   bool alternatives = false;  // n_best > 1: the answer has "alternatives" (the 2nd..nth best)
   std::string api_key;
 };

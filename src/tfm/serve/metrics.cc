@@ -88,10 +88,12 @@ void Metrics::request(const std::string& endpoint, int status, double seconds) {
   latency_.Add({{"endpoint", endpoint}}, bounds).Observe(seconds);
 }
 
-void Metrics::set_ready(bool ready) { ready_.Set(ready ? 1.0 : 0.0); }
+void Metrics::set_ready(bool ready) {
+  ready_.Set(ready ? 1.0 : 0.0);
+}
 
-void Metrics::batch_decoded(int64_t sentences, int64_t padded_source_tokens,
-                            int64_t target_tokens, double seconds) {
+void Metrics::batch_decoded(int64_t sentences, int64_t padded_source_tokens, int64_t target_tokens,
+                            double seconds) {
   batch_sentences_.Observe(static_cast<double>(sentences));
   batch_tokens_.Observe(static_cast<double>(padded_source_tokens));
   sentences_.Increment(static_cast<double>(sentences));

@@ -35,7 +35,9 @@ TranslationService::TranslationService(std::vector<ServedModel> models,
   }
 }
 
-TranslationService::~TranslationService() { stop(); }
+TranslationService::~TranslationService() {
+  stop();
+}
 
 void TranslationService::stop() {
   for (Entry& e : entries_) e.queue->stop();
@@ -98,7 +100,8 @@ TranslationResult TranslationService::translate(const TranslationRequest& reques
       throw request_error(400, "sentence {}: invalid UTF-8 at byte {}", i, *bad);
     encoded[i] = vocab.encode(text);
     if (static_cast<int64_t>(encoded[i].size()) > max_input)
-      throw request_error(400, "sentence {}: {} subword tokens, more than the maximum input length {}",
+      throw request_error(400,
+                          "sentence {}: {} subword tokens, more than the maximum input length {}",
                           i, encoded[i].size(), max_input);
     if (encoded[i].empty()) continue;  // translated as an empty line, as tfm translate does
     queued.push_back(encoded[i]);
@@ -108,9 +111,11 @@ TranslationResult TranslationService::translate(const TranslationRequest& reques
   TranslationResult result(request.sentences.size(), {TranslatedHypothesis{}});
   if (queued.empty()) return result;
   std::shared_ptr<Job> job = e.queue->submit(std::move(queued), key);
-  if (!job->wait_until(deadline))
+  if (!job->wait_until(deadline)) {
+    e.queue->withdraw(*job);
     throw request_error(504, "the translation took longer than the request timeout ({} ms)",
                         limits_.timeout.count());
+  }
   const auto& hypotheses = job->results();
   for (size_t k = 0; k < positions.size(); ++k) {
     std::vector<TranslatedHypothesis>& out = result[positions[k]];

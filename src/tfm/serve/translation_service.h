@@ -26,8 +26,8 @@ struct ServedModel {
 };
 
 struct RequestLimits {
-  int64_t max_sentences = 128;          // per request
-  int64_t max_sentence_chars = 4000;    // bytes of one sentence (UTF-8)
+  int64_t max_sentences = 128;        // per request
+  int64_t max_sentence_chars = 4000;  // bytes of one sentence (UTF-8)
   int64_t max_beam_size = 16;
   std::chrono::milliseconds timeout{30000};  // a request's whole wait for its translations
 };
