@@ -19,10 +19,11 @@
 #     errors. (wrk gives each thread C / T connections: an odd C > 1 runs C - 1.) Between runs the server
 #     is drained (a probe translation queued behind what is left), so that no run inherits another's
 #     backlog; the mean batch size of a run comes from the tfm_batch_sentences histogram of /metrics.
-#     cpp-httplib listens with a backlog of 5: when wrk opens many connections at once, some are dropped
-#     and wait for TCP retransmits (1 s, 3 s ...) before their first request is answered, a latency tail
-#     that is not the server's decoding; the machine's TcpExt ListenOverflows count during each run is
-#     recorded ("listen_overflows") and named under the table.
+#     Connections dropped by a full accept queue when wrk opens many at once would wait for TCP
+#     retransmits (1 s, 3 s ...) before their first answer, a latency tail that is not the server's
+#     decoding (Debian's cpp-httplib listens with a backlog of 5; tfm serve widens it to 1024): the
+#     machine's TcpExt ListenOverflows count during each run is recorded ("listen_overflows") and named
+#     under the table when it is not 0.
 #  4. The first CHECK_SENTENCES served translations (one curl each, sequentially) must equal the offline
 #     ones line by line: "matches n/20" (differences in $OUT/NAME.check.txt).
 #  5. SIGTERM; the server must exit with status 0 within STOP_TIMEOUT.
@@ -232,7 +233,7 @@ jq -rs '
   "",
   ([.[] | select(.kind == "serve" and (.listen_overflows // 0) > 0)] |
     if length > 0 then
-      "Accept-queue overflows during the runs (TcpExt ListenOverflows; the server listens with a backlog of 5): " +
+      "Accept-queue overflows during the runs (TcpExt ListenOverflows): " +
       (map("\(.model) c=\(.concurrency): \(.listen_overflows)") | join(", ")) +
       ". Connections dropped at the start of a run wait for TCP retransmits (1 s, 3 s ...): that inflates their p99."
     else empty end),

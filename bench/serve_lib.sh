@@ -92,9 +92,9 @@ metric() {
 }
 
 # listen_overflows: the machine's count of connections dropped because a listening socket's accept
-# queue was full (TcpExt ListenOverflows in /proc/net/netstat; "nan" where it cannot be read). cpp-httplib
-# listens with a backlog of 5: when many connections open at once (wrk's start), the ones beyond it wait
-# for TCP retransmits (1 s, then 3 s ...), which shows as a latency tail; the scripts report the count.
+# queue was full (TcpExt ListenOverflows in /proc/net/netstat; "nan" where it cannot be read). When many
+# connections open at once (wrk's start), the ones beyond the backlog wait for TCP retransmits (1 s, then
+# 3 s ...), which shows as a latency tail; the scripts report the count (tfm serve's backlog is 1024).
 listen_overflows() {
   awk '$1 == "TcpExt:" { if (!named) { for (i = 2; i <= NF; i++) name[i] = $i; named = 1 }
                          else for (i = 2; i <= NF; i++) if (name[i] == "ListenOverflows") { print $i; found = 1 } }

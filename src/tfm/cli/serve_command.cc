@@ -206,7 +206,7 @@ void register_serve(CLI::App& app) {
                   "OpenMP threads per decoding worker (default 0: the cores shared among them)")
       ->check(CLI::Range(0, 4096));
   cmd->add_option("--batch-tokens", o->queue.batch_tokens,
-                  "padded source tokens per decoded batch (default 2048)")
+                  "padded source tokens per decoded batch (default 4096)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_option("--batch-delay-ms", o->batch_delay_ms,
                   "the longest a sentence waits for others to batch with (default 5)")

@@ -35,7 +35,7 @@ struct SearchKey {
 };
 
 struct QueueOptions {
-  int64_t batch_tokens = 2048;  // padded source tokens per batch (at least one sentence)
+  int64_t batch_tokens = 4096;  // padded source tokens per batch (at least one sentence)
   std::chrono::microseconds max_delay{5000};  // the longest a sentence waits for company
   int64_t max_queued_sentences = 1024;        // beyond it submit() refuses (503)
   int workers = 1;                            // decoding threads

@@ -1,9 +1,12 @@
 #include "tfm/serve/metrics.h"
 
+#include <malloc.h>
 #include <prometheus/text_serializer.h>
 #include <unistd.h>
 
 #include <fstream>
+
+#include "tfm/core/allocator.h"
 
 namespace tfm::serve {
 
@@ -79,7 +82,27 @@ Metrics::Metrics()
                           .Name("tfm_process_resident_memory_bytes")
                           .Help("Resident memory of the server process")
                           .Register(*registry_)
-                          .Add({})) {}
+                          .Add({})),
+      allocator_in_use_(prometheus::BuildGauge()
+                            .Name("tfm_host_allocator_in_use_bytes")
+                            .Help("Host memory of tensors alive (the caching allocator's)")
+                            .Register(*registry_)
+                            .Add({})),
+      allocator_cached_(prometheus::BuildGauge()
+                            .Name("tfm_host_allocator_cached_bytes")
+                            .Help("Host memory the caching allocator keeps for reuse")
+                            .Register(*registry_)
+                            .Add({})),
+      malloc_in_use_(prometheus::BuildGauge()
+                         .Name("tfm_malloc_in_use_bytes")
+                         .Help("Memory allocated through malloc and not freed (glibc's mallinfo2)")
+                         .Register(*registry_)
+                         .Add({})),
+      malloc_free_(prometheus::BuildGauge()
+                       .Name("tfm_malloc_free_bytes")
+                       .Help("Freed memory that malloc's heaps still hold (glibc's mallinfo2)")
+                       .Register(*registry_)
+                       .Add({})) {}
 
 void Metrics::request(const std::string& endpoint, int status, double seconds) {
   requests_.Add({{"endpoint", endpoint}, {"code", std::to_string(status)}}).Increment();
@@ -105,6 +128,12 @@ void Metrics::batch_decoded(int64_t sentences, int64_t padded_source_tokens, int
 std::string Metrics::text(int64_t queued_sentences) const {
   queue_.Set(static_cast<double>(queued_sentences));
   resident_bytes_.Set(resident_bytes());
+  const AllocatorStats host = CachingAllocator::cpu().stats();
+  allocator_in_use_.Set(static_cast<double>(host.bytes_in_use));
+  allocator_cached_.Set(static_cast<double>(host.bytes_cached));
+  const struct mallinfo2 heap = mallinfo2();
+  malloc_in_use_.Set(static_cast<double>(heap.uordblks + heap.hblkhd));
+  malloc_free_.Set(static_cast<double>(heap.fordblks));
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
 

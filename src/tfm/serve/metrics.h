@@ -1,6 +1,7 @@
 // The server's metrics, served at GET /metrics in the Prometheus text format (prometheus-cpp's
 // registry and serializer): requests by endpoint and status code, their latency, the queue's
-// length, the decoded batches' sizes, tokens and decoding time, and the process's resident memory.
+// length, the decoded batches' sizes, tokens and decoding time, the process's resident memory and
+// the host caching allocator's bytes in use and cached.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -43,6 +44,10 @@ class Metrics final : public QueueObserver {
   prometheus::Counter& decode_seconds_;
   prometheus::Gauge& tokens_per_second_;
   prometheus::Gauge& resident_bytes_;
+  prometheus::Gauge& allocator_in_use_;
+  prometheus::Gauge& allocator_cached_;
+  prometheus::Gauge& malloc_in_use_;
+  prometheus::Gauge& malloc_free_;
 };
 
 }  // namespace tfm::serve

@@ -25,12 +25,12 @@ std::string word_alignment(const data::Vocabulary& vocab, const std::vector<int3
 TranslationService::TranslationService(std::vector<ServedModel> models,
                                        decode::TranslateOptions search, QueueOptions queue,
                                        RequestLimits limits, QueueObserver* observer)
-    : search_(search), limits_(limits) {
+    : cache_bound_(observer), search_(search), limits_(limits) {
   TFM_CHECK(!models.empty(), "a translation service needs at least one model");
   for (ServedModel& served : models) {
     for (const Entry& e : entries_)
       TFM_CHECK(e.served.name != served.name, "two models are named '{}'", served.name);
-    auto batching = std::make_unique<BatchingQueue>(served.model, search, queue, observer);
+    auto batching = std::make_unique<BatchingQueue>(served.model, search, queue, &cache_bound_);
     entries_.push_back({std::move(served), std::move(batching)});
   }
 }

@@ -15,6 +15,7 @@
 #include "tfm/data/vocab.h"
 #include "tfm/decode/inference_model.h"
 #include "tfm/serve/batching_queue.h"
+#include "tfm/serve/host_cache_bound.h"
 
 namespace tfm::serve {
 
@@ -52,7 +53,8 @@ using TranslationResult = std::vector<std::vector<TranslatedHypothesis>>;
 class TranslationService {
  public:
   // One queue per model, each with `queue` options; `search` holds the default beam size and the
-  // options every search shares. The first model is the default one.
+  // options every search shares. The first model is the default one. Built once the models are
+  // loaded: from then on the host allocator's cache is bounded (host_cache_bound.h).
   TranslationService(std::vector<ServedModel> models, decode::TranslateOptions search,
                      QueueOptions queue, RequestLimits limits, QueueObserver* observer = nullptr);
   ~TranslationService();  // stop()
@@ -76,6 +78,7 @@ class TranslationService {
   };
   const Entry& entry(const std::string& name) const;
 
+  HostCacheBound cache_bound_;  // before the queues: their workers report to it
   std::vector<Entry> entries_;
   decode::TranslateOptions search_;
   RequestLimits limits_;
