@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
+
 #include "serve_test_util.h"
 #include "tfm/decode/alignment.h"
 
@@ -274,12 +276,20 @@ TEST(ServeHttp, HealthIs503UntilTheModelsAreLoaded) {
   expect_error(post_json(client, "/translate", json{{"q", "a"}}.dump()), 503,
                "the models are still loading");
   EXPECT_NE(client.Get("/metrics")->body.find("tfm_ready 0"), std::string::npos);
+  expect_error(client.Get("/models"), 503, "the models are still loading");
   release.set_value();
   server.wait_ready();
   health = client.Get("/health");
   EXPECT_EQ(health->status, 200);
   EXPECT_EQ(json::parse(health->body)["models"], json({"tiny", "other"}));
   EXPECT_NE(client.Get("/metrics")->body.find("tfm_ready 1"), std::string::npos);
+  const json models = body_of(client.Get("/models"));
+  ASSERT_EQ(models.size(), 2u);
+  EXPECT_EQ(models[0]["name"], "tiny");
+  EXPECT_EQ(models[1]["name"], "other");
+  EXPECT_EQ(models[0]["layers"], 2);
+  EXPECT_EQ(models[0]["vocab_size"], 120);
+  EXPECT_EQ(models[0]["precision"], "f32");
 }
 
 TEST(ServeHttp, AFullQueueIs503WithRetryAfterAndASlowTranslationIs504) {
@@ -331,6 +341,55 @@ TEST(ServeHttp, StoppingLetsTheRequestsInFlightFinish) {
   EXPECT_FALSE(late.Get("/health"));
 }
 
+// A connection to the test server on loopback.
+int connect_to(int port) {
+  const int sock = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (sock >= 0 && ::connect(sock, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    ::close(sock);
+    return -1;
+  }
+  return sock;
+}
+
+TEST(ServeHttp, AClientThatHangsUpBeforeItsAnswerDoesNotStopTheServer) {
+  // SIGPIPE's default action (terminate), whatever this process inherited: the server must set
+  // its own disposition.
+  std::signal(SIGPIPE, SIG_DFL);
+  TempDir dir;
+  ServeSettings settings = quick();
+  settings.queue.max_delay = 100ms;  // the client is gone when the answer is written
+  settings.limits.max_sentences = 1000;
+  settings.queue.max_queued_sentences = 2000;
+  TestServer server(dir.path(), settings);
+  server.wait_ready();
+  // A large answer (many writes) to a connection reset (SO_LINGER 0: RST, not FIN) meanwhile.
+  json q = json::array();
+  for (int i = 0; i < 400; ++i) q.push_back(kSentences[static_cast<size_t>(i) % kSentences.size()]);
+  const std::string body = json{{"q", q}}.dump();
+  for (int round = 0; round < 3; ++round) {
+    const int sock = connect_to(server.port());
+    ASSERT_GE(sock, 0);
+    const std::string request = fmt::format(
+        "POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: {}\r\n\r\n{}",
+        body.size(), body);
+    ASSERT_EQ(::send(sock, request.data(), request.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(request.size()));
+    std::this_thread::sleep_for(40ms);  // read by the server, and waiting in the queue
+    const linger reset{1, 0};
+    setsockopt(sock, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+    ::close(sock);
+  }
+  std::this_thread::sleep_for(1s);  // the answers are written to the reset connections
+  auto client = server.client();
+  EXPECT_EQ(client.Get("/health")->status, 200);
+  EXPECT_EQ(post_json(client, "/translate", json{{"q", "a b"}}.dump())->status, 200);
+}
+
 TEST(ServeHttp, ASlowClientIsCutOffAndOthersAreStillServed) {
   TempDir dir;
   ServeSettings settings = quick();
@@ -338,13 +397,8 @@ TEST(ServeHttp, ASlowClientIsCutOffAndOthersAreStillServed) {
   TestServer server(dir.path(), settings);
   server.wait_ready();
   // Half a request, then silence.
-  const int sock = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int sock = connect_to(server.port());
   ASSERT_GE(sock, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(server.port()));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(sock, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
   const std::string partial =
       "POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"q\"";
   ASSERT_EQ(::send(sock, partial.data(), partial.size(), 0), static_cast<ssize_t>(partial.size()));

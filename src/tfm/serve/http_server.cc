@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -99,6 +100,11 @@ HttpServer::HttpServer(ServerOptions options, Loader load)
     : options_(std::move(options)), load_(std::move(load)), http_(new Listener) {
   TFM_CHECK(options_.http_threads >= 1, "--http-threads must be at least 1, not {}",
             options_.http_threads);
+  // A client that closes its connection before its answer is written must not end the process.
+  // cpp-httplib checks that a connection is alive before it writes, but writes with send(2) flags
+  // 0: a reset arriving between the check and the write raises SIGPIPE, whose default action is to
+  // terminate. Ignored, the write fails with EPIPE instead.
+  std::signal(SIGPIPE, SIG_IGN);
   const int threads = options_.http_threads;
   http_->new_task_queue = [threads] {
     return new httplib::ThreadPool(static_cast<size_t>(threads));
