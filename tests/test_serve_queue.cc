@@ -9,8 +9,11 @@
 #include <thread>
 
 #include "test_decode_helpers.h"
+#include "tfm/core/allocator.h"
+#include "tfm/core/tensor.h"
 #include "tfm/nn/transformer.h"
 #include "tfm/serve/batching_queue.h"
+#include "tfm/serve/host_cache_bound.h"
 #include "tfm/serve/request_error.h"
 
 namespace tfm::testing {
@@ -208,6 +211,38 @@ TEST_F(ServeQueue, RejectsBadOptions) {
   options.workers = 1;
   options.batch_tokens = 0;
   EXPECT_THROW(BatchingQueue(model_, search_, options), Error);
+}
+
+}  // namespace
+}  // namespace tfm::testing
+
+namespace tfm::testing {
+namespace {
+
+// The bound after a batch: what was in use when it was made (the models) plus twice the largest
+// working set since, and the allocator's cache trimmed to it.
+TEST(HostCacheBound, IsTheModelsPlusTwiceTheLargestWorkingSet) {
+  CachingAllocator& host = CachingAllocator::cpu();
+  host.empty_cache();
+  const Tensor models = Tensor::empty({1 << 18});  // 1 MiB "of models", alive throughout
+  serve::HostCacheBound bound(nullptr);
+  const size_t models_bytes = host.stats().bytes_in_use;
+  size_t working = 0;
+  {
+    const Tensor a = Tensor::empty({3 << 18}), b = Tensor::empty({1 << 18});  // a batch: 4 MiB
+    working = host.stats().bytes_in_use - models_bytes;
+  }
+  EXPECT_GE(working, size_t{4} << 20);
+  bound.batch_decoded(1, 1, 1, 0.1);
+  EXPECT_EQ(bound.limit(), models_bytes + 2 * working);
+  {  // A smaller batch later leaves the bound where the largest put it.
+    const Tensor c = Tensor::empty({1 << 16});
+  }
+  bound.batch_decoded(1, 1, 1, 0.1);
+  EXPECT_EQ(bound.limit(), models_bytes + 2 * working);
+  const AllocatorStats held = host.stats();
+  EXPECT_LE(held.bytes_in_use + held.bytes_cached, bound.limit());
+  host.set_cache_limit(0);  // the process's default again, for the tests after this one
 }
 
 }  // namespace

@@ -19,7 +19,6 @@
 
 #include "tfm/cli/commands.h"
 #include "tfm/cli/model_loading.h"
-#include "tfm/cli/text_io.h"
 #include "tfm/core/error.h"
 #include "tfm/core/threading.h"
 #include "tfm/io/atomic_file.h"

@@ -166,9 +166,9 @@ void BatchingQueue::decode(std::vector<Pending>& batch) {
   options.batch_tokens = 0;
   std::vector<std::vector<int32_t>> sources;
   size_t longest = 0;
-  for (const Pending& p : batch) {
-    sources.push_back(p.source);
+  for (Pending& p : batch) {
     longest = std::max(longest, p.source.size());
+    sources.push_back(std::move(p.source));  // the batch needs only the jobs and places after
   }
   const Clock::time_point start = Clock::now();
   try {

@@ -26,6 +26,14 @@ prometheus::Histogram::BucketBoundaries powers_of_two(int count) {
   return bounds;
 }
 
+// An unlabelled gauge or counter registered in `registry`.
+prometheus::Gauge& gauge(prometheus::Registry& registry, const char* name, const char* help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
+}
+prometheus::Counter& counter(prometheus::Registry& registry, const char* name, const char* help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
+}
+
 }  // namespace
 
 Metrics::Metrics()
@@ -38,16 +46,9 @@ Metrics::Metrics()
                    .Name("tfm_http_request_duration_seconds")
                    .Help("Time from a request's arrival to its answer, by endpoint")
                    .Register(*registry_)),
-      ready_(prometheus::BuildGauge()
-                 .Name("tfm_ready")
-                 .Help("1 once every model is loaded and the server translates")
-                 .Register(*registry_)
-                 .Add({})),
-      queue_(prometheus::BuildGauge()
-                 .Name("tfm_queue_sentences")
-                 .Help("Sentences waiting to be decoded")
-                 .Register(*registry_)
-                 .Add({})),
+      ready_(
+          gauge(*registry_, "tfm_ready", "1 once every model is loaded and the server translates")),
+      queue_(gauge(*registry_, "tfm_queue_sentences", "Sentences waiting to be decoded")),
       batch_sentences_(prometheus::BuildHistogram()
                            .Name("tfm_batch_sentences")
                            .Help("Sentences per decoded batch")
@@ -58,51 +59,23 @@ Metrics::Metrics()
                         .Help("Padded source tokens per decoded batch")
                         .Register(*registry_)
                         .Add({}, powers_of_two(14))),
-      sentences_(prometheus::BuildCounter()
-                     .Name("tfm_translated_sentences_total")
-                     .Help("Sentences decoded")
-                     .Register(*registry_)
-                     .Add({})),
-      target_tokens_(prometheus::BuildCounter()
-                         .Name("tfm_target_tokens_total")
-                         .Help("Tokens generated (the best hypotheses', eos included)")
-                         .Register(*registry_)
-                         .Add({})),
-      decode_seconds_(prometheus::BuildCounter()
-                          .Name("tfm_decode_seconds_total")
-                          .Help("Time the decoding workers spent decoding")
-                          .Register(*registry_)
-                          .Add({})),
-      tokens_per_second_(prometheus::BuildGauge()
-                             .Name("tfm_decode_target_tokens_per_second")
-                             .Help("Generated tokens per second of the last decoded batch")
-                             .Register(*registry_)
-                             .Add({})),
-      resident_bytes_(prometheus::BuildGauge()
-                          .Name("tfm_process_resident_memory_bytes")
-                          .Help("Resident memory of the server process")
-                          .Register(*registry_)
-                          .Add({})),
-      allocator_in_use_(prometheus::BuildGauge()
-                            .Name("tfm_host_allocator_in_use_bytes")
-                            .Help("Host memory of tensors alive (the caching allocator's)")
-                            .Register(*registry_)
-                            .Add({})),
-      allocator_cached_(prometheus::BuildGauge()
-                            .Name("tfm_host_allocator_cached_bytes")
-                            .Help("Host memory the caching allocator keeps for reuse")
-                            .Register(*registry_)
-                            .Add({})),
-      malloc_in_use_(prometheus::BuildGauge()
-                         .Name("tfm_malloc_in_use_bytes")
-                         .Help("Memory allocated through malloc and not freed (glibc's mallinfo2)")
-                         .Register(*registry_)
-                         .Add({})),
-      malloc_free_(prometheus::BuildGauge()
-                       .Name("tfm_malloc_free_bytes")
-                       .Help("Freed memory that malloc's heaps still hold (glibc's mallinfo2)")
-                       .Register(*registry_)
-                       .Add({})) {}
+      sentences_(counter(*registry_, "tfm_translated_sentences_total", "Sentences decoded")),
+      target_tokens_(counter(*registry_, "tfm_target_tokens_total",
+                             "Tokens generated (the best hypotheses', eos included)")),
+      decode_seconds_(counter(*registry_, "tfm_decode_seconds_total",
+                              "Time the decoding workers spent decoding")),
+      tokens_per_second_(gauge(*registry_, "tfm_decode_target_tokens_per_second",
+                               "Generated tokens per second of the last decoded batch")),
+      resident_bytes_(gauge(*registry_, "tfm_process_resident_memory_bytes",
+                            "Resident memory of the server process")),
+      allocator_in_use_(gauge(*registry_, "tfm_host_allocator_in_use_bytes",
+                              "Host memory of tensors alive (the caching allocator's)")),
+      allocator_cached_(gauge(*registry_, "tfm_host_allocator_cached_bytes",
+                              "Host memory the caching allocator keeps for reuse")),
+      malloc_in_use_(gauge(*registry_, "tfm_malloc_in_use_bytes",
+                           "Memory allocated through malloc and not freed (glibc's mallinfo2)")),
+      malloc_free_(gauge(*registry_, "tfm_malloc_free_bytes",
+                         "Freed memory that malloc's heaps still hold (glibc's mallinfo2)")) {}
 
 void Metrics::request(const std::string& endpoint, int status, double seconds) {
   requests_.Add({{"endpoint", endpoint}, {"code", std::to_string(status)}}).Increment();
