@@ -34,6 +34,18 @@ double metric_value(const std::string& text, const std::string& name) {
   return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
 }
 
+// /metrics once it contains `wanted`, or after 10 s. A request is counted by httplib's logger,
+// which runs after its answer is written: a client can read its answer just before that.
+std::string metrics_with(httplib::Client& client, const std::string& wanted) {
+  std::string text;
+  for (auto deadline = std::chrono::steady_clock::now() + 10s;
+       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(10ms)) {
+    text = client.Get("/metrics")->body;
+    if (text.find(wanted) != std::string::npos) break;
+  }
+  return text;
+}
+
 json body_of(const httplib::Result& result) {
   EXPECT_TRUE(result) << "no answer";
   return result ? json::parse(result->body) : json();
@@ -153,10 +165,9 @@ TEST(ServeHttp, ConcurrentRequestsGetTheirOwnSentencesInOrder) {
   for (int c = 0; c < kClients; ++c) EXPECT_EQ(failures[c], "") << "client " << c;
   // The metrics saw batches of several sentences.
   auto client = server.client();
-  const std::string metrics = client.Get("/metrics")->body;
-  EXPECT_NE(metrics.find("tfm_http_requests_total{code=\"200\",endpoint=\"/translate\"} 48"),
-            std::string::npos)
-      << metrics;
+  const std::string requests = "tfm_http_requests_total{code=\"200\",endpoint=\"/translate\"} 48";
+  const std::string metrics = metrics_with(client, requests);
+  EXPECT_NE(metrics.find(requests), std::string::npos) << metrics;
   // Every sentence decoded once, in fewer batches than sentences.
   int sent = 0;
   for (int c = 0; c < kClients; ++c)
@@ -219,10 +230,9 @@ TEST(ServeHttp, BadRequestsAre400WithAMessageNamingTheProblem) {
   expect_error(client.Get("/translate"), 404, "no such endpoint: GET /translate");
   // The server still answers.
   EXPECT_EQ(client.Get("/health")->status, 200);
-  const std::string metrics = client.Get("/metrics")->body;
-  EXPECT_NE(metrics.find("tfm_http_requests_total{code=\"400\",endpoint=\"/translate\"} 19"),
-            std::string::npos)
-      << metrics;
+  const std::string bad = "tfm_http_requests_total{code=\"400\",endpoint=\"/translate\"} 19";
+  const std::string metrics = metrics_with(client, bad);
+  EXPECT_NE(metrics.find(bad), std::string::npos) << metrics;
 }
 
 TEST(ServeHttp, ABodyOverTheLimitIs413) {
