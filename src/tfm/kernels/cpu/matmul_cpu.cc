@@ -5,7 +5,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <list>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
@@ -13,6 +12,7 @@
 
 #include "tfm/core/allocator.h"
 #include "tfm/core/error.h"
+#include "tfm/kernels/cpu/primitive_cache.h"
 
 namespace tfm::cpu {
 
@@ -170,42 +170,11 @@ GemmPrimitive create_primitive(const GemmKey& key) {
   return p;
 }
 
-// Least-recently-used cache of primitives. Attention products change shape with every batch's
-// sequence lengths, so an unbounded map would grow for the whole run.
-class GemmCache {
- public:
-  static constexpr size_t kCapacity = 1024;
-
-  GemmPrimitive get(const GemmKey& key) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto found = index_.find(key);
-    if (found != index_.end()) {
-      entries_.splice(entries_.begin(), entries_, found->second);
-      return found->second->second;
-    }
-    entries_.emplace_front(key, create_primitive(key));
-    index_.emplace(key, entries_.begin());
-    if (entries_.size() > kCapacity) {
-      index_.erase(entries_.back().first);
-      entries_.pop_back();
-    }
-    return entries_.front().second;
-  }
-
-  size_t size() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return entries_.size();
-  }
-
- private:
-  using Entry = std::pair<GemmKey, GemmPrimitive>;
-  std::mutex mutex_;
-  std::list<Entry> entries_;
-  std::unordered_map<GemmKey, std::list<Entry>::iterator, GemmKeyHash> index_;
-};
+// Attention products change shape with every batch's sequence lengths: a bounded cache.
+using GemmCache = PrimitiveCache<GemmKey, GemmPrimitive, GemmKeyHash>;
 
 GemmCache& gemm_cache() {
-  static GemmCache cache;
+  static GemmCache cache(256);
   return cache;
 }
 
@@ -286,7 +255,7 @@ void run_gemm(const GemmArgs& args) {
 
   GemmPrimitive p;
   try {
-    p = gemm_cache().get(key);
+    p = gemm_cache().get(key, [&] { return create_primitive(key); });
   } catch (const dnnl::error& e) {
     fail("gemm: oneDNN has no matmul for a {} @ b {} -> c {}: {}", describe(a), describe(b),
          describe(c), e.what());

@@ -3,13 +3,13 @@
 #include <omp.h>
 
 #include <chrono>
-#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
 #include "tfm/core/allocator.h"
 #include "tfm/core/error.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
+#include "tfm/kernels/cpu/primitive_cache.h"
 
 namespace tfm::cpu {
 
@@ -87,22 +87,18 @@ struct Product {
   size_t scratchpad_bytes = 0;
 };
 
-// Decoding asks for every row count from 1 up to sources x beam; the cache is emptied when it
-// grows past a bound, which keeps its memory flat however varied the row counts.
+// Decoding asks for every row count from 1 up to sources x beam, the encoder for every sentences x
+// padded length: a bounded cache (primitive_cache.h).
 Product product(const Key& key, const memory::desc& weights) {
-  static std::mutex mutex;
-  static std::unordered_map<Key, Product, KeyHash> cache;
-  constexpr size_t kCapacity = 2048;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto found = cache.find(key);
-  if (found != cache.end()) return found->second;
-  if (cache.size() >= kCapacity) cache.clear();
-  Product p;
-  p.descs = product_descs(key.m, key.n, key.k, key.dtype);
-  auto pd = product_pd(p.descs, weights, key.bias);
-  p.scratchpad_bytes = pd.scratchpad_desc().get_size();
-  p.primitive = dnnl::matmul(pd);
-  return cache.emplace(key, p).first->second;
+  static PrimitiveCache<Key, Product, KeyHash> cache(256);
+  return cache.get(key, [&] {
+    Product p;
+    p.descs = product_descs(key.m, key.n, key.k, key.dtype);
+    auto pd = product_pd(p.descs, weights, key.bias);
+    p.scratchpad_bytes = pd.scratchpad_desc().get_size();
+    p.primitive = dnnl::matmul(pd);
+    return p;
+  });
 }
 
 }  // namespace

@@ -1,0 +1,17 @@
+#include "tfm/kernels/cpu/primitive_cache.h"
+
+#include <cstdlib>
+#include <oneapi/dnnl/dnnl.hpp>
+
+namespace tfm::cpu {
+
+void use_only_tfm_primitive_caches() {
+  static const bool done = [] {
+    if (std::getenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY") == nullptr)
+      dnnl::set_primitive_cache_capacity(0);
+    return true;
+  }();
+  (void)done;
+}
+
+}  // namespace tfm::cpu
