@@ -183,6 +183,10 @@ fs::path shared_vocabulary(const TrainRecipe& recipe, const fs::path& out,
   return fs::absolute(dir / "vocab.model");
 }
 
+std::string rows_text(int64_t count) {
+  return fmt::format("{} row{}", count, count == 1 ? "" : "s");
+}
+
 std::string number_text(double value) {
   return fmt::format("{}", value);
 }
@@ -310,11 +314,11 @@ void run_sweep(const SweepOptions& o) {
   int64_t to_run = 0;
   for (const RowPlan& plan : plans)
     if (!fs::exists(out / plan.row / "result.json")) ++to_run;
-  say(fmt::format("{} rows{} in {}, {} to run; budget {} per row", plans.size(),
-                  shards > 1 ? fmt::format(" (shard {} of {})", shard, shards) : "", out.string(),
-                  to_run,
-                  o.budget_steps >= 0 ? fmt::format("{} steps", o.budget_steps)
-                                      : fmt::format("{:g} minutes", o.budget_minutes)));
+  say(fmt::format(
+      "{}{} in {}, {} to run; budget {} per row", rows_text(static_cast<int64_t>(plans.size())),
+      shards > 1 ? fmt::format(" (shard {} of {})", shard, shards) : "", out.string(), to_run,
+      o.budget_steps >= 0 ? fmt::format("{} steps", o.budget_steps)
+                          : fmt::format("{:g} minutes", o.budget_minutes)));
 
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
@@ -326,7 +330,7 @@ void run_sweep(const SweepOptions& o) {
       continue;
     }
     if (o.max_rows > 0 && ran >= o.max_rows) {
-      say(fmt::format("stopping after {} rows (--max-rows); run again to continue", ran));
+      say(fmt::format("stopping after {} (--max-rows); run again to continue", rows_text(ran)));
       break;
     }
     std::optional<RunDirectoryLock> lock;
@@ -345,9 +349,10 @@ void run_sweep(const SweepOptions& o) {
     write_table(out, selected);
     const double elapsed = std::chrono::duration<double>(clock::now() - start).count();
     const int64_t left = to_run - ran;
-    say(fmt::format("{} of {} rows in {}; about {} left for {} rows", ran, to_run,
-                    clock_text(elapsed), clock_text(elapsed / static_cast<double>(ran) * left),
-                    left));
+    say(fmt::format("{} of {} in {}; about {} left for {}", ran, rows_text(to_run),
+                    clock_text(elapsed),
+                    clock_text(elapsed / static_cast<double>(ran) * static_cast<double>(left)),
+                    rows_text(left)));
   }
   write_table(out, selected);
   say(fmt::format("table: {} and {}", (out / "table.md").string(), (out / "table.csv").string()));
