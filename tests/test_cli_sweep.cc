@@ -246,7 +246,9 @@ TEST(CliSweep, BadInputIsAOneLineError) {
       {fmt::format("sweep -c {} --budget-steps 2 -o {} --shard x", recipe, out), "--shard 'x'"},
       {fmt::format("sweep -c {} --budget-steps 2 -o {} --average 9", recipe, out),
        "--average 9 needs that many checkpoints"},
-      {fmt::format("sweep -c {} --budget-steps 2 -o {} --set data.valid_source=", recipe, out),
+      {fmt::format(
+           "sweep -c {} --budget-steps 2 -o {} --set data.valid_source= --set data.valid_target=",
+           recipe, out),
        "the recipe has no validation set"},
       // 5 heads of 8: A2's 2.5 heads round to 3, which do not divide h x d_k = 40.
       {fmt::format("sweep -c {} --budget-steps 2 -o {} --set model.heads=5 --rows A2", recipe, out),

@@ -286,6 +286,7 @@ void run_sweep(const SweepOptions& o) {
 
   TrainRecipe recipe = load_recipe(o.config);
   for (const std::string& assignment : o.overrides) apply_override(recipe, assignment);
+  validate(recipe);
   TFM_CHECK(!recipe.valid_source.empty() && !recipe.valid_target.empty(),
             "{}: the recipe has no validation set (data.valid_source, data.valid_target); the "
             "sweep measures every row on it",
