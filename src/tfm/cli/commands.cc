@@ -8,6 +8,7 @@ void register_commands(CLI::App& app) {
   register_corpus(app);
   register_average(app);
   register_train(app);
+  register_sweep(app);
   register_translate(app);
   register_attention(app);
   register_serve(app);

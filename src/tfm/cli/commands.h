@@ -20,5 +20,6 @@ void register_linearise(CLI::App& app);
 void register_parse(CLI::App& app);
 void register_attention(CLI::App& app);
 void register_serve(CLI::App& app);
+void register_sweep(CLI::App& app);
 
 }  // namespace tfm::cli
