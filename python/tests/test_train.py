@@ -1,5 +1,10 @@
 """tfm.train: the training loop of `tfm train`, with progress reported to a Python callback."""
 
+import os
+import signal
+import time
+from pathlib import Path
+
 import pytest
 
 import tfm
@@ -61,6 +66,25 @@ def test_an_exception_in_the_callback_stops_the_run(recipe, tmp_path):
     with pytest.raises(ValueError, match="enough at step 2"):
         tfm.train(recipe, {"training.log_every": 1}, run_dir=tmp_path / "run", max_steps=6,
                   progress=stop)
+
+
+def test_ctrl_c_saves_a_checkpoint_and_returns_as_tfm_train_does(recipe, tmp_path):
+    # SIGINT while the loop runs (sent from the callback, so that it arrives mid-run): the run
+    # finishes its update, saves a checkpoint and returns interrupted; Python's own handler is
+    # back afterwards.
+    def interrupt(report):
+        if report.step == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    result = tfm.train(recipe, {"training.log_every": 1}, run_dir=tmp_path / "run",
+                       max_steps=1000, progress=interrupt)
+    assert result.interrupted
+    assert 3 <= result.steps < 1000
+    assert Path(result.last_checkpoint, "model.safetensors").is_file()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)  # the handler raises before this ends
 
 
 def test_training_errors(recipe, tmp_path):
