@@ -11,9 +11,10 @@ training from a recipe, and a model directory's configuration and weights as num
 
 import json
 import os
-from typing import Any, Dict, Mapping, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Tuple, Union
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported when an array is first made, not by `import tfm`
+    import numpy as np
 
 from ._tfm import (  # noqa: F401
     BleuResult,
@@ -44,7 +45,7 @@ __all__ = [
 ]
 
 
-def load_model(model_dir: Union[str, os.PathLike]) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
+def load_model(model_dir: Union[str, os.PathLike]) -> Tuple[Dict[str, Any], Dict[str, "np.ndarray"]]:
     """Reads a model directory's configuration and weights (docs/MODEL_FORMAT.md).
 
     Returns (config, weights): config is config.json as a dict (every key), weights a dict from
