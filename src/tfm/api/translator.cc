@@ -147,6 +147,7 @@ int64_t Translator::translate_file(const std::filesystem::path& input,
   for (size_t begin = 0; begin < lines.size(); begin += kChunk) {
     const size_t end = std::min(lines.size(), begin + kChunk);
     TranslationOptions chunk_options = options;
+    chunk_options.return_attention = false;  // a file holds text only
     if (options.progress)
       chunk_options.progress = [&](int64_t done, int64_t) {
         options.progress(done_before + done, total);
