@@ -70,7 +70,7 @@ def run_cli(cli):
     """Runs `tfm ARGS...`; returns its standard output (a failure fails the test with stderr)."""
     def run(*args, input_text=None):
         done = subprocess.run([str(cli), *map(str, args)], input=input_text, capture_output=True,
-                              text=True)
+                              encoding="utf-8")
         assert done.returncode == 0, f"tfm {' '.join(map(str, args))}: {done.stderr}"
         return done.stdout
     return run
