@@ -32,6 +32,8 @@ packages=(
   libopenmpi-dev openmpi-bin  # MPI for data-parallel training over several processes (mpirun)
   iproute2               # `ip`: the network-namespace script that runs ranks over a real TCP link
   python3 python3-numpy
+  python3-dev pybind11-dev  # the Python module (python/): Python's headers and pybind11
+  python3-pytest         # the Python module's tests (python/tests)
   curl ca-certificates   # scripts/fetch_multi30k.sh downloads Multi30k over https when no copy is found
   chromium nodejs        # the browser test of `tfm attention`'s page (tests/browser, headless)
   fonts-dejavu-core      # a font for its screenshots (a minimal root has none)

@@ -6,34 +6,16 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "public_api_test_util.h"
+
 namespace {
 
 namespace fs = std::filesystem;
-
-std::vector<std::string> sentences(int count, const std::vector<std::string>& words,
-                                   unsigned seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::string> lines;
-  for (int i = 0; i < count; ++i) {
-    std::string line;
-    for (unsigned w = 0, n = 3 + rng() % 8; w < n; ++w)
-      line += (w ? " " : "") + words[rng() % words.size()];
-    lines.push_back(line + ".");
-  }
-  return lines;
-}
-
-void write_lines(const fs::path& path, const std::vector<std::string>& lines) {
-  std::ofstream out(path);
-  for (const auto& line : lines) out << line << "\n";
-}
 
 // One tiny model for every test: 8 updates of a 1-layer model through tfm::train.
 class PublicApi : public ::testing::Test {
@@ -41,25 +23,7 @@ class PublicApi : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = fs::temp_directory_path() / ("tfm_public_api_" + std::to_string(getpid()));
     fs::create_directories(dir_);
-    write_lines(dir_ / "en.txt", sentences(300,
-                                           {"a", "man", "dog", "runs", "in", "the", "park", "two",
-                                            "girls", "play", "red", "ball"},
-                                           1));
-    write_lines(dir_ / "de.txt", sentences(300,
-                                           {"ein", "mann", "hund", "läuft", "im", "park", "zwei",
-                                            "mädchen", "spielen", "rot", "ball"},
-                                           2));
-    std::ofstream(dir_ / "recipe.yaml")
-        << "model:\n  layers: 1\n  d_model: 16\n  d_ff: 32\n  heads: 2\n  d_k: 8\n  d_v: 8\n"
-        << "  max_positions: 64\ndata:\n  train_source: " << (dir_ / "en.txt").string()
-        << "\n  train_target: " << (dir_ / "de.txt").string()
-        << "\n  vocab_size: 60\n  max_tokens: 400\noptimizer:\n  warmup: 4\n"
-        << "training:\n  log_every: 100\n  threads: 1\ncheckpoints:\n  every_steps: 8\n";
-    tfm::TrainingOptions options;
-    options.recipe = dir_ / "recipe.yaml";
-    options.run_dir = dir_ / "run";
-    options.max_steps = 8;
-    result_ = tfm::train(options);
+    result_ = tfm::testing::train_api_model(dir_);
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace tfm {
 
@@ -35,6 +37,12 @@ class Model {
   int64_t layers() const;
   int64_t d_model() const;
   int64_t parameter_count() const;
+
+  // The model's SentencePiece vocabulary (vocab.model): a sentence's subword pieces, their ids (a
+  // piece the vocabulary lacks: unk's), and the sentence of a sequence of pieces.
+  std::vector<std::string> tokenize(std::string_view text) const;
+  std::vector<int32_t> token_ids(const std::vector<std::string>& tokens) const;
+  std::string detokenize(const std::vector<std::string>& tokens) const;
 
   struct Impl;  // src/tfm/api: the library's own view of the model
   const Impl& impl() const { return *impl_; }

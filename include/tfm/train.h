@@ -4,10 +4,24 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace tfm {
+
+// What the trainer reports as it goes: the values of its log lines and of metrics.jsonl's records.
+struct TrainingProgress {
+  std::string kind;              // "train" (every training.log_every updates) or "valid"
+  int64_t step = 0;              // updates done
+  int64_t epoch = 0;             // 1-based
+  double loss = 0;               // per target token, label-smoothed (train: since the last report)
+  double perplexity = 0;         // exp of the per-token negative log-likelihood
+  double learning_rate = 0;      // train
+  double tokens_per_second = 0;  // train: source and target tokens since the last report
+  double bleu = -1;              // valid with validation.bleu (a parsing model's F1); else -1
+  double elapsed_seconds = 0;
+};
 
 struct TrainingOptions {
   std::filesystem::path recipe;        // the YAML recipe; empty: the defaults
@@ -18,6 +32,9 @@ struct TrainingOptions {
   int threads = -1;                    // >= 0: the recipe's training.threads (0: all cores)
   bool resume = false;                 // continue from the run directory's newest checkpoint
   std::string device;                  // "cpu" | "cuda"; empty: the recipe's training.device
+  // Called on the training thread with each report. An exception it throws ends the run and
+  // propagates (without a further checkpoint: the last one stays, and --resume continues from it).
+  std::function<void(const TrainingProgress&)> progress;
 };
 
 struct TrainingResult {

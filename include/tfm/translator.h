@@ -1,9 +1,12 @@
-// Translation and scoring over a shared Model. A Translator is one worker: it owns its scratch
-// state and its thread count, and is used by one thread at a time; threads that translate at once
-// each take their own Translator over the same Model.
+// Translation and scoring over a shared Model. A Translator is a shared model and a thread count:
+// every call keeps its scratch state (caches, beams) to itself, so any number of threads may call
+// one Translator at once, each decoding in its own thread with `threads` OpenMP threads (as do
+// threads with a Translator each over the same Model).
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +28,16 @@ struct TranslationOptions {
   int64_t max_length = 0;          // > 0: this maximum for every sentence instead
   int64_t min_length = 0;          // no end of sentence before this many tokens
   int64_t batch_size = 32;         // sentences per batch
+  int64_t batch_tokens = 0;        // > 0: also at most this many padded source tokens per batch
+  // Each hypothesis's encoder-decoder attention (Hypothesis::attention), as `tfm translate
+  // --attention-output` writes it: one decoder layer's, one head's or the mean of the heads.
+  bool return_attention = false;
+  int64_t attention_layer = -1;  // 0-based; negative counts from the last layer (-1)
+  int64_t attention_head = -1;   // 0-based; -1: the mean over the heads
+  // Called on the translating thread after each batch with the (non-empty) sources finished so far
+  // and their total. An exception it throws ends the call and propagates: a caller's progress
+  // display, or its cancellation (Ctrl-C in the Python bindings).
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 struct Hypothesis {
@@ -32,6 +45,9 @@ struct Hypothesis {
   std::vector<std::string> tokens;  // its subword pieces, without the end of sentence
   double score = 0;                 // log_prob / ((5 + length) / 6)^alpha, as the search ranks them
   double log_prob = 0;  // sum of the log-probabilities of its tokens, end of sentence included
+  // With return_attention: a row per generated token (`tokens`, then the end of sentence when the
+  // search produced one), each the weights over the source's subword tokens (they sum to 1).
+  std::vector<std::vector<float>> attention;
 };
 
 struct TranslationResult {
@@ -57,6 +73,20 @@ class Translator {
   // input length (its max_positions) is a tfm::Error naming it.
   std::vector<TranslationResult> translate(const std::vector<std::string>& sources,
                                            const TranslationOptions& options = {});
+
+  // The same for sources already split into the model's subword pieces (Model::tokenize); a piece
+  // the vocabulary lacks reads as <unk>.
+  std::vector<TranslationResult> translate_tokens(
+      const std::vector<std::vector<std::string>>& sources, const TranslationOptions& options = {});
+
+  // Translates a text file (plain or gzip, UTF-8, one sentence a line) into `output` as `tfm
+  // translate -i input -o output` does: 512 lines at a time, one line out per line in (the best
+  // translation; empty for an empty line), or with n_best_output every hypothesis as "line |||
+  // translation ||| score" (`--n-best-output`; lines counted from 0). `output` is written
+  // atomically: on an error (or an exception from options.progress, whose counts cover the whole
+  // file) nothing is left there. Returns the number of lines translated.
+  int64_t translate_file(const std::filesystem::path& input, const std::filesystem::path& output,
+                         const TranslationOptions& options = {}, bool n_best_output = false);
 
   // Scores targets[i] as a translation of sources[i] (as CTranslate2's score_batch).
   std::vector<ScoringResult> score(const std::vector<std::string>& sources,

@@ -60,4 +60,19 @@ int64_t Model::parameter_count() const {
   return impl_->parameter_count;
 }
 
+std::vector<std::string> Model::tokenize(std::string_view text) const {
+  return impl_->vocab.pieces(text);
+}
+
+std::vector<int32_t> Model::token_ids(const std::vector<std::string>& tokens) const {
+  std::vector<int32_t> ids;
+  ids.reserve(tokens.size());
+  for (const std::string& token : tokens) ids.push_back(impl_->vocab.id(token));
+  return ids;
+}
+
+std::string Model::detokenize(const std::vector<std::string>& tokens) const {
+  return impl_->vocab.decode(token_ids(tokens));
+}
+
 }  // namespace tfm

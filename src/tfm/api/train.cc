@@ -1,6 +1,8 @@
 // tfm::train: a recipe run into a run directory, as `tfm train` runs it.
 #include "tfm/train.h"
 
+#include <nlohmann/json.hpp>
+
 #include "tfm/dist/communicator.h"
 #include "tfm/eval/validation_bleu.h"
 #include "tfm/train/train_loop.h"
@@ -20,6 +22,22 @@ TrainingResult train(const TrainingOptions& options) {
   run.bleu = eval::greedy_validation_score;
   // Started by mpirun or srun as one of several ranks: a data-parallel job (docs/DISTRIBUTED.md).
   run.communicator = &dist::world();
+  if (options.progress)
+    run.on_record = [&options](const nlohmann::json& record) {
+      const std::string kind = record.value("type", "");
+      if (kind != "train" && kind != "valid") return;  // "skipped", "resume"
+      TrainingProgress progress;
+      progress.kind = kind;
+      progress.step = record.value("step", int64_t{0});
+      progress.epoch = record.value("epoch", int64_t{0});
+      progress.loss = record.value("loss", 0.0);
+      progress.perplexity = record.value("perplexity", 0.0);
+      progress.learning_rate = record.value("lr", 0.0);
+      progress.tokens_per_second = record.value("tokens_per_second", 0.0);
+      progress.bleu = record.value("bleu", record.value("f1", -1.0));
+      progress.elapsed_seconds = record.value("elapsed_s", 0.0);
+      options.progress(progress);
+    };
   const TrainSummary summary = run_training(recipe, run);
   TrainingResult result;
   result.steps = summary.steps;

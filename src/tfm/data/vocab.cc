@@ -193,7 +193,15 @@ Vocabulary::Vocabulary(const std::filesystem::path& model_path)
   std::error_code ec;
   TFM_CHECK(std::filesystem::is_regular_file(path_, ec), "vocabulary '{}' does not exist",
             path_.string());
-  const std::string bytes = read_file_bytes(path_);
+  load(read_file_bytes(path_));
+}
+
+Vocabulary::Vocabulary(std::string_view serialized_model, const std::filesystem::path& name)
+    : path_(name), processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
+  load(serialized_model);
+}
+
+void Vocabulary::load(std::string_view bytes) {
   hash_ = hex64(fnv1a64(bytes));
   const auto status = processor_->LoadFromSerializedProto(bytes);
   TFM_CHECK(status.ok(), "vocabulary '{}' is not a SentencePiece model: {}", path_.string(),
@@ -250,6 +258,10 @@ std::string Vocabulary::piece(int32_t id) const {
   TFM_CHECK(id >= 0 && id < size(), "vocabulary '{}': id {} out of range [0, {})", path_.string(),
             id, size());
   return processor_->IdToPiece(id);
+}
+
+int32_t Vocabulary::id(std::string_view piece) const {
+  return processor_->PieceToId(piece);
 }
 
 int64_t Vocabulary::size() const {

@@ -59,6 +59,9 @@ class Vocabulary {
  public:
   // Loads a .model file; throws when it cannot be read or its special ids differ from the above.
   explicit Vocabulary(const std::filesystem::path& model_path);
+  // The same from a .model file's bytes (a serialized SentencePiece model); `name` is what errors
+  // and path() call it.
+  Vocabulary(std::string_view serialized_model, const std::filesystem::path& name);
   ~Vocabulary();
   Vocabulary(Vocabulary&&) noexcept;
   Vocabulary& operator=(Vocabulary&&) noexcept;
@@ -69,6 +72,8 @@ class Vocabulary {
   std::string decode(const std::vector<int32_t>& ids) const;
   std::vector<std::string> pieces(std::string_view text) const;
   std::string piece(int32_t id) const;
+  // The id of a piece; unk's for a piece the vocabulary lacks.
+  int32_t id(std::string_view piece) const;
 
   int64_t size() const;
   // Checks that a model configuration (read from `config_path`) fits this vocabulary: the same
@@ -81,6 +86,8 @@ class Vocabulary {
   const std::filesystem::path& path() const { return path_; }
 
  private:
+  void load(std::string_view bytes);
+
   std::filesystem::path path_;
   std::string hash_;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;

@@ -106,6 +106,8 @@ std::vector<std::vector<Hypothesis>> translate(const InferenceModel& model,
         for (auto& weights : h.attention) weights.resize(sources[order[i]].size());
       results[order[i]] = std::move(hypotheses);
     }
+    if (options.progress)
+      options.progress(static_cast<int64_t>(end), static_cast<int64_t>(sources.size()));
   }
   return results;
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,9 @@ struct TranslateOptions {
   // Longest source accepted, in tokens (a longer one is an error: the encoder's attention grows
   // with the square of the length); 0: the model's max_positions.
   int64_t max_input_length = 0;
+  // Called on the translating thread after each batch with the sources finished so far and their
+  // total. An exception it throws ends the translation and propagates (a caller's cancellation).
+  std::function<void(int64_t done, int64_t total)> progress;
   // The products' operand type is the model's (InferenceOptions::precision), fixed at load.
 };
 

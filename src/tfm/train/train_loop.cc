@@ -497,7 +497,9 @@ TrainSummary run_training(const TrainRecipe& given_recipe, const TrainRunOptions
   std::optional<MetricsLog> metrics;
   if (lead) metrics.emplace(run_dir / "metrics.jsonl");
   auto write_metrics = [&](const nlohmann::json& record) {
-    if (metrics) metrics->write(record);
+    if (!metrics) return;
+    metrics->write(record);
+    if (run_options.on_record) run_options.on_record(record);
   };
   StopSignals signals;
   using clock = std::chrono::steady_clock;

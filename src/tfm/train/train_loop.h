@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,9 @@ struct TrainRunOptions {
   // out among them and rank 0 alone logs, validates and writes the run directory
   // (docs/DISTRIBUTED.md).
   dist::Communicator* communicator = nullptr;
+  // Receives every record written to metrics.jsonl ("train", "valid", "skipped"; rank 0 only), on
+  // the training thread, after it is written.
+  std::function<void(const nlohmann::json&)> on_record;
 };
 
 TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& options);

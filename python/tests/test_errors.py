@@ -1,0 +1,108 @@
+"""Every failure a caller can cause is a Python exception: tfm.Error (a RuntimeError) with the C++
+library's one-line message, TypeError for arguments of the wrong type, KeyboardInterrupt for
+Ctrl-C during a long call; never a crash."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+import tfm
+from conftest import SOURCES, write_lines
+
+
+def raises(match, call, *args, **kwargs):
+    with pytest.raises(tfm.Error, match=match) as error:
+        call(*args, **kwargs)
+    assert "\n" not in str(error.value)
+    return error.value
+
+
+def test_error_is_a_runtime_error():
+    assert issubclass(tfm.Error, RuntimeError)
+
+
+def test_loading_errors(model_dir, tmp_path):
+    raises("model directory '.*missing' does not exist", tfm.Translator, tmp_path / "missing")
+    raises("fp16", tfm.Translator, model_dir, compute_type="fp16")
+    raises("tpu", tfm.Translator, model_dir, device="tpu")
+    no_vocab = tmp_path / "no-vocab"
+    no_vocab.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (no_vocab / name).write_bytes((model_dir / name).read_bytes())
+    raises("vocab.model: missing", tfm.Translator, no_vocab)
+
+
+def test_cuda_loads_on_a_gpu_or_fails_cleanly(model_dir):
+    try:
+        translator = tfm.Translator(model_dir, device="cuda")
+    except tfm.Error as error:  # a build without CUDA, or no GPU
+        assert "cuda" in str(error).lower() or "gpu" in str(error).lower()
+    else:
+        assert translator.device == "cuda"
+
+
+def test_bad_options(translator, tmp_path):
+    raises("n_best 5 must be between 1 and the beam size 4", translator.translate_batch,
+           SOURCES, n_best=5)
+    raises("beam size 0", translator.translate_batch, SOURCES, beam_size=0)
+    raises("batch size 0", translator.translate_batch, SOURCES, batch_size=0)
+    raises("batch_tokens -1", translator.translate_batch, SOURCES, batch_tokens=-1)
+    raises("attention_layer 3 out of range", translator.translate_batch, SOURCES,
+           return_attention=True, attention_layer=3)
+    raises("attention_head 2 out of range", translator.translate_batch, SOURCES,
+           return_attention=True, attention_head=2)
+    raises("source 1 has .* subword tokens, more than the maximum input length 64",
+           translator.translate_batch, ["a dog.", "a dog " * 100])
+    raises("2 sources but 1 targets", translator.score_batch, ["a dog.", "a man."], ["ein hund."])
+    raises("missing.en", translator.translate_file, tmp_path / "missing.en", tmp_path / "out.de")
+
+
+def test_wrong_types_are_type_errors(translator):
+    with pytest.raises(TypeError, match="not a single string|not <class 'str'>"):
+        translator.translate_batch("a dog.")
+    with pytest.raises(TypeError, match="every source must be a str"):
+        translator.translate_batch(["a dog.", ["a", "dog"]])
+    with pytest.raises(TypeError, match="every source must be a list of str"):
+        translator.translate_batch([["a", "dog"], "a dog."])
+    with pytest.raises(TypeError):
+        translator.translate_batch([1, 2])
+    with pytest.raises(TypeError):
+        translator.translate_batch(SOURCES, beam_size="four")
+    with pytest.raises(TypeError):
+        translator.translate_batch(SOURCES, 4)  # options are keywords
+
+
+def interrupt_soon(seconds):
+    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    return timer
+
+
+def test_ctrl_c_stops_a_long_call(translator, tmp_path):
+    sources = SOURCES * 200
+    begin = time.perf_counter()
+    translator.translate_batch(sources, batch_size=8, max_length_offset=30)
+    whole = time.perf_counter() - begin
+    assert whole > 0.1, "the call is too short to interrupt"
+
+    timer = interrupt_soon(0.02)
+    begin = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        translator.translate_batch(sources, batch_size=8, max_length_offset=30)
+    interrupted = time.perf_counter() - begin
+    timer.join()
+    assert interrupted < 0.7 * whole  # stopped after a batch, not at the end
+
+    source, output = tmp_path / "long.en", tmp_path / "long.de"
+    write_lines(source, sources)
+    timer = interrupt_soon(0.02)
+    with pytest.raises(KeyboardInterrupt):
+        translator.translate_file(source, output, batch_size=8, max_length_offset=30)
+    timer.join()
+    assert not output.exists()  # written atomically: nothing left behind
+
+    # The translator is unharmed.
+    assert translator.translate_batch(SOURCES[:1])[0].hypotheses
