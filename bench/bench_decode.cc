@@ -1,10 +1,10 @@
 // Translation throughput: decode::translate of a preset with random weights on `batch` random
 // source sentences of src_len tokens, with exactly out_len output tokens per sentence (eos
 // suppressed: min_length = max_length = out_len), for each beam size asked (1 = greedy), with f32
-// or bf16 products (--precision; the InferenceModel's precision). Encoder and search are both
-// timed. Prints one JSON line per mode with the fields bench/decode_pytorch.py prints, so that
-// bench/decode.sh can put both side by side; "mode" is "beam4" or "greedy", with "-bf16" appended
-// for bf16 products ("precision" says it too).
+// bf16 or int8 products (--precision: f32, bf16, int8 or int8-bf16, as `tfm translate`). Encoder
+// and search are both timed. Prints one JSON line per mode with the fields bench/decode_pytorch.py
+// prints, so that bench/decode.sh can put both side by side; "mode" is "beam4" or "greedy", with
+// "-" and the precision appended when it is not f32 ("beam4-bf16"; "precision" says it too).
 //
 // --model-dir writes the weights (model directory: config.json + model.safetensors) and the sources
 // (sources.safetensors, i32 [batch, src_len]) so that PyTorch decodes the same model and input;
@@ -20,6 +20,7 @@
 #include <string>
 
 #include "peak_memory.h"
+#include "tfm/core/openmp_wait.h"
 #include "tfm/core/threading.h"
 #include "tfm/decode/translate.h"
 #include "tfm/io/safetensors.h"
@@ -44,6 +45,7 @@ std::vector<int64_t> parse_beams(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tfm::use_default_openmp_spin(argv);  // as the tfm command (core/openmp_wait.h)
   CLI::App app{"tfm decoding benchmark"};
   std::string preset = "base", beams_text = "4,1", model_dir, outputs_path, precision = "f32",
               device_option = "cpu";
@@ -60,7 +62,8 @@ int main(int argc, char** argv) {
   app.add_option("--runs", runs, "timed runs per mode");
   app.add_option("--warmup", warmup, "untimed runs per mode first");
   app.add_option("--threads", threads, "threads");
-  app.add_option("--precision", precision, "operands of the matrix products: f32 or bf16");
+  app.add_option("--precision", precision,
+                 "operands of the matrix products: f32, bf16, int8 or int8-bf16");
   app.add_option("--device", device_option, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--model-dir", model_dir, "write the model and the sources here");
   app.add_option("--outputs", outputs_path, "write the outputs here (JSON)");
@@ -90,10 +93,12 @@ int main(int argc, char** argv) {
     // As a translation service would (and `tfm translate` does): an inference model whose weights
     // are packed (and converted) once, before the timed runs, as loading them is. The packing is
     // timed on its own and reported as "pack_seconds".
-    const tfm::DType product_type = tfm::ops::parse_precision(precision, "--precision");
+    tfm::decode::InferenceOptions inference;
+    tfm::decode::parse_inference_precision(precision, "--precision", inference);
     const auto pack_start = std::chrono::steady_clock::now();
-    const tfm::Device device = tfm::ops::parse_device(device_option);
-    const tfm::decode::InferenceModel model(trained, {product_type, device});
+    inference.device = tfm::ops::parse_device(device_option);
+    const tfm::Device device = inference.device;
+    const tfm::decode::InferenceModel model(trained, inference);
     const double pack_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - pack_start).count();
     nlohmann::json outputs = nlohmann::json::object();
@@ -128,7 +133,9 @@ int main(int argc, char** argv) {
       TFM_CHECK(tokens == batch * out_len, "bench: {} output tokens, expected {}", tokens,
                 batch * out_len);
       const std::string mode = (beam == 1 ? "greedy" : "beam" + std::to_string(beam)) +
-                               (model.precision() == tfm::DType::bf16 ? "-bf16" : "");
+                               (inference.int8 || inference.precision != tfm::DType::f32
+                                    ? "-" + tfm::decode::precision_name(inference)
+                                    : "");
       outputs[mode] = best_outputs;
       const double mean = total / runs;
       const double gemm_seconds = tfm::cpu::gemm_stats().seconds / runs;

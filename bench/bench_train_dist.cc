@@ -22,6 +22,7 @@
 
 #include "synthetic_batch.h"
 #include "tfm/core/error.h"
+#include "tfm/core/openmp_wait.h"
 #include "tfm/core/threading.h"
 #include "tfm/dist/communicator.h"
 #include "tfm/model/config.h"
@@ -43,6 +44,7 @@ double median(std::vector<double> values) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tfm::use_default_openmp_spin(argv);  // as the tfm command (core/openmp_wait.h)
   CLI::App app{"tfm data-parallel training benchmark (run under mpirun for several ranks)"};
   std::string preset = "base", config_path, precision = "f32";
   int64_t vocab = 37000, batch_size = 128, src_len = 32, tgt_len = 32;

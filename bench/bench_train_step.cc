@@ -23,6 +23,7 @@
 #include "tfm/autograd/tape.h"
 #include "tfm/core/allocator.h"
 #include "tfm/core/error.h"
+#include "tfm/core/openmp_wait.h"
 #include "tfm/core/threading.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/model/config.h"
@@ -42,6 +43,7 @@ using tfm::bench::rounded;
 }  // namespace
 
 int main(int argc, char** argv) {
+  tfm::use_default_openmp_spin(argv);  // as the tfm command (core/openmp_wait.h)
   CLI::App app{"tfm training-step benchmark"};
   std::string preset = "base";
   std::string config_path, recipe_path, write_config_path, precision = "f32", device_option = "cpu";

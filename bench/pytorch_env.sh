@@ -26,3 +26,13 @@ if [[ ! -e "$OPENBLAS" ]]; then
     "(without it PyTorch's f32 runs on the reference BLAS, ~100x slow)" >&2
   exit 1
 fi
+
+# OpenBLAS picks its kernels for the CPU it finds, unless OPENBLAS_CORETYPE names a core (and
+# OPENBLAS_L2_SIZE a cache size). An environment that names an older core hands PyTorch a handicap:
+# one here set Haswell (AVX2 kernels on an AVX-512 CPU), and PyTorch's f32 base training step took
+# 8.96 s instead of 6.10 s. The benchmarks drop both, so that OpenBLAS detects the CPU, and report the
+# core it picked (OPENBLAS_CORE; SkylakeX on this machine's AMD EPYC with AVX-512).
+unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
+OPENBLAS_CORE="$(OPENBLAS_VERBOSE=2 "$PYTHON" -c "import ctypes; ctypes.CDLL('$OPENBLAS')" 2>&1 |
+  sed -n 's/^Core: //p' | head -n 1)"
+OPENBLAS_CORE="${OPENBLAS_CORE:-unknown}"

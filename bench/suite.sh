@@ -11,7 +11,7 @@
 #      s/step, peak RSS, and the share of tfm's step spent outside matrix products.
 #   3. Decoding (bench_decode beside bench/decode_pytorch.py, same weights and sources): `base`,
 #      vocab 32000, 32 sentences of 25 tokens, exactly 25 output tokens each; beam 4 and greedy;
-#      tfm f32 and bf16 against PyTorch f32 (incremental decoding).
+#      tfm f32, bf16, int8 and int8-bf16 against PyTorch f32 (incremental decoding).
 #
 # PyTorch runs in its best settings here (bench/pytorch_env.sh: tcmalloc and OpenBLAS preloaded,
 # OMP_WAIT_POLICY=PASSIVE). A run that fails (e.g. a tfm build without some option) is an
@@ -23,7 +23,8 @@
 #   BUILD (build/release, from the project root): where gemm_bench, bench_train_step and
 #   bench_decode are
 #   OUT (a new file in /tmp): the JSON lines of every run (kept; the table says where)
-#   PARTS (gemm,train,decode)  THREADS (2)  PRECISIONS (f32,bf16: tfm's)
+#   PARTS (gemm,train,decode)  THREADS (2)  PRECISIONS (f32,bf16: tfm's in training)
+#   DECODE_PRECISIONS (f32,bf16,int8,int8-bf16: tfm's in decoding; the first f32 or bf16)
 #   PYTORCH (1; 0: tfm's rows only, as bench/compare_builds.sh runs it)
 #   GEMM_MIN_TIME (0.2 s per product)  GEMM_FILTER (a --benchmark_filter regex; default all)
 #   TRAIN_STEPS (2)  TRAIN_WARMUP (2)  BASE_VOCAB (37000)  BASE_BATCH (128)  BASE_SRC_LEN (32)
@@ -43,6 +44,7 @@ BUILD="${BUILD:-build/release}"
 PARTS="${PARTS:-gemm,train,decode}"
 THREADS="${THREADS:-2}"
 PRECISIONS="${PRECISIONS:-f32,bf16}"
+DECODE_PRECISIONS="${DECODE_PRECISIONS:-f32,bf16,int8,int8-bf16}"
 PYTORCH="${PYTORCH:-1}"
 GEMM_MIN_TIME="${GEMM_MIN_TIME:-0.2}"
 GEMM_FILTER="${GEMM_FILTER:-.}"
@@ -85,6 +87,7 @@ OUT="${OUT:-$(mktemp --suffix=.jsonl /tmp/tfm-suite-XXXXXX)}"
 : >"$OUT"
 export OMP_NUM_THREADS="$THREADS"
 IFS=, read -r -a precisions <<<"$PRECISIONS"
+IFS=, read -r -a decode_precisions <<<"$DECODE_PRECISIONS"
 started=$SECONDS
 
 has_part() { [[ ",$PARTS," == *",$1,"* ]]; }
@@ -114,7 +117,7 @@ pytorch() {
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo -)"
 "$PYTHON" bench/suite_table.py settings "commit=$commit" "threads=$THREADS" \
   "train_steps=$TRAIN_STEPS" "train_warmup=$TRAIN_WARMUP" "decode_runs=$DECODE_RUNS" "decode_warmup=$DECODE_WARMUP" "recipe=$RECIPE" \
-  "gemm_min_time=$GEMM_MIN_TIME" >>"$OUT"
+  "gemm_min_time=$GEMM_MIN_TIME" "openblas_core=${OPENBLAS_CORE:-not used}" >>"$OUT"
 
 if has_part gemm; then
   echo "== [$((SECONDS - started)) s] gemm: gemm_bench" >&2
@@ -164,7 +167,7 @@ if has_part decode; then
     --warmup "$DECODE_WARMUP" --threads "$THREADS")
   # The first tfm run writes the weights and sources (the same in every run: fixed seeds) and its
   # outputs; every run writes its outputs, for PyTorch to count the sentences it decodes identically.
-  for precision in "${precisions[@]}"; do
+  for precision in "${decode_precisions[@]}"; do
     extra=(--outputs "$work/tfm_outputs_$precision.json")
     if [[ ! -f "$work/model/sources.safetensors" ]]; then
       extra+=(--model-dir "$work/model")
@@ -174,7 +177,7 @@ if has_part decode; then
   done
   if [[ -f "$work/model/sources.safetensors" ]]; then
     compare=()
-    for precision in "${precisions[@]}"; do
+    for precision in "${decode_precisions[@]}"; do
       if [[ -f "$work/tfm_outputs_$precision.json" ]]; then
         compare+=("$work/tfm_outputs_$precision.json")
       fi

@@ -15,9 +15,11 @@ import sys
 import textwrap
 import time
 
-FRAMEWORK_COLUMNS = [("tfm", "f32"), ("tfm", "bf16"), ("pytorch", "f32"), ("pytorch", "bf16")]
-HEADER = ["part", "measure", "tfm f32", "tfm bf16", "PyTorch f32", "PyTorch bf16",
-          "tfm/PyTorch f32", "tfm/PyTorch bf16"]
+# int8 (int8 linears, the rest f32) and int8-bf16 (the rest bf16) are decoding's only.
+FRAMEWORK_COLUMNS = [("tfm", "f32"), ("tfm", "bf16"), ("tfm", "int8"), ("tfm", "int8-bf16"),
+                     ("pytorch", "f32"), ("pytorch", "bf16")]
+HEADER = ["part", "measure", "tfm f32", "tfm bf16", "tfm int8", "tfm int8-bf16", "PyTorch f32",
+          "PyTorch bf16", "tfm/PyTorch f32", "tfm/PyTorch bf16", "tfm int8-bf16/bf16"]
 GEMM_KINDS = ["linear_forward", "linear_weight_grad", "attention_scores", "attention_values"]
 # The roles of the linear products in Transformer base: (K, N) of x [M, K] @ W^T [K, N].
 LINEAR_ROLES = {(512, 512): "attention projections", (512, 2048): "FFN up",
@@ -89,9 +91,10 @@ class Table:
             places.append(where)
         return f"n/a [{list(self.errors).index((framework, precision, error)) + 1}]"
 
-    def add(self, part, measure, cells=None, ratios=("", "")):
+    def add(self, part, measure, cells=None, ratios=("", "", "")):
         cells = cells or {}
-        self.rows.append([part, measure] + [cells.get(c, "") for c in FRAMEWORK_COLUMNS] + list(ratios))
+        ratios = list(ratios) + [""] * (3 - len(ratios))
+        self.rows.append([part, measure] + [cells.get(c, "") for c in FRAMEWORK_COLUMNS] + ratios)
 
     def render(self):
         rows = [HEADER] + self.rows
@@ -251,7 +254,8 @@ def decode_rows(table, results, settings, descriptions):
             return r["target_tokens_per_second"] if r else None
 
         ratios = (ratio_text(speed("tfm", "f32"), speed("pytorch", "f32")),
-                  ratio_text(speed("tfm", "bf16"), speed("pytorch", "f32")))
+                  ratio_text(speed("tfm", "bf16"), speed("pytorch", "f32")),
+                  ratio_text(speed("tfm", "int8-bf16"), speed("tfm", "bf16")))
         table.add(name, "target tokens/s", cells(lambda r: f"{r['target_tokens_per_second']:.0f}"), ratios)
         table.add(name, "s per batch", cells(lambda r: seconds_text(r["seconds"])))
         table.add(name, "outside products", cells(outside_products, ("tfm",)))
@@ -260,7 +264,8 @@ def decode_rows(table, results, settings, descriptions):
         if torch_row and isinstance(torch_row.get("identical_to_tfm"), dict):
             # decode_pytorch.py counts, per tfm output file, the sentences it decoded identically.
             def identical(r, mode=mode, same=torch_row["identical_to_tfm"]):
-                key = mode + ("-bf16" if r.get("precision") == "bf16" else "")
+                precision = r.get("precision", "f32")
+                key = mode + ("" if precision == "f32" else "-" + precision)
                 return f"{same[key]}/{r['batch']}" if key in same else None
             table.add(name, "outputs identical to PyTorch f32's", cells(identical, ("tfm",)))
 
@@ -301,7 +306,8 @@ def print_table(path, seconds=None):
     decode_rows(table, decode, settings, descriptions)
 
     details = [settings.get("date"), f"commit {settings.get('commit', '-')}",
-               f"{settings.get('threads', '?')} threads"]
+               f"{settings.get('threads', '?')} threads",
+               f"PyTorch's OpenBLAS core {settings.get('openblas_core', '?')}"]
     if seconds is not None:
         details.append(f"{seconds} s in all")
     print()
@@ -312,7 +318,8 @@ def print_table(path, seconds=None):
     print(table.render())
     print()
     legend = ["tfm/PyTorch: tfm's tokens/s divided by PyTorch's in the same precision (above 1: tfm is "
-              "faster); decoding has no PyTorch bf16 run, so there tfm bf16 is divided by PyTorch f32.",
+              "faster); decoding has no PyTorch bf16 run, so there tfm bf16 is divided by PyTorch f32. "
+              "tfm int8-bf16/bf16: decoding with int8 linears (the rest bf16) against all-bf16 products.",
               "in products: seconds per step inside cpu::gemm (oneDNN matmul), their GFLOP/s and that as a "
               "fraction of the GEMM ceiling of the same precision; outside products: 1 - in products / step."]
     for text in legend + table.footnotes():

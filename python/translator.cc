@@ -227,7 +227,8 @@ void bind_translator(py::module_& m) {
            py::arg("model_dir"), py::arg("device") = "cpu", py::arg("compute_type") = "f32",
            py::arg("threads") = 0,
            "Loads model_dir (config.json, model.safetensors, vocab.model). compute_type: the "
-           "matrix products' operands, 'f32', 'bf16' or 'auto'; threads: OpenMP threads of each "
+           "matrix products' operands, 'f32', 'bf16', 'auto', 'int8' or 'int8-bf16'; threads: "
+           "OpenMP threads of each "
            "call (0: all cores).")
       .def(
           "translate_batch",

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "data_test_util.h"
+#include "tfm/kernels/cpu/quantize_cpu.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/device.h"
@@ -80,6 +81,18 @@ TEST(CliTrainTranslate, TrainResumeAverageTranslate) {
                               dir);
   ASSERT_EQ(bf16.status, 0) << bf16.err;
   EXPECT_EQ(std::count(bf16.out.begin(), bf16.out.end(), '\n'), 3) << bf16.out;
+  // int8 products (a CPU with AVX512-VNNI; elsewhere a one-line error saying so).
+  auto int8 = run_tfm_command(fmt::format("translate -m {} -i {} -b 2 --precision int8",
+                                          quoted(dir / "avg"), quoted(dir / "input.txt")),
+                              dir);
+  if (cpu::native_int8_products()) {
+    ASSERT_EQ(int8.status, 0) << int8.err;
+    EXPECT_EQ(std::count(int8.out.begin(), int8.out.end(), '\n'), 3) << int8.out;
+  } else {
+    EXPECT_NE(int8.status, 0);
+    EXPECT_NE(int8.err.find("int8 products need a CPU with AVX512-VNNI"), std::string::npos)
+        << int8.err;
+  }
   auto fp16 = run_tfm_command(fmt::format("translate -m {} -i {} --precision fp16",
                                           quoted(dir / "avg"), quoted(dir / "input.txt")),
                               dir);

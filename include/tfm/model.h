@@ -14,8 +14,10 @@
 namespace tfm {
 
 struct LoadOptions {
-  // Operand type of the matrix products: "f32", "bf16" (f32 accumulation), or "auto" (bf16 where
-  // the CPU multiplies bf16 natively, AVX512-BF16 or AMX, else f32).
+  // Operand type of the matrix products: "f32", "bf16" (f32 accumulation), "auto" (bf16 where
+  // the CPU multiplies bf16 natively, AVX512-BF16 or AMX, else f32), "int8" (the linear layers
+  // and the output projection in int8, CPU with AVX512-VNNI only; the rest f32) or "int8-bf16"
+  // (the rest bf16).
   std::string precision = "f32";
   std::string device = "cpu";  // "cpu", or "cuda" (a build with the CUDA backend and a GPU)
 };
@@ -31,7 +33,7 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   const std::filesystem::path& dir() const;
-  std::string precision() const;  // "f32" or "bf16" ("auto" resolved)
+  std::string precision() const;  // "f32", "bf16", "int8" or "int8-bf16" ("auto" resolved)
   std::string device() const;
   int64_t vocab_size() const;
   int64_t layers() const;

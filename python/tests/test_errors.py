@@ -106,3 +106,23 @@ def test_ctrl_c_stops_a_long_call(translator, tmp_path):
 
     # The translator is unharmed.
     assert translator.translate_batch(SOURCES[:1])[0].hypotheses
+
+
+def test_openmp_spins_briefly_unless_the_user_chose():
+    """`import tfm` sets GOMP_SPINCOUNT=3000 before libgomp loads (src/tfm/core/openmp_wait.h),
+    as libgomp's own report of its settings shows; a choice of the user's is kept."""
+    import os
+    import subprocess
+    import sys
+
+    def settings(**extra):
+        env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+        env.update(OMP_DISPLAY_ENV="verbose", **extra)
+        done = subprocess.run([sys.executable, "-c", "import tfm"], env=env, capture_output=True,
+                              encoding="utf-8", check=True)
+        return done.stderr
+
+    assert "GOMP_SPINCOUNT = '3000'" in settings()
+    assert "GOMP_SPINCOUNT = '12345'" in settings(GOMP_SPINCOUNT="12345")
+    active = settings(OMP_WAIT_POLICY="active")
+    assert "OMP_WAIT_POLICY = 'ACTIVE'" in active and "GOMP_SPINCOUNT = '3000'" not in active

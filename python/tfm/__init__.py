@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Any, Dict, Mapping, Tuple, Union
 if TYPE_CHECKING:  # numpy is imported when an array is first made, not by `import tfm`
     import numpy as np
 
-from ._tfm import (  # noqa: F401
+# OpenMP threads spin 3,000 rounds before they sleep, not libgomp's 300,000, unless the user chose:
+# libgomp reads this once, when it is loaded with the module below (src/tfm/core/openmp_wait.h).
+if "OMP_WAIT_POLICY" not in os.environ:
+    os.environ.setdefault("GOMP_SPINCOUNT", "3000")
+
+from ._tfm import (  # noqa: F401,E402
     BleuResult,
     Error,
     ScoringResult,

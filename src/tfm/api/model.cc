@@ -12,7 +12,8 @@ namespace tfm {
 std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir,
                                          const LoadOptions& options) {
   // The options first: a bad setting is reported before any file is read.
-  const DType precision = ops::parse_precision(options.precision);
+  decode::InferenceOptions inference;
+  decode::parse_inference_precision(options.precision, "precision", inference);
   const Device device = ops::parse_device(options.device);
   ops::use_device(device);  // a missing GPU is reported before any file is read
   LoadedModel loaded = load_model_dir(dir);
@@ -25,13 +26,11 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir,
   int64_t count = 0;
   for (const auto& [name, tensor] : loaded.parameters) count += tensor.numel();
   // Built from the loaded weights (adopted, not copied) and packed once in the precision.
-  decode::InferenceOptions inference;
-  inference.precision = precision;
   inference.device = device;
   auto model = std::make_shared<const decode::InferenceModel>(
       nn::Transformer(loaded.config, loaded.parameters), inference);
-  auto impl = std::make_unique<Impl>(
-      Impl{dir, loaded.config, precision, device, std::move(vocab), std::move(model), count});
+  auto impl = std::make_unique<Impl>(Impl{dir, loaded.config, precision_name(inference), device,
+                                          std::move(vocab), std::move(model), count});
   return std::shared_ptr<const Model>(new Model(std::move(impl)));
 }
 
@@ -42,7 +41,7 @@ const std::filesystem::path& Model::dir() const {
   return impl_->dir;
 }
 std::string Model::precision() const {
-  return std::string(dtype_name(impl_->precision));
+  return impl_->precision;
 }
 std::string Model::device() const {
   return std::string(device_name(impl_->device));

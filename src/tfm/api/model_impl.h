@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <string>
 
 #include "tfm/core/device.h"
 #include "tfm/core/dtype.h"
@@ -18,7 +19,7 @@ namespace tfm {
 struct Model::Impl {
   std::filesystem::path dir;
   ModelConfig config;
-  DType precision = DType::f32;  // operand type of the products
+  std::string precision;  // decode::precision_name: "f32", "bf16", "int8" or "int8-bf16"
   Device device = Device::cpu;
   data::Vocabulary vocab;
   std::shared_ptr<const decode::InferenceModel> model;

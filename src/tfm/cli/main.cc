@@ -3,14 +3,24 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "tfm/cli/commands.h"
 #include "tfm/core/error.h"
+#include "tfm/core/openmp_wait.h"
 #include "tfm/dist/communicator.h"
 
 namespace {
+
+// Commands whose work runs on OpenMP threads: they start again with tfm's OpenMP wait default
+// (core/openmp_wait.h). The others (bleu, info, vocab, ...) are not worth a second start.
+bool computes_on_threads(int argc, char** argv) {
+  static const std::set<std::string> kCommands = {"translate", "train",     "serve",  "sweep",
+                                                  "parse",     "attention", "average"};
+  return argc >= 2 && kCommands.count(argv[1]) > 0;
+}
 
 // sacreBLEU spells lower-casing "-lc", which CLI11 would read as the short flags -l and -c; the
 // one spelling is translated to --lowercase before parsing.
@@ -37,6 +47,7 @@ std::string rank_prefix() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (computes_on_threads(argc, argv)) tfm::use_default_openmp_spin(argv);
   std::vector<std::string> arguments = translate_arguments(argc, argv);
   std::vector<char*> translated;
   for (std::string& arg : arguments) translated.push_back(arg.data());

@@ -2,7 +2,6 @@
 
 #include "tfm/core/error.h"
 #include "tfm/model/model_dir.h"
-#include "tfm/ops/autocast.h"
 #include "tfm/ops/device.h"
 
 namespace tfm::cli {
@@ -10,7 +9,7 @@ namespace tfm::cli {
 decode::InferenceOptions inference_options(const std::string& precision,
                                            const std::string& device) {
   decode::InferenceOptions inference;
-  inference.precision = ops::parse_precision(precision, "--precision");
+  decode::parse_inference_precision(precision, "--precision", inference);
   inference.device = ops::parse_device(device);
   ops::use_device(inference.device);
   return inference;

@@ -248,7 +248,8 @@ void register_serve(CLI::App& app) {
                   "connections served at once (default 128)")
       ->check(CLI::Range(1, 65536));
   cmd->add_option("--precision", o->precision,
-                  "operands of the matrix products: f32, bf16 or auto (default f32)");
+                  "operands of the matrix products: f32, bf16, auto, int8 or int8-bf16 (default "
+                  "f32)");
   cmd->add_option("--device", o->device, "cpu or cuda (default cpu)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->callback([o] { run_serve(*o); });

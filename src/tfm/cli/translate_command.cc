@@ -276,7 +276,9 @@ void register_translate(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(CLI::Range(0, 4096));
   cmd->add_option("--precision", o->precision,
                   "operands of the matrix products: f32, bf16 (f32 accumulation; faster where the "
-                  "CPU has AVX512-BF16 or AMX), or auto (bf16 where native) (default f32)");
+                  "CPU has AVX512-BF16 or AMX), auto (bf16 where native), int8 (the linear layers "
+                  "in int8, needs AVX512-VNNI; the rest f32) or int8-bf16 (the rest bf16) "
+                  "(default f32)");
   cmd->add_option("--device", o->device, "cpu or cuda (default cpu)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->callback([o] { run_translate(*o); });

@@ -7,7 +7,9 @@
 
 namespace tfm {
 
-enum class DType : uint8_t { f32, bf16, i32 };
+// i8: symmetric int8, only as the packed weights of int8 inference products (no arithmetic on
+// i8 tensors).
+enum class DType : uint8_t { f32, bf16, i32, i8 };
 
 constexpr size_t dtype_size(DType dtype) {
   switch (dtype) {
@@ -16,6 +18,8 @@ constexpr size_t dtype_size(DType dtype) {
       return 4;
     case DType::bf16:
       return 2;
+    case DType::i8:
+      return 1;
   }
   return 0;
 }
@@ -28,6 +32,8 @@ constexpr std::string_view dtype_name(DType dtype) {
       return "bf16";
     case DType::i32:
       return "i32";
+    case DType::i8:
+      return "i8";
   }
   return "?";
 }

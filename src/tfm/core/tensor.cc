@@ -122,6 +122,11 @@ void Tensor::fill(float value) {
       for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int32_t>(value);
       break;
     }
+    case DType::i8: {
+      int8_t* p = static_cast<int8_t*>(raw());
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int8_t>(value);
+      break;
+    }
   }
 }
 
@@ -146,6 +151,9 @@ std::vector<float> Tensor::to_floats() const {
         break;
       case DType::i32:
         out[i] = static_cast<float>(data<int32_t>()[i]);
+        break;
+      case DType::i8:
+        out[i] = static_cast<float>(static_cast<const int8_t*>(raw())[i]);
         break;
     }
   }
@@ -213,6 +221,7 @@ int64_t first_non_finite(const Tensor& tensor) {
       return first_all_ones_exponent(static_cast<const uint16_t*>(tensor.raw()), tensor.numel(),
                                      uint16_t{0x7f80});
     case DType::i32:
+    case DType::i8:
       return -1;
   }
   return -1;

@@ -5,6 +5,7 @@
 
 #include "tfm/core/error.h"
 #include "tfm/model/model_dir.h"
+#include "tfm/ops/autocast.h"
 #include "tfm/ops/device.h"
 #include "tfm/ops/packed_weight.h"
 
@@ -29,14 +30,32 @@ InferenceModel::InferenceModel(nn::Transformer model, const InferenceOptions& op
             dtype_name(options.precision));
   // Packed here, once: a linear packed for one product would cost more than it saves, and a model
   // packed once serves every thread without a lock.
-  model_.pack(options.precision);
+  const DType weights = options.int8 ? DType::i8 : options.precision;
+  model_.pack(weights);
   const Tensor& embedding = model_.output_embedding();
   const int64_t vocab = embedding.dim(0);
   // A GPU multiplies the whole embedding at once (one block); the CPU in cache-sized blocks.
   const int64_t block = options.device == Device::cpu ? kOutputBlockTokens : vocab;
   for (int64_t first = 0; first < vocab; first += block)
-    output_blocks_.push_back(ops::pack_weight(
-        embedding.slice_rows(first, std::min(vocab, first + block)), options.precision));
+    output_blocks_.push_back(
+        ops::pack_weight(embedding.slice_rows(first, std::min(vocab, first + block)), weights));
+}
+
+void parse_inference_precision(const std::string& name, const char* what,
+                               InferenceOptions& options) {
+  options.int8 = name == "int8" || name == "int8-bf16";
+  if (!options.int8) {
+    if (name != "f32" && name != "bf16" && name != "auto")
+      fail("{}: '{}' is not a precision (f32, bf16, auto, int8 or int8-bf16)", what, name);
+    options.precision = ops::parse_precision(name, what);
+    return;
+  }
+  options.precision = name == "int8-bf16" ? DType::bf16 : DType::f32;
+}
+
+std::string precision_name(const InferenceOptions& options) {
+  if (!options.int8) return std::string(dtype_name(options.precision));
+  return options.precision == DType::bf16 ? "int8-bf16" : "int8";
 }
 
 std::shared_ptr<const InferenceModel> load_inference_model(const std::filesystem::path& dir,

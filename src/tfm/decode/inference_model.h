@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tfm/core/device.h"
@@ -30,10 +31,22 @@ inline constexpr int64_t kOutputBlockTokens = 1024;
 
 struct InferenceOptions {
   // Operand type of every matrix product: f32, or bf16 (f32 accumulation; LayerNorm, softmax and
-  // the log-probabilities stay f32). ops::parse_precision reads the names "f32", "bf16", "auto".
+  // the log-probabilities stay f32).
   DType precision = DType::f32;
   Device device = Device::cpu;  // cpu, or cuda (weights copied to the GPU when loaded)
+  // int8 inference (CPU only): every linear's weight and the output projection packed as i8 (a
+  // scale per output row), their activations quantised per row at every product; the attention
+  // products, the key/value caches and everything between products stay in `precision`.
+  bool int8 = false;
 };
+
+// Reads a precision name into options' precision and int8: "f32", "bf16", "auto" (bf16 where the
+// CPU multiplies bf16 natively, else f32), "int8" (int8 linears, f32 elsewhere) and "int8-bf16"
+// (int8 linears, bf16 elsewhere). `what` names the setting in the error.
+void parse_inference_precision(const std::string& name, const char* what,
+                               InferenceOptions& options);
+// The name parse_inference_precision reads for options ("auto" resolved).
+std::string precision_name(const InferenceOptions& options);
 
 class InferenceModel {
  public:
@@ -47,10 +60,12 @@ class InferenceModel {
 
   const nn::Transformer& transformer() const { return model_; }
   const ModelConfig& config() const { return model_.config(); }
-  DType precision() const { return options_.precision; }
+  DType precision() const { return options_.precision; }  // of the products not in int8
+  bool int8() const { return options_.int8; }
+  const InferenceOptions& options() const { return options_; }
   Device device() const { return options_.device; }
   // The output projection (the shared embedding [V, d_model]) in blocks of kOutputBlockTokens
-  // rows (the last one shorter), packed in precision().
+  // rows (the last one shorter), packed in precision() (or i8).
   const std::vector<std::shared_ptr<const ops::PackedWeight>>& output_blocks() const {
     return output_blocks_;
   }

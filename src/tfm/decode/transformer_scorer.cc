@@ -95,7 +95,9 @@ void TransformerScorer::step_top(const std::vector<int32_t>& last_tokens, int64_
   // An inference model's embedding is packed per block of kOutputBlockTokens tokens (in its
   // product type) at load, as its linears are; a plain model's is used as it is.
   const Tensor& embedding = model_.output_embedding();
-  const bool bf16 = precision_ == DType::bf16;
+  // An int8 embedding takes the f32 hidden state (quantised per row in the product).
+  const bool int8 = !output_blocks_.empty() && output_blocks_.front()->dtype() == DType::i8;
+  const bool bf16 = precision_ == DType::bf16 && !int8;
   Tensor a = bf16 ? ops::to_bf16(hidden) : hidden;
   const ops::TopK top =
       ops::output_log_softmax_top(a, embedding, m, excluded, output_blocks_, kOutputBlockTokens);

@@ -192,6 +192,8 @@ std::string_view safetensors_dtype_name(DType dtype) {
       return "BF16";
     case DType::i32:
       return "I32";
+    case DType::i8:
+      return "I8";
   }
   return "?";
 }

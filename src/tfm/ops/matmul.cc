@@ -206,7 +206,8 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
   TFM_CHECK(product.dtype == DType::f32 || product.dtype == DType::bf16,
             "{}: products in {} are not supported (f32 or bf16)", op, dtype_name(product.dtype));
   if (product.packed) {
-    TFM_CHECK(product.packed->dtype() == product.dtype &&
+    // An i8 weight serves products of either float precision (its activations are quantised).
+    TFM_CHECK((product.packed->dtype() == product.dtype || product.packed->dtype() == DType::i8) &&
                   product.packed->out_features() == out_features &&
                   product.packed->in_features() == in,
               "{}: the packed weight {}[{}, {}] is not weight {} packed for {} products", op,
@@ -226,11 +227,8 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
               device_name(product.packed->device()), device_name(device));
     Tensor x_op = product.packed->dtype() == DType::bf16 ? to_bf16(x) : x;
     if (device == Device::cpu) {
-      const cpu::PackedWeight* packed = &product.packed->cpu();
-      cpu::packed_linear(x_op.raw(), rows, *packed, bias.defined() ? bias.data<float>() : nullptr,
-                         out.data<float>());
-      // The packed product has no post-op: ReLU is a second pass over the output.
-      if (relu) cpu::relu(out.data<float>(), out.data<float>(), out.numel());
+      cpu::packed_linear(x_op.raw(), rows, product.packed->cpu(),
+                         bias.defined() ? bias.data<float>() : nullptr, out.data<float>(), relu);
       return out;
     }
     // On a GPU the packed weight is the weight in the product type; bias and ReLU are the

@@ -19,7 +19,8 @@ class PackedWeight;  // ops/packed_weight.h
 
 // How linear, linear_relu and output_cross_entropy multiply: the operand type of the product (f32,
 // or bf16 with f32 accumulation and an f32 result, as torch.autocast on CPU) and, for inference,
-// the weight packed once in that type (ops::pack_weight; it must be the weight's packed copy). A
+// the weight packed once in that type, or in i8 for either (ops::pack_weight; it must be the
+// weight's packed copy). A
 // product that records a gradient converts the weight itself (its backward keeps that copy) and
 // ignores `packed`.
 struct ProductOptions {
@@ -160,7 +161,8 @@ TopK top_k(const Tensor& x, int64_t k, int64_t excluded = -1);
 // The k most probable tokens of log_softmax(hidden embedding^T) per row, without the [rows, V]
 // logits (kernels/cpu/log_softmax_top_cpu.h): hidden [rows, d] f32 or bf16, embedding [V, d]
 // (f32, or bf16 like hidden); or, when `packed` is not empty, the embedding as one packed weight
-// per `block` tokens (ops::packed_weight), of hidden's type.
+// per `block` tokens (ops::packed_weight), of hidden's type, or i8 with f32 hidden (quantised
+// once per row for every block).
 TopK output_log_softmax_top(const Tensor& hidden, const Tensor& embedding, int64_t k,
                             int64_t excluded,
                             const std::vector<std::shared_ptr<const PackedWeight>>& packed,

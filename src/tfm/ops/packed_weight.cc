@@ -41,8 +41,11 @@ std::shared_ptr<const PackedWeight> pack_weight(const Tensor& weight, DType prod
   TFM_CHECK(weight.defined() && weight.dtype() == DType::f32 && weight.rank() == 2,
             "pack_weight: {} must be an f32 matrix",
             weight.defined() ? weight.describe() : std::string("an undefined tensor"));
-  TFM_CHECK(product == DType::f32 || product == DType::bf16,
-            "pack_weight: products in {} are not supported (f32 or bf16)", dtype_name(product));
+  TFM_CHECK(product == DType::f32 || product == DType::bf16 || product == DType::i8,
+            "pack_weight: products in {} are not supported (f32, bf16 or i8)", dtype_name(product));
+  TFM_CHECK(product != DType::i8 || weight.device() == Device::cpu,
+            "int8 products run on the CPU only (the model is on {}): use f32 or bf16",
+            device_name(weight.device()));
   if (weight.device() != Device::cpu) {
     // A GPU multiplies the plain row-major weight: its packed form is a copy in the product type.
     return std::make_shared<const PackedWeight>(product == DType::bf16 ? to_bf16(weight)

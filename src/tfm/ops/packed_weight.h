@@ -42,8 +42,10 @@ class PackedWeight {
   Tensor device_weight_;
 };
 
-// weight: f32 [out, in] (a matrix, or a block of rows of one); product: f32 or bf16 (rounded to
-// nearest even). The packed copy owns its memory: weight may change or go afterwards.
+// weight: f32 [out, in] (a matrix, or a block of rows of one); product: f32, bf16 (rounded to
+// nearest even) or i8 (CPU only: rows quantised with a scale each, and the activations quantised
+// per row at every product, kernels/cpu/quantize_cpu.h). The packed copy owns its memory: weight
+// may change or go afterwards.
 std::shared_ptr<const PackedWeight> pack_weight(const Tensor& weight, DType product);
 
 }  // namespace tfm::ops

@@ -217,7 +217,7 @@ void HttpServer::routes() {
                           {"layers", m.model->config().layers},
                           {"d_model", m.model->config().d_model},
                           {"vocab_size", m.model->config().vocab_size},
-                          {"precision", std::string(dtype_name(m.model->precision()))}});
+                          {"precision", decode::precision_name(m.model->options())}});
       }
       answer_json(res, models);
     });

@@ -11,6 +11,7 @@
 #include "tfm/core/tensor.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/kernels/cpu/packed_matmul_cpu.h"
+#include "tfm/kernels/cpu/quantize_cpu.h"
 #include "tfm/kernels/cpu/top_k_cpu.h"
 #include "tfm/kernels/cpu/vector_math.h"
 
@@ -74,6 +75,14 @@ void log_softmax_top(const LogSoftmaxTopArgs& args, float* values, int32_t* toke
   const int64_t blocks = (vocab + block - 1) / block;
   const size_t element = dtype_size(args.dtype);
   const int max_threads = omp_get_max_threads();
+  // An int8 embedding: hidden quantised once, for every block.
+  const bool int8 = args.packed_blocks != nullptr && args.packed_blocks[0]->dtype() == DType::i8;
+  TFM_CHECK(!int8 || args.dtype == DType::f32, "log_softmax_top: an i8 embedding takes f32 hidden");
+  std::vector<uint8_t> quantised(int8 ? static_cast<size_t>(rows * d) : 0);
+  std::vector<float> scales(int8 ? static_cast<size_t>(rows) : 0);
+  if (int8)
+    quantize_rows_u8(static_cast<const float*>(args.hidden), rows, d, quantised.data(),
+                     scales.data());
   std::vector<PartialRows> partial;
   for (int t = 0; t < max_threads; ++t) partial.emplace_back(rows, m);
   int used_threads = 1;
@@ -91,7 +100,10 @@ void log_softmax_top(const LogSoftmaxTopArgs& args, float* values, int32_t* toke
     const int64_t first = blocks * thread / threads, last = blocks * (thread + 1) / threads;
     for (int64_t b = first; b < last; ++b) {
       const int64_t offset = b * block, n = std::min(block, vocab - offset);
-      if (args.packed_blocks) {
+      if (int8) {
+        packed_linear_quantized(quantised.data(), scales.data(), rows, *args.packed_blocks[b],
+                                nullptr, z);
+      } else if (args.packed_blocks) {
         packed_linear(args.hidden, rows, *args.packed_blocks[b], nullptr, z);
       } else {
         GemmArgs gemm_args;

@@ -16,7 +16,9 @@ class PackedWeight;
 
 struct LogSoftmaxTopArgs {
   const void* hidden = nullptr;  // [rows, d]
-  DType dtype = DType::f32;      // of hidden and the embedding: f32, or bf16 (f32 accumulation)
+  // Of hidden and the embedding: f32, or bf16 (f32 accumulation); an i8 packed embedding takes
+  // f32 hidden, quantised once per row (quantize_cpu.h).
+  DType dtype = DType::f32;
   int64_t rows = 0, d = 0, vocab = 0;
   // The embedding [vocab, d] (logits = hidden embedding^T), in column blocks of `block` tokens
   // (the last one shorter): either plain, or as one packed weight per block.

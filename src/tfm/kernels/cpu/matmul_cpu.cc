@@ -104,6 +104,7 @@ dnnl::memory::data_type dnnl_type(DType dtype) {
     case DType::bf16:
       return dnnl::memory::data_type::bf16;
     case DType::i32:
+    case DType::i8:
       break;
   }
   fail("gemm: element type {} is not supported", dtype_name(dtype));

@@ -5,11 +5,14 @@
 #include <chrono>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
+#include <vector>
 
 #include "tfm/core/allocator.h"
 #include "tfm/core/error.h"
+#include "tfm/kernels/cpu/elementwise_cpu.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/kernels/cpu/primitive_cache.h"
+#include "tfm/kernels/cpu/quantize_cpu.h"
 
 namespace tfm::cpu {
 
@@ -21,10 +24,19 @@ namespace {
 
 using dnnl::memory;
 
+// The weight's type in oneDNN.
 memory::data_type dnnl_type(DType dtype) {
-  TFM_CHECK(dtype == DType::f32 || dtype == DType::bf16,
-            "packed weight: {} is not supported (f32 or bf16)", dtype_name(dtype));
-  return dtype == DType::f32 ? memory::data_type::f32 : memory::data_type::bf16;
+  switch (dtype) {
+    case DType::f32:
+      return memory::data_type::f32;
+    case DType::bf16:
+      return memory::data_type::bf16;
+    case DType::i8:
+      return memory::data_type::s8;
+    case DType::i32:
+      break;
+  }
+  fail("packed weight: {} is not supported (f32, bf16 or i8)", dtype_name(dtype));
 }
 
 dnnl::engine& engine() {
@@ -37,15 +49,20 @@ dnnl::stream& stream() {
   return s;
 }
 
-// The descriptors of y [m, n] = x [m, k] W^T + bias, with W^T in layout `weights`.
+// The descriptors of y [m, n] = x [m, k] W^T + bias, with W^T in layout `weights`. An int8 product
+// multiplies u8 activations with s8 weights into s32 (quantize_cpu.h), with no bias: the
+// dequantising epilogue adds it.
 struct ProductDescs {
   memory::desc x, y, bias;
 };
 
 ProductDescs product_descs(int64_t m, int64_t n, int64_t k, DType dtype) {
+  const bool int8 = dtype == DType::i8;
   ProductDescs d;
-  d.x = memory::desc({m, k}, dnnl_type(dtype), memory::format_tag::ab);
-  d.y = memory::desc({m, n}, memory::data_type::f32, memory::format_tag::ab);
+  d.x =
+      memory::desc({m, k}, int8 ? memory::data_type::u8 : dnnl_type(dtype), memory::format_tag::ab);
+  d.y = memory::desc({m, n}, int8 ? memory::data_type::s32 : memory::data_type::f32,
+                     memory::format_tag::ab);
   d.bias = memory::desc({1, n}, memory::data_type::f32, memory::format_tag::ab);
   return d;
 }
@@ -106,6 +123,8 @@ Product product(const Key& key, const memory::desc& weights) {
 PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
     : n_(n), k_(k), dtype_(dtype) {
   TFM_CHECK(n > 0 && k > 0, "packed weight: [{}, {}] is empty", n, k);
+  TFM_CHECK(dtype != DType::i8 || native_int8_products(),
+            "int8 products need a CPU with AVX512-VNNI (this one has none): use f32 or bf16");
   // The layout oneDNN picks for a typical decoding product; it depends on n, k and the type only
   // (the same for every row count), so it serves every m.
   constexpr int64_t kTypicalRows = 128;
@@ -114,11 +133,29 @@ PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
   auto layout = std::make_shared<Layout>();
   try {
     layout->md = product_pd(descs, any, false).weights_desc();
+    // int8: W's rows quantised (quantize_cpu.h), their scales and sums kept for the epilogue.
+    std::vector<int8_t> quantised;
+    if (dtype == DType::i8) {
+      quantised.resize(static_cast<size_t>(n * k));
+      scales_ = Tensor::empty({n});
+      row_sums_ = Tensor::empty({n}, DType::i32);
+      quantize_rows_s8(w, n, k, quantised.data(), scales_.data<float>());
+      int32_t* sums = row_sums_.data<int32_t>();
+      for (int64_t j = 0; j < n; ++j) {
+        int32_t sum = 0;
+        for (int64_t i = 0; i < k; ++i) sum += quantised[static_cast<size_t>(j * k + i)];
+        sums[j] = sum;
+      }
+    }
     // W [n, k] row-major is W^T [k, n] with strides {1, k}.
-    const memory::desc plain({k, n}, memory::data_type::f32, memory::dims{1, k});
+    const memory::desc plain({k, n},
+                             dtype == DType::i8 ? memory::data_type::s8 : memory::data_type::f32,
+                             memory::dims{1, k});
     const auto bytes = static_cast<int64_t>(layout->md.get_size());
     storage_ = Tensor::empty({(bytes + 3) / 4});  // raw bytes, in 4-byte elements
-    memory from(plain, engine(), const_cast<float*>(w));
+    void* source =
+        dtype == DType::i8 ? static_cast<void*>(quantised.data()) : const_cast<float*>(w);
+    memory from(plain, engine(), source);
     memory to(layout->md, engine(), storage_.raw());
     dnnl::reorder(from, to).execute(stream(), from, to);
     stream().wait();
@@ -128,8 +165,10 @@ PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
   layout_ = std::move(layout);
 }
 
-void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float* bias, float* y) {
-  if (m == 0) return;
+namespace {
+
+// y = x W^T (+ bias) in oneDNN; for an int8 weight, y receives the s32 product.
+void run_product(const void* x, int64_t m, const PackedWeight& w, const float* bias, void* y) {
   const auto start = std::chrono::steady_clock::now();
   const Key key{m,         w.out_features(), w.in_features(),
                 w.dtype(), bias != nullptr,  omp_get_max_threads()};
@@ -165,6 +204,38 @@ void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float*
   record_gemm(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
               2.0 * static_cast<double>(m) * static_cast<double>(w.out_features()) *
                   static_cast<double>(w.in_features()));
+}
+
+}  // namespace
+
+void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float* bias, float* y,
+                   bool relu) {
+  if (m == 0) return;
+  if (w.dtype() == DType::i8) {
+    // The activations quantised per row into this thread's buffers (one product at a time).
+    thread_local std::vector<uint8_t> u;
+    thread_local std::vector<float> scales;
+    u.resize(static_cast<size_t>(m * w.in_features()));
+    scales.resize(static_cast<size_t>(m));
+    quantize_rows_u8(static_cast<const float*>(x), m, w.in_features(), u.data(), scales.data());
+    packed_linear_quantized(u.data(), scales.data(), m, w, bias, y, relu);
+    return;
+  }
+  run_product(x, m, w, bias, y);
+  // The packed product has no post-op: ReLU is a second pass over the output.
+  if (relu) cpu::relu(y, y, m * w.out_features());
+}
+
+void packed_linear_quantized(const uint8_t* u, const float* x_scales, int64_t m,
+                             const PackedWeight& w, const float* bias, float* y, bool relu) {
+  TFM_CHECK(w.dtype() == DType::i8, "packed_linear_quantized: the weight is {}, not i8",
+            dtype_name(w.dtype()));
+  if (m == 0) return;
+  // The s32 product in y's own memory (4 bytes an element, as the f32 result), then converted
+  // in place.
+  auto* acc = reinterpret_cast<int32_t*>(y);
+  run_product(u, m, w, nullptr, acc);
+  dequantize_product(acc, m, w.out_features(), x_scales, w.scales(), w.row_sums(), bias, relu, y);
 }
 
 }  // namespace tfm::cpu

@@ -18,8 +18,9 @@ namespace tfm::cpu {
 
 class PackedWeight {
  public:
-  // Packs w, f32 row-major [n, k] (n output features), into `dtype` (f32 or bf16; bf16 rounds to
-  // nearest even, as f32_to_bf16).
+  // Packs w, f32 row-major [n, k] (n output features), into `dtype`: f32; bf16 (rounded to
+  // nearest even, as f32_to_bf16); or i8 (each row quantised with its own scale, quantize_cpu.h;
+  // needs native_int8_products()).
   PackedWeight(const float* w, int64_t n, int64_t k, DType dtype);
 
   int64_t out_features() const { return n_; }
@@ -30,16 +31,27 @@ class PackedWeight {
   struct Layout;  // oneDNN's memory descriptor of the packed weight
   const Layout& layout() const { return *layout_; }
   const void* data() const { return storage_.raw(); }
+  // i8 only: each row's scale and the sum of its quantised values, [n].
+  const float* scales() const { return scales_.data<float>(); }
+  const int32_t* row_sums() const { return row_sums_.data<int32_t>(); }
 
  private:
   int64_t n_ = 0, k_ = 0;
   DType dtype_ = DType::f32;
   std::shared_ptr<const Layout> layout_;
   Tensor storage_;
+  Tensor scales_, row_sums_;
 };
 
-// y [m, n] (f32, row-major) = x [m, k] W^T (+ bias [n], f32); x row-major in w.dtype(). Runs on
-// the calling thread alone inside an OpenMP parallel region (oneDNN's rule), else on all threads.
-void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float* bias, float* y);
+// y [m, n] (f32, row-major) = x [m, k] W^T (+ bias [n], f32), then max(0, y) when relu; x
+// row-major in w.dtype(), or f32 for an i8 weight (quantised per row here). Runs on the calling
+// thread alone inside an OpenMP parallel region (oneDNN's rule), else on all threads.
+void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float* bias, float* y,
+                   bool relu = false);
+
+// The same for an i8 weight with x already quantised (quantize_rows_u8: u [m, k] and its row
+// scales), for several products with one x (the output projection's blocks).
+void packed_linear_quantized(const uint8_t* u, const float* x_scales, int64_t m,
+                             const PackedWeight& w, const float* bias, float* y, bool relu = false);
 
 }  // namespace tfm::cpu

@@ -1,0 +1,121 @@
+#include "tfm/kernels/cpu/quantize_cpu.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace tfm::cpu {
+
+namespace {
+
+// Enough work to share between threads (a decoding step's [4, 512] rows is not).
+bool worth_threads(int64_t elements) {
+  return !omp_in_parallel() && elements >= (int64_t{1} << 16);
+}
+
+#ifdef __AVX512F__
+// The zero-masked forms of min and max: GCC 12 warns that the unmasked ones read an uninitialised
+// register (as in attention_cpu.cc).
+constexpr __mmask16 kAll16 = 0xffff;
+#endif
+
+float row_scale(const float* x, int64_t cols) {
+  float max_abs = 0.0f;
+  int64_t j = 0;
+#ifdef __AVX512F__
+  __m512 max16 = _mm512_setzero_ps();
+  for (; j + 16 <= cols; j += 16)
+    max16 = _mm512_maskz_max_ps(kAll16, max16, _mm512_abs_ps(_mm512_loadu_ps(x + j)));
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, max16);
+  for (float lane : lanes) max_abs = std::max(max_abs, lane);
+#endif
+  for (; j < cols; ++j) max_abs = std::max(max_abs, std::fabs(x[j]));
+  return max_abs / 127.0f;
+}
+
+// round(x / scale) clamped to [-127, 127] (+ kShift), ties to even: the CPU's rounding mode
+// (vcvtps2dq; std::nearbyint in the scalar tail).
+template <typename Out, int32_t kShift>
+void quantize_row(const float* x, int64_t cols, float scale, Out* q) {
+  const float inverse = scale > 0.0f ? 1.0f / scale : 0.0f;
+  int64_t j = 0;
+#ifdef __AVX512F__
+  const __m512 inverse16 = _mm512_set1_ps(inverse);
+  const __m512 low = _mm512_set1_ps(-127.0f), high = _mm512_set1_ps(127.0f);
+  const __m512i shift = _mm512_set1_epi32(kShift);
+  for (; j + 16 <= cols; j += 16) {
+    const __m512 v = _mm512_maskz_min_ps(
+        kAll16, _mm512_maskz_max_ps(kAll16, _mm512_mul_ps(_mm512_loadu_ps(x + j), inverse16), low),
+        high);
+    const __m512i rounded =
+        _mm512_add_epi32(_mm512_maskz_cvtps_epi32(kAll16, v), shift);  // in [1, 255] or s8
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + j),
+                     _mm512_maskz_cvtepi32_epi8(kAll16, rounded));
+  }
+#endif
+  for (; j < cols; ++j) {
+    const float v = std::min(127.0f, std::max(-127.0f, x[j] * inverse));
+    q[j] = static_cast<Out>(static_cast<int32_t>(std::nearbyint(v)) + kShift);
+  }
+}
+
+template <typename Out, int32_t kShift>
+void quantize_rows(const float* x, int64_t rows, int64_t cols, Out* q, float* scales) {
+#pragma omp parallel for schedule(static) if (worth_threads(rows * cols))
+  for (int64_t i = 0; i < rows; ++i) {
+    scales[i] = row_scale(x + i * cols, cols);
+    quantize_row<Out, kShift>(x + i * cols, cols, scales[i], q + i * cols);
+  }
+}
+
+}  // namespace
+
+bool native_int8_products() {
+  return __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("amx-int8");
+}
+
+void quantize_rows_s8(const float* x, int64_t rows, int64_t cols, int8_t* q, float* scales) {
+  quantize_rows<int8_t, 0>(x, rows, cols, q, scales);
+}
+
+void quantize_rows_u8(const float* x, int64_t rows, int64_t cols, uint8_t* u, float* scales) {
+  quantize_rows<uint8_t, kActivationZeroPoint>(x, rows, cols, u, scales);
+}
+
+void dequantize_product(const int32_t* acc, int64_t rows, int64_t n, const float* x_scales,
+                        const float* w_scales, const int32_t* w_row_sums, const float* bias,
+                        bool relu, float* y) {
+#pragma omp parallel for schedule(static) if (worth_threads(rows * n))
+  for (int64_t i = 0; i < rows; ++i) {
+    const int32_t* a = acc + i * n;
+    float* out = y + i * n;
+    const float xs = x_scales[i];
+    int64_t j = 0;
+#ifdef __AVX512F__
+    const __m512i zero_point = _mm512_set1_epi32(kActivationZeroPoint);
+    const __m512 xs16 = _mm512_set1_ps(xs);
+    for (; j + 16 <= n; j += 16) {
+      const __m512i shifted =
+          _mm512_sub_epi32(_mm512_loadu_si512(a + j),
+                           _mm512_mullo_epi32(zero_point, _mm512_loadu_si512(w_row_sums + j)));
+      _mm512_storeu_ps(out + j, _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll16, shifted),
+                                              _mm512_mul_ps(xs16, _mm512_loadu_ps(w_scales + j))));
+    }
+#endif
+    for (; j < n; ++j)
+      out[j] = static_cast<float>(a[j] - kActivationZeroPoint * w_row_sums[j]) * (xs * w_scales[j]);
+    if (bias) {
+#pragma omp simd
+      for (int64_t c = 0; c < n; ++c) out[c] += bias[c];
+    }
+    if (relu) {
+#pragma omp simd
+      for (int64_t c = 0; c < n; ++c) out[c] = out[c] > 0.0f ? out[c] : 0.0f;  // NaN -> 0, as relu
+    }
+  }
+}
+
+}  // namespace tfm::cpu

@@ -1,0 +1,272 @@
+// int8 inference (InferenceOptions::int8): the quantisation of rows (hand-checked), the packed int8
+// product against the same quantised arithmetic in double precision and against the f32 product,
+// the output layer's fused log-softmax and top-k over int8 blocks, and whole translations against
+// f32. On a CPU without AVX512-VNNI, packing an int8 weight is a one-line error, checked instead.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "gradcheck.h"
+#include "temp_dir.h"
+#include "test_decode_helpers.h"
+#include "tfm/decode/translate.h"
+#include "tfm/kernels/cpu/log_softmax_top_cpu.h"
+#include "tfm/kernels/cpu/packed_matmul_cpu.h"
+#include "tfm/kernels/cpu/quantize_cpu.h"
+#include "tfm/ops/ops.h"
+#include "tfm/ops/packed_weight.h"
+
+namespace tfm {
+namespace {
+
+using testing::random_values;
+using testing::Values;
+
+std::vector<float> floats_of(const Values& v) {
+  return std::vector<float>(v.begin(), v.end());
+}
+
+TEST(Int8Quantize, RowsHandChecked) {
+  // Row 0: scale 2/127, so 1 -> 63.5 (ties to even: 64), -2 -> -127, 0.5 -> 31.75 -> 32.
+  // Row 1: all zero, scale 0. Row 2: scale 254/127 = 2; 1e-3 -> 0; -63 -> -31.5 -> -32 (even).
+  const std::vector<float> x = {1, -2, 0.5f, 0, 0, 0, 0, 0, 127, 254, -63, 1e-3f};
+  std::vector<int8_t> q(12);
+  std::vector<float> scales(3);
+  cpu::quantize_rows_s8(x.data(), 3, 4, q.data(), scales.data());
+  EXPECT_FLOAT_EQ(scales[0], 2.0f / 127.0f);
+  EXPECT_EQ(scales[1], 0.0f);
+  EXPECT_FLOAT_EQ(scales[2], 2.0f);
+  EXPECT_EQ(std::vector<int>(q.begin(), q.end()),
+            (std::vector<int>{64, -127, 32, 0, 0, 0, 0, 0, 64, 127, -32, 0}));
+  std::vector<uint8_t> u(12);
+  cpu::quantize_rows_u8(x.data(), 3, 4, u.data(), scales.data());
+  EXPECT_EQ(std::vector<int>(u.begin(), u.end()),
+            (std::vector<int>{192, 1, 160, 128, 128, 128, 128, 128, 192, 255, 96, 128}));
+}
+
+// The exact value of the int8 product: sum_j qx_j qw_j sx sw + bias, in double.
+std::vector<double> quantised_product(const std::vector<float>& x, const std::vector<float>& w,
+                                      const std::vector<float>& bias, int64_t m, int64_t n,
+                                      int64_t k, bool relu) {
+  std::vector<int8_t> qx(static_cast<size_t>(m * k)), qw(static_cast<size_t>(n * k));
+  std::vector<float> sx(static_cast<size_t>(m)), sw(static_cast<size_t>(n));
+  cpu::quantize_rows_s8(x.data(), m, k, qx.data(), sx.data());
+  cpu::quantize_rows_s8(w.data(), n, k, qw.data(), sw.data());
+  std::vector<double> y(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t dot = 0;
+      for (int64_t c = 0; c < k; ++c)
+        dot += int64_t{qx[static_cast<size_t>(i * k + c)]} * qw[static_cast<size_t>(j * k + c)];
+      double v =
+          static_cast<double>(dot) * sx[static_cast<size_t>(i)] * sw[static_cast<size_t>(j)] +
+          (bias.empty() ? 0.0 : bias[static_cast<size_t>(j)]);
+      y[static_cast<size_t>(i * n + j)] = relu ? std::max(0.0, v) : v;
+    }
+  return y;
+}
+
+// max |a - b| / max |b|
+double relative_difference(const std::vector<float>& a, const std::vector<double>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    diff = std::max(diff, std::abs(a[i] - b[i]));
+    scale = std::max(scale, std::abs(b[i]));
+  }
+  return diff / scale;
+}
+
+// Shapes off oneDNN's tiles (n and k not multiples of 16 or 4), one row to a few hundred, with and
+// without bias and ReLU: the packed int8 product equals the quantised arithmetic to f32 rounding
+// (the s32 sums are exact; the epilogue rounds two products and a sum), and differs from the f32
+// product by the quantisation only.
+TEST(Int8PackedLinear, EqualsTheQuantisedArithmetic) {
+  if (!cpu::native_int8_products()) {
+    std::vector<float> w(16, 1.0f);
+    testing::expect_error([&] { cpu::PackedWeight(w.data(), 4, 4, DType::i8); },
+                          {"int8 products need a CPU with AVX512-VNNI"});
+    return;
+  }
+  std::mt19937 rng(71);
+  struct Case {
+    int64_t m, n, k;
+    bool bias, relu;
+  };
+  for (const Case& c : {Case{1, 19, 37, false, false}, Case{3, 70, 64, true, false},
+                        Case{17, 33, 100, true, true}, Case{130, 64, 512, true, false}}) {
+    SCOPED_TRACE(fmt::format("m {} n {} k {} bias {} relu {}", c.m, c.n, c.k, c.bias, c.relu));
+    const auto x = floats_of(random_values(c.m * c.k, rng));
+    const auto w = floats_of(random_values(c.n * c.k, rng, -0.3, 0.3));
+    const auto bias = c.bias ? floats_of(random_values(c.n, rng)) : std::vector<float>{};
+    const cpu::PackedWeight packed(w.data(), c.n, c.k, DType::i8);
+    EXPECT_EQ(packed.dtype(), DType::i8);
+    std::vector<float> y(static_cast<size_t>(c.m * c.n));
+    cpu::packed_linear(x.data(), c.m, packed, c.bias ? bias.data() : nullptr, y.data(), c.relu);
+    EXPECT_LT(relative_difference(y, quantised_product(x, w, bias, c.m, c.n, c.k, c.relu)), 1e-6);
+
+    // Against the f32 product: each operand moves by at most half a step (1/254 of its row's
+    // largest magnitude), so the sums move by about 1% of their scale at most (seen: 0.34-0.55%).
+    std::vector<double> exact(static_cast<size_t>(c.m * c.n));
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double s = c.bias ? bias[static_cast<size_t>(j)] : 0.0;
+        for (int64_t t = 0; t < c.k; ++t)
+          s += double{x[static_cast<size_t>(i * c.k + t)]} * w[static_cast<size_t>(j * c.k + t)];
+        exact[static_cast<size_t>(i * c.n + j)] = c.relu ? std::max(0.0, s) : s;
+      }
+    const double error = relative_difference(y, exact);
+    EXPECT_LT(error, 0.015);
+    EXPECT_GT(error, 1e-4);  // really quantised
+  }
+}
+
+// ops::linear and linear_relu with an i8 packed weight, in either float precision of the rest of
+// the model: the same numbers as the kernel (the activations are quantised from f32 either way).
+TEST(Int8PackedLinear, OpsLinearMultipliesWithTheInt8Weight) {
+  if (!cpu::native_int8_products())
+    GTEST_SKIP()
+        << "no AVX512-VNNI: int8 is refused (EqualsTheQuantisedArithmetic checks the error)";
+  std::mt19937 rng(72);
+  const int64_t m = 6, n = 40, k = 24;
+  const auto x = floats_of(random_values(m * k, rng));
+  const auto w = floats_of(random_values(n * k, rng));
+  const auto b = floats_of(random_values(n, rng));
+  const Tensor xt = Tensor::from_floats({2, 3, k}, x), wt = Tensor::from_floats({n, k}, w),
+               bt = Tensor::from_floats({n}, b);
+  const auto packed = ops::pack_weight(wt, DType::i8);
+  EXPECT_EQ(packed->dtype(), DType::i8);
+  for (bool relu : {false, true}) {
+    const std::vector<double> want = quantised_product(x, w, b, m, n, k, relu);
+    for (DType precision : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(fmt::format("relu {} {}", relu, dtype_name(precision)));
+      const Tensor y = relu ? ops::linear_relu(xt, wt, bt, {precision, packed.get()})
+                            : ops::linear(xt, wt, bt, {precision, packed.get()});
+      EXPECT_EQ(y.shape(), Shape({2, 3, n}));
+      EXPECT_LT(relative_difference(y.to_floats(), want), 1e-6);
+    }
+  }
+}
+
+// The output layer over int8 blocks of the embedding: the log-softmax's top tokens of the int8
+// logits (computed here from the quantised arithmetic), hidden quantised once for every block.
+TEST(Int8PackedLinear, LogSoftmaxTopOverInt8Blocks) {
+  if (!cpu::native_int8_products())
+    GTEST_SKIP()
+        << "no AVX512-VNNI: int8 is refused (EqualsTheQuantisedArithmetic checks the error)";
+  std::mt19937 rng(73);
+  const int64_t rows = 5, d = 48, vocab = 70, block = 16, m = 4;
+  const auto hidden = floats_of(random_values(rows * d, rng, -2, 2));
+  const auto embedding = floats_of(random_values(vocab * d, rng));
+  std::vector<std::unique_ptr<cpu::PackedWeight>> blocks;
+  std::vector<const cpu::PackedWeight*> pointers;
+  for (int64_t first = 0; first < vocab; first += block) {
+    const int64_t n = std::min(block, vocab - first);
+    blocks.push_back(
+        std::make_unique<cpu::PackedWeight>(embedding.data() + first * d, n, d, DType::i8));
+    pointers.push_back(blocks.back().get());
+  }
+  cpu::LogSoftmaxTopArgs args;
+  args.hidden = hidden.data();
+  args.rows = rows;
+  args.d = d;
+  args.vocab = vocab;
+  args.block = block;
+  args.packed_blocks = pointers.data();
+  args.m = m;
+  std::vector<float> values(rows * m);
+  std::vector<int32_t> tokens(rows * m), counts(rows);
+  cpu::log_softmax_top(args, values.data(), tokens.data(), counts.data());
+
+  // Weights are quantised per row, so a block's rows quantise as the whole embedding's.
+  const std::vector<double> logits =
+      quantised_product(hidden, embedding, {}, rows, vocab, d, false);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<std::pair<double, int32_t>> row;
+    double norm = 0;
+    for (int32_t t = 0; t < vocab; ++t) {
+      row.emplace_back(logits[static_cast<size_t>(r * vocab + t)], t);
+      norm += std::exp(row.back().first);
+    }
+    std::sort(row.begin(), row.end(), [](auto a, auto b) { return a.first > b.first; });
+    EXPECT_EQ(counts[static_cast<size_t>(r)], m);
+    for (int64_t i = 0; i < m; ++i) {
+      EXPECT_EQ(tokens[static_cast<size_t>(r * m + i)], row[static_cast<size_t>(i)].second);
+      EXPECT_NEAR(values[static_cast<size_t>(r * m + i)],
+                  row[static_cast<size_t>(i)].first - std::log(norm), 1e-4);
+    }
+  }
+}
+
+TEST(Int8Decoding, PrecisionNames) {
+  decode::InferenceOptions options;
+  decode::parse_inference_precision("int8", "--precision", options);
+  EXPECT_TRUE(options.int8);
+  EXPECT_EQ(options.precision, DType::f32);
+  EXPECT_EQ(decode::precision_name(options), "int8");
+  decode::parse_inference_precision("int8-bf16", "--precision", options);
+  EXPECT_TRUE(options.int8);
+  EXPECT_EQ(options.precision, DType::bf16);
+  EXPECT_EQ(decode::precision_name(options), "int8-bf16");
+  decode::parse_inference_precision("bf16", "--precision", options);
+  EXPECT_FALSE(options.int8);
+  EXPECT_EQ(decode::precision_name(options), "bf16");
+  testing::expect_error(
+      [&] { decode::parse_inference_precision("int4", "--precision", options); },
+      {"--precision: 'int4' is not a precision (f32, bf16, auto, int8 or int8-bf16)"});
+}
+
+// Whole translations of a small random model: int8 gives the same output as f32 for most
+// sentences (random weights have near-ties, which quantisation may break the other way), and
+// sentences with the same output have close scores.
+TEST(Int8Decoding, TranslationsAgreeWithF32) {
+  if (!cpu::native_int8_products())
+    GTEST_SKIP()
+        << "no AVX512-VNNI: int8 is refused (EqualsTheQuantisedArithmetic checks the error)";
+  ModelConfig config = testing::tiny_decoder_config();
+  config.d_model = 64;
+  config.d_ff = 128;
+  config.heads = 4;
+  config.d_k = 16;
+  config.d_v = 16;
+  config.vocab_size = 300;
+  nn::Transformer model(config);
+  model.init(74);
+  std::vector<int> lengths;
+  for (int i = 0; i < 24; ++i) lengths.push_back(3 + i % 9);
+  auto sources = testing::random_sources(lengths, static_cast<int32_t>(config.vocab_size), 75);
+  for (DType rest : {DType::f32, DType::bf16}) {
+    const decode::InferenceModel int8(model, {rest, Device::cpu, true});
+    EXPECT_TRUE(int8.int8());
+    EXPECT_EQ(int8.output_blocks().front()->dtype(), DType::i8);
+    for (int64_t beam : {1, 4}) {
+      SCOPED_TRACE(fmt::format("beam {}, the rest in {}", beam, dtype_name(rest)));
+      decode::TranslateOptions options;
+      options.beam_size = beam;
+      options.max_length_offset = 6;
+      options.batch_size = 8;
+      auto want = decode::translate(model, sources, options);
+      auto got = decode::translate(int8, sources, options);
+      int same = 0, tokens = 0, same_tokens = 0;
+      double score_change = 0.0;
+      for (size_t s = 0; s < sources.size(); ++s) {
+        const decode::Hypothesis &a = got[s][0], &b = want[s][0];
+        for (size_t t = 0; t < b.tokens.size(); ++t, ++tokens)
+          same_tokens += t < a.tokens.size() && a.tokens[t] == b.tokens[t];
+        if (a.tokens != b.tokens) continue;
+        ++same;
+        score_change = std::max(score_change, std::fabs(a.score - b.score) / std::fabs(b.score));
+      }
+      // (Seen: 20-23 of 24 sentences, 89-100% of the tokens, scores within 1.3%.)
+      EXPECT_GE(same, 18) << "of 24 sentences";
+      EXPECT_GE(same_tokens, tokens * 8 / 10) << "of " << tokens << " tokens";
+      // A product moves by about 1% of its scale at most (EqualsTheQuantisedArithmetic); a score
+      // sums log-probabilities of several units a token, and moves by a few percent at most.
+      EXPECT_LT(score_change, 0.05) << "largest relative change of a score";
+      EXPECT_GT(score_change, 0.0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tfm
