@@ -299,9 +299,10 @@ TEST(KeyValueCache, SlotTableEqualsPhysicalCopies) {
   }
 }
 
-// Heads of 64 take a vectorised path (four keys per reduction, the output in registers): it must
-// equal ops::attention on dense copies of the used keys and values, for f32 and bf16 caches, key
-// counts that are not multiples of four, padding and causal masks, and a slot table.
+// Heads of 64 take a vectorised path (four keys per reduction, the output in registers; for a bf16
+// cache, elements split into even and odd halves): it must equal ops::attention on dense copies of
+// the used keys and values, for f32 and bf16 caches, key counts that are not multiples of four,
+// padding and causal masks, and a slot table.
 TEST(AttentionCached, HeadsOf64EqualTheDenseAttention) {
   const int64_t batch = 3, heads = 2, d = 64, capacity = 16;
   std::mt19937_64 rng(49);
