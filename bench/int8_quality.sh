@@ -47,7 +47,7 @@ bleu_row() {
 iwslt="$DATA/iwslt14-de-en"
 d="$WORK/data"
 for lang in de en; do
-  { zcat "$iwslt/train_sample.$lang.gz"; zcat "$iwslt/valid.$lang.gz" | head -n 6283; } > "$d/train.$lang"
+  { zcat "$iwslt/train_sample.$lang.gz"; zcat "$iwslt/valid.$lang.gz" | sed -n "1,6283p"; } > "$d/train.$lang"
   zcat "$iwslt/valid.$lang.gz" | tail -n 1000 > "$d/valid.$lang"
   zcat "$iwslt/test.$lang.gz" > "$d/test.$lang"
 done

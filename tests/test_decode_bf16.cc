@@ -107,16 +107,7 @@ TEST(Bf16Decoding, TranslationsAgreeWithF32) {
     options.batch_size = 8;
     auto want = translate(model, sources, options);
     auto got = translate(model, sources, options, DType::bf16);
-    int same = 0, tokens = 0, same_tokens = 0;
-    double score_change = 0.0;
-    for (size_t s = 0; s < sources.size(); ++s) {
-      const Hypothesis &a = got[s][0], &b = want[s][0];
-      for (size_t t = 0; t < b.tokens.size(); ++t, ++tokens)
-        same_tokens += t < a.tokens.size() && a.tokens[t] == b.tokens[t];
-      if (a.tokens != b.tokens) continue;
-      ++same;
-      score_change = std::max(score_change, std::fabs(a.score - b.score) / std::fabs(b.score));
-    }
+    const auto [same, tokens, same_tokens, score_change] = testing::agreement(got, want);
     // (Seen: 23 and 24 of 24 sentences, 98% and 100% of the tokens, scores within 0.4%.)
     EXPECT_GE(same, 20) << "of 24 sentences";
     EXPECT_GE(same_tokens, tokens * 9 / 10) << "of " << tokens << " tokens";

@@ -1,10 +1,13 @@
 // Shared by the decoding tests: a tiny Transformer configuration and random source sentences.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include "tfm/decode/search.h"
 #include "tfm/model/config.h"
 
 namespace tfm::testing {
@@ -41,6 +44,28 @@ inline std::vector<std::vector<int32_t>> random_sources(const std::vector<int>& 
     out.push_back(s);
   }
   return out;
+}
+
+// How far two translations of the same sources agree (the best hypothesis of each): sentences with
+// the same output, tokens equal at the same position, and the largest relative change of the score
+// of a sentence with the same output.
+struct Agreement {
+  int same = 0, tokens = 0, same_tokens = 0;
+  double score_change = 0.0;
+};
+
+inline Agreement agreement(const std::vector<std::vector<decode::Hypothesis>>& got,
+                           const std::vector<std::vector<decode::Hypothesis>>& want) {
+  Agreement r;
+  for (size_t s = 0; s < want.size(); ++s) {
+    const decode::Hypothesis &a = got[s][0], &b = want[s][0];
+    for (size_t t = 0; t < b.tokens.size(); ++t, ++r.tokens)
+      r.same_tokens += t < a.tokens.size() && a.tokens[t] == b.tokens[t];
+    if (a.tokens != b.tokens) continue;
+    ++r.same;
+    r.score_change = std::max(r.score_change, std::fabs(a.score - b.score) / std::fabs(b.score));
+  }
+  return r;
 }
 
 }  // namespace tfm::testing

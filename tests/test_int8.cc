@@ -247,16 +247,7 @@ TEST(Int8Decoding, TranslationsAgreeWithF32) {
       options.batch_size = 8;
       auto want = decode::translate(model, sources, options);
       auto got = decode::translate(int8, sources, options);
-      int same = 0, tokens = 0, same_tokens = 0;
-      double score_change = 0.0;
-      for (size_t s = 0; s < sources.size(); ++s) {
-        const decode::Hypothesis &a = got[s][0], &b = want[s][0];
-        for (size_t t = 0; t < b.tokens.size(); ++t, ++tokens)
-          same_tokens += t < a.tokens.size() && a.tokens[t] == b.tokens[t];
-        if (a.tokens != b.tokens) continue;
-        ++same;
-        score_change = std::max(score_change, std::fabs(a.score - b.score) / std::fabs(b.score));
-      }
+      const auto [same, tokens, same_tokens, score_change] = testing::agreement(got, want);
       // (Seen: 20-23 of 24 sentences, 89-100% of the tokens, scores within 1.3%.)
       EXPECT_GE(same, 18) << "of 24 sentences";
       EXPECT_GE(same_tokens, tokens * 8 / 10) << "of " << tokens << " tokens";
