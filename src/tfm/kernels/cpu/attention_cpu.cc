@@ -54,6 +54,25 @@ void apply_dropout(const AttentionDims& dims, const AttentionDropout& dropout, c
   }
 }
 
+// Softmax in place over the n visible scores of a row; the masked tail up to tk becomes 0.
+// Subtracting the row maximum keeps exp from overflowing; exp_f32 vectorises (std::exp is a call
+// per element).
+inline void softmax_visible(float* p_row, int64_t n, int64_t tk) {
+  float max = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : max)
+  for (int64_t i = 0; i < n; ++i) max = p_row[i] > max ? p_row[i] : max;
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) {
+    p_row[i] = exp_f32(p_row[i] - max);
+    sum += p_row[i];
+  }
+  const float inv = 1.0f / sum;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) p_row[i] *= inv;
+  for (int64_t i = n; i < tk; ++i) p_row[i] = 0.0f;
+}
+
 }  // namespace
 
 void attention_forward(const AttentionDims& dims, const AttentionMaskSpec& mask,
@@ -66,24 +85,11 @@ void attention_forward(const AttentionDims& dims, const AttentionMaskSpec& mask,
   run_gemm(head_view(q, B, h, dims.tq, dims.dk), head_view(k, B, h, dims.tk, dims.dk).transposed(),
            probs_view(probs, dims), alpha, false);
 
-  // P = softmax over the visible keys, in place; masked keys get exactly 0. Subtracting the row
-  // maximum keeps exp from overflowing.
+  // P = softmax over the visible keys, in place; masked keys get exactly 0.
   const int64_t rows = B * h * dims.tq;
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = probs + r * dims.tk;
-    const int64_t n = visible_keys_of_row(dims, mask, r);
-    float max = row[0];
-    for (int64_t j = 1; j < n; ++j) max = std::max(max, row[j]);
-    float sum = 0.0f;
-    for (int64_t j = 0; j < n; ++j) {
-      row[j] = std::exp(row[j] - max);
-      sum += row[j];
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t j = 0; j < n; ++j) row[j] *= inv;
-    for (int64_t j = n; j < dims.tk; ++j) row[j] = 0.0f;
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    softmax_visible(probs + r * dims.tk, visible_keys_of_row(dims, mask, r), dims.tk);
 
   const float* weights = probs;
   if (dropout.p > 0.0f) {
@@ -96,21 +102,6 @@ void attention_forward(const AttentionDims& dims, const AttentionMaskSpec& mask,
 }
 
 namespace {
-
-// Softmax in place over the n visible scores of a row; the masked tail up to tk becomes 0.
-inline void softmax_visible(float* p_row, int64_t n, int64_t tk) {
-  float max = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i) max = std::max(max, p_row[i]);
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i) {
-    p_row[i] = exp_f32(p_row[i] - max);
-    sum += p_row[i];
-  }
-  const float inv = 1.0f / sum;
-  for (int64_t i = 0; i < n; ++i) p_row[i] *= inv;
-  for (int64_t i = n; i < tk; ++i) p_row[i] = 0.0f;
-}
 
 // Cache elements as f32: bf16 is the upper half of an f32.
 inline float load(const float* p, int64_t i) {
