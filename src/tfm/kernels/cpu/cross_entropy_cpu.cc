@@ -19,7 +19,17 @@ struct RowLoss {
 // With lse = log sum_j e^{z_j}, log p_j = z_j - lse and q = (1 - eps) onehot(y) + eps / V:
 //   loss_row = -sum_j q_j log p_j = (1 - eps) (lse - z_y) + eps (lse - mean_j z_j)
 //   nll_row  = lse - z_y
-// One function for the fused and the unfused paths, so that both give the same bits.
+// One function for the fused and the unfused paths, so that both give the same loss bits.
+// From the row's maximum, sum of logits, sum_j e^{z_j - max} and target logit.
+inline RowLoss row_loss_from(float max, float sum_z, float sum_exp, float z_target, int64_t vocab,
+                             double eps) {
+  const double row_lse = static_cast<double>(max) + std::log(static_cast<double>(sum_exp));
+  const double nll = row_lse - z_target;
+  const double smooth = row_lse - static_cast<double>(sum_z) / static_cast<double>(vocab);
+  return {static_cast<float>(row_lse), static_cast<float>((1.0 - eps) * nll + eps * smooth),
+          static_cast<float>(nll)};
+}
+
 inline RowLoss row_loss(const float* z, int64_t vocab, int32_t y, double eps) {
   float max = -std::numeric_limits<float>::infinity();
   float sum_z = 0;
@@ -31,11 +41,7 @@ inline RowLoss row_loss(const float* z, int64_t vocab, int32_t y, double eps) {
   float sum_exp = 0;
 #pragma omp simd reduction(+ : sum_exp)
   for (int64_t j = 0; j < vocab; ++j) sum_exp += exp_f32(z[j] - max);
-  const double row_lse = static_cast<double>(max) + std::log(static_cast<double>(sum_exp));
-  const double nll = row_lse - z[y];
-  const double smooth = row_lse - static_cast<double>(sum_z) / static_cast<double>(vocab);
-  return {static_cast<float>(row_lse), static_cast<float>((1.0 - eps) * nll + eps * smooth),
-          static_cast<float>(nll)};
+  return row_loss_from(max, sum_z, sum_exp, z[y], vocab, eps);
 }
 
 // d loss_row / d z_j = sum_k q_k (p_j - delta_jk) = p_j - q_j (q sums to 1), with p_j = e^{z_j -
@@ -84,10 +90,31 @@ void cross_entropy_rows_with_grad(float* logits, const int32_t* targets, int64_t
       row_loss_nll[2 * r] = row_loss_nll[2 * r + 1] = 0.0f;
       for (int64_t j = 0; j < vocab; ++j) z[j] = 0.0f;
     } else {
-      RowLoss row = row_loss(z, vocab, y, label_smoothing);
+      // As row_loss and row_grad, with one exponential per logit instead of two: e_j = e^{z_j -
+      // max} is kept in z, and p_j = e_j / sum_i e_i.
+      float max = -std::numeric_limits<float>::infinity();
+      float sum_z = 0;
+#pragma omp simd reduction(max : max) reduction(+ : sum_z)
+      for (int64_t j = 0; j < vocab; ++j) {
+        max = z[j] > max ? z[j] : max;
+        sum_z += z[j];
+      }
+      const float z_target = z[y];
+      float sum_exp = 0;
+#pragma omp simd reduction(+ : sum_exp)
+      for (int64_t j = 0; j < vocab; ++j) {
+        z[j] = exp_f32(z[j] - max);
+        sum_exp += z[j];
+      }
+      const RowLoss row = row_loss_from(max, sum_z, sum_exp, z_target, vocab, label_smoothing);
       row_loss_nll[2 * r] = row.loss;
       row_loss_nll[2 * r + 1] = row.nll;
-      row_grad(z, y, row.lse, vocab, label_smoothing, scale, z, false);
+      // dz = scale (p - q): scale (e_j / sum - eps / V), and - scale (1 - eps) at the target.
+      const float p_scale = scale / sum_exp;
+      const float smooth = scale * label_smoothing / static_cast<float>(vocab);
+#pragma omp simd
+      for (int64_t j = 0; j < vocab; ++j) z[j] = z[j] * p_scale - smooth;
+      z[y] -= scale * (1.0f - label_smoothing);
     }
     if (dlogits_bf16 != nullptr) {
       uint16_t* out = reinterpret_cast<uint16_t*>(dlogits_bf16 + r * vocab);
