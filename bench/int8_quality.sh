@@ -36,7 +36,7 @@ bleu_row() {
     "$TFM" translate -m "$model" -i "$source" -o "$WORK/$name.$precision.txt" --precision "$precision" \
       --threads "$THREADS" 2> "$WORK/$name.$precision.log"
     scores+=("$("$TFM" bleu -r "$reference" -i "$WORK/$name.$precision.txt" "$@" --json |
-      "${PYTHON:-python3}" -c 'import json, sys; print(f"{json.load(sys.stdin)[\"score\"]:.2f}")')")
+      "${PYTHON:-python3}" -c 'import json, sys; print("%.2f" % json.load(sys.stdin)["score"])')")
   done
   local f32="${scores[0]}"
   printf '| %s | %s | %s | %s | %s | %+.2f | %+.2f |\n' "$label" "${scores[@]}" \
