@@ -4,10 +4,20 @@
 // with an f32 result (the mixed-precision path). bench/suite.sh reads its JSON output
 // (--benchmark_format=json) and prints each product as a fraction of the run's best rate.
 //
+// peak_*: the rate of the multiply-add instructions alone, on every thread, each running independent
+// accumulator chains (enough of them to hide the instruction's latency) of one instruction and
+// nothing else: the hardware's limit for that element type, which no product can pass. AVX-512 FMA
+// for f32, vdpbf16ps (AVX512-BF16) for bf16, vpdpbusd (AVX512-VNNI) for int8. On a CPU with AMX,
+// oneDNN multiplies bf16 and int8 with its tile products instead, and passes these rates.
+//
 //   ./build/rel/gemm_bench --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 
+#include <immintrin.h>
+#include <omp.h>
+
 #include <cmath>
+#include <cstdint>
 #include <random>
 
 #include "tfm/core/tensor.h"
@@ -192,6 +202,76 @@ BENCHMARK(linear_weight_grad)
     ->UseRealTime();
 BENCHMARK(attention_scores_bf16)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(attention_values_bf16)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- the instructions' peak ----
+
+constexpr int64_t kPeakIterations = 1 << 16;
+
+// Runs chain(kPeakIterations) on every thread per benchmark iteration, each loop iteration of a
+// chain doing ops_per_iteration operations (a multiply-add counts two).
+template <typename Chain>
+void peak(benchmark::State& state, double ops_per_iteration, Chain chain) {
+  for (auto _ : state) {
+#pragma omp parallel num_threads(kThreads)
+    chain(kPeakIterations);
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(ops_per_iteration * kPeakIterations * kThreads,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+
+#ifdef __AVX512F__
+constexpr int kChains = 12;  // latency 4 x 2 units, with room
+
+// Twelve named accumulators (an array may live in memory), each step(a) depending on the last;
+// start(k) gives chain k a value of its own (identical chains would be computed once).
+template <typename Start, typename Step>
+__attribute__((always_inline)) inline void run_chains(int64_t iterations, Start start, Step step) {
+  auto a0 = start(0), a1 = start(1), a2 = start(2), a3 = start(3), a4 = start(4), a5 = start(5),
+       a6 = start(6), a7 = start(7), a8 = start(8), a9 = start(9), a10 = start(10),
+       a11 = start(11);
+  for (int64_t i = 0; i < iterations; ++i) {
+    a0 = step(a0), a1 = step(a1), a2 = step(a2), a3 = step(a3), a4 = step(a4), a5 = step(a5);
+    a6 = step(a6), a7 = step(a7), a8 = step(a8), a9 = step(a9), a10 = step(a10), a11 = step(a11);
+  }
+  for (auto* a : {&a0, &a1, &a2, &a3, &a4, &a5, &a6, &a7, &a8, &a9, &a10, &a11})
+    benchmark::DoNotOptimize(*a);
+}
+
+void peak_fma(benchmark::State& state) {  // 16 lanes x (multiply + add)
+  peak(state, 2.0 * 16 * kChains, [](int64_t n) {
+    const __m512 a = _mm512_set1_ps(0.9999f), b = _mm512_set1_ps(1e-4f);
+    run_chains(
+        n, [](int k) { return _mm512_set1_ps(1.0f + 0.01f * static_cast<float>(k)); },
+        [&](__m512 x) { return _mm512_fmadd_ps(x, a, b); });
+  });
+}
+BENCHMARK(peak_fma)->UseRealTime();
+#endif
+
+#ifdef __AVX512BF16__
+void peak_dot_bf16(benchmark::State& state) {  // 32 bf16 products summed into 16 f32 lanes
+  peak(state, 2.0 * 32 * kChains, [](int64_t n) {
+    const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
+    run_chains(
+        n, [](int k) { return _mm512_set1_ps(static_cast<float>(k)); },
+        [&](__m512 x) { return _mm512_dpbf16_ps(x, a, a); });
+  });
+}
+BENCHMARK(peak_dot_bf16)->UseRealTime();
+#endif
+
+#ifdef __AVX512VNNI__
+void peak_dot_int8(benchmark::State& state) {  // 64 u8 x s8 products summed into 16 s32 lanes
+  peak(state, 2.0 * 64 * kChains, [](int64_t n) {
+    const __m512i a = _mm512_set1_epi8(1);
+    run_chains(
+        n, [](int k) { return _mm512_set1_epi32(k); },
+        [&](__m512i x) { return _mm512_dpbusd_epi32(x, a, a); });
+  });
+}
+BENCHMARK(peak_dot_int8)->UseRealTime();
+#endif
+
 
 }  // namespace
 

@@ -48,8 +48,8 @@ def gemm_lines(path, stderr_path):
             continue
         parts = bench["name"].split("/")
         kind = parts[0]
-        dtype = "bf16" if kind.endswith("_bf16") else "f32"
-        kind = kind.removesuffix("_bf16")
+        dtype = next((d for d in ("bf16", "int8") if kind.endswith("_" + d)), "f32")
+        kind = kind.removesuffix("_" + dtype)
         dims = {m.group(1): int(m.group(2)) for m in (re.fullmatch(r"(\w+):(\d+)", p) for p in parts) if m}
         time_unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[bench.get("time_unit", "ns")]
         rows.append({"suite": "gemm", "name": bench["name"], "kind": kind, "dtype": dtype, **dims,
@@ -134,11 +134,20 @@ def gemm_ceiling(rows):
     return {d: max((r["gflops"] for r in large if r["dtype"] == d), default=None) for d in ("f32", "bf16")}
 
 
-def gemm_rows(table, rows, ceiling):
+def gemm_peak(rows):
+    """Per element type, the rate of the multiply-add instructions alone (gemm_bench's peak_*)."""
+    return {r["dtype"]: r["gflops"] for r in rows if r["kind"].startswith("peak")}
+
+
+def gemm_rows(table, rows, ceiling, peak):
     if not rows:
         return
+    if peak:
+        table.add("gemm", "peak: GFLOP/s of the multiply-add instructions alone",
+                  {("tfm", d): f"{c:.0f}" for d, c in peak.items()})
     table.add("gemm", "ceiling: best GFLOP/s of the large products",
               {("tfm", d): f"{c:.0f}" for d, c in ceiling.items() if c is not None})
+    rows = [r for r in rows if not r["kind"].startswith("peak")]
     products = {}
     for r in rows:
         key = (r["kind"], r.get("M"), r.get("K"), r.get("N"))
@@ -177,7 +186,7 @@ def cells_of(rows, errors, fmt, frameworks=("tfm", "pytorch")):
     return out
 
 
-def train_rows(table, part, results, settings, ceiling, descriptions):
+def train_rows(table, part, results, settings, ceiling, peak, descriptions):
     if not results:
         return
     tfm = next((r for (f, _), r in results.items() if f == "tfm" and "error" not in r), None)
@@ -204,9 +213,11 @@ def train_rows(table, part, results, settings, ceiling, descriptions):
         if "gemm_seconds_per_step" not in r:
             return None
         rate = r["gemm_gflops_per_second"]
-        peak = ceiling.get(r.get("precision", "f32"))
-        return f"{seconds_text(r['gemm_seconds_per_step'])} ({rate:.0f}" + (
-            f", {rate / peak:.0%})" if peak else ")")
+        best = ceiling.get(r.get("precision", "f32"))
+        limit = peak.get(r.get("precision", "f32"))
+        return (f"{seconds_text(r['gemm_seconds_per_step'])} ({rate:.0f}"
+                + (f", {rate / best:.0%}" if best else "")
+                + (f", {rate / limit:.0%} of peak" if limit else "") + ")")
 
     ratios = tuple(ratio_text(tokens("tfm", p), tokens("pytorch", p)) for p in ("f32", "bf16"))
     table.add(name, "tokens/s (source + target)", cells(lambda r: f"{r['tokens_per_second']:.0f}"), ratios)
@@ -214,7 +225,7 @@ def train_rows(table, part, results, settings, ceiling, descriptions):
     table.add(name, "forward + backward + Adam s", cells(
         lambda r: f"{r['forward_s']:.2f} + {r['backward_s']:.2f} + {r['update_s']:.2f}"
         if "forward_s" in r else None, ("tfm",)))
-    table.add(name, "in products s/step (GFLOP/s, of ceiling)", cells(in_products, ("tfm",)))
+    table.add(name, "in products s/step (GFLOP/s, of ceiling, of peak)", cells(in_products, ("tfm",)))
     table.add(name, "outside products", cells(outside_products, ("tfm",)))
     table.add(name, "peak RSS MB", cells(lambda r: f"{r['peak_rss_mb']:.0f}"))
 
@@ -291,18 +302,22 @@ def print_table(path, seconds=None):
     descriptions = []
     gemm_ok = [r for r in gemm if "error" not in r]
     ceiling = gemm_ceiling(gemm_ok)
+    peak = gemm_peak(gemm_ok)
     if gemm_ok:
         descriptions.append(
             "gemm: gemm_bench (2 threads, fixed in it); cells are GFLOP/s (fraction of the ceiling); the "
             "ceiling is the best rate this run measured for that element type on the large products (the "
-            "linear ones, 4096 rows), not a hardware peak; bf16 = bf16 operands with an f32 result.")
+            "linear ones, 4096 rows); bf16 = bf16 operands with an f32 result. The peak is the rate of "
+            "independent AVX-512 multiply-adds alone (FMA for f32, vdpbf16ps for bf16, vpdpbusd for "
+            "int8): the vector units' limit. A CPU with AMX multiplies bf16 and int8 in its tile unit and "
+            "can pass it.")
     for r in gemm:
         if "error" in r:
             mark = table.error_mark("gemm_bench", "f32,bf16", r["error"], "gemm")
             table.add("gemm", "gemm_bench", {("tfm", "f32"): mark})
-    gemm_rows(table, gemm_ok, ceiling)
-    train_rows(table, "train_base", train["train_base"], settings, ceiling, descriptions)
-    train_rows(table, "train_recipe", train["train_recipe"], settings, ceiling, descriptions)
+    gemm_rows(table, gemm_ok, ceiling, peak)
+    train_rows(table, "train_base", train["train_base"], settings, ceiling, peak, descriptions)
+    train_rows(table, "train_recipe", train["train_recipe"], settings, ceiling, peak, descriptions)
     decode_rows(table, decode, settings, descriptions)
 
     details = [settings.get("date"), f"commit {settings.get('commit', '-')}",
@@ -321,7 +336,8 @@ def print_table(path, seconds=None):
               "faster); decoding has no PyTorch bf16 run, so there tfm bf16 is divided by PyTorch f32. "
               "tfm int8-bf16/bf16: decoding with int8 linears (the rest bf16) against all-bf16 products.",
               "in products: seconds per step inside cpu::gemm (oneDNN matmul), their GFLOP/s and that as a "
-              "fraction of the GEMM ceiling of the same precision; outside products: 1 - in products / step."]
+              "fraction of the GEMM ceiling and of the peak of the same precision; outside products: 1 - in "
+              "products / step."]
     for text in legend + table.footnotes():
         print(textwrap.fill(text, 110, subsequent_indent="    "))
     print(f"raw JSON lines: {path}")
