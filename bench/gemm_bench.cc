@@ -4,15 +4,15 @@
 // with an f32 result (the mixed-precision path). bench/suite.sh reads its JSON output
 // (--benchmark_format=json) and prints each product as a fraction of the run's best rate.
 //
-// peak_*: the rate of the multiply-add instructions alone, on every thread, each running independent
-// accumulator chains (enough of them to hide the instruction's latency) of one instruction and
-// nothing else: the hardware's limit for that element type, which no product can pass. AVX-512 FMA
-// for f32, vdpbf16ps (AVX512-BF16) for bf16, vpdpbusd (AVX512-VNNI) for int8. On a CPU with AMX,
-// oneDNN multiplies bf16 and int8 with its tile products instead, and passes these rates.
+// peak_*: the rate of the multiply-add instructions alone, on every thread, each running
+// independent accumulator chains (enough of them to hide the instruction's latency) of one
+// instruction and nothing else: the hardware's limit for that element type, which no product can
+// pass. AVX-512 FMA for f32, vdpbf16ps (AVX512-BF16) for bf16, vpdpbusd (AVX512-VNNI) for int8. On
+// a CPU with AMX, oneDNN multiplies bf16 and int8 with its tile products instead, and passes these
+// rates.
 //
 //   ./build/rel/gemm_bench --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
-
 #include <immintrin.h>
 #include <omp.h>
 
@@ -227,8 +227,7 @@ constexpr int kChains = 12;  // latency 4 x 2 units, with room
 template <typename Start, typename Step>
 __attribute__((always_inline)) inline void run_chains(int64_t iterations, Start start, Step step) {
   auto a0 = start(0), a1 = start(1), a2 = start(2), a3 = start(3), a4 = start(4), a5 = start(5),
-       a6 = start(6), a7 = start(7), a8 = start(8), a9 = start(9), a10 = start(10),
-       a11 = start(11);
+       a6 = start(6), a7 = start(7), a8 = start(8), a9 = start(9), a10 = start(10), a11 = start(11);
   for (int64_t i = 0; i < iterations; ++i) {
     a0 = step(a0), a1 = step(a1), a2 = step(a2), a3 = step(a3), a4 = step(a4), a5 = step(a5);
     a6 = step(a6), a7 = step(a7), a8 = step(a8), a9 = step(a9), a10 = step(a10), a11 = step(a11);
@@ -271,7 +270,6 @@ void peak_dot_int8(benchmark::State& state) {  // 64 u8 x s8 products summed int
 }
 BENCHMARK(peak_dot_int8)->UseRealTime();
 #endif
-
 
 }  // namespace
 
