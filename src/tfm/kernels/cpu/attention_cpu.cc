@@ -10,6 +10,7 @@
 
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/kernels/cpu/parallel.h"
+#include "tfm/kernels/cpu/softmax_cpu.h"
 #include "tfm/kernels/cpu/vector_math.h"
 
 namespace tfm::cpu {
@@ -54,22 +55,10 @@ void apply_dropout(const AttentionDims& dims, const AttentionDropout& dropout, c
   }
 }
 
-// Softmax in place over the n visible scores of a row; the masked tail up to tk becomes 0.
-// Subtracting the row maximum keeps exp from overflowing; exp_f32 vectorises (std::exp is a call
-// per element).
+// Softmax in place over the n visible scores of a row (softmax_row: the maximum subtracted, a
+// vectorised exp); the masked tail up to tk becomes 0.
 inline void softmax_visible(float* p_row, int64_t n, int64_t tk) {
-  float max = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : max)
-  for (int64_t i = 0; i < n; ++i) max = p_row[i] > max ? p_row[i] : max;
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i) {
-    p_row[i] = exp_f32(p_row[i] - max);
-    sum += p_row[i];
-  }
-  const float inv = 1.0f / sum;
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) p_row[i] *= inv;
+  softmax_row(p_row, p_row, n);
   for (int64_t i = n; i < tk; ++i) p_row[i] = 0.0f;
 }
 

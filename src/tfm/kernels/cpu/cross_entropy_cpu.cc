@@ -30,14 +30,23 @@ inline RowLoss row_loss_from(float max, float sum_z, float sum_exp, float z_targ
           static_cast<float>(nll)};
 }
 
-inline RowLoss row_loss(const float* z, int64_t vocab, int32_t y, double eps) {
+// The row's maximum and sum of its logits.
+struct MaxAndSum {
+  float max, sum;
+};
+inline MaxAndSum max_and_sum(const float* z, int64_t vocab) {
   float max = -std::numeric_limits<float>::infinity();
-  float sum_z = 0;
-#pragma omp simd reduction(max : max) reduction(+ : sum_z)
+  float sum = 0;
+#pragma omp simd reduction(max : max) reduction(+ : sum)
   for (int64_t j = 0; j < vocab; ++j) {
     max = z[j] > max ? z[j] : max;
-    sum_z += z[j];
+    sum += z[j];
   }
+  return {max, sum};
+}
+
+inline RowLoss row_loss(const float* z, int64_t vocab, int32_t y, double eps) {
+  const auto [max, sum_z] = max_and_sum(z, vocab);
   float sum_exp = 0;
 #pragma omp simd reduction(+ : sum_exp)
   for (int64_t j = 0; j < vocab; ++j) sum_exp += exp_f32(z[j] - max);
@@ -92,13 +101,7 @@ void cross_entropy_rows_with_grad(float* logits, const int32_t* targets, int64_t
     } else {
       // As row_loss and row_grad, with one exponential per logit instead of two: e_j = e^{z_j -
       // max} is kept in z, and p_j = e_j / sum_i e_i.
-      float max = -std::numeric_limits<float>::infinity();
-      float sum_z = 0;
-#pragma omp simd reduction(max : max) reduction(+ : sum_z)
-      for (int64_t j = 0; j < vocab; ++j) {
-        max = z[j] > max ? z[j] : max;
-        sum_z += z[j];
-      }
+      const auto [max, sum_z] = max_and_sum(z, vocab);
       const float z_target = z[y];
       float sum_exp = 0;
 #pragma omp simd reduction(+ : sum_exp)
