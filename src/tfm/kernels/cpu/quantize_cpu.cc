@@ -6,13 +6,16 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tfm/kernels/cpu/parallel.h"
+
 namespace tfm::cpu {
 
 namespace {
 
-// Enough work to share between threads (a decoding step's [4, 512] rows is not).
+// Enough work to share between threads (parallel.h), outside another parallel region (the output
+// layer's blocks call the epilogue from inside one).
 bool worth_threads(int64_t elements) {
-  return !omp_in_parallel() && elements >= (int64_t{1} << 16);
+  return !omp_in_parallel() && elements >= kParallelMinElements;
 }
 
 #ifdef __AVX512F__
