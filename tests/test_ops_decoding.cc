@@ -86,6 +86,28 @@ TEST(OpsTopK, MatchesSortedReferenceWithTiesAndExclusion) {
   EXPECT_EQ(counts[3], 2);
 }
 
+// Long rows of values on a coarse grid (many equal values in every chunk of 16, and chunks where
+// several lanes enter at once), k from 1 to 9, lengths off the chunk size: the lower index first
+// among equal values, as the sorted reference.
+TEST(OpsTopK, LongRowsWithManyTiesMatchTheSortedReference) {
+  const int64_t rows = 6, n = 1013, excluded = 40;
+  std::vector<float> x = random_floats(rows * n, 9, 0.0f, 8.0f);
+  for (float& v : x) v = std::floor(v * 2.0f) / 2.0f;  // 16 values: ties everywhere
+  // Row 5 rises: every chunk has lanes above the threshold.
+  for (int64_t j = 0; j < n; ++j) x[static_cast<size_t>(5 * n + j)] = static_cast<float>(j / 7);
+  const std::vector<double> xd(x.begin(), x.end());
+  for (int64_t k = 1; k <= 9; k += 4) {
+    const ops::TopK top = ops::top_k(Tensor::from_floats({rows, n}, x), k, excluded);
+    const std::vector<int32_t> counts = top.counts.to_ints(), tokens = top.indices.to_ints();
+    for (int64_t r = 0; r < rows; ++r) {
+      const std::vector<int32_t> want = top_k_reference(xd, r, n, k, excluded);
+      ASSERT_EQ(counts[static_cast<size_t>(r)], static_cast<int32_t>(want.size()));
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_EQ(tokens[static_cast<size_t>(r * k) + i], want[i]) << "k " << k << " row " << r;
+    }
+  }
+}
+
 // Plain embedding, or packed in blocks of `block` tokens (ops::pack_weight, f32) as an inference
 // model packs its output layer.
 void check_output_log_softmax_top(bool packed) {

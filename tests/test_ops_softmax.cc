@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
+#include <vector>
 
 #include "gradcheck.h"
 #include "op_test_values.h"
@@ -95,6 +98,73 @@ TEST(VectorMath, ExpIsAccurateToAnUlpOrTwo) {
   EXPECT_EQ(cpu::exp_f32(-100.0f), 0.0f);
   EXPECT_EQ(cpu::exp_f32(100.0f), std::numeric_limits<float>::infinity());
   EXPECT_TRUE(std::isnan(cpu::exp_f32(std::nanf(""))));
+}
+
+#ifdef __AVX512F__
+// exp16, the 16-lane exp of the kernels on AVX-512: within two ulp of exp(x) on the same dense
+// sweep, and the same special cases as exp_f32.
+TEST(VectorMath, ExpOnSixteenLanesIsAccurateToAnUlpOrTwo) {
+  double worst = 0;
+  float worst_x = 0;
+  float xs[16], ys[16];
+  for (double v = -87.0; v < 88.0; v += 16.0 / 4096) {
+    for (int i = 0; i < 16; ++i) xs[i] = static_cast<float>(v + i / 4096.0);
+    _mm512_storeu_ps(ys, cpu::exp16(_mm512_loadu_ps(xs)));
+    for (int i = 0; i < 16; ++i) {
+      double expected = std::exp(static_cast<double>(xs[i]));
+      double error = std::fabs(ys[i] - expected) / expected;
+      if (error > worst) worst = error, worst_x = xs[i];
+    }
+  }
+  EXPECT_LT(worst, 0x1p-23) << "at x = " << worst_x;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float special[16] = {0.0f,  -inf, -100.0f, 100.0f, std::nanf(""), inf,   -87.5f, 88.8f,
+                             -1.0f, 1.0f, -0.5f,   0.5f,   2.0f,          -2.0f, 10.0f,  -10.0f};
+  _mm512_storeu_ps(ys, cpu::exp16(_mm512_loadu_ps(special)));
+  EXPECT_EQ(ys[0], 1.0f);
+  EXPECT_EQ(ys[1], 0.0f);
+  EXPECT_EQ(ys[2], 0.0f);
+  EXPECT_EQ(ys[3], inf);
+  EXPECT_TRUE(std::isnan(ys[4]));
+  EXPECT_EQ(ys[5], inf);
+  EXPECT_EQ(ys[6], 0.0f);
+  EXPECT_EQ(ys[7], inf);
+  for (int i = 8; i < 16; ++i)
+    EXPECT_NEAR(ys[i], std::exp(static_cast<double>(special[i])), 2e-7 * std::exp(special[i]));
+}
+#endif
+
+// max_of and sum_exp over every length from 0 to 40 (whole registers and every partial last one)
+// against double sums; y = e^{x - shift} stored where asked, nothing written past n.
+TEST(VectorMath, MaxAndSumOfExponentialsOverAnyLength) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uniform(-20.0f, 5.0f);
+  for (int64_t n = 0; n <= 40; ++n) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = uniform(rng);
+    float expected_max = -std::numeric_limits<float>::infinity();
+    for (float v : x) expected_max = std::max(expected_max, v);
+    EXPECT_EQ(cpu::max_of(x.data(), n), expected_max) << "n = " << n;
+    const float shift = 1.5f;
+    // The kernels compute e^{x - shift} of the float difference, as the scalar loops did.
+    auto expected_exp = [&](float v) { return std::exp(static_cast<double>(v - shift)); };
+    double expected_sum = 0;
+    for (float v : x) expected_sum += expected_exp(v);
+    EXPECT_NEAR(cpu::sum_exp(x.data(), n, shift), expected_sum, 1e-6 * expected_sum + 1e-30)
+        << "n = " << n;
+    std::vector<float> y(static_cast<size_t>(n) + 1, -7.0f);
+    const float sum = cpu::sum_exp(x.data(), n, shift, y.data());
+    EXPECT_NEAR(sum, expected_sum, 1e-6 * expected_sum + 1e-30) << "n = " << n;
+    for (int64_t j = 0; j < n; ++j)
+      EXPECT_NEAR(y[static_cast<size_t>(j)], expected_exp(x[j]), 3e-7 * expected_exp(x[j]));
+    EXPECT_EQ(y[static_cast<size_t>(n)], -7.0f) << "written past the end, n = " << n;
+  }
+  // A row of -inf only (a fully masked row): the maximum is -inf.
+  const float masked[3] = {-std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity()};
+  EXPECT_EQ(cpu::max_of(masked, 3), -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(cpu::sum_exp(masked, 3, 0.0f), 0.0f);
 }
 
 TEST(OpsSoftmax, BadArgumentsThrow) {

@@ -47,10 +47,7 @@ inline MaxAndSum max_and_sum(const float* z, int64_t vocab) {
 
 inline RowLoss row_loss(const float* z, int64_t vocab, int32_t y, double eps) {
   const auto [max, sum_z] = max_and_sum(z, vocab);
-  float sum_exp = 0;
-#pragma omp simd reduction(+ : sum_exp)
-  for (int64_t j = 0; j < vocab; ++j) sum_exp += exp_f32(z[j] - max);
-  return row_loss_from(max, sum_z, sum_exp, z[y], vocab, eps);
+  return row_loss_from(max, sum_z, sum_exp(z, vocab, max), z[y], vocab, eps);
 }
 
 // d loss_row / d z_j = sum_k q_k (p_j - delta_jk) = p_j - q_j (q sums to 1), with p_j = e^{z_j -
@@ -103,17 +100,12 @@ void cross_entropy_rows_with_grad(float* logits, const int32_t* targets, int64_t
       // max} is kept in z, and p_j = e_j / sum_i e_i.
       const auto [max, sum_z] = max_and_sum(z, vocab);
       const float z_target = z[y];
-      float sum_exp = 0;
-#pragma omp simd reduction(+ : sum_exp)
-      for (int64_t j = 0; j < vocab; ++j) {
-        z[j] = exp_f32(z[j] - max);
-        sum_exp += z[j];
-      }
-      const RowLoss row = row_loss_from(max, sum_z, sum_exp, z_target, vocab, label_smoothing);
+      const float sum_e = sum_exp(z, vocab, max, z);
+      const RowLoss row = row_loss_from(max, sum_z, sum_e, z_target, vocab, label_smoothing);
       row_loss_nll[2 * r] = row.loss;
       row_loss_nll[2 * r + 1] = row.nll;
       // dz = scale (p - q): scale (e_j / sum - eps / V), and - scale (1 - eps) at the target.
-      const float p_scale = scale / sum_exp;
+      const float p_scale = scale / sum_e;
       const float smooth = scale * label_smoothing / static_cast<float>(vocab);
 #pragma omp simd
       for (int64_t j = 0; j < vocab; ++j) z[j] = z[j] * p_scale - smooth;

@@ -46,15 +46,9 @@ struct PartialRows {
 // so that at the end sum = sum_j exp(z_j - max) over every column seen.
 void fold_row(const float* z, int64_t n, int64_t offset, int64_t excluded, float& max, float& sum,
               TopK& top) {
-  float block_max = kNegInf;
-#pragma omp simd reduction(max : block_max)
-  for (int64_t j = 0; j < n; ++j) block_max = z[j] > block_max ? z[j] : block_max;
-  const float new_max = std::max(max, block_max);
+  const float new_max = std::max(max, max_of(z, n));
   if (new_max == kNegInf) return;  // every logit so far is -inf
-  float block_sum = 0.0f;
-#pragma omp simd reduction(+ : block_sum)
-  for (int64_t j = 0; j < n; ++j) block_sum += exp_f32(z[j] - new_max);
-  sum = sum * exp_f32(max - new_max) + block_sum;
+  sum = sum * exp_f32(max - new_max) + sum_exp(z, n, new_max);
   max = new_max;
   top.scan(z, n, offset, excluded);
 }

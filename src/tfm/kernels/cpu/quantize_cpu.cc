@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "tfm/kernels/cpu/parallel.h"
+#include "tfm/kernels/cpu/vector_math.h"
 
 namespace tfm::cpu {
 
@@ -18,22 +19,19 @@ bool worth_threads(int64_t elements) {
   return !omp_in_parallel() && elements >= kParallelMinElements;
 }
 
-#ifdef __AVX512F__
-// The zero-masked forms of min and max: GCC 12 warns that the unmasked ones read an uninitialised
-// register (as in attention_cpu.cc).
-constexpr __mmask16 kAll16 = 0xffff;
-#endif
-
 float row_scale(const float* x, int64_t cols) {
   float max_abs = 0.0f;
   int64_t j = 0;
 #ifdef __AVX512F__
   __m512 max16 = _mm512_setzero_ps();
   for (; j + 16 <= cols; j += 16)
-    max16 = _mm512_maskz_max_ps(kAll16, max16, _mm512_abs_ps(_mm512_loadu_ps(x + j)));
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, max16);
-  for (float lane : lanes) max_abs = std::max(max_abs, lane);
+    max16 = _mm512_maskz_max_ps(kAllLanes, max16, _mm512_abs_ps(_mm512_loadu_ps(x + j)));
+  if (j < cols) {
+    max16 = _mm512_maskz_max_ps(kAllLanes, max16,
+                                _mm512_abs_ps(_mm512_maskz_loadu_ps(first_lanes(cols - j), x + j)));
+    j = cols;
+  }
+  max_abs = horizontal_max(max16);
 #endif
   for (; j < cols; ++j) max_abs = std::max(max_abs, std::fabs(x[j]));
   return max_abs / 127.0f;
@@ -51,12 +49,13 @@ void quantize_row(const float* x, int64_t cols, float scale, Out* q) {
   const __m512i shift = _mm512_set1_epi32(kShift);
   for (; j + 16 <= cols; j += 16) {
     const __m512 v = _mm512_maskz_min_ps(
-        kAll16, _mm512_maskz_max_ps(kAll16, _mm512_mul_ps(_mm512_loadu_ps(x + j), inverse16), low),
+        kAllLanes,
+        _mm512_maskz_max_ps(kAllLanes, _mm512_mul_ps(_mm512_loadu_ps(x + j), inverse16), low),
         high);
     const __m512i rounded =
-        _mm512_add_epi32(_mm512_maskz_cvtps_epi32(kAll16, v), shift);  // in [1, 255] or s8
+        _mm512_add_epi32(_mm512_maskz_cvtps_epi32(kAllLanes, v), shift);  // in [1, 255] or s8
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + j),
-                     _mm512_maskz_cvtepi32_epi8(kAll16, rounded));
+                     _mm512_maskz_cvtepi32_epi8(kAllLanes, rounded));
   }
 #endif
   for (; j < cols; ++j) {
@@ -98,25 +97,27 @@ void dequantize_product(const int32_t* acc, int64_t rows, int64_t n, const float
     const float xs = x_scales[i];
     int64_t j = 0;
 #ifdef __AVX512F__
-    const __m512i zero_point = _mm512_set1_epi32(kActivationZeroPoint);
-    const __m512 xs16 = _mm512_set1_ps(xs);
+    // One pass: the zero point undone (x 128 as a shift by 7), both scales, the bias and ReLU.
+    static_assert(kActivationZeroPoint == 128);
+    const __m512 xs16 = _mm512_set1_ps(xs), zero = _mm512_setzero_ps();
     for (; j + 16 <= n; j += 16) {
-      const __m512i shifted =
-          _mm512_sub_epi32(_mm512_loadu_si512(a + j),
-                           _mm512_mullo_epi32(zero_point, _mm512_loadu_si512(w_row_sums + j)));
-      _mm512_storeu_ps(out + j, _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll16, shifted),
-                                              _mm512_mul_ps(xs16, _mm512_loadu_ps(w_scales + j))));
+      const __m512i shifted = _mm512_sub_epi32(
+          _mm512_loadu_si512(a + j),
+          _mm512_maskz_slli_epi32(kAllLanes, _mm512_loadu_si512(w_row_sums + j), 7));
+      __m512 v = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAllLanes, shifted),
+                               _mm512_mul_ps(xs16, _mm512_loadu_ps(w_scales + j)));
+      if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + j));
+      // max returns its second operand for a NaN: NaN -> 0, as the scalar ReLU below.
+      if (relu) v = _mm512_maskz_max_ps(kAllLanes, v, zero);
+      _mm512_storeu_ps(out + j, v);
     }
 #endif
-    for (; j < n; ++j)
-      out[j] = static_cast<float>(a[j] - kActivationZeroPoint * w_row_sums[j]) * (xs * w_scales[j]);
-    if (bias) {
-#pragma omp simd
-      for (int64_t c = 0; c < n; ++c) out[c] += bias[c];
-    }
-    if (relu) {
-#pragma omp simd
-      for (int64_t c = 0; c < n; ++c) out[c] = out[c] > 0.0f ? out[c] : 0.0f;  // NaN -> 0, as relu
+    for (; j < n; ++j) {
+      float v =
+          static_cast<float>(a[j] - kActivationZeroPoint * w_row_sums[j]) * (xs * w_scales[j]);
+      if (bias) v += bias[j];
+      if (relu) v = v > 0.0f ? v : 0.0f;  // NaN -> 0, as relu
+      out[j] = v;
     }
   }
 }

@@ -9,17 +9,8 @@
 namespace tfm::cpu {
 
 void softmax_row(const float* x, float* y, int64_t n) {
-  float max = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : max)
-  for (int64_t j = 0; j < n; ++j) max = x[j] > max ? x[j] : max;
-  float sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < n; ++j) {
-    float e = exp_f32(x[j] - max);
-    y[j] = e;
-    sum += e;
-  }
-  const float inv = 1.0f / sum;
+  const float max = max_of(x, n);
+  const float inv = 1.0f / sum_exp(x, n, max, y);
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) y[j] *= inv;
 }
@@ -58,13 +49,8 @@ void log_softmax(const float* x, float* y, int64_t rows, int64_t n) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * n;
     float* out = y + r * n;
-    float max = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : max)
-    for (int64_t j = 0; j < n; ++j) max = row[j] > max ? row[j] : max;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j) sum += exp_f32(row[j] - max);
-    const float log_norm = max + std::log(sum);
+    const float max = max_of(row, n);
+    const float log_norm = max + std::log(sum_exp(row, n, max));
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) out[j] = row[j] - log_norm;
   }

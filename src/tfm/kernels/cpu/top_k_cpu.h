@@ -4,8 +4,13 @@
 // dropped when the list is full). -inf and NaN never enter.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <limits>
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 namespace tfm::cpu {
 
@@ -38,6 +43,20 @@ struct TopK {
   void scan(const float* row, int64_t n, int64_t offset, int64_t excluded) {
     constexpr int64_t kChunk = 16;
     int64_t j = 0;
+#ifdef __AVX512F__
+    // One compare a chunk: only the lanes above the threshold as it stands can enter (it only rises
+    // while they are inserted), in index order, as the loop below.
+    __m512 threshold16 = _mm512_set1_ps(threshold());
+    for (; j + kChunk <= n; j += kChunk) {
+      uint32_t above = _mm512_cmp_ps_mask(_mm512_loadu_ps(row + j), threshold16, _CMP_GT_OQ);
+      if (above == 0) continue;
+      for (; above != 0; above &= above - 1) {
+        const int64_t i = j + std::countr_zero(above);
+        if (offset + i != excluded) insert(row[i], static_cast<int32_t>(offset + i));
+      }
+      threshold16 = _mm512_set1_ps(threshold());
+    }
+#endif
     for (; j + kChunk <= n; j += kChunk) {
       float chunk_max = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : chunk_max)
