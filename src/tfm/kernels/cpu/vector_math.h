@@ -12,16 +12,24 @@
 
 namespace tfm::cpu {
 
+// The constants of exp_f32 and exp16 (Cephes expf).
+namespace exp_constants {
+constexpr float kMinArg = -87.33654475f;  // log(2^-126)
+constexpr float kMaxArg = 88.72283905f;   // log(FLT_MAX)
+constexpr float kLog2e = 1.44269504088896341f;
+// ln2 split in two so that n * kLn2Hi is exact for |n| <= 128.
+constexpr float kLn2Hi = 0.693359375f;
+constexpr float kLn2Lo = -2.12194440e-4f;
+// e^r = 1 + r + r^2 (P0 r^5 + P1 r^4 + ... + P5) for |r| <= ln2/2.
+constexpr float kP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                         4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+}  // namespace exp_constants
+
 // e^x within about 1 ulp (Cephes expf): x = n ln2 + r with |r| <= ln2/2, e^r from a degree-6
 // polynomial, 2^n put into the exponent bits. Results below the smallest normal float (x < -87.34)
 // flush to 0, so softmax over -inf entries gives exact zeros; x > 88.72 gives +inf; NaN stays NaN.
 inline float exp_f32(float x) {
-  constexpr float kMinArg = -87.33654475f;  // log(2^-126)
-  constexpr float kMaxArg = 88.72283905f;   // log(FLT_MAX)
-  constexpr float kLog2e = 1.44269504088896341f;
-  // ln2 split in two so that n * kLn2Hi is exact for |n| <= 128.
-  constexpr float kLn2Hi = 0.693359375f;
-  constexpr float kLn2Lo = -2.12194440e-4f;
+  using namespace exp_constants;
   float xc = x < kMinArg ? kMinArg : (x > kMaxArg ? kMaxArg : x);
   // Rounds to the nearest integer by adding and removing 1.5 * 2^23 (std::nearbyint and std::floor
   // do not vectorise without -fno-trapping-math).
@@ -32,12 +40,8 @@ inline float exp_f32(float x) {
   n = n > 127.0f ? 127.0f : n;
   float r = xc - n * kLn2Hi;
   r = r - n * kLn2Lo;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  float p = kP[0];
+  for (int i = 1; i < 6; ++i) p = p * r + kP[i];
   p = p * r * r + r + 1.0f;
   float two_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
   float y = p * two_n;
@@ -49,28 +53,24 @@ inline float exp_f32(float x) {
 #ifdef __AVX512F__
 constexpr __mmask16 kAllLanes = 0xffff;
 
-// exp_f32 on 16 lanes, with the same reduction and polynomial, written out: 2^n is applied by
-// vscalefps and the rounding by vrndscaleps, about 19 instructions where the compiler's version of
-// exp_f32 takes 28. Same special cases: 0 below -87.34 (and for -inf), +inf above 88.72, NaN stays
-// NaN.
+// exp_f32 on 16 lanes, with the same reduction and polynomial, written out: the rounding by
+// vrndscaleps and 2^n by vscalefps, where the compiler's version of exp_f32 adds and removes a
+// magic number, builds 2^n in the exponent bits and turns each select into a masked move. Same
+// special cases: 0 below -87.34 (and for -inf), +inf above 88.72, NaN stays NaN.
 inline __m512 exp16(__m512 x) {
-  const __m512 min_arg = _mm512_set1_ps(-87.33654475f), max_arg = _mm512_set1_ps(88.72283905f);
+  using namespace exp_constants;
+  const __m512 min_arg = _mm512_set1_ps(kMinArg), max_arg = _mm512_set1_ps(kMaxArg);
   // max/min return their second operand when either is NaN: a NaN x stays NaN through the clamp.
   // (The zero-masked forms throughout: GCC 12 warns that the unmasked ones read an uninitialised
   // register.)
   const __m512 xc =
       _mm512_maskz_min_ps(kAllLanes, max_arg, _mm512_maskz_max_ps(kAllLanes, min_arg, x));
-  const __m512 n =
-      _mm512_maskz_roundscale_ps(kAllLanes, _mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 n = _mm512_maskz_roundscale_ps(kAllLanes, _mm512_mul_ps(xc, _mm512_set1_ps(kLog2e)),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), xc);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kP[0]);
+  for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP[i]));
   p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
   // Lanes at or above the lower limit, or NaN (an unordered compare is true), keep p * 2^n.
   const __mmask16 in_range = _mm512_cmp_ps_mask(x, min_arg, _CMP_NLT_UQ);
