@@ -45,6 +45,37 @@ TEST(Int8Quantize, RowsHandChecked) {
             (std::vector<int>{192, 1, 160, 128, 128, 128, 128, 128, 192, 255, 96, 128}));
 }
 
+TEST(Int8Quantize, ANaNAnywhereInARowMakesItsScaleAndProductNaN) {
+  // The vector max drops a NaN or keeps it depending on its lane and on what follows it: every
+  // position of rows that are shorter than, equal to and longer than a register is tried, with
+  // larger values after the NaN.
+  for (int64_t cols : {5, 16, 40}) {
+    for (int64_t at = 0; at < cols; ++at) {
+      std::vector<float> x(static_cast<size_t>(2 * cols));
+      for (int64_t j = 0; j < 2 * cols; ++j) x[static_cast<size_t>(j)] = 0.25f * (j % cols) - 1;
+      x[static_cast<size_t>(at)] = std::nanf("");
+      std::vector<uint8_t> u(x.size());
+      std::vector<float> scales(2);
+      cpu::quantize_rows_u8(x.data(), 2, cols, u.data(), scales.data());
+      ASSERT_TRUE(std::isnan(scales[0])) << cols << " columns, NaN at " << at;
+      ASSERT_FLOAT_EQ(scales[1], std::max(1.0f, 0.25f * static_cast<float>(cols - 1) - 1) / 127)
+          << "the other row is untouched";
+      for (int64_t j = 0; j < cols; ++j) ASSERT_EQ(u[static_cast<size_t>(j)], 128);
+      // Its products: NaN in every column, with and without a bias (ReLU maps NaN to 0, as the
+      // f32 ReLU does).
+      const std::vector<int32_t> acc = {300, -7, 300, -7};
+      const std::vector<float> x_scales = {scales[0], scales[1]}, w_scales = {0.5f, 2.0f},
+                               bias = {1.0f, -1.0f};
+      const std::vector<int32_t> row_sums = {3, -1};
+      std::vector<float> y(4);
+      cpu::dequantize_product(acc.data(), 2, 2, x_scales.data(), w_scales.data(), row_sums.data(),
+                              bias.data(), false, y.data());
+      EXPECT_TRUE(std::isnan(y[0]) && std::isnan(y[1]));
+      EXPECT_TRUE(std::isfinite(y[2]) && std::isfinite(y[3]));
+    }
+  }
+}
+
 // The exact value of the int8 product: sum_j qx_j qw_j sx sw + bias, in double.
 std::vector<double> quantised_product(const std::vector<float>& x, const std::vector<float>& w,
                                       const std::vector<float>& bias, int64_t m, int64_t n,

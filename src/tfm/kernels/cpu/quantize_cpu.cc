@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "tfm/kernels/cpu/parallel.h"
 #include "tfm/kernels/cpu/vector_math.h"
@@ -19,22 +20,36 @@ bool worth_threads(int64_t elements) {
   return !omp_in_parallel() && elements >= kParallelMinElements;
 }
 
+// max_j |x_j| / 127, or NaN when the row holds a NaN: the vector max returns its second operand
+// when either is NaN, so a NaN would be kept or dropped depending on where it sits in the row, and
+// the row's product would come out finite and wrong. A NaN scale makes the row's outputs NaN (as
+// the f32 product's): its q are written as 0, and dequantize_product multiplies by the scale.
 float row_scale(const float* x, int64_t cols) {
   float max_abs = 0.0f;
+  bool has_nan = false;
   int64_t j = 0;
 #ifdef __AVX512F__
   __m512 max16 = _mm512_setzero_ps();
-  for (; j + 16 <= cols; j += 16)
-    max16 = _mm512_maskz_max_ps(kAllLanes, max16, _mm512_abs_ps(_mm512_loadu_ps(x + j)));
+  __mmask16 nan_lanes = 0;
+  for (; j + 16 <= cols; j += 16) {
+    const __m512 v = _mm512_loadu_ps(x + j);
+    nan_lanes |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    max16 = _mm512_maskz_max_ps(kAllLanes, max16, _mm512_abs_ps(v));
+  }
   if (j < cols) {
-    max16 = _mm512_maskz_max_ps(kAllLanes, max16,
-                                _mm512_abs_ps(_mm512_maskz_loadu_ps(first_lanes(cols - j), x + j)));
+    const __m512 v = _mm512_maskz_loadu_ps(first_lanes(cols - j), x + j);
+    nan_lanes |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    max16 = _mm512_maskz_max_ps(kAllLanes, max16, _mm512_abs_ps(v));
     j = cols;
   }
   max_abs = horizontal_max(max16);
+  has_nan = nan_lanes != 0;
 #endif
-  for (; j < cols; ++j) max_abs = std::max(max_abs, std::fabs(x[j]));
-  return max_abs / 127.0f;
+  for (; j < cols; ++j) {
+    has_nan = has_nan || std::isnan(x[j]);
+    max_abs = std::max(max_abs, std::fabs(x[j]));
+  }
+  return has_nan ? std::numeric_limits<float>::quiet_NaN() : max_abs / 127.0f;
 }
 
 // round(x / scale) clamped to [-127, 127] (+ kShift), ties to even: the CPU's rounding mode
@@ -69,7 +84,10 @@ void quantize_rows(const float* x, int64_t rows, int64_t cols, Out* q, float* sc
 #pragma omp parallel for schedule(static) if (worth_threads(rows * cols))
   for (int64_t i = 0; i < rows; ++i) {
     scales[i] = row_scale(x + i * cols, cols);
-    quantize_row<Out, kShift>(x + i * cols, cols, scales[i], q + i * cols);
+    if (std::isnan(scales[i]))
+      std::fill(q + i * cols, q + (i + 1) * cols, static_cast<Out>(kShift));  // q = 0
+    else
+      quantize_row<Out, kShift>(x + i * cols, cols, scales[i], q + i * cols);
   }
 }
 

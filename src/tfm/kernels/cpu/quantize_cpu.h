@@ -20,7 +20,7 @@ inline constexpr int32_t kActivationZeroPoint = 128;
 bool native_int8_products();
 
 // q [rows, cols] (s8, row-major) and scales [rows] of x [rows, cols]; an all-zero row gets scale 0
-// and q = 0.
+// and q = 0; a row holding a NaN gets scale NaN and q = 0, so that its products come out NaN.
 void quantize_rows_s8(const float* x, int64_t rows, int64_t cols, int8_t* q, float* scales);
 
 // u = q + 128 [rows, cols] (u8) and scales [rows] of x [rows, cols]: the activations' form.
