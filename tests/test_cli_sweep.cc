@@ -109,6 +109,9 @@ TEST(CliSweep, TrainsTheRowsAndWritesTheTable) {
       nlohmann::json::parse(testing::read_text(dir / "sweep" / "D3" / "result.json"));
   EXPECT_EQ(result["averaged"], nlohmann::json({"step-000000002", "step-000000004"}));
   EXPECT_EQ(result["bleu_sentences"], 10);
+  // The products its updates ran in, as training recorded them (the tiny recipe's precision).
+  EXPECT_EQ(result["train_products"], "f32");
+  EXPECT_EQ(rows[1].at("train_products"), "f32");
   EXPECT_EQ(split(testing::read_text(dir / "sweep" / "D3" / "valid.hyp"), '\n').size(), 10u);
   // One vocabulary for every row, learned once.
   EXPECT_TRUE(fs::exists(dir / "sweep" / "vocab" / "vocab.model"));

@@ -260,6 +260,34 @@ TEST(CliTrainTranslate, WarmupFitsATimeBudgetFromTheSpeedOfTheFirstUpdates) {
       << run.err;
 }
 
+// Every checkpoint counts its run's updates by the products they ran in, across resumes: a run
+// continued on another machine, where `auto` may choose otherwise, says so (tfm sweep's table).
+TEST(CliTrainTranslate, CheckpointsCountTheUpdatesByTheirProducts) {
+  TempDir dir;
+  write_recipe(dir);
+  auto first = run_tfm_command(fmt::format("train -c {} --max-steps 2 --set training.precision=f32",
+                                           quoted(dir / "recipe.yaml")),
+                               dir);
+  ASSERT_EQ(first.status, 0) << first.err;
+  auto steps_by_products = [&] {
+    return load_training_state(list_checkpoints(dir / "run" / "checkpoints").back())
+        .extra.value("steps_by_products", nlohmann::json());
+  };
+  EXPECT_EQ(steps_by_products(), nlohmann::json({{"f32", 2}}));
+  auto resumed = run_tfm_command(
+      fmt::format("train -c {} --max-steps 6 --resume --set training.precision=bf16",
+                  quoted(dir / "recipe.yaml")),
+      dir);
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_EQ(steps_by_products(), nlohmann::json({{"f32", 2}, {"bf16", 4}}));
+  auto again =
+      run_tfm_command(fmt::format("train -c {} --max-steps 8 --resume --set training.precision=f32",
+                                  quoted(dir / "recipe.yaml")),
+                      dir);
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_EQ(steps_by_products(), nlohmann::json({{"f32", 4}, {"bf16", 4}}));
+}
+
 TEST(CliTrainTranslate, WithoutAWarmupFractionATimeBudgetKeepsTheRecipesWarmup) {
   TempDir dir;
   write_recipe(dir);

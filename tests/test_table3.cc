@@ -220,6 +220,7 @@ Table3Result result_of(const std::string& row, double ppl, double bleu) {
   r.parameters = parameter_count(r.config);
   r.train_steps = 1200;
   r.train_seconds = 480;
+  r.train_products = "bf16";
   r.eval_seconds = 20;
   r.perplexity = ppl;
   r.bleu = bleu;
@@ -241,19 +242,19 @@ TEST(Table3, TheTablesColumnsAndRowsInThePapersOrder) {
                                              result_of("base", 5.25, 31.5)};
   EXPECT_EQ(table3_columns(),
             (std::vector<std::string>{"row", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop",
-                                      "eps_ls", "positional", "train_steps", "train_minutes", "ppl",
-                                      "bleu", "params", "paper_ppl", "paper_bleu",
-                                      "paper_params_millions"}));
+                                      "eps_ls", "positional", "train_steps", "train_minutes",
+                                      "train_products", "ppl", "bleu", "params", "paper_ppl",
+                                      "paper_bleu", "paper_params_millions"}));
   const std::vector<std::string> csv = lines_of(table3_csv(results));
   ASSERT_EQ(csv.size(), 3u);
   EXPECT_EQ(csv[0],
-            "row,N,d_model,d_ff,h,d_k,d_v,P_drop,eps_ls,positional,train_steps,train_minutes,ppl,"
-            "bleu,params,paper_ppl,paper_bleu,paper_params_millions");
+            "row,N,d_model,d_ff,h,d_k,d_v,P_drop,eps_ls,positional,train_steps,train_minutes,"
+            "train_products,ppl,bleu,params,paper_ppl,paper_bleu,paper_params_millions");
   EXPECT_EQ(
       csv[1],
-      "base,6,512,2048,8,64,64,0.1,0.1,sinusoidal,1200,8.00,5.25,31.50,63045632,4.92,25.8,65");
+      "base,6,512,2048,8,64,64,0.1,0.1,sinusoidal,1200,8.00,bf16,5.25,31.50,63045632,4.92,25.8,65");
   EXPECT_EQ(csv[2],
-            "E,6,512,2048,8,64,64,0.1,0.1,learned,1200,8.00,5.50,30.25,64094208,4.92,25.7,");
+            "E,6,512,2048,8,64,64,0.1,0.1,learned,1200,8.00,bf16,5.50,30.25,64094208,4.92,25.7,");
   const std::vector<std::string> md = lines_of(table3_markdown(results));
   ASSERT_EQ(md.size(), 4u);
   EXPECT_NE(md[0].find("| row | N | d_model | d_ff | h | d_k | d_v | P_drop | eps_ls |"),
@@ -261,12 +262,28 @@ TEST(Table3, TheTablesColumnsAndRowsInThePapersOrder) {
   EXPECT_NE(md[0].find("| PPL (dev) | BLEU (dev) | params ×10^6 | paper PPL | paper BLEU |"),
             std::string::npos);
   EXPECT_EQ(md[2],
-            "| base | 6 | 512 | 2048 | 8 | 64 | 64 | 0.1 | 0.1 | sinusoidal | 1200 | 8.0 | 5.25 | "
-            "31.50 | 63.05 | 4.92 | 25.8 | 65 |");
+            "| base | 6 | 512 | 2048 | 8 | 64 | 64 | 0.1 | 0.1 | sinusoidal | 1200 | 8.0 | bf16 | "
+            "5.25 | 31.50 | 63.05 | 4.92 | 25.8 | 65 |");
   EXPECT_EQ(md[3].substr(0, 6), "| E | ");
   // Every line has one cell per column.
   for (const std::string& line : md)
-    EXPECT_EQ(std::count(line.begin(), line.end(), '|'), 19) << line;
+    EXPECT_EQ(std::count(line.begin(), line.end(), '|'), 20) << line;
+  // A result from before the products were recorded shows "?" (Markdown) or nothing (CSV).
+  Table3Result unrecorded = result_of("C1", 6.0, 29.0);
+  unrecorded.train_products.clear();
+  EXPECT_NE(table3_markdown({unrecorded}).find("| 1200 | 8.0 | ? | 6.00 |"), std::string::npos);
+  EXPECT_NE(table3_csv({unrecorded}).find(",1200,8.00,,6.00,"), std::string::npos);
+}
+
+TEST(Table3, TrainProductsText) {
+  EXPECT_EQ(train_products_text(nlohmann::json({{"f32", 1500}})), "f32");
+  EXPECT_EQ(train_products_text(nlohmann::json({{"f32", 900}, {"bf16", 600}})),
+            "bf16 600 + f32 900");
+  EXPECT_EQ(train_products_text(nlohmann::json({{"unrecorded", 75}, {"f32", 1425}})),
+            "f32 1425 + unrecorded 75");
+  EXPECT_EQ(train_products_text(nlohmann::json()), "");
+  EXPECT_EQ(train_products_text(nlohmann::json({{"f32", "many"}})), "");
+  EXPECT_EQ(train_products_text(nlohmann::json::array({1, 2})), "");
 }
 
 TEST(Table3, ResultsRoundTripThroughJson) {
@@ -280,6 +297,10 @@ TEST(Table3, ResultsRoundTripThroughJson) {
   EXPECT_EQ(back.perplexity, 4.5);
   EXPECT_EQ(back.bleu, 33.0);
   EXPECT_EQ(back.averaged, r.averaged);
+  EXPECT_EQ(back.train_products, "bf16");
+  nlohmann::json older = nlohmann::json::parse(table3_result_to_json(r).dump());
+  older.erase("train_products");  // written before the products were recorded
+  EXPECT_EQ(table3_result_from_json(older).train_products, "");
   nlohmann::json broken = nlohmann::json::parse(table3_result_to_json(r).dump());
   broken.erase("bleu");
   expect_error([&] { table3_result_from_json(broken); }, {"lacks 'bleu'"});

@@ -251,14 +251,18 @@ bool run_row(const SweepOptions& o, const TrainRecipe& recipe, const fs::path& v
   result.row = plan.row;
   result.train_steps = state.step;
   result.train_seconds = state.extra.value("elapsed_s", 0.0);
+  if (state.extra.contains("steps_by_products"))
+    result.train_products = train_products_text(state.extra["steps_by_products"]);
   for (const fs::path& checkpoint : checkpoints)
     result.averaged.push_back(checkpoint.filename().string());
   write_file_atomically(dir / "result.json", table3_result_to_json(result).dump(2) + "\n");
   say(
-      fmt::format("{} done: {} steps in {}, PPL {:.2f}, BLEU {:.2f}, {:.2f} M parameters "
-                  "(evaluation {:.0f} s)",
-                  plan.row, result.train_steps, clock_text(result.train_seconds), result.perplexity,
-                  result.bleu, static_cast<double>(result.parameters) / 1e6, result.eval_seconds));
+      fmt::format("{} done: {} steps ({} products) in {}, PPL {:.2f}, BLEU {:.2f}, {:.2f} M "
+                  "parameters (evaluation {:.0f} s)",
+                  plan.row, result.train_steps,
+                  result.train_products.empty() ? "unrecorded" : result.train_products,
+                  clock_text(result.train_seconds), result.perplexity, result.bleu,
+                  static_cast<double>(result.parameters) / 1e6, result.eval_seconds));
   return true;
 }
 

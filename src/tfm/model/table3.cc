@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include "tfm/core/error.h"
 
@@ -104,6 +105,7 @@ std::vector<std::string> cells(const Table3Result& r, bool markdown) {
       c.positional,
       std::to_string(r.train_steps),
       number(r.train_seconds / 60, markdown ? 1 : 2),
+      markdown && r.train_products.empty() ? "?" : r.train_products,
       number(r.perplexity, 2),
       number(r.bleu, 2),
       markdown ? number(static_cast<double>(r.parameters) / 1e6, 2) : std::to_string(r.parameters),
@@ -193,12 +195,28 @@ ModelConfig scaled_row(const ModelConfig& recipe, std::string_view row_name) {
   return c;
 }
 
+std::string train_products_text(const nlohmann::json& steps_by_products) {
+  if (!steps_by_products.is_object()) return "";
+  std::vector<std::pair<std::string, int64_t>> parts;
+  for (const auto& [name, steps] : steps_by_products.items()) {
+    if (!steps.is_number_integer()) return "";
+    parts.emplace_back(name, steps.get<int64_t>());
+  }
+  std::sort(parts.begin(), parts.end());
+  if (parts.size() == 1) return parts[0].first;
+  std::string text;
+  for (const auto& [name, steps] : parts)
+    text += fmt::format("{}{} {}", text.empty() ? "" : " + ", name, steps);
+  return text;
+}
+
 nlohmann::ordered_json table3_result_to_json(const Table3Result& r) {
   return {{"row", r.row},
           {"config", config_to_json(r.config)},
           {"parameters", r.parameters},
           {"train_steps", r.train_steps},
           {"train_seconds", r.train_seconds},
+          {"train_products", r.train_products},
           {"eval_seconds", r.eval_seconds},
           {"perplexity", r.perplexity},
           {"bleu", r.bleu},
@@ -221,6 +239,8 @@ Table3Result table3_result_from_json(const nlohmann::json& json) {
     r.parameters = get("parameters").get<int64_t>();
     r.train_steps = get("train_steps").get<int64_t>();
     r.train_seconds = get("train_seconds").get<double>();
+    // Results written before the products were recorded have none.
+    r.train_products = json.value("train_products", std::string());
     r.eval_seconds = get("eval_seconds").get<double>();
     r.perplexity = get("perplexity").get<double>();
     r.bleu = get("bleu").get<double>();
@@ -234,19 +254,34 @@ Table3Result table3_result_from_json(const nlohmann::json& json) {
 }
 
 const std::vector<std::string>& table3_columns() {
-  static const std::vector<std::string> columns = {
-      "row", "N",      "d_model", "d_ff",       "h",           "d_k",
-      "d_v", "P_drop", "eps_ls",  "positional", "train_steps", "train_minutes",
-      "ppl", "bleu",   "params",  "paper_ppl",  "paper_bleu",  "paper_params_millions"};
+  static const std::vector<std::string> columns = {"row",
+                                                   "N",
+                                                   "d_model",
+                                                   "d_ff",
+                                                   "h",
+                                                   "d_k",
+                                                   "d_v",
+                                                   "P_drop",
+                                                   "eps_ls",
+                                                   "positional",
+                                                   "train_steps",
+                                                   "train_minutes",
+                                                   "train_products",
+                                                   "ppl",
+                                                   "bleu",
+                                                   "params",
+                                                   "paper_ppl",
+                                                   "paper_bleu",
+                                                   "paper_params_millions"};
   return columns;
 }
 
 std::string table3_markdown(const std::vector<Table3Result>& results) {
   std::string text =
       "| row | N | d_model | d_ff | h | d_k | d_v | P_drop | eps_ls | positions | train steps | "
-      "train min | PPL (dev) | BLEU (dev) | params ×10^6 | paper PPL | paper BLEU | paper params "
-      "×10^6 |\n"
-      "|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+      "train min | train products | PPL (dev) | BLEU (dev) | params ×10^6 | paper PPL | paper BLEU "
+      "| paper params ×10^6 |\n"
+      "|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|---|--:|--:|--:|--:|--:|--:|\n";
   for (const Table3Result* r : in_paper_order(results)) {
     std::string line = "|";
     for (const std::string& cell : cells(*r, true)) line += " " + cell + " |";

@@ -65,6 +65,9 @@ struct Table3Result {
   int64_t parameters = 0;
   int64_t train_steps = 0;
   double train_seconds = 0;
+  // The products the updates ran in, as train_products_text writes them ("f32", "bf16",
+  // "bf16 600 + f32 900" for a row resumed on another machine); empty: not recorded.
+  std::string train_products;
   double eval_seconds = 0;
   double perplexity = 0;  // dev, per subword, from the unsmoothed cross-entropy
   double bleu = 0;        // dev, beam search, corpus BLEU (sacreBLEU's defaults)
@@ -73,13 +76,18 @@ struct Table3Result {
   std::vector<std::string> averaged;  // the checkpoints averaged (directory names)
 };
 
+// The products of a run's updates from its checkpoint's record of steps by products
+// (state.json's extra.steps_by_products, e.g. {"bf16": 600, "f32": 900}): the one name, or each
+// with its steps, by name; empty for a record that is missing or not such an object.
+std::string train_products_text(const nlohmann::json& steps_by_products);
+
 nlohmann::ordered_json table3_result_to_json(const Table3Result& result);
 // Errors name the key; the configuration is validated.
 Table3Result table3_result_from_json(const nlohmann::json& json);
 
 // The table's columns, as in the CSV header: row, N, d_model, d_ff, h, d_k, d_v, P_drop, eps_ls,
-// positional, train_steps, train_minutes, ppl, bleu, params, then the paper's ppl, bleu and
-// params (millions) of the same row.
+// positional, train_steps, train_minutes, train_products, ppl, bleu, params, then the paper's ppl,
+// bleu and params (millions) of the same row.
 const std::vector<std::string>& table3_columns();
 
 // The results (any order; written in the paper's order) as a Markdown table and as CSV.

@@ -397,6 +397,10 @@ TrainSummary run_training(const TrainRecipe& given_recipe, const TrainRunOptions
   check_ranks_agree(comm, agreement_parts(recipe, config, vocab, batcher));
 
   double elapsed_before = 0;
+  // The updates by the products they ran in ({"f32": 900, "bf16": 600}), kept in every checkpoint
+  // so that a run resumed on another machine (where `auto` may choose otherwise) says so.
+  nlohmann::json steps_by_products = nlohmann::json::object();
+  int64_t first_step = 0;
   TrainSummary summary;
   // No budget-fitted warmup to wait for (optimizer.warmup_fraction off, or already known).
   bool warmup_fitted = recipe.warmup_fraction <= 0;
@@ -413,6 +417,11 @@ TrainSummary run_training(const TrainRecipe& given_recipe, const TrainRunOptions
                 checkpoint->dir.string());
       batcher.restore({s.epoch, s.batch_in_epoch});
       elapsed_before = s.extra.value("elapsed_s", 0.0);
+      first_step = s.step;
+      if (s.extra.contains("steps_by_products") && s.extra["steps_by_products"].is_object())
+        steps_by_products = s.extra["steps_by_products"];
+      else if (s.step > 0)
+        steps_by_products["unrecorded"] = s.step;  // a checkpoint written before they were kept
       if (recipe.warmup_fraction > 0 && s.extra.contains("fitted_warmup")) {
         session.set_schedule(session_options.schedule.with_warmup_at_same_peak(
             s.extra.value("fitted_warmup", recipe.warmup)));
@@ -554,6 +563,10 @@ TrainSummary run_training(const TrainRecipe& given_recipe, const TrainRunOptions
                    {"accumulate", recipe.accumulate}};
     if (recipe.warmup_fraction > 0 && warmup_fitted)
       state.extra["fitted_warmup"] = session.schedule().warmup;
+    nlohmann::json by_products = steps_by_products;
+    const std::string products(dtype_name(session_options.precision));
+    by_products[products] = by_products.value(products, int64_t{0}) + session.step() - first_step;
+    state.extra["steps_by_products"] = by_products;
     fs::path dir = save_checkpoint(checkpoint_dir, config, session.model().named_parameters(),
                                    session.optimizer(), state, {vocab.path()});
     prune_checkpoints(checkpoint_dir, static_cast<int>(recipe.keep_checkpoints));
