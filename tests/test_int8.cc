@@ -61,8 +61,8 @@ TEST(Int8Quantize, ANaNAnywhereInARowMakesItsScaleAndProductNaN) {
       ASSERT_FLOAT_EQ(scales[1], std::max(1.0f, 0.25f * static_cast<float>(cols - 1) - 1) / 127)
           << "the other row is untouched";
       for (int64_t j = 0; j < cols; ++j) ASSERT_EQ(u[static_cast<size_t>(j)], 128);
-      // Its products: NaN in every column, with and without a bias (ReLU maps NaN to 0, as the
-      // f32 ReLU does).
+      // Its products (with a bias, no ReLU: ReLU maps NaN to 0, as the f32 ReLU does): NaN in
+      // every column of that row, finite in the other's.
       const std::vector<int32_t> acc = {300, -7, 300, -7};
       const std::vector<float> x_scales = {scales[0], scales[1]}, w_scales = {0.5f, 2.0f},
                                bias = {1.0f, -1.0f};

@@ -251,8 +251,8 @@ bool run_row(const SweepOptions& o, const TrainRecipe& recipe, const fs::path& v
   result.row = plan.row;
   result.train_steps = state.step;
   result.train_seconds = state.extra.value("elapsed_s", 0.0);
-  if (state.extra.contains("steps_by_products"))
-    result.train_products = train_products_text(state.extra["steps_by_products"]);
+  result.train_products =
+      train_products_text(state.extra.value("steps_by_products", nlohmann::json()));
   for (const fs::path& checkpoint : checkpoints)
     result.averaged.push_back(checkpoint.filename().string());
   write_file_atomically(dir / "result.json", table3_result_to_json(result).dump(2) + "\n");
