@@ -23,6 +23,8 @@
 #include "tfm/core/tensor.h"
 #include "tfm/core/threading.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
+#include "tfm/kernels/cpu/packed_matmul_cpu.h"
+#include "tfm/kernels/cpu/panel_matmul_cpu.h"
 
 namespace {
 
@@ -245,6 +247,46 @@ void peak_fma(benchmark::State& state) {  // 16 lanes x (multiply + add)
   });
 }
 BENCHMARK(peak_fma)->UseRealTime();
+
+// Decoding's products, y [M, N] = x [M, K] W^T + bias with W packed once (cpu::PackedWeight, f32):
+// oneDNN's matmul (kernel 0) against our panel kernel (kernel 1, panel_matmul_cpu.h) on the same
+// packed weight, for the rows of a decoding step (32 sentences greedy, x4 for beam 4) and of an
+// encoder batch (800). GB/s counts the weight's bytes, read once per product.
+void packed_linear_f32(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const bool panels = state.range(3) == 1;
+  if (panels && !tfm::cpu::panel_kernel_available()) {
+    state.SkipWithError("this build has no panel kernel (no AVX-512)");
+    return;
+  }
+  Tensor x = random_tensor({m, k}, 1), w = random_tensor({n, k}, 2), bias = random_tensor({n}, 3);
+  Tensor y = Tensor::empty({m, n});
+  const tfm::cpu::PackedWeight packed(w.data<float>(), n, k, DType::f32);
+  auto product = [&] {
+    if (panels)
+      tfm::cpu::panel_linear_f32(x.data<float>(), m, n, k, static_cast<const float*>(packed.data()),
+                                 bias.data<float>(), false, y.data<float>());
+    else
+      tfm::cpu::packed_linear_onednn(x.data<float>(), m, packed, bias.data<float>(),
+                                     y.data<float>());
+  };
+  product();
+  for (auto _ : state) product();
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m * n * k),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] = benchmark::Counter(4.0 * static_cast<double>(n * k) / 1e9 * 1e9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(packed_linear_f32)
+    ->ArgsProduct({{1, 2, 4, 8, 16, 32, 128, 800}, {512}, {512, 2048}, {0, 1}})
+    ->Args({32, 2048, 512, 0})
+    ->Args({32, 2048, 512, 1})
+    ->Args({128, 2048, 512, 0})
+    ->Args({128, 2048, 512, 1})
+    ->Args({800, 2048, 512, 0})
+    ->Args({800, 2048, 512, 1})
+    ->UseRealTime();
+
 #endif
 
 #ifdef __AVX512BF16__

@@ -11,6 +11,7 @@
 #include "tfm/core/error.h"
 #include "tfm/kernels/cpu/elementwise_cpu.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
+#include "tfm/kernels/cpu/panel_matmul_cpu.h"
 #include "tfm/kernels/cpu/primitive_cache.h"
 #include "tfm/kernels/cpu/quantize_cpu.h"
 
@@ -133,6 +134,9 @@ PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
   auto layout = std::make_shared<Layout>();
   try {
     layout->md = product_pd(descs, any, false).weights_desc();
+    panels_ =
+        dtype == DType::f32 && panel_kernel_available() &&
+        layout->md == memory::desc({k, n}, memory::data_type::f32, memory::format_tag::BA16a64b);
     // int8: W's rows quantised (quantize_cpu.h), their scales and sums kept for the epilogue.
     std::vector<int8_t> quantised;
     if (dtype == DType::i8) {
@@ -206,6 +210,12 @@ void run_product(const void* x, int64_t m, const PackedWeight& w, const float* b
                   static_cast<double>(w.in_features()));
 }
 
+// The most rows of x for which packed_linear takes the panel kernel, from measurements on 2 cores
+// (docs/BENCHMARKS.md, 2026-11-26): against 512 x 512 weights the kernel is 1.4-1.9x oneDNN at 1-4
+// rows, against 512 x 2048 within 0.85-1.04x of it at 1-8 rows; oneDNN's brgemm pulls ahead from
+// 128 rows. Whole decodes of one sentence were 1.14-1.35x faster with this choice.
+constexpr int64_t kPanelMaxRows = 8;
+
 }  // namespace
 
 void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float* bias, float* y,
@@ -221,9 +231,24 @@ void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float*
     packed_linear_quantized(u.data(), scales.data(), m, w, bias, y, relu);
     return;
   }
+  if (w.panels() && m <= kPanelMaxRows) {
+    const auto start = std::chrono::steady_clock::now();
+    panel_linear_f32(static_cast<const float*>(x), m, w.out_features(), w.in_features(),
+                     static_cast<const float*>(w.data()), bias, relu, y);
+    record_gemm(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                2.0 * static_cast<double>(m) * static_cast<double>(w.out_features()) *
+                    static_cast<double>(w.in_features()));
+    return;
+  }
   run_product(x, m, w, bias, y);
   // The packed product has no post-op: ReLU is a second pass over the output.
   if (relu) cpu::relu(y, y, m * w.out_features());
+}
+
+void packed_linear_onednn(const void* x, int64_t m, const PackedWeight& w, const float* bias,
+                          float* y) {
+  TFM_CHECK(w.dtype() != DType::i8, "packed_linear_onednn: an i8 weight needs quantised x");
+  if (m > 0) run_product(x, m, w, bias, y);
 }
 
 void packed_linear_quantized(const uint8_t* u, const float* x_scales, int64_t m,

@@ -34,10 +34,14 @@ class PackedWeight {
   // i8 only: each row's scale and the sum of its quantised values, [n].
   const float* scales() const { return scales_.data<float>(); }
   const int32_t* row_sums() const { return row_sums_.data<int32_t>(); }
+  // f32 only: whether oneDNN chose the layout that our panel kernel reads (panel_matmul_cpu.h), so
+  // that the products of few rows can run there.
+  bool panels() const { return panels_; }
 
  private:
   int64_t n_ = 0, k_ = 0;
   DType dtype_ = DType::f32;
+  bool panels_ = false;
   std::shared_ptr<const Layout> layout_;
   Tensor storage_;
   Tensor scales_, row_sums_;
@@ -48,6 +52,11 @@ class PackedWeight {
 // thread alone inside an OpenMP parallel region (oneDNN's rule), else on all threads.
 void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float* bias, float* y,
                    bool relu = false);
+
+// oneDNN's product alone (f32 or bf16 weight, no ReLU), where packed_linear may choose the panel
+// kernel: for benchmarks and tests that compare the two.
+void packed_linear_onednn(const void* x, int64_t m, const PackedWeight& w, const float* bias,
+                          float* y);
 
 // The same for an i8 weight with x already quantised (quantize_rows_u8: u [m, k] and its row
 // scales), for several products with one x (the output projection's blocks).

@@ -1,0 +1,177 @@
+// The panel kernel for decoding's few-row f32 products (kernels/cpu/panel_matmul_cpu.h): it reads
+// the layout oneDNN packed (checked element by element), each element of y is within the f32
+// rounding bound of the exact sum, a product's numbers do not depend on how it is split among
+// threads (outside, inside an OpenMP region, one thread or several), and cpu::packed_linear takes
+// it for up to 8 rows and oneDNN's product beyond.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "gradcheck.h"
+#include "tfm/kernels/cpu/packed_matmul_cpu.h"
+#include "tfm/kernels/cpu/panel_matmul_cpu.h"
+
+namespace tfm {
+namespace {
+
+using testing::random_values;
+
+std::vector<float> random_floats(int64_t n, std::mt19937& rng, double lo = -1.0, double hi = 1.0) {
+  const auto v = random_values(n, rng, lo, hi);
+  return std::vector<float>(v.begin(), v.end());
+}
+
+// y = x W^T (+ bias) by the panel kernel itself, whatever the row count.
+std::vector<float> panel_product(const std::vector<float>& x, int64_t m, const cpu::PackedWeight& w,
+                                 const float* bias, bool relu) {
+  std::vector<float> y(static_cast<size_t>(m * w.out_features()),
+                       std::numeric_limits<float>::quiet_NaN());
+  cpu::panel_linear_f32(x.data(), m, w.out_features(), w.in_features(),
+                        static_cast<const float*>(w.data()), bias, relu, y.data());
+  return y;
+}
+
+TEST(PanelMatmul, ReadsTheLayoutOneDnnPacked) {
+  std::mt19937 rng(5);
+  const int64_t n = 150, k = 37;  // 3 panels, the last of 22 columns; k padded to 48
+  const auto w = random_floats(n * k, rng);
+  const cpu::PackedWeight packed(w.data(), n, k, DType::f32);
+  if (!cpu::panel_kernel_available()) {
+    EXPECT_FALSE(packed.panels());  // a build without AVX-512 keeps oneDNN's products
+    return;
+  }
+  ASSERT_TRUE(packed.panels()) << "oneDNN chose another f32 layout than BA16a64b on this CPU";
+  const auto* data = static_cast<const float*>(packed.data());
+  const int64_t kp = 48;
+  for (int64_t p = 0; p < 3; ++p)
+    for (int64_t t = 0; t < kp; ++t)
+      for (int64_t j = 0; j < cpu::kPanelColumns; ++j) {
+        const int64_t column = p * cpu::kPanelColumns + j;
+        const float expected =
+            (t < k && column < n) ? w[static_cast<size_t>(column * k + t)] : 0.0f;
+        ASSERT_EQ(data[(p * kp + t) * cpu::kPanelColumns + j], expected)
+            << "panel " << p << " depth " << t << " column " << j;
+      }
+}
+
+// Every element within the bound of recursive f32 summation, (k + 2) u sum |x w| + u |bias|.
+TEST(PanelMatmul, EveryElementWithinTheRoundingBoundOfTheExactSum) {
+  if (!cpu::panel_kernel_available()) GTEST_SKIP() << "this build has no AVX-512 (no panel kernel)";
+  std::mt19937 rng(11);
+  struct Case {
+    int64_t m, n, k;
+    bool bias, relu;
+  };
+  const double u = std::ldexp(1.0, -24);
+  for (const Case& c :
+       {Case{1, 1, 1, false, false}, Case{1, 64, 16, true, false}, Case{5, 65, 7, true, true},
+        Case{6, 200, 63, false, true}, Case{7, 512, 64, true, false}, Case{13, 129, 65, true, true},
+        Case{32, 1000, 512, true, false}, Case{130, 70, 130, false, false},
+        Case{33, 512, 2048, true, true}}) {
+    SCOPED_TRACE(fmt::format("m {} n {} k {} bias {} relu {}", c.m, c.n, c.k, c.bias, c.relu));
+    const auto x = random_floats(c.m * c.k, rng);
+    const auto w = random_floats(c.n * c.k, rng, -0.5, 0.5);
+    const auto bias = c.bias ? random_floats(c.n, rng) : std::vector<float>{};
+    const cpu::PackedWeight packed(w.data(), c.n, c.k, DType::f32);
+    ASSERT_TRUE(packed.panels());
+    const auto y = panel_product(x, c.m, packed, c.bias ? bias.data() : nullptr, c.relu);
+    int64_t negatives = 0, zeros = 0;
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double exact = c.bias ? bias[static_cast<size_t>(j)] : 0.0, magnitude = 0.0;
+        for (int64_t t = 0; t < c.k; ++t) {
+          const double product =
+              double{x[static_cast<size_t>(i * c.k + t)]} * w[static_cast<size_t>(j * c.k + t)];
+          exact += product;
+          magnitude += std::abs(product);
+        }
+        const double bound = static_cast<double>(c.k + 2) * u * magnitude +
+                             (c.bias ? u * std::abs(bias[static_cast<size_t>(j)]) : 0.0);
+        const float got = y[static_cast<size_t>(i * c.n + j)];
+        negatives += got < 0;
+        zeros += got == 0.0f;
+        ASSERT_LE(std::abs(got - (c.relu ? std::max(0.0, exact) : exact)), bound)
+            << "row " << i << " column " << j;
+      }
+    // ReLU clamps about half of the outputs, and only with ReLU.
+    if (c.relu) {
+      EXPECT_EQ(negatives, 0);
+      if (c.m * c.n > 100) {
+        EXPECT_GT(zeros, c.m * c.n / 4);
+      }
+    } else if (c.m * c.n > 100) {
+      EXPECT_GT(negatives, c.m * c.n / 4);
+    }
+  }
+}
+
+// The sums run over k in one order whatever the split: the same bits from one thread, several, or
+// the calling thread alone inside a parallel region (the output layer's blocks).
+TEST(PanelMatmul, TheSameBitsWhateverTheThreads) {
+  if (!cpu::panel_kernel_available()) GTEST_SKIP() << "this build has no AVX-512 (no panel kernel)";
+  std::mt19937 rng(17);
+  const int64_t m = 29, n = 300, k = 200;
+  const auto x = random_floats(m * k, rng);
+  const auto w = random_floats(n * k, rng);
+  const auto bias = random_floats(n, rng);
+  const cpu::PackedWeight packed(w.data(), n, k, DType::f32);
+  auto product = [&] { return panel_product(x, m, packed, bias.data(), false); };
+  const int threads = omp_get_max_threads();
+  const auto all = product();
+  omp_set_num_threads(1);
+  const auto one = product();
+  omp_set_num_threads(7);  // more threads than the 5 panels: rows are split too
+  const auto seven = product();
+  omp_set_num_threads(threads);
+  std::vector<std::vector<float>> inside(2);
+#pragma omp parallel num_threads(2)
+  inside[static_cast<size_t>(omp_get_thread_num())] = product();
+  EXPECT_EQ(all, one);
+  EXPECT_EQ(all, seven);
+  EXPECT_EQ(all, inside[0]);
+  EXPECT_EQ(all, inside[1]);
+}
+
+// A NaN or infinity in a row of x reaches that row's outputs only, as in any product.
+TEST(PanelMatmul, ANaNInARowReachesThatRowOnly) {
+  if (!cpu::panel_kernel_available()) GTEST_SKIP() << "this build has no AVX-512 (no panel kernel)";
+  std::mt19937 rng(23);
+  const int64_t m = 8, n = 70, k = 40;
+  auto x = random_floats(m * k, rng);
+  const auto w = random_floats(n * k, rng);
+  x[static_cast<size_t>(3 * k + 39)] = std::numeric_limits<float>::quiet_NaN();
+  const cpu::PackedWeight packed(w.data(), n, k, DType::f32);
+  const auto y = panel_product(x, m, packed, nullptr, /*relu=*/true);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      EXPECT_EQ(std::isnan(y[static_cast<size_t>(i * n + j)]), i == 3) << i << " " << j;
+}
+
+// packed_linear: the panel kernel's bits for 1-8 rows (ReLU included), oneDNN's beyond.
+TEST(PanelMatmul, PackedLinearTakesItForUpToEightRows) {
+  if (!cpu::panel_kernel_available()) GTEST_SKIP() << "this build has no AVX-512 (no panel kernel)";
+  std::mt19937 rng(29);
+  const int64_t n = 200, k = 96;
+  const auto w = random_floats(n * k, rng);
+  const auto bias = random_floats(n, rng);
+  const cpu::PackedWeight packed(w.data(), n, k, DType::f32);
+  for (int64_t m : {1, 4, 8, 9, 32}) {
+    SCOPED_TRACE(fmt::format("{} rows", m));
+    const auto x = random_floats(m * k, rng);
+    std::vector<float> y(static_cast<size_t>(m * n)), onednn(y.size());
+    cpu::packed_linear(x.data(), m, packed, bias.data(), y.data(), /*relu=*/true);
+    cpu::packed_linear_onednn(x.data(), m, packed, bias.data(), onednn.data());
+    for (float& v : onednn) v = v > 0.0f ? v : 0.0f;
+    if (m <= 8) {
+      EXPECT_EQ(y, panel_product(x, m, packed, bias.data(), true));
+    } else {
+      EXPECT_EQ(y, onednn);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tfm
