@@ -18,7 +18,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
+#include <vector>
 
 #include "tfm/core/tensor.h"
 #include "tfm/core/threading.h"
@@ -287,6 +289,46 @@ BENCHMARK(packed_linear_f32)
     ->Args({800, 2048, 512, 1})
     ->UseRealTime();
 
+// The output layer of a decoding step as log_softmax_top runs it: the 32000-token embedding in
+// packed blocks of 1024 tokens (64 MB, more than the caches), each thread multiplying its own
+// contiguous range of blocks with a one-thread product. rows: 32 greedy / 128 beam-4 sentences.
+void output_blocks_f32(benchmark::State& state) {
+  const int64_t m = state.range(0), k = 512, vocab = 32000, block = 1024;
+  const bool panels = state.range(1) == 1;
+  if (panels && !tfm::cpu::panel_kernel_available()) {
+    state.SkipWithError("this build has no panel kernel (no AVX-512)");
+    return;
+  }
+  const int64_t blocks = (vocab + block - 1) / block;
+  Tensor x = random_tensor({m, k}, 1), w = random_tensor({vocab, k}, 2);
+  std::vector<std::unique_ptr<tfm::cpu::PackedWeight>> packed;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t n = std::min(block, vocab - b * block);
+    packed.push_back(std::make_unique<tfm::cpu::PackedWeight>(w.data<float>() + b * block * k, n, k,
+                                                              DType::f32));
+  }
+  Tensor y = Tensor::empty({kThreads, m, block});
+  auto product = [&] {
+#pragma omp parallel num_threads(kThreads)
+    {
+      const int thread = omp_get_thread_num(), threads = omp_get_num_threads();
+      float* z = y.data<float>() + thread * m * block;
+      for (int64_t b = blocks * thread / threads; b < blocks * (thread + 1) / threads; ++b) {
+        const tfm::cpu::PackedWeight& p = *packed[static_cast<size_t>(b)];
+        if (panels)
+          tfm::cpu::panel_linear_f32(x.data<float>(), m, p.out_features(), k,
+                                     static_cast<const float*>(p.data()), nullptr, false, z);
+        else
+          tfm::cpu::packed_linear_onednn(x.data<float>(), m, p, nullptr, z);
+      }
+    }
+  };
+  product();
+  for (auto _ : state) product();
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m * vocab * k),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(output_blocks_f32)->ArgsProduct({{4, 8, 32, 128}, {0, 1}})->UseRealTime();
 #endif
 
 #ifdef __AVX512BF16__
