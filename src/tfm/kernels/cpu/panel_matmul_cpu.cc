@@ -87,6 +87,11 @@ inline void tile(const float* x, int64_t ldx, const Panel& panel, int64_t k0, in
     }
 }
 
+using TileFunction = void (*)(const float*, int64_t, const Panel&, int64_t, int64_t, float*, float*,
+                              int64_t, bool, bool, bool);
+constexpr TileFunction kTailTiles[kTileRows] = {nullptr,  &tile<1>, &tile<2>,
+                                                &tile<3>, &tile<4>, &tile<5>};
+
 float* aligned_64(float* p) {
   return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
 }
@@ -111,28 +116,10 @@ void panel_rows(const float* x, int64_t k, const Panel& panel, int64_t r0, int64
     for (; r + kTileRows <= r1; r += kTileRows)
       tile<kTileRows>(x + r * k, k, panel, k0, k1, partial_sums + (r - r0) * kPanelColumns,
                       y + r * ldy, ldy, first, last, relu);
-    const float* xr = x + r * k;
-    float* partial = partial_sums + (r - r0) * kPanelColumns;
-    float* yr = y + r * ldy;
-    switch (r1 - r) {
-      case 5:
-        tile<5>(xr, k, panel, k0, k1, partial, yr, ldy, first, last, relu);
-        break;
-      case 4:
-        tile<4>(xr, k, panel, k0, k1, partial, yr, ldy, first, last, relu);
-        break;
-      case 3:
-        tile<3>(xr, k, panel, k0, k1, partial, yr, ldy, first, last, relu);
-        break;
-      case 2:
-        tile<2>(xr, k, panel, k0, k1, partial, yr, ldy, first, last, relu);
-        break;
-      case 1:
-        tile<1>(xr, k, panel, k0, k1, partial, yr, ldy, first, last, relu);
-        break;
-      default:
-        break;
-    }
+    // The last 1-5 rows: one call a slice, through a table of the tile's instances.
+    if (r < r1)
+      kTailTiles[r1 - r](x + r * k, k, panel, k0, k1, partial_sums + (r - r0) * kPanelColumns,
+                         y + r * ldy, ldy, first, last, relu);
   }
 }
 
