@@ -26,6 +26,7 @@
 #include "tfm/core/threading.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/kernels/cpu/packed_matmul_cpu.h"
+#include "tfm/kernels/cpu/panel_int8_cpu.h"
 #include "tfm/kernels/cpu/panel_matmul_cpu.h"
 
 namespace {
@@ -287,6 +288,44 @@ BENCHMARK(packed_linear_f32)
     ->Args({128, 2048, 512, 1})
     ->Args({800, 2048, 512, 0})
     ->Args({800, 2048, 512, 1})
+    ->UseRealTime();
+
+// The int8 products of few rows on a CPU without VNNI (7-bit activations): oneDNN's gemm:jit
+// (kernel 0) against our int8 panel kernel (1) on the same packed weight.
+void packed_product_i8(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  Tensor w = random_tensor({n, k}, 2);
+  const tfm::cpu::PackedWeight packed(w.data<float>(), n, k, DType::i8);
+  if (state.range(3) == 1 && packed.int8_panels() == nullptr) {
+    state.SkipWithError("no int8 panels: this CPU has VNNI, or the build no AVX512BW");
+    return;
+  }
+  std::vector<uint8_t> u(static_cast<size_t>(m * k));
+  for (size_t i = 0; i < u.size(); ++i) u[i] = static_cast<uint8_t>(1 + i * 37 % 127);
+  std::vector<int32_t> acc(static_cast<size_t>(m * n));
+  auto product = [&] {
+    if (state.range(3) == 1)
+      tfm::cpu::panel_product_u8s8(u.data(), m, n, k, packed.int8_panels(), acc.data());
+    else
+      tfm::cpu::packed_product_u8s8_onednn(u.data(), m, packed, acc.data());
+  };
+  product();
+  for (auto _ : state) product();
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m * n * k),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(n * k), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(packed_product_i8)
+    ->ArgsProduct({{1, 4, 8, 16, 32, 64, 128}, {512}, {512, 2048}, {0, 1}})
+    ->Args({1, 2048, 512, 0})
+    ->Args({1, 2048, 512, 1})
+    ->Args({4, 2048, 512, 0})
+    ->Args({4, 2048, 512, 1})
+    ->Args({32, 2048, 512, 0})
+    ->Args({32, 2048, 512, 1})
+    ->Args({128, 2048, 512, 0})
+    ->Args({128, 2048, 512, 1})
     ->UseRealTime();
 
 // The output layer of a decoding step as log_softmax_top runs it: the 32000-token embedding in

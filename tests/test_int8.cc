@@ -1,7 +1,8 @@
 // int8 inference (InferenceOptions::int8): the quantisation of rows (hand-checked), the packed int8
 // product against the same quantised arithmetic in double precision and against the f32 product,
 // the output layer's fused log-softmax and top-k over int8 blocks, and whole translations against
-// f32. On a CPU without AVX512-VNNI, packing an int8 weight is a one-line error, checked instead.
+// f32. The activations take 8 bits on a CPU with AVX512-VNNI or AMX and 7 bits elsewhere
+// (quantize_cpu.h); the products are checked with this CPU's code, and with 7 bits on every CPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -40,50 +41,75 @@ TEST(Int8Quantize, RowsHandChecked) {
   EXPECT_EQ(std::vector<int>(q.begin(), q.end()),
             (std::vector<int>{64, -127, 32, 0, 0, 0, 0, 0, 64, 127, -32, 0}));
   std::vector<uint8_t> u(12);
-  cpu::quantize_rows_u8(x.data(), 3, 4, u.data(), scales.data());
+  cpu::quantize_rows_u8(x.data(), 3, 4, u.data(), scales.data(), cpu::kNativeZeroPoint);
   EXPECT_EQ(std::vector<int>(u.begin(), u.end()),
             (std::vector<int>{192, 1, 160, 128, 128, 128, 128, 128, 192, 255, 96, 128}));
+}
+
+TEST(Int8Quantize, SevenBitActivationsHandChecked) {
+  // 63 levels, zero point 64. Row 0: scale 3/63 = 1/21, so -1.1 -> -23.1 -> -23, 0.6 -> 12.6 ->
+  // 13. Row 1: all zero. Row 2: scale 126/63 = 2; 5 -> 2.5 -> 2 (ties to even), -7 -> -3.5 -> -4.
+  const std::vector<float> x = {3, -1.1f, 0.6f, 0, 0, 0, 0, 0, 126, 5, -7, -126};
+  std::vector<uint8_t> u(12);
+  std::vector<float> scales(3);
+  cpu::quantize_rows_u8(x.data(), 3, 4, u.data(), scales.data(), cpu::kSaturatingZeroPoint);
+  EXPECT_FLOAT_EQ(scales[0], 3.0f / 63.0f);
+  EXPECT_EQ(scales[1], 0.0f);
+  EXPECT_FLOAT_EQ(scales[2], 2.0f);
+  EXPECT_EQ(std::vector<int>(u.begin(), u.end()),
+            (std::vector<int>{127, 41, 77, 64, 64, 64, 64, 64, 127, 66, 60, 1}));
+  testing::expect_error(
+      [&] { cpu::quantize_rows_u8(x.data(), 3, 4, u.data(), scales.data(), 100); },
+      {"int8: activation zero point 100 (must be 128 or 64)"});
 }
 
 TEST(Int8Quantize, ANaNAnywhereInARowMakesItsScaleAndProductNaN) {
   // The vector max drops a NaN or keeps it depending on its lane and on what follows it: every
   // position of rows that are shorter than, equal to and longer than a register is tried, with
   // larger values after the NaN.
-  for (int64_t cols : {5, 16, 40}) {
-    for (int64_t at = 0; at < cols; ++at) {
-      std::vector<float> x(static_cast<size_t>(2 * cols));
-      for (int64_t j = 0; j < 2 * cols; ++j) x[static_cast<size_t>(j)] = 0.25f * (j % cols) - 1;
-      x[static_cast<size_t>(at)] = std::nanf("");
-      std::vector<uint8_t> u(x.size());
-      std::vector<float> scales(2);
-      cpu::quantize_rows_u8(x.data(), 2, cols, u.data(), scales.data());
-      ASSERT_TRUE(std::isnan(scales[0])) << cols << " columns, NaN at " << at;
-      ASSERT_FLOAT_EQ(scales[1], std::max(1.0f, 0.25f * static_cast<float>(cols - 1) - 1) / 127)
-          << "the other row is untouched";
-      for (int64_t j = 0; j < cols; ++j) ASSERT_EQ(u[static_cast<size_t>(j)], 128);
-      // Its products (with a bias, no ReLU: ReLU maps NaN to 0, as the f32 ReLU does): NaN in
-      // every column of that row, finite in the other's.
-      const std::vector<int32_t> acc = {300, -7, 300, -7};
-      const std::vector<float> x_scales = {scales[0], scales[1]}, w_scales = {0.5f, 2.0f},
-                               bias = {1.0f, -1.0f};
-      const std::vector<int32_t> row_sums = {3, -1};
-      std::vector<float> y(4);
-      cpu::dequantize_product(acc.data(), 2, 2, x_scales.data(), w_scales.data(), row_sums.data(),
-                              bias.data(), false, y.data());
-      EXPECT_TRUE(std::isnan(y[0]) && std::isnan(y[1]));
-      EXPECT_TRUE(std::isfinite(y[2]) && std::isfinite(y[3]));
+  for (int32_t zero_point : {cpu::kNativeZeroPoint, cpu::kSaturatingZeroPoint}) {
+    for (int64_t cols : {5, 16, 40}) {
+      for (int64_t at = 0; at < cols; ++at) {
+        std::vector<float> x(static_cast<size_t>(2 * cols));
+        for (int64_t j = 0; j < 2 * cols; ++j) x[static_cast<size_t>(j)] = 0.25f * (j % cols) - 1;
+        x[static_cast<size_t>(at)] = std::nanf("");
+        std::vector<uint8_t> u(x.size());
+        std::vector<float> scales(2);
+        cpu::quantize_rows_u8(x.data(), 2, cols, u.data(), scales.data(), zero_point);
+        ASSERT_TRUE(std::isnan(scales[0])) << cols << " columns, NaN at " << at;
+        ASSERT_FLOAT_EQ(scales[1], std::max(1.0f, 0.25f * static_cast<float>(cols - 1) - 1) /
+                                       static_cast<float>(zero_point - 1))
+            << "the other row is untouched";
+        for (int64_t j = 0; j < cols; ++j) ASSERT_EQ(u[static_cast<size_t>(j)], zero_point);
+        // Its products (with a bias, no ReLU: ReLU maps NaN to 0, as the f32 ReLU does): NaN in
+        // every column of that row, finite in the other's.
+        const std::vector<int32_t> acc = {300, -7, 300, -7};
+        const std::vector<float> x_scales = {scales[0], scales[1]}, w_scales = {0.5f, 2.0f},
+                                 bias = {1.0f, -1.0f};
+        const std::vector<int32_t> row_sums = {3, -1};
+        std::vector<float> y(4);
+        cpu::dequantize_product(acc.data(), 2, 2, x_scales.data(), w_scales.data(), row_sums.data(),
+                                bias.data(), false, y.data(), zero_point);
+        EXPECT_TRUE(std::isnan(y[0]) && std::isnan(y[1]));
+        EXPECT_TRUE(std::isfinite(y[2]) && std::isfinite(y[3]));
+      }
     }
   }
 }
 
-// The exact value of the int8 product: sum_j qx_j qw_j sx sw + bias, in double.
+// The exact value of the int8 product: sum_j qx_j qw_j sx sw + bias, in double, with x quantised
+// as activations with zero point Z (qx = u - Z) and w as weights.
 std::vector<double> quantised_product(const std::vector<float>& x, const std::vector<float>& w,
                                       const std::vector<float>& bias, int64_t m, int64_t n,
-                                      int64_t k, bool relu) {
-  std::vector<int8_t> qx(static_cast<size_t>(m * k)), qw(static_cast<size_t>(n * k));
+                                      int64_t k, bool relu,
+                                      int32_t zero_point = cpu::activation_zero_point()) {
+  std::vector<uint8_t> ux(static_cast<size_t>(m * k));
+  std::vector<int8_t> qw(static_cast<size_t>(n * k));
   std::vector<float> sx(static_cast<size_t>(m)), sw(static_cast<size_t>(n));
-  cpu::quantize_rows_s8(x.data(), m, k, qx.data(), sx.data());
+  cpu::quantize_rows_u8(x.data(), m, k, ux.data(), sx.data(), zero_point);
   cpu::quantize_rows_s8(w.data(), n, k, qw.data(), sw.data());
+  std::vector<int32_t> qx(ux.size());
+  for (size_t i = 0; i < ux.size(); ++i) qx[i] = int32_t{ux[i]} - zero_point;
   std::vector<double> y(static_cast<size_t>(m * n));
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
@@ -113,12 +139,6 @@ double relative_difference(const std::vector<float>& a, const std::vector<double
 // (the s32 sums are exact; the epilogue rounds two products and a sum), and differs from the f32
 // product by the quantisation only.
 TEST(Int8PackedLinear, EqualsTheQuantisedArithmetic) {
-  if (!cpu::native_int8_products()) {
-    std::vector<float> w(16, 1.0f);
-    testing::expect_error([&] { cpu::PackedWeight(w.data(), 4, 4, DType::i8); },
-                          {"int8 products need a CPU with AVX512-VNNI"});
-    return;
-  }
   std::mt19937 rng(71);
   struct Case {
     int64_t m, n, k;
@@ -130,14 +150,26 @@ TEST(Int8PackedLinear, EqualsTheQuantisedArithmetic) {
     const auto x = floats_of(random_values(c.m * c.k, rng));
     const auto w = floats_of(random_values(c.n * c.k, rng, -0.3, 0.3));
     const auto bias = c.bias ? floats_of(random_values(c.n, rng)) : std::vector<float>{};
+    const float* bias_data = c.bias ? bias.data() : nullptr;
     const cpu::PackedWeight packed(w.data(), c.n, c.k, DType::i8);
     EXPECT_EQ(packed.dtype(), DType::i8);
-    std::vector<float> y(static_cast<size_t>(c.m * c.n));
-    cpu::packed_linear(x.data(), c.m, packed, c.bias ? bias.data() : nullptr, y.data(), c.relu);
+    // This CPU's activations (packed_linear quantises them), then 7-bit ones on every CPU.
+    std::vector<float> y(static_cast<size_t>(c.m * c.n)), y7(y.size());
+    cpu::packed_linear(x.data(), c.m, packed, bias_data, y.data(), c.relu);
     EXPECT_LT(relative_difference(y, quantised_product(x, w, bias, c.m, c.n, c.k, c.relu)), 1e-6);
+    std::vector<uint8_t> u(static_cast<size_t>(c.m * c.k));
+    std::vector<float> x_scales(static_cast<size_t>(c.m));
+    cpu::quantize_rows_u8(x.data(), c.m, c.k, u.data(), x_scales.data(), cpu::kSaturatingZeroPoint);
+    cpu::packed_linear_quantized(u.data(), x_scales.data(), c.m, packed, bias_data, y7.data(),
+                                 c.relu, cpu::kSaturatingZeroPoint);
+    EXPECT_LT(relative_difference(y7, quantised_product(x, w, bias, c.m, c.n, c.k, c.relu,
+                                                        cpu::kSaturatingZeroPoint)),
+              1e-6);
 
-    // Against the f32 product: each operand moves by at most half a step (1/254 of its row's
-    // largest magnitude), so the sums move by about 1% of their scale at most (seen: 0.34-0.55%).
+    // Against the f32 product: each operand moves by at most half a step (1/(2 L) of its row's
+    // largest magnitude, L = 127 for weights, 127 or 63 for activations), so the sums move by
+    // about (1/L_x + 1/127) / 2 of their scale at most: 0.8% with 8-bit activations (seen:
+    // 0.34-0.55%), 1.2% with 7-bit ones (seen: 0.53-0.96%). The bound is 1.5 times that.
     std::vector<double> exact(static_cast<size_t>(c.m * c.n));
     for (int64_t i = 0; i < c.m; ++i)
       for (int64_t j = 0; j < c.n; ++j) {
@@ -146,18 +178,55 @@ TEST(Int8PackedLinear, EqualsTheQuantisedArithmetic) {
           s += double{x[static_cast<size_t>(i * c.k + t)]} * w[static_cast<size_t>(j * c.k + t)];
         exact[static_cast<size_t>(i * c.n + j)] = c.relu ? std::max(0.0, s) : s;
       }
-    const double error = relative_difference(y, exact);
-    EXPECT_LT(error, 0.015);
-    EXPECT_GT(error, 1e-4);  // really quantised
+    for (const auto& [got, zero_point] :
+         {std::pair{&y, cpu::activation_zero_point()}, std::pair{&y7, cpu::kSaturatingZeroPoint}}) {
+      const double error = relative_difference(*got, exact);
+      const double bound = 1.5 * (1.0 / (zero_point - 1) + 1.0 / 127) / 2;
+      EXPECT_LT(error, bound) << "activations with zero point " << zero_point;
+      EXPECT_GT(error, 1e-4) << "really quantised";
+    }
   }
+}
+
+// Operands at the ends of their ranges, where u8 x s8 pairs added in saturating 16-bit sums
+// (vpmaddubsw, oneDNN's products on a CPU without VNNI) would overflow with 8-bit activations:
+// activations at +-1 (their largest codes) against weights at +-0.5 (q = +-127) in sign patterns
+// of whole rows, alternating and half-and-half, over long rows. Every operand is exact in its code,
+// so the product equals the f32 product.
+TEST(Int8PackedLinear, OperandsAtTheEndsOfTheirRangesDoNotSaturate) {
+  const int64_t k = 256, rows = 4;
+  auto pattern = [&](int64_t kind, float value) {
+    std::vector<float> row(static_cast<size_t>(k));
+    for (int64_t j = 0; j < k; ++j)
+      row[static_cast<size_t>(j)] = kind == 0   ? value
+                                    : kind == 1 ? -value
+                                    : kind == 2 ? (j % 2 ? -value : value)
+                                                : (j < k / 2 ? value : -value);
+    return row;
+  };
+  std::vector<float> x, w;
+  for (int64_t kind = 0; kind < rows; ++kind) {
+    const auto xr = pattern(kind, 1.0f), wr = pattern(kind, 0.5f);
+    x.insert(x.end(), xr.begin(), xr.end());
+    w.insert(w.end(), wr.begin(), wr.end());
+  }
+  const cpu::PackedWeight packed(w.data(), rows, k, DType::i8);
+  std::vector<float> y(static_cast<size_t>(rows * rows));
+  cpu::packed_linear(x.data(), rows, packed, nullptr, y.data());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < rows; ++j) {
+      double want = 0;
+      for (int64_t t = 0; t < k; ++t)
+        want += double{x[static_cast<size_t>(i * k + t)]} * w[static_cast<size_t>(j * k + t)];
+      EXPECT_NEAR(y[static_cast<size_t>(i * rows + j)], want, 1e-4)
+          << "x pattern " << i << ", w pattern " << j;
+    }
+  EXPECT_FLOAT_EQ(y[0], 128.0f);  // 256 x 1 x 0.5: the all-positive pair, the largest sums
 }
 
 // ops::linear and linear_relu with an i8 packed weight, in either float precision of the rest of
 // the model: the same numbers as the kernel (the activations are quantised from f32 either way).
 TEST(Int8PackedLinear, OpsLinearMultipliesWithTheInt8Weight) {
-  if (!cpu::native_int8_products())
-    GTEST_SKIP()
-        << "no AVX512-VNNI: int8 is refused (EqualsTheQuantisedArithmetic checks the error)";
   std::mt19937 rng(72);
   const int64_t m = 6, n = 40, k = 24;
   const auto x = floats_of(random_values(m * k, rng));
@@ -182,9 +251,6 @@ TEST(Int8PackedLinear, OpsLinearMultipliesWithTheInt8Weight) {
 // The output layer over int8 blocks of the embedding: the log-softmax's top tokens of the int8
 // logits (computed here from the quantised arithmetic), hidden quantised once for every block.
 TEST(Int8PackedLinear, LogSoftmaxTopOverInt8Blocks) {
-  if (!cpu::native_int8_products())
-    GTEST_SKIP()
-        << "no AVX512-VNNI: int8 is refused (EqualsTheQuantisedArithmetic checks the error)";
   std::mt19937 rng(73);
   const int64_t rows = 5, d = 48, vocab = 70, block = 16, m = 4;
   const auto hidden = floats_of(random_values(rows * d, rng, -2, 2));
@@ -251,9 +317,6 @@ TEST(Int8Decoding, PrecisionNames) {
 // sentences (random weights have near-ties, which quantisation may break the other way), and
 // sentences with the same output have close scores.
 TEST(Int8Decoding, TranslationsAgreeWithF32) {
-  if (!cpu::native_int8_products())
-    GTEST_SKIP()
-        << "no AVX512-VNNI: int8 is refused (EqualsTheQuantisedArithmetic checks the error)";
   ModelConfig config = testing::tiny_decoder_config();
   config.d_model = 64;
   config.d_ff = 128;

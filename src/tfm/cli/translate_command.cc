@@ -277,7 +277,8 @@ void register_translate(CLI::App& app) {
   cmd->add_option("--precision", o->precision,
                   "operands of the matrix products: f32, bf16 (f32 accumulation; faster where the "
                   "CPU has AVX512-BF16 or AMX), auto (bf16 where native), int8 (the linear layers "
-                  "in int8, needs AVX512-VNNI; the rest f32) or int8-bf16 (the rest bf16) "
+                  "in int8, 7-bit activations without AVX512-VNNI; the rest f32) or int8-bf16 (the "
+                  "rest bf16) "
                   "(default f32)");
   cmd->add_option("--device", o->device, "cpu or cuda (default cpu)")
       ->check(CLI::IsMember({"cpu", "cuda"}));

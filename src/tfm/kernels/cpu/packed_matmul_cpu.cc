@@ -11,6 +11,7 @@
 #include "tfm/core/error.h"
 #include "tfm/kernels/cpu/elementwise_cpu.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
+#include "tfm/kernels/cpu/panel_int8_cpu.h"
 #include "tfm/kernels/cpu/panel_matmul_cpu.h"
 #include "tfm/kernels/cpu/primitive_cache.h"
 #include "tfm/kernels/cpu/quantize_cpu.h"
@@ -124,8 +125,6 @@ Product product(const Key& key, const memory::desc& weights) {
 PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
     : n_(n), k_(k), dtype_(dtype) {
   TFM_CHECK(n > 0 && k > 0, "packed weight: [{}, {}] is empty", n, k);
-  TFM_CHECK(dtype != DType::i8 || native_int8_products(),
-            "int8 products need a CPU with AVX512-VNNI (this one has none): use f32 or bf16");
   // The layout oneDNN picks for a typical decoding product; it depends on n, k and the type only
   // (the same for every row count), so it serves every m.
   constexpr int64_t kTypicalRows = 128;
@@ -150,6 +149,12 @@ PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
         for (int64_t i = 0; i < k; ++i) sum += quantised[static_cast<size_t>(j * k + i)];
         sums[j] = sum;
       }
+      // Without VNNI, oneDNN packs a plain int8 weight again in every product: products of few
+      // rows read our own packed copy instead (panel_int8_cpu.h).
+      if (!native_int8_products() && int8_panel_kernel_available()) {
+        int8_panels_ = Tensor::empty({(int8_panel_bytes(n, k) + 3) / 4});  // in 4-byte elements
+        pack_int8_panels(quantised.data(), n, k, static_cast<int8_t*>(int8_panels_.raw()));
+      }
     }
     // W [n, k] row-major is W^T [k, n] with strides {1, k}.
     const memory::desc plain({k, n},
@@ -171,9 +176,30 @@ PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
 
 namespace {
 
+// Counts a product's time and work with the others' (record_gemm), whichever kernel ran it.
+class GemmTimer {
+ public:
+  explicit GemmTimer(double flops) : flops_(flops) {}
+  ~GemmTimer() {
+    record_gemm(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(),
+                flops_);
+  }
+  GemmTimer(const GemmTimer&) = delete;
+  GemmTimer& operator=(const GemmTimer&) = delete;
+
+ private:
+  double flops_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+double product_flops(int64_t m, const PackedWeight& w) {
+  return 2.0 * static_cast<double>(m) * static_cast<double>(w.out_features()) *
+         static_cast<double>(w.in_features());
+}
+
 // y = x W^T (+ bias) in oneDNN; for an int8 weight, y receives the s32 product.
 void run_product(const void* x, int64_t m, const PackedWeight& w, const float* bias, void* y) {
-  const auto start = std::chrono::steady_clock::now();
+  const GemmTimer timer(product_flops(m, w));
   const Key key{m,         w.out_features(), w.in_features(),
                 w.dtype(), bias != nullptr,  omp_get_max_threads()};
   Product p;
@@ -205,9 +231,6 @@ void run_product(const void* x, int64_t m, const PackedWeight& w, const float* b
     fail("packed linear: oneDNN matmul failed for x [{}, {}]: {}", m, w.in_features(), e.what());
   }
   if (scratchpad) CachingAllocator::cpu().release(scratchpad, p.scratchpad_bytes);
-  record_gemm(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-              2.0 * static_cast<double>(m) * static_cast<double>(w.out_features()) *
-                  static_cast<double>(w.in_features()));
 }
 
 // The most rows of x for which packed_linear takes the panel kernel, from measurements on 2 cores
@@ -215,6 +238,11 @@ void run_product(const void* x, int64_t m, const PackedWeight& w, const float* b
 // rows, against 512 x 2048 within 0.85-1.04x of it at 1-8 rows; oneDNN's brgemm pulls ahead from
 // 128 rows. Whole decodes of one sentence were 1.14-1.35x faster with this choice.
 constexpr int64_t kPanelMaxRows = 8;
+
+// The same for the int8 panel kernel (a CPU without VNNI, where oneDNN packs the weight again in
+// every call): gemm_bench's packed_product_i8 on 2 cores, cache-hot weights, measured it 5-7.5x
+// oneDNN at 1 row, 2-3.4x at 4-8, 1.4-1.8x at 32, 1.1-1.4x at 64 and 0.93-1.26x at 128.
+constexpr int64_t kInt8PanelMaxRows = 64;
 
 }  // namespace
 
@@ -232,12 +260,9 @@ void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float*
     return;
   }
   if (w.panels() && m <= kPanelMaxRows) {
-    const auto start = std::chrono::steady_clock::now();
+    const GemmTimer timer(product_flops(m, w));
     panel_linear_f32(static_cast<const float*>(x), m, w.out_features(), w.in_features(),
                      static_cast<const float*>(w.data()), bias, relu, y);
-    record_gemm(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                2.0 * static_cast<double>(m) * static_cast<double>(w.out_features()) *
-                    static_cast<double>(w.in_features()));
     return;
   }
   run_product(x, m, w, bias, y);
@@ -251,16 +276,30 @@ void packed_linear_onednn(const void* x, int64_t m, const PackedWeight& w, const
   if (m > 0) run_product(x, m, w, bias, y);
 }
 
+void packed_product_u8s8_onednn(const uint8_t* u, int64_t m, const PackedWeight& w, int32_t* acc) {
+  TFM_CHECK(w.dtype() == DType::i8, "packed_product_u8s8_onednn: the weight is {}, not i8",
+            dtype_name(w.dtype()));
+  if (m > 0) run_product(u, m, w, nullptr, acc);
+}
+
 void packed_linear_quantized(const uint8_t* u, const float* x_scales, int64_t m,
-                             const PackedWeight& w, const float* bias, float* y, bool relu) {
+                             const PackedWeight& w, const float* bias, float* y, bool relu,
+                             int32_t zero_point) {
   TFM_CHECK(w.dtype() == DType::i8, "packed_linear_quantized: the weight is {}, not i8",
             dtype_name(w.dtype()));
   if (m == 0) return;
   // The s32 product in y's own memory (4 bytes an element, as the f32 result), then converted
   // in place.
   auto* acc = reinterpret_cast<int32_t*>(y);
-  run_product(u, m, w, nullptr, acc);
-  dequantize_product(acc, m, w.out_features(), x_scales, w.scales(), w.row_sums(), bias, relu, y);
+  // Our kernel needs 7-bit activations (u <= 127): the code of a CPU without VNNI.
+  if (w.int8_panels() && m <= kInt8PanelMaxRows && zero_point == kSaturatingZeroPoint) {
+    const GemmTimer timer(product_flops(m, w));
+    panel_product_u8s8(u, m, w.out_features(), w.in_features(), w.int8_panels(), acc);
+  } else {
+    run_product(u, m, w, nullptr, acc);
+  }
+  dequantize_product(acc, m, w.out_features(), x_scales, w.scales(), w.row_sums(), bias, relu, y,
+                     zero_point);
 }
 
 }  // namespace tfm::cpu

@@ -13,20 +13,22 @@
 
 #include "tfm/core/dtype.h"
 #include "tfm/core/tensor.h"
+#include "tfm/kernels/cpu/quantize_cpu.h"
 
 namespace tfm::cpu {
 
 class PackedWeight {
  public:
   // Packs w, f32 row-major [n, k] (n output features), into `dtype`: f32; bf16 (rounded to
-  // nearest even, as f32_to_bf16); or i8 (each row quantised with its own scale, quantize_cpu.h;
-  // needs native_int8_products()).
+  // nearest even, as f32_to_bf16); or i8 (each row quantised with its own scale, quantize_cpu.h).
   PackedWeight(const float* w, int64_t n, int64_t k, DType dtype);
 
   int64_t out_features() const { return n_; }
   int64_t in_features() const { return k_; }
   DType dtype() const { return dtype_; }
-  size_t bytes() const { return storage_.nbytes(); }
+  size_t bytes() const {
+    return storage_.nbytes() + (int8_panels_.defined() ? int8_panels_.nbytes() : 0);
+  }
 
   struct Layout;  // oneDNN's memory descriptor of the packed weight
   const Layout& layout() const { return *layout_; }
@@ -37,6 +39,11 @@ class PackedWeight {
   // f32 only: whether oneDNN chose the layout that our panel kernel reads (panel_matmul_cpu.h), so
   // that the products of few rows can run there.
   bool panels() const { return panels_; }
+  // i8 on a CPU without AVX512-VNNI only: a second copy in our int8 panel layout
+  // (panel_int8_cpu.h) for the products of few rows; null elsewhere.
+  const int8_t* int8_panels() const {
+    return int8_panels_.defined() ? static_cast<const int8_t*>(int8_panels_.raw()) : nullptr;
+  }
 
  private:
   int64_t n_ = 0, k_ = 0;
@@ -45,6 +52,7 @@ class PackedWeight {
   std::shared_ptr<const Layout> layout_;
   Tensor storage_;
   Tensor scales_, row_sums_;
+  Tensor int8_panels_;
 };
 
 // y [m, n] (f32, row-major) = x [m, k] W^T (+ bias [n], f32), then max(0, y) when relu; x
@@ -58,9 +66,14 @@ void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float*
 void packed_linear_onednn(const void* x, int64_t m, const PackedWeight& w, const float* bias,
                           float* y);
 
-// The same for an i8 weight with x already quantised (quantize_rows_u8: u [m, k] and its row
-// scales), for several products with one x (the output projection's blocks).
+// oneDNN's s32 product alone for an i8 weight, u quantised (where packed_linear_quantized may
+// choose the int8 panel kernel): for benchmarks and tests that compare the two.
+void packed_product_u8s8_onednn(const uint8_t* u, int64_t m, const PackedWeight& w, int32_t* acc);
+
+// The same for an i8 weight with x already quantised (quantize_rows_u8 with zero_point: u [m, k]
+// and its row scales), for several products with one x (the output projection's blocks).
 void packed_linear_quantized(const uint8_t* u, const float* x_scales, int64_t m,
-                             const PackedWeight& w, const float* bias, float* y, bool relu = false);
+                             const PackedWeight& w, const float* bias, float* y, bool relu = false,
+                             int32_t zero_point = activation_zero_point());
 
 }  // namespace tfm::cpu

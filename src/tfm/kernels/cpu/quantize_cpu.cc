@@ -4,9 +4,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
+#include "tfm/core/error.h"
 #include "tfm/kernels/cpu/parallel.h"
 #include "tfm/kernels/cpu/vector_math.h"
 
@@ -20,11 +22,11 @@ bool worth_threads(int64_t elements) {
   return !omp_in_parallel() && elements >= kParallelMinElements;
 }
 
-// max_j |x_j| / 127, or NaN when the row holds a NaN: the vector max returns its second operand
+// max_j |x_j| / levels, or NaN when the row holds a NaN: the vector max returns its second operand
 // when either is NaN, so a NaN would be kept or dropped depending on where it sits in the row, and
 // the row's product would come out finite and wrong. A NaN scale makes the row's outputs NaN (as
 // the f32 product's): its q are written as 0, and dequantize_product multiplies by the scale.
-float row_scale(const float* x, int64_t cols) {
+float row_scale(const float* x, int64_t cols, int32_t levels) {
   float max_abs = 0.0f;
   bool has_nan = false;
   int64_t j = 0;
@@ -49,65 +51,84 @@ float row_scale(const float* x, int64_t cols) {
     has_nan = has_nan || std::isnan(x[j]);
     max_abs = std::max(max_abs, std::fabs(x[j]));
   }
-  return has_nan ? std::numeric_limits<float>::quiet_NaN() : max_abs / 127.0f;
+  return has_nan ? std::numeric_limits<float>::quiet_NaN() : max_abs / static_cast<float>(levels);
 }
 
-// round(x / scale) clamped to [-127, 127] (+ kShift), ties to even: the CPU's rounding mode
+// round(x / scale) clamped to [-levels, levels] (+ shift), ties to even: the CPU's rounding mode
 // (vcvtps2dq; std::nearbyint in the scalar tail).
-template <typename Out, int32_t kShift>
-void quantize_row(const float* x, int64_t cols, float scale, Out* q) {
+template <typename Out>
+void quantize_row(const float* x, int64_t cols, float scale, int32_t levels, int32_t shift,
+                  Out* q) {
   const float inverse = scale > 0.0f ? 1.0f / scale : 0.0f;
+  const float bound = static_cast<float>(levels);
   int64_t j = 0;
 #ifdef __AVX512F__
   const __m512 inverse16 = _mm512_set1_ps(inverse);
-  const __m512 low = _mm512_set1_ps(-127.0f), high = _mm512_set1_ps(127.0f);
-  const __m512i shift = _mm512_set1_epi32(kShift);
+  const __m512 low = _mm512_set1_ps(-bound), high = _mm512_set1_ps(bound);
+  const __m512i shift16 = _mm512_set1_epi32(shift);
   for (; j + 16 <= cols; j += 16) {
     const __m512 v = _mm512_maskz_min_ps(
         kAllLanes,
         _mm512_maskz_max_ps(kAllLanes, _mm512_mul_ps(_mm512_loadu_ps(x + j), inverse16), low),
         high);
     const __m512i rounded =
-        _mm512_add_epi32(_mm512_maskz_cvtps_epi32(kAllLanes, v), shift);  // in [1, 255] or s8
+        _mm512_add_epi32(_mm512_maskz_cvtps_epi32(kAllLanes, v), shift16);  // u8 or s8
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + j),
                      _mm512_maskz_cvtepi32_epi8(kAllLanes, rounded));
   }
 #endif
   for (; j < cols; ++j) {
-    const float v = std::min(127.0f, std::max(-127.0f, x[j] * inverse));
-    q[j] = static_cast<Out>(static_cast<int32_t>(std::nearbyint(v)) + kShift);
+    const float v = std::min(bound, std::max(-bound, x[j] * inverse));
+    q[j] = static_cast<Out>(static_cast<int32_t>(std::nearbyint(v)) + shift);
   }
 }
 
-template <typename Out, int32_t kShift>
-void quantize_rows(const float* x, int64_t rows, int64_t cols, Out* q, float* scales) {
+template <typename Out>
+void quantize_rows(const float* x, int64_t rows, int64_t cols, int32_t levels, int32_t shift,
+                   Out* q, float* scales) {
 #pragma omp parallel for schedule(static) if (worth_threads(rows * cols))
   for (int64_t i = 0; i < rows; ++i) {
-    scales[i] = row_scale(x + i * cols, cols);
+    scales[i] = row_scale(x + i * cols, cols, levels);
     if (std::isnan(scales[i]))
-      std::fill(q + i * cols, q + (i + 1) * cols, static_cast<Out>(kShift));  // q = 0
+      std::fill(q + i * cols, q + (i + 1) * cols, static_cast<Out>(shift));  // q = 0
     else
-      quantize_row<Out, kShift>(x + i * cols, cols, scales[i], q + i * cols);
+      quantize_row<Out>(x + i * cols, cols, scales[i], levels, shift, q + i * cols);
   }
+}
+
+void check_zero_point(int32_t zero_point) {
+  TFM_CHECK(zero_point == kNativeZeroPoint || zero_point == kSaturatingZeroPoint,
+            "int8: activation zero point {} (must be {} or {})", zero_point, kNativeZeroPoint,
+            kSaturatingZeroPoint);
 }
 
 }  // namespace
 
 bool native_int8_products() {
-  return __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("amx-int8");
+  static const bool native =
+      __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("amx-int8");
+  return native;
+}
+
+int32_t activation_zero_point() {
+  return native_int8_products() ? kNativeZeroPoint : kSaturatingZeroPoint;
 }
 
 void quantize_rows_s8(const float* x, int64_t rows, int64_t cols, int8_t* q, float* scales) {
-  quantize_rows<int8_t, 0>(x, rows, cols, q, scales);
+  quantize_rows<int8_t>(x, rows, cols, kWeightLevels, 0, q, scales);
 }
 
-void quantize_rows_u8(const float* x, int64_t rows, int64_t cols, uint8_t* u, float* scales) {
-  quantize_rows<uint8_t, kActivationZeroPoint>(x, rows, cols, u, scales);
+void quantize_rows_u8(const float* x, int64_t rows, int64_t cols, uint8_t* u, float* scales,
+                      int32_t zero_point) {
+  check_zero_point(zero_point);
+  quantize_rows<uint8_t>(x, rows, cols, zero_point - 1, zero_point, u, scales);
 }
 
 void dequantize_product(const int32_t* acc, int64_t rows, int64_t n, const float* x_scales,
                         const float* w_scales, const int32_t* w_row_sums, const float* bias,
-                        bool relu, float* y) {
+                        bool relu, float* y, int32_t zero_point) {
+  check_zero_point(zero_point);
+  const int log2_zero_point = std::countr_zero(static_cast<uint32_t>(zero_point));  // 6 or 7
 #pragma omp parallel for schedule(static) if (worth_threads(rows * n))
   for (int64_t i = 0; i < rows; ++i) {
     const int32_t* a = acc + i * n;
@@ -115,13 +136,13 @@ void dequantize_product(const int32_t* acc, int64_t rows, int64_t n, const float
     const float xs = x_scales[i];
     int64_t j = 0;
 #ifdef __AVX512F__
-    // One pass: the zero point undone (x 128 as a shift by 7), both scales, the bias and ReLU.
-    static_assert(kActivationZeroPoint == 128);
+    // One pass: the zero point undone (x Z as a shift), both scales, the bias and ReLU.
     const __m512 xs16 = _mm512_set1_ps(xs), zero = _mm512_setzero_ps();
+    const __m512i zero_point_shift = _mm512_set1_epi32(log2_zero_point);
     for (; j + 16 <= n; j += 16) {
       const __m512i shifted = _mm512_sub_epi32(
           _mm512_loadu_si512(a + j),
-          _mm512_maskz_slli_epi32(kAllLanes, _mm512_loadu_si512(w_row_sums + j), 7));
+          _mm512_maskz_sllv_epi32(kAllLanes, _mm512_loadu_si512(w_row_sums + j), zero_point_shift));
       __m512 v = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAllLanes, shifted),
                                _mm512_mul_ps(xs16, _mm512_loadu_ps(w_scales + j)));
       if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + j));
@@ -131,8 +152,7 @@ void dequantize_product(const int32_t* acc, int64_t rows, int64_t n, const float
     }
 #endif
     for (; j < n; ++j) {
-      float v =
-          static_cast<float>(a[j] - kActivationZeroPoint * w_row_sums[j]) * (xs * w_scales[j]);
+      float v = static_cast<float>(a[j] - zero_point * w_row_sums[j]) * (xs * w_scales[j]);
       if (bias) v += bias[j];
       if (relu) v = v > 0.0f ? v : 0.0f;  // NaN -> 0, as relu
       out[j] = v;

@@ -1,36 +1,47 @@
 // int8 quantisation for the int8 inference products (packed_matmul_cpu.h).
 //
-// Rows are quantised symmetrically, each with its own scale s = max_j |x_j| / 127:
-//   q_j = round(x_j / s) in [-127, 127],  x_j ~ s q_j.
-// Weights are stored as s8 q (one scale per output row, fixed at load). Activations are quantised
-// per row at every product and stored shifted to u8 (u_j = q_j + 128, in [1, 255]), the operand
-// VNNI's u8 x s8 dot product (vpdpbusd) reads; the shift is undone with the weight rows' sums:
-//   sum_j u_j w_j = sum_j q_j w_j + 128 sum_j w_j.
+// Rows are quantised symmetrically, each with its own scale s = max_j |x_j| / L:
+//   q_j = round(x_j / s) in [-L, L],  x_j ~ s q_j.
+// Weights are stored as s8 q with L = 127 (one scale per output row, fixed at load). Activations
+// are quantised per row at every product and stored shifted to u8 (u_j = q_j + Z, Z = L + 1), the
+// operand of the u8 x s8 products; the shift is undone with the weight rows' sums:
+//   sum_j u_j w_j = sum_j q_j w_j + Z sum_j w_j.
+// The activations' L and Z depend on the CPU: with AVX512-VNNI or AMX the products are exact and
+// the activations take 8 bits (L 127, Z 128); without, oneDNN adds u8 x s8 pairs in saturating
+// 16-bit sums (vpmaddubsw), and 8-bit activations could overflow them (2 x 255 x 127 > 32767), so
+// they take 7 bits (L 63, Z 64: a pair is at most 2 x 127 x 127 = 32258).
 #pragma once
 
 #include <cstdint>
 
 namespace tfm::cpu {
 
-inline constexpr int32_t kActivationZeroPoint = 128;
+inline constexpr int32_t kWeightLevels = 127;
+inline constexpr int32_t kNativeZeroPoint = 128;     // 8-bit activations
+inline constexpr int32_t kSaturatingZeroPoint = 64;  // 7-bit activations
 
-// Whether this CPU multiplies u8 x s8 without saturating (AVX512-VNNI or AMX): without VNNI,
-// oneDNN's int8 products add pairs in saturating s16 (vpmaddubsw), which u8 operands up to 255
-// can overflow.
+// Whether this CPU multiplies u8 x s8 without saturating (AVX512-VNNI or AMX).
 bool native_int8_products();
+
+// The activations' zero point Z on this CPU: kNativeZeroPoint where native_int8_products(), else
+// kSaturatingZeroPoint. Their levels are Z - 1.
+int32_t activation_zero_point();
 
 // q [rows, cols] (s8, row-major) and scales [rows] of x [rows, cols]; an all-zero row gets scale 0
 // and q = 0; a row holding a NaN gets scale NaN and q = 0, so that its products come out NaN.
 void quantize_rows_s8(const float* x, int64_t rows, int64_t cols, int8_t* q, float* scales);
 
-// u = q + 128 [rows, cols] (u8) and scales [rows] of x [rows, cols]: the activations' form.
-// Runs on all threads unless called inside a parallel region.
-void quantize_rows_u8(const float* x, int64_t rows, int64_t cols, uint8_t* u, float* scales);
+// u = q + Z [rows, cols] (u8, q in [1 - Z, Z - 1]) and scales [rows] of x [rows, cols]: the
+// activations' form, Z = zero_point (64 or 128). Runs on all threads unless called inside a
+// parallel region.
+void quantize_rows_u8(const float* x, int64_t rows, int64_t cols, uint8_t* u, float* scales,
+                      int32_t zero_point = activation_zero_point());
 
-// y [rows, n] = (acc - 128 row_sums[j]) x_scales[i] w_scales[j] + bias[j] (bias optional), then
-// max(0, y) when relu. acc [rows, n] is the s32 product of u and the s8 weights; y may alias it.
+// y [rows, n] = (acc - Z row_sums[j]) x_scales[i] w_scales[j] + bias[j] (bias optional), then
+// max(0, y) when relu. acc [rows, n] is the s32 product of u (quantised with zero point Z) and the
+// s8 weights; y may alias it.
 void dequantize_product(const int32_t* acc, int64_t rows, int64_t n, const float* x_scales,
                         const float* w_scales, const int32_t* w_row_sums, const float* bias,
-                        bool relu, float* y);
+                        bool relu, float* y, int32_t zero_point = activation_zero_point());
 
 }  // namespace tfm::cpu

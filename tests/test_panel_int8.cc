@@ -1,0 +1,140 @@
+// The int8 panel kernel (kernels/cpu/panel_int8_cpu.h): its packed layout (hand-checked), its s32
+// products against the exact integer arithmetic (every shape off its tiles and groups, operands at
+// the ends of their ranges), on the calling thread inside a parallel region, and packed_linear's
+// choice of it for few rows on a CPU without VNNI (the same numbers as oneDNN's products).
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <random>
+#include <vector>
+
+#include "tfm/kernels/cpu/packed_matmul_cpu.h"
+#include "tfm/kernels/cpu/panel_int8_cpu.h"
+#include "tfm/kernels/cpu/quantize_cpu.h"
+
+namespace tfm {
+namespace {
+
+// acc [m, n] = u [m, k] q^T, exactly.
+std::vector<int32_t> exact_product(const std::vector<uint8_t>& u, const std::vector<int8_t>& q,
+                                   int64_t m, int64_t n, int64_t k) {
+  std::vector<int32_t> acc(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t sum = 0;
+      for (int64_t t = 0; t < k; ++t)
+        sum += int64_t{u[static_cast<size_t>(i * k + t)]} * q[static_cast<size_t>(j * k + t)];
+      acc[static_cast<size_t>(i * n + j)] = static_cast<int32_t>(sum);
+    }
+  return acc;
+}
+
+std::vector<int8_t> packed(const std::vector<int8_t>& q, int64_t n, int64_t k) {
+  std::vector<int8_t> panels(static_cast<size_t>(cpu::int8_panel_bytes(n, k)));
+  cpu::pack_int8_panels(q.data(), n, k, panels.data());
+  return panels;
+}
+
+TEST(PanelInt8, LayoutHandChecked) {
+  // n 70 (two panels, the second of 6 columns), k 6 (two groups, the second half empty).
+  const int64_t n = 70, k = 6;
+  std::vector<int8_t> q(static_cast<size_t>(n * k));
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < k; ++i) q[static_cast<size_t>(j * k + i)] = static_cast<int8_t>(j - i);
+  EXPECT_EQ(cpu::int8_panel_bytes(n, k), 2 * 2 * 64 * 4);
+  const std::vector<int8_t> panels = packed(q, n, k);
+  // Panel 0, group 0: column 0's k 0..3, then column 1's; group 1: column 0's k 4, 5, 0, 0.
+  EXPECT_EQ(std::vector<int>(panels.begin(), panels.begin() + 8),
+            (std::vector<int>{0, -1, -2, -3, 1, 0, -1, -2}));
+  EXPECT_EQ(std::vector<int>(panels.begin() + 256, panels.begin() + 260),
+            (std::vector<int>{-4, -5, 0, 0}));
+  // Panel 1 (at 512 bytes), group 0, its column 5 (W's row 69): 69, 68, 67, 66; column 6 is none.
+  EXPECT_EQ(std::vector<int>(panels.begin() + 512 + 20, panels.begin() + 512 + 28),
+            (std::vector<int>{69, 68, 67, 66, 0, 0, 0, 0}));
+  EXPECT_EQ(std::vector<int>(panels.begin() + 512 + 256 + 20, panels.begin() + 512 + 256 + 24),
+            (std::vector<int>{65, 64, 0, 0}));
+}
+
+TEST(PanelInt8, ProductsEqualTheIntegerArithmetic) {
+  if (!cpu::int8_panel_kernel_available())
+    GTEST_SKIP() << "this build has no AVX512BW: int8 products stay oneDNN's";
+  std::mt19937 rng(91);
+  std::uniform_int_distribution<int> activation(0, 127), weight(-127, 127);
+  for (int64_t m : {1, 2, 4, 5, 6, 7, 8, 13})
+    for (int64_t n : {1, 19, 64, 70, 130})
+      for (int64_t k : {1, 3, 4, 37, 64, 513}) {
+        SCOPED_TRACE(testing::Message() << "m " << m << " n " << n << " k " << k);
+        std::vector<uint8_t> u(static_cast<size_t>(m * k));
+        std::vector<int8_t> q(static_cast<size_t>(n * k));
+        for (auto& v : u) v = static_cast<uint8_t>(activation(rng));
+        for (auto& v : q) v = static_cast<int8_t>(weight(rng));
+        const std::vector<int8_t> panels = packed(q, n, k);
+        std::vector<int32_t> acc(static_cast<size_t>(m * n), -1);
+        cpu::panel_product_u8s8(u.data(), m, n, k, panels.data(), acc.data());
+        ASSERT_EQ(acc, exact_product(u, q, m, n, k));
+      }
+}
+
+TEST(PanelInt8, OperandsAtTheEndsOfTheirRangesAddUpExactly) {
+  if (!cpu::int8_panel_kernel_available())
+    GTEST_SKIP() << "this build has no AVX512BW: int8 products stay oneDNN's";
+  // u 127 against q +-127: every pair vpmaddubsw adds is +-32258, the largest it must hold.
+  const int64_t m = 3, n = 3, k = 1024;
+  std::vector<uint8_t> u(static_cast<size_t>(m * k), 127);
+  for (int64_t t = 0; t < k; t += 2) u[static_cast<size_t>(2 * k + t)] = 0;  // row 2: 127, 0, ...
+  std::vector<int8_t> q(static_cast<size_t>(n * k), 127);
+  for (int64_t t = 0; t < k; ++t) {
+    q[static_cast<size_t>(k + t)] = -127;
+    q[static_cast<size_t>(2 * k + t)] = static_cast<int8_t>(t % 2 ? -127 : 127);
+  }
+  const std::vector<int8_t> panels = packed(q, n, k);
+  std::vector<int32_t> acc(static_cast<size_t>(m * n));
+  cpu::panel_product_u8s8(u.data(), m, n, k, panels.data(), acc.data());
+  EXPECT_EQ(acc, exact_product(u, q, m, n, k));
+  EXPECT_EQ(acc[0], 127 * 127 * 1024);
+}
+
+TEST(PanelInt8, EveryThreadAloneInsideAParallelRegion) {
+  if (!cpu::int8_panel_kernel_available())
+    GTEST_SKIP() << "this build has no AVX512BW: int8 products stay oneDNN's";
+  std::mt19937 rng(92);
+  std::uniform_int_distribution<int> activation(0, 127), weight(-127, 127);
+  const int64_t m = 4, n = 300, k = 100;
+  std::vector<uint8_t> u(static_cast<size_t>(m * k));
+  std::vector<int8_t> q(static_cast<size_t>(n * k));
+  for (auto& v : u) v = static_cast<uint8_t>(activation(rng));
+  for (auto& v : q) v = static_cast<int8_t>(weight(rng));
+  const std::vector<int8_t> panels = packed(q, n, k);
+  const std::vector<int32_t> want = exact_product(u, q, m, n, k);
+  std::vector<std::vector<int32_t>> got(4, std::vector<int32_t>(want.size()));
+#pragma omp parallel for num_threads(2)
+  for (int i = 0; i < 4; ++i)
+    cpu::panel_product_u8s8(u.data(), m, n, k, panels.data(), got[static_cast<size_t>(i)].data());
+  for (const auto& g : got) EXPECT_EQ(g, want);
+}
+
+// packed_linear takes the kernel for 1-64 rows on a CPU without VNNI (7-bit activations) and
+// oneDNN beyond: both give exact s32 sums, so a row multiplied alone (the kernel) and within 65
+// rows (oneDNN) comes out with the same bits. On a CPU with VNNI both are oneDNN's.
+TEST(PanelInt8, PackedLinearGivesOneDnnsNumbersForFewRows) {
+  std::mt19937 rng(93);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  const int64_t rows = 65, n = 130, k = 70;
+  std::vector<float> x(static_cast<size_t>(rows * k)), w(static_cast<size_t>(n * k)),
+      bias(static_cast<size_t>(n));
+  for (auto* v : {&x, &w, &bias})
+    for (auto& e : *v) e = value(rng);
+  const cpu::PackedWeight weight(w.data(), n, k, DType::i8);
+  EXPECT_EQ(weight.int8_panels() != nullptr,
+            !cpu::native_int8_products() && cpu::int8_panel_kernel_available());
+  std::vector<float> all(static_cast<size_t>(rows * n)), one(static_cast<size_t>(n));
+  cpu::packed_linear(x.data(), rows, weight, bias.data(), all.data(), true);
+  for (int64_t r = 0; r < rows; ++r) {
+    cpu::packed_linear(x.data() + r * k, 1, weight, bias.data(), one.data(), true);
+    EXPECT_EQ(one, std::vector<float>(all.begin() + r * n, all.begin() + (r + 1) * n))
+        << "row " << r;
+  }
+}
+
+}  // namespace
+}  // namespace tfm
