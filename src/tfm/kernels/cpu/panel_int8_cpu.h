@@ -11,7 +11,8 @@
 //   acc += vpmaddwd(t, 1)  (the two s16 added into s32)
 // The 7-bit activations of such a CPU (quantize_cpu.h: u in [1, 127]) keep every pair within
 // 2 x 127 x 127 = 32258 < 32767, so the s32 sums are exact: the same integers as oneDNN's.
-// cpu::packed_linear_quantized takes it for up to 64 rows (kInt8PanelMaxRows, packed_matmul_cpu.cc).
+// cpu::packed_linear_quantized takes it for up to 64 rows (kInt8PanelMaxRows,
+// packed_matmul_cpu.cc).
 #pragma once
 
 #include <cstdint>
