@@ -128,7 +128,8 @@ void dequantize_product(const int32_t* acc, int64_t rows, int64_t n, const float
                         const float* w_scales, const int32_t* w_row_sums, const float* bias,
                         bool relu, float* y, int32_t zero_point) {
   check_zero_point(zero_point);
-  const int log2_zero_point = std::countr_zero(static_cast<uint32_t>(zero_point));  // 6 or 7
+  [[maybe_unused]] const int log2_zero_point =
+      std::countr_zero(static_cast<uint32_t>(zero_point));  // 6 or 7
 #pragma omp parallel for schedule(static) if (worth_threads(rows * n))
   for (int64_t i = 0; i < rows; ++i) {
     const int32_t* a = acc + i * n;
