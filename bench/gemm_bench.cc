@@ -1,7 +1,8 @@
 // The machine's measured GEMM ceiling: f32 GFLOP/s of the products of a Transformer-base training
 // step (4096 tokens per batch, d_model 512, d_ff 2048, 37000-token vocabulary, 8 heads of 64)
-// through the same strided oneDNN matmul the ops use, on 2 threads; f32 operands, and bf16 operands
-// with an f32 result (the mixed-precision path). bench/suite.sh reads its JSON output
+// through cpu::gemm as the ops call it (oneDNN's matmul, or our blocked kernel for the large f32
+// products it takes: training_product_f32 compares the two), on 2 threads; f32 operands, and bf16
+// operands with an f32 result (the mixed-precision path). bench/suite.sh reads its JSON output
 // (--benchmark_format=json) and prints each product as a fraction of the run's best rate.
 //
 // peak_*: the rate of the multiply-add instructions alone, on every thread, each running
@@ -24,6 +25,7 @@
 
 #include "tfm/core/tensor.h"
 #include "tfm/core/threading.h"
+#include "tfm/kernels/cpu/blocked_gemm_cpu.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/kernels/cpu/packed_matmul_cpu.h"
 #include "tfm/kernels/cpu/panel_int8_cpu.h"
@@ -288,6 +290,55 @@ BENCHMARK(packed_linear_f32)
     ->Args({128, 2048, 512, 1})
     ->Args({800, 2048, 512, 0})
     ->Args({800, 2048, 512, 1})
+    ->UseRealTime();
+
+// A training step's products through cpu::gemm with oneDNN's matmul (kernel 0) against our blocked
+// kernel (1, blocked_gemm_cpu.h), in the step's three layouts (0: the forward y = x W^T + bias, a
+// row-major and b = W^T; 1: the input gradient g W, both row-major; 2: the weight gradient dW +=
+// g^T x, a = g^T). M x K x N is the product's own shape: for the weight gradient M and N are the
+// weight's dims and K the tokens.
+void training_product_f32(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const int64_t layout = state.range(3);
+  const bool ours = state.range(4) == 1;
+  if (ours && !tfm::cpu::blocked_gemm_available()) {
+    state.SkipWithError("this build has no blocked kernel (no AVX-512)");
+    return;
+  }
+  Tensor a = random_tensor(layout == 2 ? tfm::Shape{k, m} : tfm::Shape{m, k}, 1);
+  Tensor b = random_tensor(layout == 0 ? tfm::Shape{n, k} : tfm::Shape{k, n}, 2);
+  Tensor bias = random_tensor({n}, 3), c = random_tensor({m, n}, 4);
+  GemmArgs args;
+  args.a = layout == 2 ? GemmOperand::dense(a.raw(), DType::f32, {k, m}).transposed()
+                       : GemmOperand::dense(a.raw(), DType::f32, {m, k});
+  args.b = layout == 0 ? GemmOperand::dense(b.raw(), DType::f32, {n, k}).transposed()
+                       : GemmOperand::dense(b.raw(), DType::f32, {k, n});
+  args.c = GemmOperand::dense(c.raw(), DType::f32, {m, n});
+  if (layout == 0) args.bias = bias.data<float>();
+  args.accumulate = layout == 2;
+  tfm::cpu::set_blocked_gemm_enabled(ours);
+  run(state, args, 2.0 * static_cast<double>(m * k * n));
+  tfm::cpu::set_blocked_gemm_enabled(true);
+}
+// The base model's shapes at 4096 tokens (d_model 512, d_ff 2048) and the output layer's 512-token
+// chunks against the 37000-token vocabulary (as ONEDNN_VERBOSE showed a step's products).
+BENCHMARK(training_product_f32)
+    ->ArgNames({"M", "K", "N", "layout", "kernel"})
+    ->ArgsProduct({{4096}, {512}, {512, 2048}, {0, 1}, {0, 1}})
+    ->ArgsProduct({{4096}, {2048}, {512}, {0, 1}, {0, 1}})
+    ->ArgsProduct({{512}, {4096}, {512, 2048}, {2}, {0, 1}})
+    ->ArgsProduct({{2048}, {4096}, {512}, {2}, {0, 1}})
+    ->ArgsProduct({{512}, {512}, {37000}, {0}, {0, 1}})
+    ->ArgsProduct({{512}, {37000}, {512}, {1}, {0, 1}})
+    ->ArgsProduct({{37000}, {512}, {512}, {2}, {0, 1}})
+    // The Multi30k recipe's model (d_model 256, d_ff 1024, 8000 tokens) at 2048 tokens.
+    ->ArgsProduct({{2048}, {256}, {256, 1024}, {0, 1}, {0, 1}})
+    ->ArgsProduct({{2048}, {1024}, {256}, {0, 1}, {0, 1}})
+    ->ArgsProduct({{256}, {2048}, {256, 1024}, {2}, {0, 1}})
+    ->ArgsProduct({{2048}, {256}, {8000}, {0}, {0, 1}})
+    ->ArgsProduct({{2048}, {8000}, {256}, {1}, {0, 1}})
+    ->ArgsProduct({{8000}, {2048}, {256}, {2}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
 // The int8 products of few rows on a CPU without VNNI (7-bit activations): oneDNN's gemm:jit

@@ -12,6 +12,7 @@
 
 #include "tfm/core/allocator.h"
 #include "tfm/core/error.h"
+#include "tfm/kernels/cpu/blocked_gemm_cpu.h"
 #include "tfm/kernels/cpu/primitive_cache.h"
 
 namespace tfm::cpu {
@@ -229,6 +230,27 @@ int64_t product_flops(const GemmArgs& args) {
   return 2 * matrices * args.c.rows() * args.c.cols() * args.a.cols();
 }
 
+// Our blocked kernel (blocked_gemm_cpu.h) for one large f32 matrix (every batch dim 1), alpha 1,
+// c's rows contiguous, a and b each contiguous along one of their dims; else false.
+bool try_blocked_gemm(const GemmArgs& args) {
+  const GemmOperand &a = args.a, &b = args.b, &c = args.c;
+  if (a.dtype != DType::f32 || b.dtype != DType::f32 || c.dtype != DType::f32) return false;
+  if (args.alpha != 1.0f || c.strides[c.rank - 1] != 1) return false;
+  for (int i = 0; i < c.rank - 2; ++i)
+    if (c.dims[i] != 1) return false;
+  auto unit_stride = [](const GemmOperand& op) {
+    return op.strides[op.rank - 1] == 1 || op.strides[op.rank - 2] == 1;
+  };
+  if (!unit_stride(a) || !unit_stride(b) || !blocked_gemm_applies(c.rows(), c.cols(), a.cols()))
+    return false;
+  blocked_gemm_f32(
+      c.rows(), c.cols(), a.cols(),
+      {static_cast<const float*>(a.data), a.strides[a.rank - 2], a.strides[a.rank - 1]},
+      {static_cast<const float*>(b.data), b.strides[b.rank - 2], b.strides[b.rank - 1]}, args.bias,
+      args.accumulate, args.relu, static_cast<float*>(c.data), c.strides[c.rank - 2]);
+  return true;
+}
+
 void run_gemm(const GemmArgs& args) {
   const GemmOperand &a = args.a, &b = args.b, &c = args.c;
   for (int i = 0; i < c.rank; ++i)
@@ -237,6 +259,7 @@ void run_gemm(const GemmArgs& args) {
     fill_empty_product(args);
     return;
   }
+  if (try_blocked_gemm(args)) return;
 
   GemmKey key;
   key.rank = c.rank;

@@ -1,0 +1,187 @@
+// The blocked kernel for training's large f32 products (kernels/cpu/blocked_gemm_cpu.h): every
+// element within the f32 rounding bound of the exact sum in each layout of a and b, on shapes off
+// its tiles and blocks, with bias, accumulation and ReLU; a NaN stays a NaN through ReLU; the
+// numbers do not depend on the threads; and cpu::gemm takes the kernel for large products (the
+// same bits as calling it) and oneDNN's matmul when it is turned off (the same values within the
+// bound).
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "gradcheck.h"
+#include "tfm/kernels/cpu/blocked_gemm_cpu.h"
+#include "tfm/kernels/cpu/matmul_cpu.h"
+
+namespace tfm {
+namespace {
+
+using testing::random_values;
+
+std::vector<float> random_floats(int64_t n, std::mt19937& rng) {
+  const auto v = random_values(n, rng, -1.0, 1.0);
+  return std::vector<float>(v.begin(), v.end());
+}
+
+// One product's operands: a [m, k] stored row-major or as its transpose [k, m], b [k, n] stored
+// row-major or as [n, k] (the forward's W), c's old values for accumulation.
+struct Product {
+  int64_t m, n, k;
+  bool a_transposed, b_transposed, bias, accumulate, relu;
+  std::vector<float> a, b, bias_values, c_old;
+
+  Product(int64_t m_, int64_t n_, int64_t k_, bool at, bool bt, bool with_bias, bool acc, bool r,
+          std::mt19937& rng)
+      : m(m_),
+        n(n_),
+        k(k_),
+        a_transposed(at),
+        b_transposed(bt),
+        bias(with_bias),
+        accumulate(acc),
+        relu(r),
+        a(random_floats(m * k, rng)),
+        b(random_floats(k * n, rng)),
+        bias_values(random_floats(n, rng)),
+        c_old(random_floats(m * n, rng)) {}
+
+  cpu::StridedMatrix a_view() const {
+    return a_transposed ? cpu::StridedMatrix{a.data(), 1, m} : cpu::StridedMatrix{a.data(), k, 1};
+  }
+  cpu::StridedMatrix b_view() const {
+    return b_transposed ? cpu::StridedMatrix{b.data(), 1, k} : cpu::StridedMatrix{b.data(), n, 1};
+  }
+  double a_at(int64_t i, int64_t t) const {
+    const auto v = a_view();
+    return v.data[i * v.row_stride + t * v.col_stride];
+  }
+  double b_at(int64_t t, int64_t j) const {
+    const auto v = b_view();
+    return v.data[t * v.row_stride + j * v.col_stride];
+  }
+
+  std::vector<float> run_kernel() const {
+    std::vector<float> c = accumulate ? c_old : std::vector<float>(static_cast<size_t>(m * n), NAN);
+    cpu::blocked_gemm_f32(m, n, k, a_view(), b_view(), bias ? bias_values.data() : nullptr,
+                          accumulate, relu, c.data(), n);
+    return c;
+  }
+
+  std::vector<float> run_gemm() const {
+    std::vector<float> c = accumulate ? c_old : std::vector<float>(static_cast<size_t>(m * n), NAN);
+    cpu::GemmArgs args;
+    args.a = a_transposed ? cpu::GemmOperand::dense(a.data(), DType::f32, {k, m}).transposed()
+                          : cpu::GemmOperand::dense(a.data(), DType::f32, {m, k});
+    args.b = b_transposed ? cpu::GemmOperand::dense(b.data(), DType::f32, {n, k}).transposed()
+                          : cpu::GemmOperand::dense(b.data(), DType::f32, {k, n});
+    args.c = cpu::GemmOperand::dense(c.data(), DType::f32, {m, n});
+    args.bias = bias ? bias_values.data() : nullptr;
+    args.accumulate = accumulate;
+    args.relu = relu;
+    cpu::gemm(args);
+    return c;
+  }
+
+  // Each element against the exact sum in double, within (k + 3) u (sum |a b| + |bias| + |c_old|):
+  // recursive f32 summation of the k products and the two additions.
+  // Every `row_step`-th row (a large product's check would take long in double).
+  void expect_within_bound(const std::vector<float>& c, int64_t row_step = 1) const {
+    const double u = std::ldexp(1.0, -24);
+    for (int64_t i = 0; i < m; i += row_step)
+      for (int64_t j = 0; j < n; ++j) {
+        double exact = 0, magnitude = 0;
+        for (int64_t t = 0; t < k; ++t) {
+          exact += a_at(i, t) * b_at(t, j);
+          magnitude += std::abs(a_at(i, t) * b_at(t, j));
+        }
+        const size_t at = static_cast<size_t>(i * n + j);
+        if (bias) exact += bias_values[static_cast<size_t>(j)];
+        if (accumulate) exact += c_old[at];
+        magnitude += (bias ? std::abs(bias_values[static_cast<size_t>(j)]) : 0) +
+                     (accumulate ? std::abs(c_old[at]) : 0);
+        const double bound = static_cast<double>(k + 3) * u * magnitude;
+        const double expected = relu ? std::max(0.0, exact) : exact;
+        ASSERT_NEAR(c[at], expected, bound) << "element (" << i << ", " << j << ")";
+      }
+  }
+};
+
+TEST(BlockedGemm, EveryElementWithinTheRoundingBoundInEveryLayout) {
+  if (!cpu::blocked_gemm_available()) GTEST_SKIP() << "this build has no AVX-512 (no kernel)";
+  std::mt19937 rng(3);
+  struct Case {
+    int64_t m, n, k;
+  };
+  // Off the 14 x 32 tile and the 16-deep transposes; past one block of depth (192), of a's rows
+  // (336) and of b's columns (1024); a single row, column and depth.
+  for (const Case& s : {Case{1, 1, 1}, Case{14, 32, 16}, Case{15, 33, 17}, Case{13, 31, 193},
+                        Case{337, 70, 40}, Case{29, 1030, 21}, Case{100, 100, 400}}) {
+    for (int layout = 0; layout < 4; ++layout) {
+      const bool at = layout & 1, bt = layout & 2;
+      const bool bias = (s.m + layout) % 2 == 0, acc = layout == 1 || layout == 2,
+                 relu = layout >= 2;
+      SCOPED_TRACE(fmt::format("m {} n {} k {} a^T {} b^T {} bias {} acc {} relu {}", s.m, s.n, s.k,
+                               at, bt, bias, acc, relu));
+      const Product p(s.m, s.n, s.k, at, bt, bias, acc, relu, rng);
+      p.expect_within_bound(p.run_kernel());
+    }
+  }
+}
+
+TEST(BlockedGemm, ReluKeepsANan) {
+  if (!cpu::blocked_gemm_available()) GTEST_SKIP() << "this build has no AVX-512 (no kernel)";
+  std::mt19937 rng(4);
+  Product p(20, 40, 30, false, true, true, false, true, rng);
+  p.a[5 * 30 + 7] = std::numeric_limits<float>::quiet_NaN();  // row 5
+  const auto c = p.run_kernel();
+  for (int64_t j = 0; j < 40; ++j) EXPECT_TRUE(std::isnan(c[static_cast<size_t>(5 * 40 + j)]));
+  EXPECT_FALSE(std::isnan(c[0]));
+  EXPECT_GT(std::count(c.begin(), c.end(), 0.0f), 0);  // ReLU did cut the negative sums
+}
+
+TEST(BlockedGemm, TheSameBitsOnOneThreadInsideARegionAndOnAll) {
+  if (!cpu::blocked_gemm_available()) GTEST_SKIP() << "this build has no AVX-512 (no kernel)";
+  std::mt19937 rng(5);
+  const Product p(300, 520, 450, true, false, true, true, false, rng);
+  const auto all_threads = p.run_kernel();
+  std::vector<float> inside;
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp single
+    inside = p.run_kernel();
+  }
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const auto one_thread = p.run_kernel();
+  omp_set_num_threads(threads);
+  EXPECT_EQ(all_threads, one_thread);
+  EXPECT_EQ(all_threads, inside);
+  p.expect_within_bound(all_threads);
+}
+
+TEST(BlockedGemm, GemmTakesItForLargeProductsAndOneDnnWhenTurnedOff) {
+  if (!cpu::blocked_gemm_available()) GTEST_SKIP() << "this build has no AVX-512 (no kernel)";
+  std::mt19937 rng(6);
+  const int64_t m = 1100, n = 1000, k = 1000;  // just over 2^30 multiply-adds
+  ASSERT_TRUE(cpu::blocked_gemm_applies(m, n, k));
+  EXPECT_FALSE(cpu::blocked_gemm_applies(2048, 256, 256));   // in cache: oneDNN was faster
+  EXPECT_FALSE(cpu::blocked_gemm_applies(8, 1 << 20, 512));  // decoding's few rows stay elsewhere
+  for (int layout = 0; layout < 3; ++layout) {
+    SCOPED_TRACE(fmt::format("layout {}", layout));
+    const Product p(m, n, k, layout == 2, layout == 0, layout == 0, layout == 2, layout == 1, rng);
+    const auto via_gemm = p.run_gemm();
+    EXPECT_EQ(via_gemm, p.run_kernel());
+    cpu::set_blocked_gemm_enabled(false);
+    EXPECT_FALSE(cpu::blocked_gemm_applies(m, n, k));
+    const auto onednn = p.run_gemm();
+    cpu::set_blocked_gemm_enabled(true);
+    EXPECT_NE(onednn, via_gemm);  // another order of summation: a few last bits differ
+    p.expect_within_bound(onednn, 97);
+    p.expect_within_bound(via_gemm, 97);
+  }
+}
+
+}  // namespace
+}  // namespace tfm
