@@ -109,6 +109,18 @@ inline void load_transposed(const float* p, int64_t stride, int64_t count, __mma
 // a's rows [0, rows) (rows <= kMc) and depths [0, depth) into micro-panels of kMr rows: panel p
 // at out + p * depth * kMr holds [depth][kMr], rows past `rows` zero.
 void pack_a(StridedMatrix a, int64_t rows, int64_t depth, float* out) {
+  if (a.col_stride != 1 && a.row_stride == 1) {
+    // Columns contiguous (a = g^T): each depth's column read once from start to end, its pieces
+    // copied to every panel (panel by panel, the reads jumped between `depth` lines and ran 2x
+    // slower: the prefetchers did not follow).
+    for (int64_t k = 0; k < depth; ++k) {
+      const float* column = a.data + k * a.col_stride;
+      for (int64_t i0 = 0; i0 < rows; i0 += kMr)
+        _mm512_mask_storeu_ps(out + i0 * depth + k * kMr, lanes(kMr),
+                              _mm512_maskz_loadu_ps(lanes(rows - i0), column + i0));
+    }
+    return;
+  }
   for (int64_t i0 = 0; i0 < rows; i0 += kMr, out += depth * kMr) {
     const int64_t count = std::min(kMr, rows - i0);
     const float* src = a.data + i0 * a.row_stride;
@@ -119,10 +131,6 @@ void pack_a(StridedMatrix a, int64_t rows, int64_t depth, float* out) {
         for (int64_t j = 0; j < std::min<int64_t>(16, depth - k0); ++j)
           _mm512_mask_storeu_ps(out + (k0 + j) * kMr, lanes(kMr), r[j]);
       }
-    } else if (a.row_stride == 1) {  // columns contiguous: a copy per depth
-      for (int64_t k = 0; k < depth; ++k)
-        _mm512_mask_storeu_ps(out + k * kMr, lanes(kMr),
-                              _mm512_maskz_loadu_ps(lanes(count), src + k * a.col_stride));
     } else {
       for (int64_t k = 0; k < depth; ++k)
         for (int64_t i = 0; i < kMr; ++i)
@@ -135,16 +143,23 @@ void pack_a(StridedMatrix a, int64_t rows, int64_t depth, float* out) {
 // panel q at out + q * depth * kNr holds [depth][kNr], columns past `cols` zero. `out` is 64-byte
 // aligned.
 void pack_b(StridedMatrix b, int64_t depth, int64_t cols, float* out) {
+  if (b.col_stride == 1) {
+    // Rows of b contiguous: each row read once from start to end, two registers to every panel (as
+    // in pack_a, not panel by panel).
+    for (int64_t k = 0; k < depth; ++k) {
+      const float* row = b.data + k * b.row_stride;
+      for (int64_t j0 = 0; j0 < cols; j0 += kNr) {
+        float* panel_row = out + j0 * depth + k * kNr;
+        _mm512_store_ps(panel_row, _mm512_maskz_loadu_ps(lanes(cols - j0), row + j0));
+        _mm512_store_ps(panel_row + 16,
+                        _mm512_maskz_loadu_ps(lanes(cols - j0 - 16), row + j0 + 16));
+      }
+    }
+    return;
+  }
   for (int64_t j0 = 0; j0 < cols; j0 += kNr, out += depth * kNr) {
     const float* src = b.data + j0 * b.col_stride;
-    if (b.col_stride == 1) {  // rows of b contiguous: two registers per depth
-      const __mmask16 low = lanes(cols - j0), high = lanes(cols - j0 - 16);
-      for (int64_t k = 0; k < depth; ++k) {
-        const float* row = src + k * b.row_stride;
-        _mm512_store_ps(out + k * kNr, _mm512_maskz_loadu_ps(low, row));
-        _mm512_store_ps(out + k * kNr + 16, _mm512_maskz_loadu_ps(high, row + 16));
-      }
-    } else if (b.row_stride == 1) {  // columns contiguous (b = W^T): transpose 16 x 16 blocks
+    if (b.row_stride == 1) {  // columns contiguous (b = W^T): transpose 16 x 16 blocks
       for (int64_t half = 0; half < 2; ++half) {
         const int64_t count = std::clamp<int64_t>(cols - j0 - 16 * half, 0, 16);
         for (int64_t k0 = 0; k0 < depth; k0 += 16) {
