@@ -39,9 +39,9 @@ bool blocked_gemm_enabled() {
 
 bool blocked_gemm_applies(int64_t m, int64_t n, int64_t k) {
   // Measured with gemm_bench's training_product_f32 (docs/BENCHMARKS.md): from about 2^30
-  // multiply-adds (the base model's 4096-token products, the output layer's) the kernel ran
-  // 0.96-1.35x oneDNN's rate; below, where the operands stay in cache (the Multi30k model's
-  // 2048 x 256 x 256), oneDNN ran up to 1.5x faster, as it did where a dim was short.
+  // multiply-adds (the base model's 4096-token products, the output layers') the kernel ran
+  // 0.90-1.48x oneDNN's rate and a base step 5-8% faster; below, where the operands stay in cache
+  // (the Multi30k model's 2048 x 256 x 256), oneDNN ran up to 1.5x faster in some runs.
   constexpr double kMinMultiplyAdds = 1073741824.0;  // 2^30
   return blocked_gemm_available() && blocked_gemm_enabled() && m >= 256 && n >= 256 && k >= 256 &&
          static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >=
