@@ -335,7 +335,7 @@ def print_table(path, seconds=None):
     legend = ["tfm/PyTorch: tfm's tokens/s divided by PyTorch's in the same precision (above 1: tfm is "
               "faster); decoding has no PyTorch bf16 run, so there tfm bf16 is divided by PyTorch f32. "
               "tfm int8-bf16/bf16: decoding with int8 linears (the rest bf16) against all-bf16 products.",
-              "in products: seconds per step inside cpu::gemm (oneDNN matmul), their GFLOP/s and that as a "
+              "in products: seconds per step inside cpu::gemm (oneDNN matmul, our blocked kernel), their GFLOP/s and that as a "
               "fraction of the GEMM ceiling and of the peak of the same precision; outside products: 1 - in "
               "products / step."]
     for text in legend + table.footnotes():
