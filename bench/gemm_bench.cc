@@ -316,9 +316,10 @@ void training_product_f32(benchmark::State& state) {
   args.c = GemmOperand::dense(c.raw(), DType::f32, {m, n});
   if (layout == 0) args.bias = bias.data<float>();
   args.accumulate = layout == 2;
+  const bool was_enabled = tfm::cpu::blocked_gemm_enabled();  // TFM_CPU_GEMM=onednn stays in force
   tfm::cpu::set_blocked_gemm_enabled(ours);
   run(state, args, 2.0 * static_cast<double>(m * k * n));
-  tfm::cpu::set_blocked_gemm_enabled(true);
+  tfm::cpu::set_blocked_gemm_enabled(was_enabled);
 }
 // The base model's shapes at 4096 tokens (d_model 512, d_ff 2048) and the output layer's 512-token
 // chunks against the 37000-token vocabulary (as ONEDNN_VERBOSE showed a step's products).

@@ -114,8 +114,8 @@ TEST(BlockedGemm, EveryElementWithinTheRoundingBoundInEveryLayout) {
   struct Case {
     int64_t m, n, k;
   };
-  // Off the 14 x 32 tile and the 16-deep transposes; past one block of depth (192), of a's rows
-  // (336) and of b's columns (1024); a single row, column and depth.
+  // Off the 14 x 32 tile and the 16-deep transposes; past one block of depth (256: k 400), of a's
+  // rows (336: m 337) and of b's columns (512: n 1030); a single row, column and depth.
   for (const Case& s : {Case{1, 1, 1}, Case{14, 32, 16}, Case{15, 33, 17}, Case{13, 31, 193},
                         Case{337, 70, 40}, Case{29, 1030, 21}, Case{100, 100, 400}}) {
     for (int layout = 0; layout < 4; ++layout) {
