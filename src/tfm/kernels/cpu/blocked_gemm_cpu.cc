@@ -274,10 +274,9 @@ void blocked_gemm_f32(int64_t m, int64_t n, int64_t k, StridedMatrix a, StridedM
   TFM_CHECK(k > 0, "blocked_gemm_f32: an empty inner dimension");
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   // Threads split c into a grid of rows_split x (threads / rows_split) blocks, each a whole product
-  // of its own. The split minimises a block's multiply-adds plus its packing: a block of
-  // rows x cols packs (rows + cols) x k elements for rows x cols x k multiply-adds, and packing an
-  // element costs about as much as 8 multiply-adds at the kernel's rate (one element per cycle,
-  // 32 multiply-adds per cycle... weighed as 8 to favour the split that packs less).
+  // of its own. The split minimises a block's cost in units of k: rows x cols multiply-adds plus
+  // (rows + cols) packed elements, each weighed as 8 multiply-adds (an estimate, not measured per
+  // split; among splits of equal work it takes the one that packs less).
   int rows_split = 1;
   double best = -1;
   for (int split = 1; split <= threads; ++split) {
