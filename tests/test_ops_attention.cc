@@ -65,7 +65,7 @@ Values reference_attention(const Case& c, const Values& q, const Values& k, cons
   Values p = reference_probs(c, q, k);
   if (c.dropout > 0.0f) {
     for (size_t i = 0; i < p.size(); ++i)
-      p[i] = cpu::dropout_keep(c.seed, i, c.dropout) ? p[i] / (1.0 - c.dropout) : 0.0;
+      p[i] = cpu::attention_dropout_keep(c.seed, i, c.dropout) ? p[i] / (1.0 - c.dropout) : 0.0;
   }
   const int64_t h = c.heads, wv = h * c.dv;
   Values out(static_cast<size_t>(c.batch * c.tq * wv), 0.0);
@@ -136,9 +136,9 @@ TEST(OpsAttention, DropoutWithFixedSeed) {
   // The mask really drops weights, and another seed drops others.
   int dropped = 0, differ = 0;
   for (uint64_t i = 0; i < 1000; ++i) {
-    dropped += !cpu::dropout_keep(c.seed, i, c.dropout);
-    differ +=
-        cpu::dropout_keep(c.seed, i, c.dropout) != cpu::dropout_keep(c.seed + 1, i, c.dropout);
+    dropped += !cpu::attention_dropout_keep(c.seed, i, c.dropout);
+    differ += cpu::attention_dropout_keep(c.seed, i, c.dropout) !=
+              cpu::attention_dropout_keep(c.seed + 1, i, c.dropout);
   }
   EXPECT_NEAR(dropped, 300, 60);
   EXPECT_GT(differ, 200);

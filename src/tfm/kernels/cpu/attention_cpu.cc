@@ -50,7 +50,7 @@ void apply_dropout(const AttentionDims& dims, const AttentionDropout& dropout, c
   const int64_t n = dims.prob_count();
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    bool keep = dropout_keep(dropout.seed, static_cast<uint64_t>(i), dropout.p);
+    bool keep = attention_dropout_keep(dropout.seed, static_cast<uint64_t>(i), dropout.p);
     dropped[i] = keep ? probs[i] * scale : 0.0f;
   }
 }
@@ -380,7 +380,8 @@ void attention_backward(const AttentionDims& dims, const AttentionMaskSpec& mask
     if (has_dropout) {
       const uint64_t base = static_cast<uint64_t>(r * dims.tk);
       for (int64_t j = 0; j < n; ++j) {
-        bool keep = dropout_keep(dropout.seed, base + static_cast<uint64_t>(j), dropout.p);
+        bool keep =
+            attention_dropout_keep(dropout.seed, base + static_cast<uint64_t>(j), dropout.p);
         d_row[j] = keep ? d_row[j] * keep_scale : 0.0f;
       }
     }

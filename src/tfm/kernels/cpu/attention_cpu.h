@@ -11,6 +11,10 @@
 namespace tfm::cpu {
 
 // ---- the attention-dropout mask: a pure function of (seed, element index) ----
+// Its own names: dropout_cpu.h's mask (residual dropout) hashes differently, and two inline
+// functions of one name with different bodies broke the one-definition rule: where a call was not
+// inlined (at -O0) the linker kept one body for both, and the masks changed (the CUDA kernels
+// mirror each one bit for bit).
 
 inline uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -20,13 +24,13 @@ inline uint64_t splitmix64(uint64_t x) {
 }
 
 // Uniform in [0, 1) with 24 random bits, from a hash of the seed and the element index.
-inline float dropout_uniform(uint64_t seed, uint64_t index) {
+inline float attention_dropout_uniform(uint64_t seed, uint64_t index) {
   return static_cast<float>(splitmix64(splitmix64(seed) ^ index) >> 40) * 0x1p-24f;
 }
 
 // The element is kept (and scaled by 1/(1-p)) when its uniform draw is at least p.
-inline bool dropout_keep(uint64_t seed, uint64_t index, float p) {
-  return dropout_uniform(seed, index) >= p;
+inline bool attention_dropout_keep(uint64_t seed, uint64_t index, float p) {
+  return attention_dropout_uniform(seed, index) >= p;
 }
 
 // ---- shapes and masks ----

@@ -1,6 +1,6 @@
 // Inverted dropout with a counter-based mask: whether element i is kept is a pure function of
 // (seed, i), so the mask is the same for any thread count and the backward recomputes it instead of
-// storing it. The attention kernels reuse dropout_keep for their attention-weight dropout.
+// storing it. The attention kernels' own mask is attention_dropout_keep (attention_cpu.h).
 #pragma once
 
 #include <cstdint>

@@ -10,7 +10,7 @@ namespace {
 
 constexpr int kRowsPerBlock = 8;
 
-// ---- the CPU's attention-dropout mask (cpu::dropout_keep), bit for bit ----
+// ---- the CPU's attention-dropout mask (cpu::attention_dropout_keep), bit for bit ----
 
 __device__ inline uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
