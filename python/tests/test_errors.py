@@ -75,10 +75,20 @@ def test_wrong_types_are_type_errors(translator):
         translator.translate_batch(SOURCES, 4)  # options are keywords
 
 
-def interrupt_soon(seconds):
-    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
-    return timer
+def interrupt_after_arming(seconds):
+    """A thread that sends this process SIGINT `seconds` after the event it returns is set. Set
+    inside `pytest.raises`: a timer started outside could fire while the main thread still waits in
+    Thread.start() on a loaded machine (a fresh-machine check saw the KeyboardInterrupt there)."""
+    armed = threading.Event()
+
+    def run():
+        armed.wait()
+        time.sleep(seconds)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, armed
 
 
 def test_ctrl_c_stops_a_long_call(translator, tmp_path):
@@ -88,20 +98,22 @@ def test_ctrl_c_stops_a_long_call(translator, tmp_path):
     whole = time.perf_counter() - begin
     assert whole > 0.1, "the call is too short to interrupt"
 
-    timer = interrupt_soon(0.02)
+    interrupter, armed = interrupt_after_arming(0.02)
     begin = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
+        armed.set()
         translator.translate_batch(sources, batch_size=8, max_length_offset=30)
     interrupted = time.perf_counter() - begin
-    timer.join()
+    interrupter.join()
     assert interrupted < 0.7 * whole  # stopped after a batch, not at the end
 
     source, output = tmp_path / "long.en", tmp_path / "long.de"
     write_lines(source, sources)
-    timer = interrupt_soon(0.02)
+    interrupter, armed = interrupt_after_arming(0.02)
     with pytest.raises(KeyboardInterrupt):
+        armed.set()
         translator.translate_file(source, output, batch_size=8, max_length_offset=30)
-    timer.join()
+    interrupter.join()
     assert not output.exists()  # written atomically: nothing left behind
 
     # The translator is unharmed.
