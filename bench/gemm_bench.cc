@@ -297,67 +297,115 @@ BENCHMARK(packed_linear_f32)
 // row-major and b = W^T; 1: the input gradient g W, both row-major; 2: the weight gradient dW +=
 // g^T x, a = g^T). M x K x N is the product's own shape: for the weight gradient M and N are the
 // weight's dims and K the tokens.
-void training_product_f32(benchmark::State& state) {
+// One product of training's shapes (layout 0: x W^T + bias; 1: g W; 2: c += g^T x) through oneDNN
+// (kernel 0) or our blocked kernel (kernel 1). With bf16 operands our kernel is called directly: on
+// a CPU with AMX cpu::gemm leaves bf16 to oneDNN's tile products, and the kernel is still measured
+// there against the vdpbf16ps peak (ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 makes oneDNN use
+// vdpbf16ps too, as on a CPU without AMX).
+void training_product(benchmark::State& state, DType type) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   const int64_t layout = state.range(3);
   const bool ours = state.range(4) == 1;
-  if (ours && !tfm::cpu::blocked_gemm_available()) {
-    state.SkipWithError("this build has no blocked kernel (no AVX-512)");
+  const bool available = type == DType::f32 ? tfm::cpu::blocked_gemm_available()
+                                            : tfm::cpu::blocked_gemm_bf16_available();
+  if (ours && !available) {
+    state.SkipWithError("this build has no blocked kernel for this type");
     return;
   }
-  Tensor a = random_tensor(layout == 2 ? tfm::Shape{k, m} : tfm::Shape{m, k}, 1);
-  Tensor b = random_tensor(layout == 0 ? tfm::Shape{n, k} : tfm::Shape{k, n}, 2);
+  Tensor a = random_tensor(layout == 2 ? tfm::Shape{k, m} : tfm::Shape{m, k}, 1, type);
+  Tensor b = random_tensor(layout == 0 ? tfm::Shape{n, k} : tfm::Shape{k, n}, 2, type);
   Tensor bias = random_tensor({n}, 3), c = random_tensor({m, n}, 4);
   GemmArgs args;
-  args.a = layout == 2 ? GemmOperand::dense(a.raw(), DType::f32, {k, m}).transposed()
-                       : GemmOperand::dense(a.raw(), DType::f32, {m, k});
-  args.b = layout == 0 ? GemmOperand::dense(b.raw(), DType::f32, {n, k}).transposed()
-                       : GemmOperand::dense(b.raw(), DType::f32, {k, n});
+  args.a = layout == 2 ? GemmOperand::dense(a.raw(), type, {k, m}).transposed()
+                       : GemmOperand::dense(a.raw(), type, {m, k});
+  args.b = layout == 0 ? GemmOperand::dense(b.raw(), type, {n, k}).transposed()
+                       : GemmOperand::dense(b.raw(), type, {k, n});
   args.c = GemmOperand::dense(c.raw(), DType::f32, {m, n});
   if (layout == 0) args.bias = bias.data<float>();
   args.accumulate = layout == 2;
+  const double flops = 2.0 * static_cast<double>(m * k * n);
+  if (ours && type == DType::bf16) {
+    auto view = [](const GemmOperand& op) {
+      return tfm::cpu::StridedBf16Matrix{static_cast<const tfm::bf16*>(op.data), op.strides[0],
+                                         op.strides[1]};
+    };
+    for (auto _ : state)
+      tfm::cpu::blocked_gemm_bf16(m, n, k, view(args.a), view(args.b), args.bias, args.accumulate,
+                                  false, c.data<float>(), n);
+    state.counters["FLOP/s"] =
+        benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+    return;
+  }
   const bool was_enabled = tfm::cpu::blocked_gemm_enabled();  // TFM_CPU_GEMM=onednn stays in force
   tfm::cpu::set_blocked_gemm_enabled(ours);
-  run(state, args, 2.0 * static_cast<double>(m * k * n));
+  run(state, args, flops);
   tfm::cpu::set_blocked_gemm_enabled(was_enabled);
 }
+
+void training_product_f32(benchmark::State& state) {
+  training_product(state, DType::f32);
+}
+void training_product_bf16(benchmark::State& state) {
+  training_product(state, DType::bf16);
+}
 // The base model's shapes at 4096 tokens (d_model 512, d_ff 2048) and the output layer's 512-token
-// chunks against the 37000-token vocabulary (as ONEDNN_VERBOSE showed a step's products).
+// chunks against the 37000-token vocabulary (as ONEDNN_VERBOSE showed a step's products), in the
+// layouts of training_product.
+void training_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "K", "N", "layout", "kernel"})
+      ->ArgsProduct({{4096}, {512}, {512, 2048}, {0, 1}, {0, 1}})
+      ->ArgsProduct({{4096}, {2048}, {512}, {0, 1}, {0, 1}})
+      ->ArgsProduct({{512}, {4096}, {512, 2048}, {2}, {0, 1}})
+      ->ArgsProduct({{2048}, {4096}, {512}, {2}, {0, 1}})
+      ->ArgsProduct({{512}, {512}, {37000}, {0}, {0, 1}})
+      ->ArgsProduct({{512}, {37000}, {512}, {1}, {0, 1}})
+      ->ArgsProduct({{37000}, {512}, {512}, {2}, {0, 1}})
+      // The Multi30k recipe's model (d_model 256, d_ff 1024, 8000 tokens) at 2048 tokens.
+      ->ArgsProduct({{2048}, {256}, {256, 1024}, {0, 1}, {0, 1}})
+      ->ArgsProduct({{2048}, {1024}, {256}, {0, 1}, {0, 1}})
+      ->ArgsProduct({{256}, {2048}, {256, 1024}, {2}, {0, 1}})
+      ->ArgsProduct({{2048}, {256}, {8000}, {0}, {0, 1}})
+      ->ArgsProduct({{2048}, {8000}, {256}, {1}, {0, 1}})
+      ->ArgsProduct({{8000}, {2048}, {256}, {2}, {0, 1}});
+}
+
 BENCHMARK(training_product_f32)
-    ->ArgNames({"M", "K", "N", "layout", "kernel"})
-    ->ArgsProduct({{4096}, {512}, {512, 2048}, {0, 1}, {0, 1}})
-    ->ArgsProduct({{4096}, {2048}, {512}, {0, 1}, {0, 1}})
-    ->ArgsProduct({{512}, {4096}, {512, 2048}, {2}, {0, 1}})
-    ->ArgsProduct({{2048}, {4096}, {512}, {2}, {0, 1}})
-    ->ArgsProduct({{512}, {512}, {37000}, {0}, {0, 1}})
-    ->ArgsProduct({{512}, {37000}, {512}, {1}, {0, 1}})
-    ->ArgsProduct({{37000}, {512}, {512}, {2}, {0, 1}})
-    // The Multi30k recipe's model (d_model 256, d_ff 1024, 8000 tokens) at 2048 tokens.
-    ->ArgsProduct({{2048}, {256}, {256, 1024}, {0, 1}, {0, 1}})
-    ->ArgsProduct({{2048}, {1024}, {256}, {0, 1}, {0, 1}})
-    ->ArgsProduct({{256}, {2048}, {256, 1024}, {2}, {0, 1}})
-    ->ArgsProduct({{2048}, {256}, {8000}, {0}, {0, 1}})
-    ->ArgsProduct({{2048}, {8000}, {256}, {1}, {0, 1}})
-    ->ArgsProduct({{8000}, {2048}, {256}, {2}, {0, 1}})
+    ->Apply(training_shapes)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(training_product_bf16)
+    ->Apply(training_shapes)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// The int8 products of few rows on a CPU without VNNI (7-bit activations): oneDNN's gemm:jit
-// (kernel 0) against our int8 panel kernel (1) on the same packed weight.
+// The int8 products of few rows: oneDNN's (kernel 0: gemm:jit on a CPU without VNNI, its brgemm
+// with VNNI) against our int8 panel kernel (1: vpmaddubsw, or vpdpbusd in a build for VNNI). On a
+// CPU with VNNI, PackedWeight makes no panels (oneDNN multiplies there), so the bench packs panels
+// of its own (of other s8 values: the speed does not depend on them).
 void packed_product_i8(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   Tensor w = random_tensor({n, k}, 2);
   const tfm::cpu::PackedWeight packed(w.data<float>(), n, k, DType::i8);
-  if (state.range(3) == 1 && packed.int8_panels() == nullptr) {
-    state.SkipWithError("no int8 panels: this CPU has VNNI, or the build no AVX512BW");
+  const bool ours = state.range(3) == 1;
+  if (ours && !tfm::cpu::int8_panel_kernel_available()) {
+    state.SkipWithError("this build has no int8 panel kernel (no AVX512BW)");
     return;
+  }
+  std::vector<int8_t> own_panels;
+  const int8_t* panels = packed.int8_panels();
+  if (ours && panels == nullptr) {
+    std::vector<int8_t> q(static_cast<size_t>(n * k));
+    for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<int8_t>(i * 31 % 255 - 127);
+    own_panels.resize(static_cast<size_t>(tfm::cpu::int8_panel_bytes(n, k)));
+    tfm::cpu::pack_int8_panels(q.data(), n, k, own_panels.data());
+    panels = own_panels.data();
   }
   std::vector<uint8_t> u(static_cast<size_t>(m * k));
   for (size_t i = 0; i < u.size(); ++i) u[i] = static_cast<uint8_t>(1 + i * 37 % 127);
   std::vector<int32_t> acc(static_cast<size_t>(m * n));
   auto product = [&] {
-    if (state.range(3) == 1)
-      tfm::cpu::panel_product_u8s8(u.data(), m, n, k, packed.int8_panels(), acc.data());
+    if (ours)
+      tfm::cpu::panel_product_u8s8(u.data(), m, n, k, panels, acc.data());
     else
       tfm::cpu::packed_product_u8s8_onednn(u.data(), m, packed, acc.data());
   };

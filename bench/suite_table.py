@@ -75,6 +75,10 @@ def product_label(row):
         return "q k^T: 128x8 heads, 32x64 @ 64x32"
     if kind == "attention_values":
         return "P v: 128x8 heads, 32x32 @ 32x64"
+    if kind == "training_product":
+        layout = ("x W^T + bias", "g W", "c += g^T x")[row["layout"]]
+        kernel = "our blocked kernel" if row["kernel"] else "oneDNN"
+        return f"{row['M']} x {row['K']} x {row['N']}, {layout}: {kernel}"
     return row["name"]
 
 
@@ -150,7 +154,7 @@ def gemm_rows(table, rows, ceiling, peak):
     rows = [r for r in rows if not r["kind"].startswith("peak")]
     products = {}
     for r in rows:
-        key = (r["kind"], r.get("M"), r.get("K"), r.get("N"))
+        key = (r["kind"], r.get("M"), r.get("K"), r.get("N"), r.get("layout"), r.get("kernel"))
         products.setdefault(key, {})[r["dtype"]] = r
     order = sorted(products, key=lambda k: GEMM_KINDS.index(k[0]) if k[0] in GEMM_KINDS else len(GEMM_KINDS))
     for key in order:

@@ -1,9 +1,10 @@
-// The blocked kernel for training's large f32 products (kernels/cpu/blocked_gemm_cpu.h): every
-// element within the f32 rounding bound of the exact sum in each layout of a and b, on shapes off
-// its tiles and blocks, with bias, accumulation and ReLU; a NaN stays a NaN through ReLU; the
-// numbers do not depend on the threads; and cpu::gemm takes the kernel for large products (the
-// same bits as calling it) and oneDNN's matmul when it is turned off (the same values within the
-// bound).
+// The blocked kernels for training's large products (kernels/cpu/blocked_gemm_cpu.h), f32 and
+// bf16 operands: every element within the f32 rounding bound of the exact sum in each layout of a
+// and b, on shapes off their tiles and blocks (odd depths for bf16's pairs), with bias,
+// accumulation and ReLU; a NaN stays a NaN through ReLU; the numbers do not depend on the threads;
+// and cpu::gemm takes a kernel for large products (the same bits as calling it) and oneDNN's matmul
+// when it is turned off (the same values within the bound). The bf16 kernel's tests run where the
+// build has it (a CPU with AVX512-BF16).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -25,15 +26,26 @@ std::vector<float> random_floats(int64_t n, std::mt19937& rng) {
   return std::vector<float>(v.begin(), v.end());
 }
 
+std::vector<bf16> to_bf16(std::vector<float>& values) {
+  std::vector<bf16> rounded;
+  for (float& v : values) {
+    rounded.push_back(float_to_bf16(v));
+    v = bf16_to_float(rounded.back());  // the exact sum is then the bf16 operands'
+  }
+  return rounded;
+}
+
 // One product's operands: a [m, k] stored row-major or as its transpose [k, m], b [k, n] stored
-// row-major or as [n, k] (the forward's W), c's old values for accumulation.
+// row-major or as [n, k] (the forward's W), c's old values for accumulation; with bf16 operands,
+// a and b rounded to bf16 (a16, b16; a and b then hold their exact values).
 struct Product {
   int64_t m, n, k;
-  bool a_transposed, b_transposed, bias, accumulate, relu;
+  bool a_transposed, b_transposed, bias, accumulate, relu, bf16_operands;
   std::vector<float> a, b, bias_values, c_old;
+  std::vector<bf16> a16, b16;
 
   Product(int64_t m_, int64_t n_, int64_t k_, bool at, bool bt, bool with_bias, bool acc, bool r,
-          std::mt19937& rng)
+          std::mt19937& rng, bool bf16_ops = false)
       : m(m_),
         n(n_),
         k(k_),
@@ -42,10 +54,13 @@ struct Product {
         bias(with_bias),
         accumulate(acc),
         relu(r),
+        bf16_operands(bf16_ops),
         a(random_floats(m * k, rng)),
         b(random_floats(k * n, rng)),
         bias_values(random_floats(n, rng)),
-        c_old(random_floats(m * n, rng)) {}
+        c_old(random_floats(m * n, rng)) {
+    if (bf16_operands) a16 = to_bf16(a), b16 = to_bf16(b);
+  }
 
   cpu::StridedMatrix a_view() const {
     return a_transposed ? cpu::StridedMatrix{a.data(), 1, m} : cpu::StridedMatrix{a.data(), k, 1};
@@ -64,18 +79,28 @@ struct Product {
 
   std::vector<float> run_kernel() const {
     std::vector<float> c = accumulate ? c_old : std::vector<float>(static_cast<size_t>(m * n), NAN);
-    cpu::blocked_gemm_f32(m, n, k, a_view(), b_view(), bias ? bias_values.data() : nullptr,
-                          accumulate, relu, c.data(), n);
+    const float* bias_data = bias ? bias_values.data() : nullptr;
+    if (bf16_operands) {
+      const auto av = a_view(), bv = b_view();
+      cpu::blocked_gemm_bf16(m, n, k, {a16.data(), av.row_stride, av.col_stride},
+                             {b16.data(), bv.row_stride, bv.col_stride}, bias_data, accumulate,
+                             relu, c.data(), n);
+    } else {
+      cpu::blocked_gemm_f32(m, n, k, a_view(), b_view(), bias_data, accumulate, relu, c.data(), n);
+    }
     return c;
   }
 
   std::vector<float> run_gemm() const {
     std::vector<float> c = accumulate ? c_old : std::vector<float>(static_cast<size_t>(m * n), NAN);
     cpu::GemmArgs args;
-    args.a = a_transposed ? cpu::GemmOperand::dense(a.data(), DType::f32, {k, m}).transposed()
-                          : cpu::GemmOperand::dense(a.data(), DType::f32, {m, k});
-    args.b = b_transposed ? cpu::GemmOperand::dense(b.data(), DType::f32, {n, k}).transposed()
-                          : cpu::GemmOperand::dense(b.data(), DType::f32, {k, n});
+    const DType type = bf16_operands ? DType::bf16 : DType::f32;
+    const void* a_data = bf16_operands ? static_cast<const void*>(a16.data()) : a.data();
+    const void* b_data = bf16_operands ? static_cast<const void*>(b16.data()) : b.data();
+    args.a = a_transposed ? cpu::GemmOperand::dense(a_data, type, {k, m}).transposed()
+                          : cpu::GemmOperand::dense(a_data, type, {m, k});
+    args.b = b_transposed ? cpu::GemmOperand::dense(b_data, type, {n, k}).transposed()
+                          : cpu::GemmOperand::dense(b_data, type, {k, n});
     args.c = cpu::GemmOperand::dense(c.data(), DType::f32, {m, n});
     args.bias = bias ? bias_values.data() : nullptr;
     args.accumulate = accumulate;
@@ -85,7 +110,9 @@ struct Product {
   }
 
   // Each element against the exact sum in double, within (k + 3) u (sum |a b| + |bias| + |c_old|):
-  // recursive f32 summation of the k products and the two additions.
+  // recursive f32 summation of the k products and the two additions. (vdpbf16ps adds its two
+  // products one after the other, each rounded, and a product of two bf16 is exact in f32: the
+  // same bound.)
   // Every `row_step`-th row (a large product's check would take long in double).
   void expect_within_bound(const std::vector<float>& c, int64_t row_step = 1) const {
     const double u = std::ldexp(1.0, -24);
@@ -108,6 +135,37 @@ struct Product {
   }
 };
 
+// The product in each of the four layouts of a and b, with bias, accumulation and ReLU in turn.
+void expect_every_layout_within_bound(int64_t m, int64_t n, int64_t k, std::mt19937& rng,
+                                      bool bf16_operands) {
+  for (int layout = 0; layout < 4; ++layout) {
+    const bool at = layout & 1, bt = layout & 2;
+    const bool bias = (m + layout) % 2 == 0, acc = layout == 1 || layout == 2, relu = layout >= 2;
+    SCOPED_TRACE(fmt::format("m {} n {} k {} a^T {} b^T {} bias {} acc {} relu {}", m, n, k, at, bt,
+                             bias, acc, relu));
+    const Product p(m, n, k, at, bt, bias, acc, relu, rng, bf16_operands);
+    p.expect_within_bound(p.run_kernel());
+  }
+}
+
+// The same bits on all threads, on one, and on one inside a parallel region; within the bound.
+void expect_the_same_bits_whatever_the_threads(const Product& p) {
+  const auto all_threads = p.run_kernel();
+  std::vector<float> inside;
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp single
+    inside = p.run_kernel();
+  }
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const auto one_thread = p.run_kernel();
+  omp_set_num_threads(threads);
+  EXPECT_EQ(all_threads, one_thread);
+  EXPECT_EQ(all_threads, inside);
+  p.expect_within_bound(all_threads);
+}
+
 TEST(BlockedGemm, EveryElementWithinTheRoundingBoundInEveryLayout) {
   if (!cpu::blocked_gemm_available()) GTEST_SKIP() << "this build has no AVX-512 (no kernel)";
   std::mt19937 rng(3);
@@ -118,15 +176,7 @@ TEST(BlockedGemm, EveryElementWithinTheRoundingBoundInEveryLayout) {
   // rows (336: m 337) and of b's columns (512: n 1030); a single row, column and depth.
   for (const Case& s : {Case{1, 1, 1}, Case{14, 32, 16}, Case{15, 33, 17}, Case{13, 31, 193},
                         Case{337, 70, 40}, Case{29, 1030, 21}, Case{100, 100, 400}}) {
-    for (int layout = 0; layout < 4; ++layout) {
-      const bool at = layout & 1, bt = layout & 2;
-      const bool bias = (s.m + layout) % 2 == 0, acc = layout == 1 || layout == 2,
-                 relu = layout >= 2;
-      SCOPED_TRACE(fmt::format("m {} n {} k {} a^T {} b^T {} bias {} acc {} relu {}", s.m, s.n, s.k,
-                               at, bt, bias, acc, relu));
-      const Product p(s.m, s.n, s.k, at, bt, bias, acc, relu, rng);
-      p.expect_within_bound(p.run_kernel());
-    }
+    expect_every_layout_within_bound(s.m, s.n, s.k, rng, false);
   }
 }
 
@@ -144,21 +194,8 @@ TEST(BlockedGemm, ReluKeepsANan) {
 TEST(BlockedGemm, TheSameBitsOnOneThreadInsideARegionAndOnAll) {
   if (!cpu::blocked_gemm_available()) GTEST_SKIP() << "this build has no AVX-512 (no kernel)";
   std::mt19937 rng(5);
-  const Product p(300, 520, 450, true, false, true, true, false, rng);
-  const auto all_threads = p.run_kernel();
-  std::vector<float> inside;
-#pragma omp parallel num_threads(2)
-  {
-#pragma omp single
-    inside = p.run_kernel();
-  }
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const auto one_thread = p.run_kernel();
-  omp_set_num_threads(threads);
-  EXPECT_EQ(all_threads, one_thread);
-  EXPECT_EQ(all_threads, inside);
-  p.expect_within_bound(all_threads);
+  expect_the_same_bits_whatever_the_threads(
+      Product(300, 520, 450, true, false, true, true, false, rng));
 }
 
 TEST(BlockedGemm, GemmTakesItForLargeProductsAndOneDnnWhenTurnedOff) {
@@ -181,6 +218,72 @@ TEST(BlockedGemm, GemmTakesItForLargeProductsAndOneDnnWhenTurnedOff) {
     p.expect_within_bound(onednn, 97);
     p.expect_within_bound(via_gemm, 97);
   }
+}
+
+TEST(BlockedGemmBf16, EveryElementWithinTheRoundingBoundInEveryLayout) {
+  if (!cpu::blocked_gemm_bf16_available())
+    GTEST_SKIP() << "this build has no AVX512-BF16 (no bf16 kernel)";
+  std::mt19937 rng(13);
+  struct Case {
+    int64_t m, n, k;
+  };
+  // Off the 14 x 32 tile, odd depths (a last pair with one bf16) and depths off the 32-deep
+  // transposes; past one block of depth (512: k 600), of a's rows (336: m 337) and of b's columns
+  // (512: n 1030); a single row, column and depth.
+  for (const Case& s :
+       {Case{1, 1, 1}, Case{14, 32, 32}, Case{15, 33, 17}, Case{13, 31, 193}, Case{337, 70, 41},
+        Case{29, 1030, 22}, Case{100, 100, 600}, Case{40, 50, 1025}}) {
+    expect_every_layout_within_bound(s.m, s.n, s.k, rng, true);
+  }
+}
+
+TEST(BlockedGemmBf16, ReluKeepsANanAndThreadsGiveTheSameBits) {
+  if (!cpu::blocked_gemm_bf16_available())
+    GTEST_SKIP() << "this build has no AVX512-BF16 (no bf16 kernel)";
+  std::mt19937 rng(14);
+  Product nan(20, 40, 31, false, true, true, false, true, rng, true);
+  nan.a16[5 * 31 + 7] = float_to_bf16(std::numeric_limits<float>::quiet_NaN());  // row 5
+  const auto with_nan = nan.run_kernel();
+  for (int64_t j = 0; j < 40; ++j)
+    EXPECT_TRUE(std::isnan(with_nan[static_cast<size_t>(5 * 40 + j)]));
+  EXPECT_FALSE(std::isnan(with_nan[0]));
+  EXPECT_GT(std::count(with_nan.begin(), with_nan.end(), 0.0f), 0);
+
+  expect_the_same_bits_whatever_the_threads(
+      Product(300, 520, 451, true, false, true, true, false, rng, true));
+}
+
+// cpu::gemm with bf16 operands and an f32 result, the kernel chosen: its bits where it applies (a
+// CPU with AVX512-BF16, and oneDNN without AMX), oneDNN's products within the same bound otherwise
+// and when turned off or not chosen.
+TEST(BlockedGemmBf16, GemmTakesItWhenChosenAndOneDnnOtherwise) {
+  if (!cpu::blocked_gemm_bf16_available())
+    GTEST_SKIP() << "this build has no AVX512-BF16 (no bf16 kernel)";
+  std::mt19937 rng(16);
+  const int64_t m = 1100, n = 1000, k = 1000;
+  const bool chosen = cpu::blocked_gemm_bf16_enabled();  // TFM_CPU_GEMM=ours
+  cpu::set_blocked_gemm_bf16_enabled(true);
+  EXPECT_FALSE(cpu::blocked_gemm_bf16_applies(2048, 256, 256));
+  // Where oneDNN has AMX, its tile products instead.
+  EXPECT_EQ(cpu::blocked_gemm_bf16_applies(m, n, k), !cpu::onednn_uses_amx());
+  for (int layout = 0; layout < 3; ++layout) {
+    SCOPED_TRACE(fmt::format("layout {}", layout));
+    const Product p(m, n, k, layout == 2, layout == 0, layout == 0, layout == 2, layout == 1, rng,
+                    true);
+    const auto via_gemm = p.run_gemm();
+    if (cpu::blocked_gemm_bf16_applies(m, n, k)) {
+      EXPECT_EQ(via_gemm, p.run_kernel());
+    }
+    cpu::set_blocked_gemm_enabled(false);
+    EXPECT_FALSE(cpu::blocked_gemm_bf16_applies(m, n, k));
+    const auto onednn = p.run_gemm();
+    cpu::set_blocked_gemm_enabled(true);
+    p.expect_within_bound(onednn, 97);
+    p.expect_within_bound(via_gemm, 97);
+  }
+  cpu::set_blocked_gemm_bf16_enabled(false);  // the default: oneDNN's bf16 products
+  EXPECT_FALSE(cpu::blocked_gemm_bf16_applies(m, n, k));
+  cpu::set_blocked_gemm_bf16_enabled(chosen);
 }
 
 }  // namespace

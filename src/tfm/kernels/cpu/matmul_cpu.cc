@@ -230,25 +230,37 @@ int64_t product_flops(const GemmArgs& args) {
   return 2 * matrices * args.c.rows() * args.c.cols() * args.a.cols();
 }
 
-// Our blocked kernel (blocked_gemm_cpu.h) for one large f32 matrix (every batch dim 1), alpha 1,
-// c's rows contiguous, a and b each contiguous along one of their dims; else false.
+// Our blocked kernels (blocked_gemm_cpu.h) for one large matrix (every batch dim 1) of f32, or of
+// bf16 operands with an f32 result; alpha 1, c's rows contiguous, a and b each contiguous along one
+// of their dims; else false.
 bool try_blocked_gemm(const GemmArgs& args) {
   const GemmOperand &a = args.a, &b = args.b, &c = args.c;
-  if (a.dtype != DType::f32 || b.dtype != DType::f32 || c.dtype != DType::f32) return false;
+  if (c.dtype != DType::f32 || a.dtype != b.dtype) return false;
   if (args.alpha != 1.0f || c.strides[c.rank - 1] != 1) return false;
   for (int i = 0; i < c.rank - 2; ++i)
     if (c.dims[i] != 1) return false;
   auto unit_stride = [](const GemmOperand& op) {
     return op.strides[op.rank - 1] == 1 || op.strides[op.rank - 2] == 1;
   };
-  if (!unit_stride(a) || !unit_stride(b) || !blocked_gemm_applies(c.rows(), c.cols(), a.cols()))
-    return false;
-  blocked_gemm_f32(
-      c.rows(), c.cols(), a.cols(),
-      {static_cast<const float*>(a.data), a.strides[a.rank - 2], a.strides[a.rank - 1]},
-      {static_cast<const float*>(b.data), b.strides[b.rank - 2], b.strides[b.rank - 1]}, args.bias,
-      args.accumulate, args.relu, static_cast<float*>(c.data), c.strides[c.rank - 2]);
-  return true;
+  if (!unit_stride(a) || !unit_stride(b)) return false;
+  const int64_t m = c.rows(), n = c.cols(), k = a.cols(), ldc = c.strides[c.rank - 2];
+  auto view = [](const GemmOperand& op, auto element) {
+    using T = decltype(element);
+    return Strided<T>{static_cast<const T*>(op.data), op.strides[op.rank - 2],
+                      op.strides[op.rank - 1]};
+  };
+  float* out = static_cast<float*>(c.data);
+  if (a.dtype == DType::f32 && blocked_gemm_applies(m, n, k)) {
+    blocked_gemm_f32(m, n, k, view(a, float{}), view(b, float{}), args.bias, args.accumulate,
+                     args.relu, out, ldc);
+    return true;
+  }
+  if (a.dtype == DType::bf16 && blocked_gemm_bf16_applies(m, n, k)) {
+    blocked_gemm_bf16(m, n, k, view(a, bf16{}), view(b, bf16{}), args.bias, args.accumulate,
+                      args.relu, out, ldc);
+    return true;
+  }
+  return false;
 }
 
 void run_gemm(const GemmArgs& args) {

@@ -1,0 +1,221 @@
+// The blocked product with bf16 operands (blocked_gemm_cpu.h): the f32 kernel's loops
+// (blocked_gemm_driver.h) over packed micro-panels whose 32-bit elements are pairs of bf16 along
+// the depth, (x[2q], x[2q + 1]) in the low and high half, the operand order of vdpbf16ps:
+//   acc[j] += a[r][2q] b[2q][j] + a[r][2q+1] b[2q+1][j]   (one instruction per 16 columns)
+// so the 14 x 32 tile gains two depths per instruction, twice the f32 kernel's multiply-adds.
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "tfm/core/error.h"
+#include "tfm/kernels/cpu/blocked_gemm_cpu.h"
+
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+#include <immintrin.h>
+
+#include "tfm/kernels/cpu/blocked_gemm_driver.h"
+#endif
+
+namespace tfm::cpu {
+
+namespace {
+
+std::atomic<bool>& bf16_flag() {
+  static std::atomic<bool> flag{[] {
+    const char* choice = std::getenv("TFM_CPU_GEMM");
+    return choice && std::strcmp(choice, "ours") == 0;
+  }()};
+  return flag;
+}
+
+}  // namespace
+
+void set_blocked_gemm_bf16_enabled(bool enabled) {
+  bf16_flag().store(enabled, std::memory_order_relaxed);
+}
+
+bool blocked_gemm_bf16_enabled() {
+  return bf16_flag().load(std::memory_order_relaxed);
+}
+
+bool onednn_uses_amx() {
+  // Asked once: the answer fixes oneDNN's ISA for the process (ONEDNN_MAX_CPU_ISA can lower it).
+  static const bool amx = dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
+  return amx;
+}
+
+bool blocked_gemm_bf16_applies(int64_t m, int64_t n, int64_t k) {
+  // The f32 kernel's threshold. Where oneDNN multiplies bf16 with AMX's tile products, those pass
+  // any vdpbf16ps kernel.
+  return blocked_gemm_bf16_available() && blocked_gemm_enabled() && blocked_gemm_bf16_enabled() &&
+         blocked_gemm_large_enough(m, n, k) && !onednn_uses_amx();
+}
+
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+
+namespace {
+
+using blocked::Epilogue;
+using blocked::lanes;
+
+// The bf16 at [0, count) of 32, any count.
+inline __mmask32 halves(int64_t count) {
+  const int64_t n = std::clamp<int64_t>(count, 0, 32);
+  return n == 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << n) - 1u);
+}
+
+// 16 pairs (x[i], y[i]) from 16 bf16 of each of two lines: x in the low halves. (The zero-masked
+// forms with every lane set: GCC 12 warns of the plain forms' undefined pass-through register.)
+inline __m512i interleave(__m256i x, __m256i y) {
+  constexpr __mmask16 kAll = 0xffff;
+  return _mm512_or_si512(_mm512_maskz_cvtepu16_epi32(kAll, x),
+                         _mm512_maskz_slli_epi32(kAll, _mm512_maskz_cvtepu16_epi32(kAll, y), 16));
+}
+
+// The first `count` (<= 16) of 16 bf16 at p.
+inline __m256i load_16(const bf16* p, int64_t count) {
+  return _mm256_maskz_loadu_epi16(lanes(count), p);
+}
+
+// `count` (<= 16) lines `stride` apart, each with its pairs contiguous: their first 16 pairs (the
+// bf16 [0, depth) of each, zero beyond: an odd depth's last pair has a zero high half), transposed:
+// r[q] = pair q of each line.
+inline void load_pairs_transposed(const bf16* p, int64_t stride, int64_t count, int64_t depth,
+                                  __m512 r[16]) {
+  for (int i = 0; i < 16; ++i)
+    r[i] = i < count ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(halves(depth), p + i * stride))
+                     : _mm512_setzero_ps();
+  blocked::transpose_16x16(r);
+}
+
+struct Bf16Kernel {
+  using Source = bf16;
+  using Packed = uint32_t;
+  // The same tile and blocks as the f32 kernel, in bytes: a depth block of 512 bf16 is 256 pairs,
+  // so a's 14-row micro-panel is 14 KiB (in L1) and b's block 512 KiB (in L2).
+  static constexpr int64_t kMr = 14;
+  static constexpr int64_t kNr = 32;
+  static constexpr int64_t kKc = 512;
+  static constexpr int64_t kMc = 24 * kMr;
+  static constexpr int64_t kNc = 16 * kNr;
+
+  static int64_t packed_depth(int64_t depth) { return (depth + 1) / 2; }
+
+  // a's rows [0, rows) and depths [0, depth) into micro-panels of kMr rows: panel p at
+  // out + p * pairs * kMr holds [pairs][kMr] (pairs = depth rounded up to even, halved).
+  static void pack_a(StridedBf16Matrix a, int64_t rows, int64_t depth, uint32_t* out) {
+    const int64_t pairs = (depth + 1) / 2;
+    if (a.col_stride != 1 && a.row_stride == 1) {
+      // Columns contiguous (a = g^T): two depths' columns read together from start to end, their
+      // rows interleaved into pairs, the pieces copied to every panel.
+      for (int64_t q = 0; q < pairs; ++q) {
+        const bf16* even = a.data + 2 * q * a.col_stride;
+        const bf16* odd = 2 * q + 1 < depth ? even + a.col_stride : nullptr;
+        for (int64_t i0 = 0; i0 < rows; i0 += kMr) {
+          const int64_t count = std::min(kMr, rows - i0);
+          const __m256i x = load_16(even + i0, count);
+          const __m256i y = odd ? load_16(odd + i0, count) : _mm256_setzero_si256();
+          _mm512_mask_storeu_epi32(out + i0 * pairs + q * kMr, lanes(kMr), interleave(x, y));
+        }
+      }
+      return;
+    }
+    // Rows contiguous: each row's pairs are 32-bit words already; transpose 16 x 16 of them.
+    for (int64_t i0 = 0; i0 < rows; i0 += kMr, out += pairs * kMr) {
+      const bf16* src = a.data + i0 * a.row_stride;
+      for (int64_t k0 = 0; k0 < depth; k0 += 32) {
+        __m512 r[16];
+        load_pairs_transposed(src + k0, a.row_stride, std::min(kMr, rows - i0), depth - k0, r);
+        for (int64_t q = 0; q < std::min<int64_t>(16, (depth - k0 + 1) / 2); ++q)
+          _mm512_mask_storeu_ps(reinterpret_cast<float*>(out + (k0 / 2 + q) * kMr), lanes(kMr),
+                                r[q]);
+      }
+    }
+  }
+
+  // b's depths [0, depth) and columns [0, cols) into micro-panels of kNr columns: panel p at
+  // out + p * pairs * kNr holds [pairs][kNr]. `out` is 64-byte aligned.
+  static void pack_b(StridedBf16Matrix b, int64_t depth, int64_t cols, uint32_t* out) {
+    const int64_t pairs = (depth + 1) / 2;
+    if (b.col_stride == 1) {
+      // Rows contiguous: two rows read together from start to end, interleaved into pairs.
+      for (int64_t q = 0; q < pairs; ++q) {
+        const bf16* even = b.data + 2 * q * b.row_stride;
+        const bf16* odd = 2 * q + 1 < depth ? even + b.row_stride : nullptr;
+        for (int64_t j0 = 0; j0 < cols; j0 += kNr) {
+          uint32_t* panel_row = out + j0 * pairs + q * kNr;
+          for (int64_t half = 0; half < 2; ++half) {
+            const int64_t count = std::clamp<int64_t>(cols - j0 - 16 * half, 0, 16);
+            const __m256i x = load_16(even + j0 + 16 * half, count);
+            const __m256i y = odd ? load_16(odd + j0 + 16 * half, count) : _mm256_setzero_si256();
+            _mm512_store_si512(panel_row + 16 * half, interleave(x, y));
+          }
+        }
+      }
+      return;
+    }
+    // Columns contiguous (b = W^T): each column's pairs are words; transpose 16 x 16 of them.
+    for (int64_t j0 = 0; j0 < cols; j0 += kNr, out += pairs * kNr) {
+      const bf16* src = b.data + j0 * b.col_stride;
+      for (int64_t half = 0; half < 2; ++half) {
+        const int64_t count = std::clamp<int64_t>(cols - j0 - 16 * half, 0, 16);
+        for (int64_t k0 = 0; k0 < depth; k0 += 32) {
+          __m512 r[16];
+          load_pairs_transposed(src + 16 * half * b.col_stride + k0, b.col_stride, count,
+                                depth - k0, r);
+          for (int64_t q = 0; q < std::min<int64_t>(16, (depth - k0 + 1) / 2); ++q)
+            _mm512_store_ps(reinterpret_cast<float*>(out + (k0 / 2 + q) * kNr + 16 * half), r[q]);
+        }
+      }
+    }
+  }
+
+  // c's tile [rows][columns] (rows <= 14, columns <= 32) from a's micro-panel [pairs][14] and b's
+  // [pairs][32]: 28 accumulators, two loads of b and 14 broadcasts of a's pairs per two depths.
+  static void micro_kernel(int64_t pairs, const uint32_t* a, const uint32_t* b, float* c,
+                           int64_t ldc, int64_t rows, int64_t columns, const Epilogue& epilogue) {
+    __m512 acc[kMr][2];
+#pragma GCC unroll 14
+    for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    blocked::prefetch_tile(c, ldc, rows);
+    for (int64_t q = 0; q < pairs; ++q, a += kMr, b += kNr) {
+      const __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 16);
+#pragma GCC unroll 14
+      for (int r = 0; r < kMr; ++r) {
+        const __m512bh ar = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r]));
+        acc[r][0] = _mm512_dpbf16_ps(acc[r][0], ar, b0);
+        acc[r][1] = _mm512_dpbf16_ps(acc[r][1], ar, b1);
+      }
+    }
+    blocked::store_tile(acc, c, ldc, rows, columns, epilogue);
+  }
+};
+
+}  // namespace
+
+bool blocked_gemm_bf16_available() {
+  return true;
+}
+
+void blocked_gemm_bf16(int64_t m, int64_t n, int64_t k, StridedBf16Matrix a, StridedBf16Matrix b,
+                       const float* bias, bool accumulate, bool relu, float* c, int64_t ldc) {
+  blocked::product<Bf16Kernel>("blocked_gemm_bf16", m, n, k, a, b, bias, accumulate, relu, c, ldc);
+}
+
+#else  // no AVX512-BF16: cpu::gemm keeps oneDNN's bf16 products
+
+bool blocked_gemm_bf16_available() {
+  return false;
+}
+
+void blocked_gemm_bf16(int64_t, int64_t, int64_t, StridedBf16Matrix, StridedBf16Matrix,
+                       const float*, bool, bool, float*, int64_t) {
+  fail("blocked_gemm_bf16: this build has no AVX512-BF16 (blocked_gemm_bf16_available() is false)");
+}
+
+#endif
+
+}  // namespace tfm::cpu

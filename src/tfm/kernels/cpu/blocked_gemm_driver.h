@@ -1,0 +1,196 @@
+// The loops around a blocked kernel's micro-kernel, shared by the f32 kernel (blocked_gemm_cpu.cc)
+// and the bf16 one (blocked_gemm_bf16_cpu.cc), in the BLIS order: for each block of b's columns
+// (kNc) and depth (kKc), pack b's block; for each block of a's rows (kMc), pack a's block; then
+// every kMr x kNr tile of c from a's micro-panel (in L1) and b's (streaming from L2).
+//
+// A Kernel type gives:
+//   Source, Packed       the operands' element type and the packed one (4 bytes: a float, or a
+//                        pair of bf16 along the depth)
+//   kMr, kNr, kKc, kMc, kNc
+//   packed_depth(depth)  packed elements per row of a micro-panel for `depth` depths
+//   pack_a(a, rows, depth, out), pack_b(b, depth, cols, out)   micro-panels of kMr rows / kNr
+//                        columns, each [packed_depth][kMr or kNr], past the edges zero
+//   micro_kernel(packed_depth, a_panel, b_panel, c, ldc, rows, columns, epilogue)
+// Also the vector helpers both packers use. Internal to kernels/cpu: included only where AVX-512 is
+// compiled.
+#pragma once
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "tfm/core/error.h"
+#include "tfm/kernels/cpu/blocked_gemm_cpu.h"
+#include "tfm/kernels/cpu/vector_math.h"
+
+namespace tfm::cpu::blocked {
+
+// What a tile does with its sums: add them to c (a later depth block, or `accumulate`) or write
+// them, add the bias (first depth block), apply ReLU (last).
+struct Epilogue {
+  bool load_c;
+  const float* bias;  // at the tile's first column, or null
+  bool relu;
+};
+
+// The lanes [0, count) of 16, any count.
+inline __mmask16 lanes(int64_t count) {
+  return first_lanes(std::clamp<int64_t>(count, 0, 16));
+}
+
+// r[i] = column i of the 16 x 16 block whose rows were r[0..15] (the usual three rounds of
+// shuffles: pairs of elements, then of pairs, then 128-bit lanes twice). The zero-masked forms with
+// every lane set: GCC 12 warns of the plain forms' undefined pass-through register.
+inline void transpose_16x16(__m512 r[16]) {
+  constexpr __mmask16 kAll = 0xffff;
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_maskz_unpacklo_ps(kAll, r[i], r[i + 1]);
+    t[i + 1] = _mm512_maskz_unpackhi_ps(kAll, r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_maskz_shuffle_ps(kAll, t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_maskz_shuffle_ps(kAll, t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm512_maskz_shuffle_ps(kAll, t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_maskz_shuffle_ps(kAll, t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_maskz_shuffle_f32x4(kAll, r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_maskz_shuffle_f32x4(kAll, r[i], r[i + 4], 0xDD);
+    t[i + 8] = _mm512_maskz_shuffle_f32x4(kAll, r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_maskz_shuffle_f32x4(kAll, r[i + 8], r[i + 12], 0xDD);
+  }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_maskz_shuffle_f32x4(kAll, t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_maskz_shuffle_f32x4(kAll, t[i], t[i + 8], 0xDD);
+  }
+}
+
+// c's tile is needed only at the end: its lines arrive while the sums run (2-4% faster).
+inline void prefetch_tile(const float* c, int64_t ldc, int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16), _MM_HINT_T0);
+  }
+}
+
+// c's tile [rows][columns] (rows <= kMr, columns <= 32) from the sums of its kMr x 32 elements,
+// with the epilogue.
+template <int kMr>
+__attribute__((always_inline)) inline void store_tile(const __m512 (&acc)[kMr][2], float* c,
+                                                      int64_t ldc, int64_t rows, int64_t columns,
+                                                      const Epilogue& epilogue) {
+  const __mmask16 masks[2] = {lanes(columns), lanes(columns - 16)};
+  __m512 bias[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  if (epilogue.bias)
+    for (int v = 0; v < 2; ++v) bias[v] = _mm512_maskz_loadu_ps(masks[v], epilogue.bias + 16 * v);
+#pragma GCC unroll 16
+  for (int r = 0; r < kMr; ++r) {
+    if (r >= rows) break;
+    for (int v = 0; v < 2; ++v) {
+      float* out = c + r * ldc + 16 * v;
+      __m512 sum = _mm512_add_ps(acc[r][v], bias[v]);
+      if (epilogue.load_c) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(masks[v], out));
+      // max(0, sum) in this order: vmaxps returns its second operand when either is NaN.
+      if (epilogue.relu) sum = _mm512_maskz_max_ps(0xffff, _mm512_setzero_ps(), sum);
+      _mm512_mask_storeu_ps(out, masks[v], sum);
+    }
+  }
+}
+
+inline int64_t round_up(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+template <class T>
+T* aligned_64(std::vector<T>& buffer, size_t count) {
+  buffer.resize(count + 64 / sizeof(T));
+  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(buffer.data()) + 63) & ~uintptr_t{63});
+}
+
+// The whole product for rows [0, m) and columns [0, n) of the given views, on this thread, with
+// its own packed blocks. (Threads that packed each block of b together and waited for one another
+// ran no faster here: gemm_bench, 2026-11-27.)
+template <class Kernel>
+void gemm_block(int64_t m, int64_t n, int64_t k, Strided<typename Kernel::Source> a,
+                Strided<typename Kernel::Source> b, const float* bias, bool accumulate, bool relu,
+                float* c, int64_t ldc) {
+  using Packed = typename Kernel::Packed;
+  thread_local std::vector<Packed> a_buffer, b_buffer;
+  Packed* a_packed = aligned_64(a_buffer, Kernel::kMc * Kernel::packed_depth(Kernel::kKc));
+  Packed* b_packed = aligned_64(b_buffer, Kernel::kNc * Kernel::packed_depth(Kernel::kKc));
+  for (int64_t j0 = 0; j0 < n; j0 += Kernel::kNc) {
+    const int64_t cols = std::min(Kernel::kNc, n - j0);
+    for (int64_t p0 = 0; p0 < k; p0 += Kernel::kKc) {
+      const int64_t depth = std::min(Kernel::kKc, k - p0), packed = Kernel::packed_depth(depth);
+      Kernel::pack_b({b.data + p0 * b.row_stride + j0 * b.col_stride, b.row_stride, b.col_stride},
+                     depth, cols, b_packed);
+      for (int64_t i0 = 0; i0 < m; i0 += Kernel::kMc) {
+        const int64_t rows = std::min(Kernel::kMc, m - i0);
+        Kernel::pack_a({a.data + i0 * a.row_stride + p0 * a.col_stride, a.row_stride, a.col_stride},
+                       rows, depth, a_packed);
+        // a's micro-panel stays in L1 while b's block streams from L2 under it.
+        for (int64_t ir = 0; ir < rows; ir += Kernel::kMr) {
+          const Packed* a_panel = a_packed + ir * packed;
+          for (int64_t jr = 0; jr < cols; jr += Kernel::kNr) {
+            const Epilogue epilogue{p0 > 0 || accumulate,
+                                    p0 == 0 && bias ? bias + j0 + jr : nullptr,
+                                    relu && p0 + depth == k};
+            Kernel::micro_kernel(
+                packed, a_panel, b_packed + jr * packed, c + (i0 + ir) * ldc + j0 + jr, ldc,
+                std::min(Kernel::kMr, rows - ir), std::min(Kernel::kNr, cols - jr), epilogue);
+          }
+        }
+      }
+    }
+  }
+}
+
+// c = a b (+ bias) (+ c) (ReLU) on all threads (or on this one inside a parallel region); `name`
+// for the errors of its arguments.
+template <class Kernel>
+void product(const char* name, int64_t m, int64_t n, int64_t k, Strided<typename Kernel::Source> a,
+             Strided<typename Kernel::Source> b, const float* bias, bool accumulate, bool relu,
+             float* c, int64_t ldc) {
+  TFM_CHECK(a.row_stride == 1 || a.col_stride == 1, "{}: a has no unit stride", name);
+  TFM_CHECK(b.row_stride == 1 || b.col_stride == 1, "{}: b has no unit stride", name);
+  if (m == 0 || n == 0) return;
+  TFM_CHECK(k > 0, "{}: an empty inner dimension", name);
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  // Threads split c into a grid of rows_split x (threads / rows_split) blocks, each a whole product
+  // of its own. The split minimises a block's cost in units of k: rows x cols multiply-adds plus
+  // (rows + cols) packed elements, each weighed as 8 multiply-adds (an estimate, not measured per
+  // split; among splits of equal work it takes the one that packs less).
+  int rows_split = 1;
+  double best = -1;
+  for (int split = 1; split <= threads; ++split) {
+    if (threads % split) continue;
+    const double block_rows = static_cast<double>(round_up((m + split - 1) / split, Kernel::kMr));
+    const double block_cols =
+        static_cast<double>(round_up((n + threads / split - 1) / (threads / split), Kernel::kNr));
+    const double cost = block_rows * block_cols + 8.0 * (block_rows + block_cols);
+    if (best < 0 || cost < best) best = cost, rows_split = split;
+  }
+  const int cols_split = threads / rows_split;
+  const int64_t block_rows = round_up((m + rows_split - 1) / rows_split, Kernel::kMr);
+  const int64_t block_cols = round_up((n + cols_split - 1) / cols_split, Kernel::kNr);
+  auto run = [&](int block) {
+    const int64_t i0 = (block / cols_split) * block_rows, j0 = (block % cols_split) * block_cols;
+    if (i0 >= m || j0 >= n) return;
+    gemm_block<Kernel>(std::min(block_rows, m - i0), std::min(block_cols, n - j0), k,
+                       {a.data + i0 * a.row_stride, a.row_stride, a.col_stride},
+                       {b.data + j0 * b.col_stride, b.row_stride, b.col_stride},
+                       bias ? bias + j0 : nullptr, accumulate, relu, c + i0 * ldc + j0, ldc);
+  };
+  if (threads == 1) {
+    run(0);
+    return;
+  }
+#pragma omp parallel for schedule(static, 1) num_threads(threads)
+  for (int block = 0; block < threads; ++block) run(block);
+}
+
+}  // namespace tfm::cpu::blocked
