@@ -94,6 +94,34 @@ TEST(PanelInt8, OperandsAtTheEndsOfTheirRangesAddUpExactly) {
   EXPECT_EQ(acc[0], 127 * 127 * 1024);
 }
 
+// Built for a CPU with AVX512-VNNI the kernel multiplies with vpdpbusd, exact for every u8: 255
+// against q +-127, four products of +-32385 in each s32 sum.
+TEST(PanelInt8, WithVnniEightBitActivationsAddUpExactly) {
+#ifndef __AVX512VNNI__
+  GTEST_SKIP() << "this build has no AVX512-VNNI: the kernel takes 7-bit activations only";
+#else
+  std::mt19937 rng(93);
+  std::uniform_int_distribution<int> activation(0, 255), weight(-127, 127);
+  for (int64_t k : {1, 5, 1024}) {
+    SCOPED_TRACE(testing::Message() << "k " << k);
+    const int64_t m = 7, n = 70;
+    std::vector<uint8_t> u(static_cast<size_t>(m * k));
+    std::vector<int8_t> q(static_cast<size_t>(n * k));
+    for (auto& v : u) v = static_cast<uint8_t>(activation(rng));
+    for (auto& v : q) v = static_cast<int8_t>(weight(rng));
+    std::fill(u.begin(), u.begin() + k, 255);  // row 0 against W's row 0 of 127s and row 1 of -127s
+    std::fill(q.begin(), q.begin() + k, 127);
+    std::fill(q.begin() + k, q.begin() + 2 * k, -127);
+    const std::vector<int8_t> panels = packed(q, n, k);
+    std::vector<int32_t> acc(static_cast<size_t>(m * n), -1);
+    cpu::panel_product_u8s8(u.data(), m, n, k, panels.data(), acc.data());
+    ASSERT_EQ(acc, exact_product(u, q, m, n, k));
+    EXPECT_EQ(acc[0], 255 * 127 * k);
+    EXPECT_EQ(acc[1], -255 * 127 * k);
+  }
+#endif
+}
+
 TEST(PanelInt8, EveryThreadAloneInsideAParallelRegion) {
   if (!cpu::int8_panel_kernel_available())
     GTEST_SKIP() << "this build has no AVX512BW: int8 products stay oneDNN's";

@@ -47,7 +47,7 @@ namespace {
 
 constexpr int kVectors = kInt8PanelColumns / 16;  // a group's 64 columns: 4 registers
 // Rows per tile: 6 x 4 accumulators, 4 weight registers, the broadcast, the ones and a temporary
-// fit the 32 registers.
+// fit the 32 registers (with VNNI, one instruction and neither of the last two).
 constexpr int kTileRows = 6;
 
 // Row r's activations k = 4g .. 4g+3 as one 32-bit word (zeros beyond k: the weights are zero
@@ -65,7 +65,9 @@ template <int MR>
 void tile(const uint8_t* u, int64_t k, const int8_t* panel, const __mmask16* masks, int32_t* acc,
           int64_t ldacc) {
   const int64_t kq = groups(k), full = k / kInt8PanelGroup;
+#ifndef __AVX512VNNI__
   const __m512i ones = _mm512_set1_epi16(1);
+#endif
   __m512i sum[MR][kVectors];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
@@ -85,9 +87,15 @@ void tile(const uint8_t* u, int64_t k, const int8_t* panel, const __mmask16* mas
         word = group_word(u + r * k, g, k);
       const __m512i a = _mm512_set1_epi32(word);
 #pragma GCC unroll 4
-      for (int v = 0; v < kVectors; ++v)
+      for (int v = 0; v < kVectors; ++v) {
+#ifdef __AVX512VNNI__
+        // vpdpbusd: the four u8 x s8 products summed into s32 without saturating (any u8).
+        sum[r][v] = _mm512_dpbusd_epi32(sum[r][v], a, wv[v]);
+#else
         sum[r][v] =
             _mm512_add_epi32(sum[r][v], _mm512_madd_epi16(_mm512_maddubs_epi16(a, wv[v]), ones));
+#endif
+      }
     }
   }
 #pragma GCC unroll 8

@@ -11,6 +11,9 @@
 //   acc += vpmaddwd(t, 1)  (the two s16 added into s32)
 // The 7-bit activations of such a CPU (quantize_cpu.h: u in [1, 127]) keep every pair within
 // 2 x 127 x 127 = 32258 < 32767, so the s32 sums are exact: the same integers as oneDNN's.
+// Built for a CPU with AVX512-VNNI, the kernel multiplies with vpdpbusd instead (the four products
+// summed into s32 exactly, for any u8); whether it beats oneDNN's brgemm there is measured with
+// gemm_bench's packed_product_i8 (docs/BENCHMARKS.md), and until then such a CPU keeps oneDNN's.
 // cpu::packed_linear_quantized takes it for up to 64 rows (kInt8PanelMaxRows,
 // packed_matmul_cpu.cc).
 #pragma once
@@ -32,7 +35,8 @@ int64_t int8_panel_bytes(int64_t n, int64_t k);
 // Packs q, W's s8 rows [n, k] (row-major), into `panels` (int8_panel_bytes(n, k) bytes).
 void pack_int8_panels(const int8_t* q, int64_t n, int64_t k, int8_t* panels);
 
-// acc [m, n] (s32, row-major) = u [m, k] (u8, row-major, every value <= 127) W^T, W packed by
+// acc [m, n] (s32, row-major) = u [m, k] (u8, row-major, every value <= 127 unless the build has
+// AVX512-VNNI) W^T, W packed by
 // pack_int8_panels. Runs on the calling thread alone inside an OpenMP parallel region, else on all
 // threads. Needs int8_panel_kernel_available().
 void panel_product_u8s8(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t* panels,
