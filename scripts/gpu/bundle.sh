@@ -3,20 +3,40 @@
 # git; the device tool carries it): a portable build (no -march=native: that machine's CPU is not
 # this one's) with the CUDA backend and without MPI, the test and benchmark programs, and the shared
 # libraries they load that a bare CUDA image lacks (oneDNN, SentencePiece, yaml-cpp, fmt, ICU).
-# scripts/gpu/run.sh unpacks it there. Usage: scripts/gpu/bundle.sh [--no-build]
+# scripts/gpu/run.sh unpacks it there.
+#
+# --cpu-arch ARCH builds instead for that machine's CPU (GCC's -march=ARCH, e.g. sapphirerapids for
+# the lent H100's Xeon), without CUDA, into build/cpu-ARCH, with gemm_bench too: so that the CPU
+# kernels this machine cannot run (AVX512-BF16, VNNI) are tested and measured there.
+# Usage: scripts/gpu/bundle.sh [--no-build] [--cpu-arch ARCH]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=build/gpu
-if [ "${1:-}" != --no-build ]; then
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTFM_NATIVE=OFF -DTFM_ENABLE_MPI=OFF \
-    -DTFM_ENABLE_CUDA=ON >/dev/null
-  cmake --build "$build" -j 2 --target tfm tfm_tests bench_train_step bench_decode
+build=build/gpu build_now=1 arch=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-build) build_now=0; shift ;;
+    --cpu-arch) arch="$2"; build="build/cpu-$2"; shift 2 ;;
+    *) echo "bundle.sh: unknown argument $1 (--no-build, --cpu-arch ARCH)" >&2; exit 2 ;;
+  esac
+done
+programs=(tfm tfm_tests bench_train_step bench_decode)
+[ -z "$arch" ] || programs+=(gemm_bench)
+if [ "$build_now" = 1 ]; then
+  if [ -z "$arch" ]; then
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTFM_NATIVE=OFF \
+      -DTFM_ENABLE_MPI=OFF -DTFM_ENABLE_CUDA=ON >/dev/null
+  else
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTFM_NATIVE=OFF \
+      -DTFM_ENABLE_MPI=OFF -DTFM_ENABLE_CUDA=OFF \
+      -DCMAKE_CXX_FLAGS="-march=$arch -mprefer-vector-width=512" >/dev/null
+  fi
+  cmake --build "$build" -j 2 --target "${programs[@]}"
 fi
 exclude="$(git rev-parse --git-path info/exclude)"
 mkdir -p "$(dirname "$exclude")"
 grep -qx '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >>"$exclude"
 rm -rf .gpu && mkdir -p .gpu/stage/bin .gpu/stage/lib
-programs=(tfm tfm_tests bench_train_step bench_decode)
+echo "$build" >.gpu/stage/build-dir  # where run.sh unpacks it: the tests' compiled-in TFM_BINARY_DIR
 for p in "${programs[@]}"; do cp "$build/$p" .gpu/stage/bin/; done
 # Every library the programs load, except the C runtime's own and CUDA's (the image has them).
 for p in "${programs[@]}"; do ldd "$build/$p"; done | awk '/=> \//{print $3}' | sort -u |
