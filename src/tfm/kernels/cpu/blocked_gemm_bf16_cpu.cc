@@ -2,7 +2,8 @@
 // (blocked_gemm_driver.h) over packed micro-panels whose 32-bit elements are pairs of bf16 along
 // the depth, (x[2q], x[2q + 1]) in the low and high half, the operand order of vdpbf16ps:
 //   acc[j] += a[r][2q] b[2q][j] + a[r][2q+1] b[2q+1][j]   (one instruction per 16 columns)
-// so the 14 x 32 tile gains two depths per instruction, twice the f32 kernel's multiply-adds.
+// so the 14 x 32 tile gains two depths per instruction: twice the f32 kernel's multiply-adds per
+// instruction (how many instructions a cycle depends on the CPU: docs/BENCHMARKS.md).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
