@@ -296,12 +296,9 @@ BENCHMARK(packed_linear_f32)
 // kernel (1, blocked_gemm_cpu.h), in the step's three layouts (0: the forward y = x W^T + bias, a
 // row-major and b = W^T; 1: the input gradient g W, both row-major; 2: the weight gradient dW +=
 // g^T x, a = g^T). M x K x N is the product's own shape: for the weight gradient M and N are the
-// weight's dims and K the tokens.
-// One product of training's shapes (layout 0: x W^T + bias; 1: g W; 2: c += g^T x) through oneDNN
-// (kernel 0) or our blocked kernel (kernel 1). With bf16 operands our kernel is called directly: on
-// a CPU with AMX cpu::gemm leaves bf16 to oneDNN's tile products, and the kernel is still measured
-// there against the vdpbf16ps peak (ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 makes oneDNN use
-// vdpbf16ps too, as on a CPU without AMX).
+// weight's dims and K the tokens. With bf16 operands our kernel is called directly (cpu::gemm takes
+// it only with TFM_CPU_GEMM=ours, and never where oneDNN has AMX); ONEDNN_MAX_CPU_ISA=
+// AVX512_CORE_BF16 holds oneDNN to vdpbf16ps on such a CPU, as on one without AMX.
 void training_product(benchmark::State& state, DType type) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   const int64_t layout = state.range(3);

@@ -1,13 +1,10 @@
 #include "tfm/kernels/cpu/blocked_gemm_cpu.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
 
 #include "tfm/core/error.h"
 
@@ -15,7 +12,6 @@
 #include <immintrin.h>
 
 #include "tfm/kernels/cpu/blocked_gemm_driver.h"
-#include "tfm/kernels/cpu/vector_math.h"
 #endif
 
 namespace tfm::cpu {
