@@ -15,21 +15,20 @@ build=build/gpu build_now=1 arch=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) build_now=0; shift ;;
-    --cpu-arch) arch="$2"; build="build/cpu-$2"; shift 2 ;;
+    --cpu-arch) arch="${2:?bundle.sh: --cpu-arch needs an architecture, e.g. sapphirerapids}"
+                build="build/cpu-$arch"; shift 2 ;;
     *) echo "bundle.sh: unknown argument $1 (--no-build, --cpu-arch ARCH)" >&2; exit 2 ;;
   esac
 done
 programs=(tfm tfm_tests bench_train_step bench_decode)
-[ -z "$arch" ] || programs+=(gemm_bench)
+target=(-DTFM_ENABLE_CUDA=ON)
+if [ -n "$arch" ]; then
+  programs+=(gemm_bench)
+  target=(-DTFM_ENABLE_CUDA=OFF "-DCMAKE_CXX_FLAGS=-march=$arch -mprefer-vector-width=512")
+fi
 if [ "$build_now" = 1 ]; then
-  if [ -z "$arch" ]; then
-    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTFM_NATIVE=OFF \
-      -DTFM_ENABLE_MPI=OFF -DTFM_ENABLE_CUDA=ON >/dev/null
-  else
-    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTFM_NATIVE=OFF \
-      -DTFM_ENABLE_MPI=OFF -DTFM_ENABLE_CUDA=OFF \
-      -DCMAKE_CXX_FLAGS="-march=$arch -mprefer-vector-width=512" >/dev/null
-  fi
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTFM_NATIVE=OFF -DTFM_ENABLE_MPI=OFF \
+    "${target[@]}" >/dev/null
   cmake --build "$build" -j 2 --target "${programs[@]}"
 fi
 exclude="$(git rev-parse --git-path info/exclude)"
