@@ -293,18 +293,21 @@ BENCHMARK(packed_linear_f32)
     ->UseRealTime();
 
 // A training step's products through cpu::gemm with oneDNN's matmul (kernel 0) against our blocked
-// kernel (1, blocked_gemm_cpu.h), in the step's three layouts (0: the forward y = x W^T + bias, a
+// kernel (1, blocked_gemm_cpu.h; with bf16 operands 1 is the vdpbf16ps kernel and 2 the one that
+// widens them to f32 for the FMA), in the step's three layouts (0: the forward y = x W^T + bias, a
 // row-major and b = W^T; 1: the input gradient g W, both row-major; 2: the weight gradient dW +=
 // g^T x, a = g^T). M x K x N is the product's own shape: for the weight gradient M and N are the
-// weight's dims and K the tokens. With bf16 operands our kernel is called directly (cpu::gemm takes
-// it only with TFM_CPU_GEMM=ours, and never where oneDNN has AMX); ONEDNN_MAX_CPU_ISA=
+// weight's dims and K the tokens. With bf16 operands our kernels are called directly (cpu::gemm
+// takes the one bf16_products() chooses, never where oneDNN has AMX); ONEDNN_MAX_CPU_ISA=
 // AVX512_CORE_BF16 holds oneDNN to vdpbf16ps on such a CPU, as on one without AMX.
 void training_product(benchmark::State& state, DType type) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   const int64_t layout = state.range(3);
-  const bool ours = state.range(4) == 1;
-  const bool available = type == DType::f32 ? tfm::cpu::blocked_gemm_available()
-                                            : tfm::cpu::blocked_gemm_bf16_available();
+  const int64_t kernel = state.range(4);
+  const bool ours = kernel >= 1;
+  const bool available = type == DType::f32 || kernel == 2
+                             ? tfm::cpu::blocked_gemm_available()
+                             : tfm::cpu::blocked_gemm_bf16_available();
   if (ours && !available) {
     state.SkipWithError("this build has no blocked kernel for this type");
     return;
@@ -326,9 +329,10 @@ void training_product(benchmark::State& state, DType type) {
       return tfm::cpu::StridedBf16Matrix{static_cast<const tfm::bf16*>(op.data), op.strides[0],
                                          op.strides[1]};
     };
+    auto product = kernel == 2 ? tfm::cpu::blocked_gemm_bf16_widened : tfm::cpu::blocked_gemm_bf16;
     for (auto _ : state)
-      tfm::cpu::blocked_gemm_bf16(m, n, k, view(args.a), view(args.b), args.bias, args.accumulate,
-                                  false, c.data<float>(), n);
+      product(m, n, k, view(args.a), view(args.b), args.bias, args.accumulate, false,
+              c.data<float>(), n);
     state.counters["FLOP/s"] =
         benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
     return;
@@ -348,30 +352,38 @@ void training_product_bf16(benchmark::State& state) {
 // The base model's shapes at 4096 tokens (d_model 512, d_ff 2048) and the output layer's 512-token
 // chunks against the 37000-token vocabulary (as ONEDNN_VERBOSE showed a step's products), in the
 // layouts of training_product.
-void training_shapes(benchmark::internal::Benchmark* b) {
+void training_shapes(benchmark::internal::Benchmark* b, const std::vector<int64_t>& kernels) {
   b->ArgNames({"M", "K", "N", "layout", "kernel"})
-      ->ArgsProduct({{4096}, {512}, {512, 2048}, {0, 1}, {0, 1}})
-      ->ArgsProduct({{4096}, {2048}, {512}, {0, 1}, {0, 1}})
-      ->ArgsProduct({{512}, {4096}, {512, 2048}, {2}, {0, 1}})
-      ->ArgsProduct({{2048}, {4096}, {512}, {2}, {0, 1}})
-      ->ArgsProduct({{512}, {512}, {37000}, {0}, {0, 1}})
-      ->ArgsProduct({{512}, {37000}, {512}, {1}, {0, 1}})
-      ->ArgsProduct({{37000}, {512}, {512}, {2}, {0, 1}})
+      ->ArgsProduct({{4096}, {512}, {512, 2048}, {0, 1}, kernels})
+      ->ArgsProduct({{4096}, {2048}, {512}, {0, 1}, kernels})
+      ->ArgsProduct({{512}, {4096}, {512, 2048}, {2}, kernels})
+      ->ArgsProduct({{2048}, {4096}, {512}, {2}, kernels})
+      ->ArgsProduct({{512}, {512}, {37000}, {0}, kernels})
+      ->ArgsProduct({{512}, {37000}, {512}, {1}, kernels})
+      ->ArgsProduct({{37000}, {512}, {512}, {2}, kernels})
       // The Multi30k recipe's model (d_model 256, d_ff 1024, 8000 tokens) at 2048 tokens.
-      ->ArgsProduct({{2048}, {256}, {256, 1024}, {0, 1}, {0, 1}})
-      ->ArgsProduct({{2048}, {1024}, {256}, {0, 1}, {0, 1}})
-      ->ArgsProduct({{256}, {2048}, {256, 1024}, {2}, {0, 1}})
-      ->ArgsProduct({{2048}, {256}, {8000}, {0}, {0, 1}})
-      ->ArgsProduct({{2048}, {8000}, {256}, {1}, {0, 1}})
-      ->ArgsProduct({{8000}, {2048}, {256}, {2}, {0, 1}});
+      ->ArgsProduct({{2048}, {256}, {256, 1024}, {0, 1}, kernels})
+      ->ArgsProduct({{2048}, {1024}, {256}, {0, 1}, kernels})
+      ->ArgsProduct({{256}, {2048}, {256, 1024}, {2}, kernels})
+      ->ArgsProduct({{2048}, {256}, {8000}, {0}, kernels})
+      ->ArgsProduct({{2048}, {8000}, {256}, {1}, kernels})
+      ->ArgsProduct({{8000}, {2048}, {256}, {2}, kernels});
 }
 
 BENCHMARK(training_product_f32)
-    ->Apply(training_shapes)
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      training_shapes(b, {0, 1});
+    })
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+// And smaller products, for the widening kernel's threshold (a few hundred tokens a batch).
 BENCHMARK(training_product_bf16)
-    ->Apply(training_shapes)
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      training_shapes(b, {0, 1, 2});
+    })
+    ->ArgsProduct({{128, 256, 512, 1024}, {256}, {256}, {0, 1}, {0, 2}})
+    ->ArgsProduct({{128, 256}, {512}, {512}, {0, 1}, {0, 2}})
+    ->ArgsProduct({{256}, {128, 256}, {256}, {2}, {0, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -77,7 +77,8 @@ def product_label(row):
         return "P v: 128x8 heads, 32x32 @ 32x64"
     if kind == "training_product":
         layout = ("x W^T + bias", "g W", "c += g^T x")[row["layout"]]
-        kernel = "our blocked kernel" if row["kernel"] else "oneDNN"
+        # bf16 operands: 1 is our vdpbf16ps kernel, 2 ours that widens them to f32 for the FMA.
+        kernel = ("oneDNN", "our blocked kernel", "our blocked kernel, bf16 widened")[row["kernel"]]
         return f"{row['M']} x {row['K']} x {row['N']}, {layout}: {kernel}"
     return row["name"]
 

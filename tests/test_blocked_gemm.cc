@@ -3,12 +3,14 @@
 // and b, on shapes off their tiles and blocks (odd depths for bf16's pairs), with bias,
 // accumulation and ReLU; a NaN stays a NaN through ReLU; the numbers do not depend on the threads;
 // and cpu::gemm takes a kernel for large products (the same bits as calling it) and oneDNN's matmul
-// when it is turned off (the same values within the bound). The bf16 kernel's tests run where the
-// build has it (a CPU with AVX512-BF16).
+// when it is turned off (the same values within the bound). The vdpbf16ps kernel's tests run where
+// the build has it (a CPU with AVX512-BF16); the kernel that widens bf16 to f32 for the FMA gives
+// the f32 kernel's bits.
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
 
@@ -41,6 +43,8 @@ std::vector<bf16> to_bf16(std::vector<float>& values) {
 struct Product {
   int64_t m, n, k;
   bool a_transposed, b_transposed, bias, accumulate, relu, bf16_operands;
+  // With bf16 operands, which of our kernels run_kernel calls: the vdpbf16ps one or the widening.
+  bool widened = false;
   std::vector<float> a, b, bias_values, c_old;
   std::vector<bf16> a16, b16;
 
@@ -82,9 +86,9 @@ struct Product {
     const float* bias_data = bias ? bias_values.data() : nullptr;
     if (bf16_operands) {
       const auto av = a_view(), bv = b_view();
-      cpu::blocked_gemm_bf16(m, n, k, {a16.data(), av.row_stride, av.col_stride},
-                             {b16.data(), bv.row_stride, bv.col_stride}, bias_data, accumulate,
-                             relu, c.data(), n);
+      auto kernel = widened ? cpu::blocked_gemm_bf16_widened : cpu::blocked_gemm_bf16;
+      kernel(m, n, k, {a16.data(), av.row_stride, av.col_stride},
+             {b16.data(), bv.row_stride, bv.col_stride}, bias_data, accumulate, relu, c.data(), n);
     } else {
       cpu::blocked_gemm_f32(m, n, k, a_view(), b_view(), bias_data, accumulate, relu, c.data(), n);
     }
@@ -137,13 +141,14 @@ struct Product {
 
 // The product in each of the four layouts of a and b, with bias, accumulation and ReLU in turn.
 void expect_every_layout_within_bound(int64_t m, int64_t n, int64_t k, std::mt19937& rng,
-                                      bool bf16_operands) {
+                                      bool bf16_operands, bool widened = false) {
   for (int layout = 0; layout < 4; ++layout) {
     const bool at = layout & 1, bt = layout & 2;
     const bool bias = (m + layout) % 2 == 0, acc = layout == 1 || layout == 2, relu = layout >= 2;
     SCOPED_TRACE(fmt::format("m {} n {} k {} a^T {} b^T {} bias {} acc {} relu {}", m, n, k, at, bt,
                              bias, acc, relu));
-    const Product p(m, n, k, at, bt, bias, acc, relu, rng, bf16_operands);
+    Product p(m, n, k, at, bt, bias, acc, relu, rng, bf16_operands);
+    p.widened = widened;
     p.expect_within_bound(p.run_kernel());
   }
 }
@@ -253,37 +258,118 @@ TEST(BlockedGemmBf16, ReluKeepsANanAndThreadsGiveTheSameBits) {
       Product(300, 520, 451, true, false, true, true, false, rng, true));
 }
 
-// cpu::gemm with bf16 operands and an f32 result, the kernel chosen: its bits where it applies (a
-// CPU with AVX512-BF16, and oneDNN without AMX), oneDNN's products within the same bound otherwise
-// and when turned off or not chosen.
-TEST(BlockedGemmBf16, GemmTakesItWhenChosenAndOneDnnOtherwise) {
-  if (!cpu::blocked_gemm_bf16_available())
-    GTEST_SKIP() << "this build has no AVX512-BF16 (no bf16 kernel)";
+// The widening kernel on the same shapes as the vdpbf16ps one (odd depths, every block's edge).
+TEST(BlockedGemmBf16Widened, EveryElementWithinTheRoundingBoundInEveryLayout) {
+  if (!cpu::blocked_gemm_available()) GTEST_SKIP() << "this build has no AVX-512 (no kernel)";
+  std::mt19937 rng(17);
+  struct Case {
+    int64_t m, n, k;
+  };
+  for (const Case& s :
+       {Case{1, 1, 1}, Case{14, 32, 32}, Case{15, 33, 17}, Case{13, 31, 193}, Case{337, 70, 41},
+        Case{29, 1030, 22}, Case{100, 100, 600}, Case{40, 50, 1025}}) {
+    expect_every_layout_within_bound(s.m, s.n, s.k, rng, true, true);
+  }
+}
+
+// Widened bf16 operands are the f32 kernel's operands: the same packed panels and order of
+// summation, so the same bits as blocked_gemm_f32 on the bf16 values as floats.
+TEST(BlockedGemmBf16Widened, TheSameBitsAsTheF32KernelOnTheSameValues) {
+  if (!cpu::blocked_gemm_available()) GTEST_SKIP() << "this build has no AVX-512 (no kernel)";
+  std::mt19937 rng(18);
+  for (int layout = 0; layout < 4; ++layout) {
+    SCOPED_TRACE(fmt::format("layout {}", layout));
+    Product p(301, 530, 515, layout & 1, layout & 2, layout == 0, layout == 1, layout == 3, rng,
+              true);
+    p.widened = true;
+    const auto widened = p.run_kernel();
+    p.bf16_operands = false;  // a and b hold the bf16 values exactly
+    EXPECT_EQ(widened, p.run_kernel());
+  }
+}
+
+TEST(BlockedGemmBf16Widened, ReluKeepsANanAndThreadsGiveTheSameBits) {
+  if (!cpu::blocked_gemm_available()) GTEST_SKIP() << "this build has no AVX-512 (no kernel)";
+  std::mt19937 rng(19);
+  Product nan(20, 40, 31, false, true, true, false, true, rng, true);
+  nan.widened = true;
+  nan.a16[5 * 31 + 7] = float_to_bf16(std::numeric_limits<float>::quiet_NaN());  // row 5
+  const auto with_nan = nan.run_kernel();
+  for (int64_t j = 0; j < 40; ++j)
+    EXPECT_TRUE(std::isnan(with_nan[static_cast<size_t>(5 * 40 + j)]));
+  EXPECT_FALSE(std::isnan(with_nan[0]));
+  EXPECT_GT(std::count(with_nan.begin(), with_nan.end(), 0.0f), 0);
+
+  Product p(300, 520, 451, true, false, true, true, false, rng, true);
+  p.widened = true;
+  expect_the_same_bits_whatever_the_threads(p);
+}
+
+// The measured ratio of vdpbf16ps's multiply-adds to the FMA's: two per instruction against one,
+// at half the FMA's rate on an Intel Xeon without AMX, at its rate on AMD Zen 4 (two per cycle), or
+// at its rate, so within [0.25, 4] on any CPU; 0 without AVX512-BF16 in the build.
+TEST(BlockedGemmBf16, TheMeasuredDotToFmaRateIsAPlausibleRatio) {
+  const double rate = cpu::vdpbf16ps_to_fma_rate();
+  if (!cpu::blocked_gemm_bf16_available()) {
+    EXPECT_EQ(rate, 0.0);
+    return;
+  }
+  EXPECT_GE(rate, 0.25);
+  EXPECT_LE(rate, 4.0);
+  EXPECT_EQ(rate, cpu::vdpbf16ps_to_fma_rate());  // measured once
+}
+
+// The default choice: oneDNN where it has AMX; the widening kernel where vdpbf16ps does no more
+// multiply-adds a second than the FMA; oneDNN otherwise (unless the environment chose).
+TEST(BlockedGemmBf16, TheDefaultChoiceFollowsTheMeasuredRates) {
+  if (std::getenv("TFM_CPU_GEMM_BF16") || std::getenv("TFM_CPU_GEMM"))
+    GTEST_SKIP() << "the environment chooses (TFM_CPU_GEMM_BF16 or TFM_CPU_GEMM is set)";
+  const double rate = cpu::vdpbf16ps_to_fma_rate();
+  const auto expected = !cpu::onednn_uses_amx() && rate > 0 && rate <= 1
+                            ? cpu::Bf16Products::widened
+                            : cpu::Bf16Products::onednn;
+  EXPECT_EQ(cpu::bf16_products(), expected)
+      << "rate " << rate << ", chosen " << cpu::bf16_products_name(cpu::bf16_products());
+}
+
+// cpu::gemm with bf16 operands and an f32 result, each of our kernels chosen in turn: its bits
+// where it applies (oneDNN without AMX), oneDNN's products within the same bound otherwise, when
+// turned off, or when oneDNN is chosen.
+TEST(BlockedGemmBf16, GemmTakesTheChosenKernelAndOneDnnOtherwise) {
   std::mt19937 rng(16);
   const int64_t m = 1100, n = 1000, k = 1000;
-  const bool chosen = cpu::blocked_gemm_bf16_enabled();  // TFM_CPU_GEMM=ours
-  cpu::set_blocked_gemm_bf16_enabled(true);
-  EXPECT_FALSE(cpu::blocked_gemm_bf16_applies(2048, 256, 256));
-  // Where oneDNN has AMX, its tile products instead.
-  EXPECT_EQ(cpu::blocked_gemm_bf16_applies(m, n, k), !cpu::onednn_uses_amx());
-  for (int layout = 0; layout < 3; ++layout) {
-    SCOPED_TRACE(fmt::format("layout {}", layout));
-    const Product p(m, n, k, layout == 2, layout == 0, layout == 0, layout == 2, layout == 1, rng,
-                    true);
-    const auto via_gemm = p.run_gemm();
-    if (cpu::blocked_gemm_bf16_applies(m, n, k)) {
-      EXPECT_EQ(via_gemm, p.run_kernel());
+  const cpu::Bf16Products chosen = cpu::bf16_products();
+  for (bool widened : {false, true}) {
+    SCOPED_TRACE(widened ? "widened" : "dot");
+    const bool available =
+        widened ? cpu::blocked_gemm_available() : cpu::blocked_gemm_bf16_available();
+    cpu::set_bf16_products(widened ? cpu::Bf16Products::widened : cpu::Bf16Products::dot);
+    // The vdpbf16ps kernel from 2^30 multiply-adds, the widening one from 128 in every dim.
+    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(2048, 256, 256),
+              widened && available && !cpu::onednn_uses_amx());
+    EXPECT_FALSE(cpu::blocked_gemm_bf16_applies(127, 1024, 1024));
+    // Where oneDNN has AMX, its tile products instead.
+    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(m, n, k), available && !cpu::onednn_uses_amx());
+    for (int layout = 0; layout < 3; ++layout) {
+      SCOPED_TRACE(fmt::format("layout {}", layout));
+      Product p(m, n, k, layout == 2, layout == 0, layout == 0, layout == 2, layout == 1, rng,
+                true);
+      p.widened = widened;
+      const auto via_gemm = p.run_gemm();
+      if (cpu::blocked_gemm_bf16_applies(m, n, k)) {
+        EXPECT_EQ(via_gemm, p.run_kernel());
+      }
+      cpu::set_blocked_gemm_enabled(false);
+      EXPECT_FALSE(cpu::blocked_gemm_bf16_applies(m, n, k));
+      const auto onednn = p.run_gemm();
+      cpu::set_blocked_gemm_enabled(true);
+      p.expect_within_bound(onednn, 97);
+      p.expect_within_bound(via_gemm, 97);
     }
-    cpu::set_blocked_gemm_enabled(false);
-    EXPECT_FALSE(cpu::blocked_gemm_bf16_applies(m, n, k));
-    const auto onednn = p.run_gemm();
-    cpu::set_blocked_gemm_enabled(true);
-    p.expect_within_bound(onednn, 97);
-    p.expect_within_bound(via_gemm, 97);
   }
-  cpu::set_blocked_gemm_bf16_enabled(false);  // the default: oneDNN's bf16 products
+  cpu::set_bf16_products(cpu::Bf16Products::onednn);
   EXPECT_FALSE(cpu::blocked_gemm_bf16_applies(m, n, k));
-  cpu::set_blocked_gemm_bf16_enabled(chosen);
+  cpu::set_bf16_products(chosen);
 }
 
 }  // namespace

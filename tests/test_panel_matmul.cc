@@ -2,7 +2,8 @@
 // the layout oneDNN packed (checked element by element), each element of y is within the f32
 // rounding bound of the exact sum, a product's numbers do not depend on how it is split among
 // threads (outside, inside an OpenMP region, one thread or several), and cpu::packed_linear takes
-// it for up to 8 rows and oneDNN's product beyond.
+// it for up to 8 rows and oneDNN's product beyond. A bf16 weight widened to f32 (where the FMA
+// outruns vdpbf16ps) gives the f32 products of the bf16 values.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -11,6 +12,7 @@
 #include <random>
 
 #include "gradcheck.h"
+#include "tfm/kernels/cpu/blocked_gemm_cpu.h"
 #include "tfm/kernels/cpu/packed_matmul_cpu.h"
 #include "tfm/kernels/cpu/panel_matmul_cpu.h"
 
@@ -170,6 +172,57 @@ TEST(PanelMatmul, PackedLinearTakesItForUpToEightRows) {
     } else {
       EXPECT_EQ(y, onednn);
     }
+  }
+}
+
+// A bf16 weight packed while Bf16Products::widened is chosen: kept as f32, and packed_linear of
+// bf16 x gives the bits of the f32 weight and x holding the same bf16 values, for few rows (the
+// panel kernel) and many (oneDNN's f32 product); packed with oneDNN chosen, a bf16 weight that
+// oneDNN multiplies, within the rounding bound of the same sums.
+TEST(PackedBf16, AWidenedWeightGivesTheF32ProductsOfTheBf16Values) {
+  std::mt19937 rng(31);
+  const int64_t n = 200, k = 96;
+  auto w = random_floats(n * k, rng);
+  for (float& v : w) v = bf16_to_float(float_to_bf16(v));
+  const auto bias = random_floats(n, rng);
+  const cpu::Bf16Products chosen = cpu::bf16_products();
+  cpu::set_bf16_products(cpu::Bf16Products::widened);
+  const bool widens = cpu::bf16_products_widened();  // not where oneDNN has AMX
+  const cpu::PackedWeight widened(w.data(), n, k, DType::bf16), f32(w.data(), n, k, DType::f32);
+  cpu::set_bf16_products(cpu::Bf16Products::onednn);
+  EXPECT_FALSE(cpu::bf16_products_widened());
+  const cpu::PackedWeight onednn(w.data(), n, k, DType::bf16);
+  cpu::set_bf16_products(chosen);
+  EXPECT_EQ(widened.widened(), widens);
+  EXPECT_FALSE(onednn.widened());
+  EXPECT_EQ(widened.dtype(), DType::bf16);
+  for (int64_t m : {1, 8, 9, 128}) {
+    SCOPED_TRACE(fmt::format("{} rows", m));
+    auto x = random_floats(m * k, rng);
+    std::vector<bf16> x16;
+    for (float& v : x) x16.push_back(float_to_bf16(v)), v = bf16_to_float(x16.back());
+    std::vector<float> y(static_cast<size_t>(m * n)), expected(y.size()), by_onednn(y.size());
+    cpu::packed_linear(x16.data(), m, widened, bias.data(), y.data(), /*relu=*/true);
+    cpu::packed_linear(x16.data(), m, onednn, bias.data(), by_onednn.data(), /*relu=*/true);
+    cpu::packed_linear(x.data(), m, f32, bias.data(), expected.data(), /*relu=*/true);
+    if (widens) {
+      EXPECT_EQ(y, expected);
+    }
+    // Both within (k + 2) u sum |x w| + u |bias| of the exact sum.
+    const double u = std::ldexp(1.0, -24);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double exact = bias[static_cast<size_t>(j)], magnitude = std::abs(exact);
+        for (int64_t t = 0; t < k; ++t) {
+          const double product =
+              double(x[static_cast<size_t>(i * k + t)]) * w[static_cast<size_t>(j * k + t)];
+          exact += product, magnitude += std::abs(product);
+        }
+        const double bound = static_cast<double>(k + 2) * u * magnitude;
+        const size_t at = static_cast<size_t>(i * n + j);
+        ASSERT_NEAR(y[at], std::max(0.0, exact), bound) << i << " " << j;
+        ASSERT_NEAR(by_onednn[at], std::max(0.0, exact), bound) << i << " " << j;
+      }
   }
 }
 

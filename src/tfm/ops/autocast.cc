@@ -1,5 +1,6 @@
 #include "tfm/ops/autocast.h"
 
+#include "tfm/kernels/cpu/blocked_gemm_cpu.h"
 #include "tfm/kernels/cpu/convert_cpu.h"
 #include "tfm/ops/dispatch.h"
 
@@ -10,7 +11,11 @@
 namespace tfm::ops {
 
 bool native_bf16_products() {
-  return __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+  if (__builtin_cpu_supports("amx-bf16")) return true;
+  // Where vdpbf16ps does no more multiply-adds a second than the FMA (an Intel Xeon without AMX),
+  // bf16 products are widened to f32 (cpu::bf16_products()) and run no faster than f32's.
+  const double rate = cpu::vdpbf16ps_to_fma_rate();
+  return __builtin_cpu_supports("avx512bf16") && !(rate > 0 && rate <= 1);
 }
 
 DType parse_precision(const std::string& name, const char* what) {

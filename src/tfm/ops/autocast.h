@@ -11,8 +11,10 @@
 
 namespace tfm::ops {
 
-// Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX-BF16). Elsewhere oneDNN emulates
-// bf16 products, which are then slower than f32 ones.
+// Whether this CPU multiplies bf16 faster than f32: AMX-BF16, or AVX512-BF16 unless its vdpbf16ps
+// measured no faster than its FMA (cpu::vdpbf16ps_to_fma_rate(): an Intel Xeon without AMX, where
+// bf16 products are widened to f32 and run at f32's speed). Elsewhere oneDNN emulates bf16
+// products, which are then slower than f32 ones.
 bool native_bf16_products();
 
 // The one parser of precision names (the CLI's --precision, training.precision, the benchmarks):

@@ -6,6 +6,7 @@
 // instruction (how many instructions a cycle depends on the CPU: docs/BENCHMARKS.md).
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -24,22 +25,46 @@ namespace tfm::cpu {
 
 namespace {
 
-std::atomic<bool>& bf16_flag() {
-  static std::atomic<bool> flag{[] {
-    const char* choice = std::getenv("TFM_CPU_GEMM");
-    return choice && std::strcmp(choice, "ours") == 0;
-  }()};
-  return flag;
+// The default of bf16_products() (blocked_gemm_cpu.h).
+Bf16Products default_bf16_products() {
+  if (const char* choice = std::getenv("TFM_CPU_GEMM_BF16")) {
+    for (Bf16Products p : {Bf16Products::onednn, Bf16Products::dot, Bf16Products::widened})
+      if (std::strcmp(choice, bf16_products_name(p)) == 0) return p;
+    fail("TFM_CPU_GEMM_BF16={}: not one of onednn, dot, widened", choice);
+  }
+  const char* gemm = std::getenv("TFM_CPU_GEMM");
+  if (gemm && std::strcmp(gemm, "ours") == 0) return Bf16Products::dot;
+  if (onednn_uses_amx()) return Bf16Products::onednn;
+  const double rate = vdpbf16ps_to_fma_rate();
+  // Without AVX512-BF16 (rate 0) oneDNN's bf16 products have not been measured against ours.
+  return rate > 0 && rate <= 1 ? Bf16Products::widened : Bf16Products::onednn;
+}
+
+std::atomic<Bf16Products>& choice_in_force() {
+  static std::atomic<Bf16Products> choice{default_bf16_products()};
+  return choice;
 }
 
 }  // namespace
 
-void set_blocked_gemm_bf16_enabled(bool enabled) {
-  bf16_flag().store(enabled, std::memory_order_relaxed);
+const char* bf16_products_name(Bf16Products choice) {
+  switch (choice) {
+    case Bf16Products::onednn:
+      return "onednn";
+    case Bf16Products::dot:
+      return "dot";
+    case Bf16Products::widened:
+      return "widened";
+  }
+  return "?";
 }
 
-bool blocked_gemm_bf16_enabled() {
-  return bf16_flag().load(std::memory_order_relaxed);
+Bf16Products bf16_products() {
+  return choice_in_force().load(std::memory_order_relaxed);
+}
+
+void set_bf16_products(Bf16Products choice) {
+  choice_in_force().store(choice, std::memory_order_relaxed);
 }
 
 bool onednn_uses_amx() {
@@ -48,11 +73,25 @@ bool onednn_uses_amx() {
   return amx;
 }
 
+bool bf16_products_widened() {
+  return bf16_products() == Bf16Products::widened && blocked_gemm_available() &&
+         blocked_gemm_enabled() && !onednn_uses_amx();
+}
+
 bool blocked_gemm_bf16_applies(int64_t m, int64_t n, int64_t k) {
-  // The f32 kernel's threshold. Where oneDNN multiplies bf16 with AMX's tile products, those pass
-  // any vdpbf16ps kernel.
-  return blocked_gemm_bf16_available() && blocked_gemm_enabled() && blocked_gemm_bf16_enabled() &&
-         blocked_gemm_large_enough(m, n, k) && !onednn_uses_amx();
+  // Where oneDNN multiplies bf16 with AMX's tile products, those pass any vector kernel.
+  if (!blocked_gemm_enabled() || onednn_uses_amx()) return false;
+  switch (bf16_products()) {
+    case Bf16Products::dot:
+      return blocked_gemm_bf16_available() && blocked_gemm_large_enough(m, n, k);
+    case Bf16Products::widened:
+      // gemm_bench's training_product_bf16 on a Xeon without AMX (docs/BENCHMARKS.md): 1.5-1.9x
+      // oneDNN's vdpbf16ps products at every shape measured, the smallest 128 x 256 x 256.
+      return blocked_gemm_available() && std::min({m, n, k}) >= 128;
+    case Bf16Products::onednn:
+      break;
+  }
+  return false;
 }
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
@@ -195,7 +234,43 @@ struct Bf16Kernel {
   }
 };
 
+// Seconds of 4096 rounds of 12 independent chains of `step` (latency 4-6 cycles, 1-2 a cycle: 12
+// chains keep the units busy), the best of `tries` on this thread.
+template <class Step>
+double chain_seconds(Step step) {
+  __m512 acc[12];
+#pragma GCC unroll 12
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(1.0f + 0.01f * static_cast<float>(i));
+  const auto start = std::chrono::steady_clock::now();
+  for (int round = 0; round < 4096; ++round) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = step(acc[i]);
+  }
+  const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start);
+#pragma GCC unroll 12
+  for (int i = 0; i < 12; ++i) asm volatile("" : : "v"(acc[i]));  // keeps the sums
+  return seconds.count();
+}
+
 }  // namespace
+
+double vdpbf16ps_to_fma_rate() {
+  static const double rate = [] {
+    const __m512 a = _mm512_set1_ps(0.9999f), b = _mm512_set1_ps(1e-4f);
+    const __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
+    auto fma = [&](__m512 acc) { return _mm512_fmadd_ps(acc, a, b); };
+    auto dot = [&](__m512 acc) { return _mm512_dpbf16_ps(acc, x, x); };
+    // Alternating, the best of 8 each: the first rounds also wake the vector units.
+    double fma_seconds = 1e9, dot_seconds = 1e9;
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      fma_seconds = std::min(fma_seconds, chain_seconds(fma));
+      dot_seconds = std::min(dot_seconds, chain_seconds(dot));
+    }
+    // vdpbf16ps does 32 multiply-adds, the FMA 16.
+    return (32.0 / dot_seconds) / (16.0 / fma_seconds);
+  }();
+  return rate;
+}
 
 bool blocked_gemm_bf16_available() {
   return true;
@@ -207,6 +282,10 @@ void blocked_gemm_bf16(int64_t m, int64_t n, int64_t k, StridedBf16Matrix a, Str
 }
 
 #else  // no AVX512-BF16: cpu::gemm keeps oneDNN's bf16 products
+
+double vdpbf16ps_to_fma_rate() {
+  return 0;
+}
 
 bool blocked_gemm_bf16_available() {
   return false;

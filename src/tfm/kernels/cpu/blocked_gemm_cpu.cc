@@ -8,7 +8,7 @@
 
 #include "tfm/core/error.h"
 
-#ifdef __AVX512F__
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>
 
 #include "tfm/kernels/cpu/blocked_gemm_driver.h"
@@ -51,7 +51,7 @@ bool blocked_gemm_large_enough(int64_t m, int64_t n, int64_t k) {
              kMinMultiplyAdds;
 }
 
-#ifdef __AVX512F__
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 
 namespace {
 
@@ -59,17 +59,35 @@ using blocked::Epilogue;
 using blocked::lanes;
 using blocked::transpose_16x16;
 
+// 16 f32 from the elements [0, 16) of p where `mask` is set (zero elsewhere): floats as they are,
+// bf16 widened, exactly (a bf16 is the high half of an f32). (The zero-masked forms with every lane
+// set: GCC 12 warns of the plain forms' undefined pass-through register.)
+inline __m512 load_16(const float* p, __mmask16 mask) {
+  return _mm512_maskz_loadu_ps(mask, p);
+}
+inline __m512 load_16(const bf16* p, __mmask16 mask) {
+  constexpr __mmask16 kAll = 0xffff;
+  const __m512i halves = _mm512_maskz_cvtepu16_epi32(kAll, _mm256_maskz_loadu_epi16(mask, p));
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, halves, 16));
+}
+
 // Loads `count` (at most 16) rows of 16 elements, rows `stride` apart, each masked to `columns`;
 // the rows past `count` are zero. Then transposes them.
-inline void load_transposed(const float* p, int64_t stride, int64_t count, __mmask16 columns,
+template <class T>
+inline void load_transposed(const T* p, int64_t stride, int64_t count, __mmask16 columns,
                             __m512 r[16]) {
   for (int i = 0; i < 16; ++i)
-    r[i] = i < count ? _mm512_maskz_loadu_ps(columns, p + i * stride) : _mm512_setzero_ps();
+    r[i] = i < count ? load_16(p + i * stride, columns) : _mm512_setzero_ps();
   transpose_16x16(r);
 }
 
-struct F32Kernel {
-  using Source = float;
+// The f32 kernel, for f32 operands (F32Kernel) and for bf16 ones widened to f32 as they are packed
+// (WidenedBf16Kernel): on a CPU whose vdpbf16ps does no more multiply-adds a cycle than its FMA
+// (an Intel Xeon without AMX: half as many), the FMA's rate beats any bf16 dot-product kernel,
+// oneDNN's included, and the products are the same (a product of two bf16 is exact in f32).
+template <class T>
+struct FmaKernel {
+  using Source = T;
   using Packed = float;
   // The micro-kernel's tile of c: 14 rows x 32 columns, 28 accumulators, two registers of b's row
   // and one broadcast of a: 31 of the 32 registers.
@@ -88,22 +106,22 @@ struct F32Kernel {
 
   // a's rows [0, rows) (rows <= kMc) and depths [0, depth) into micro-panels of kMr rows: panel p
   // at out + p * depth * kMr holds [depth][kMr], rows past `rows` zero.
-  static void pack_a(StridedMatrix a, int64_t rows, int64_t depth, float* out) {
+  static void pack_a(Strided<T> a, int64_t rows, int64_t depth, float* out) {
     if (a.col_stride != 1 && a.row_stride == 1) {
       // Columns contiguous (a = g^T): each depth's column read once from start to end, its pieces
       // copied to every panel (panel by panel, the reads jumped between `depth` lines: the weight
       // gradients at 4096 tokens ran 1.05-1.2x slower).
       for (int64_t k = 0; k < depth; ++k) {
-        const float* column = a.data + k * a.col_stride;
+        const T* column = a.data + k * a.col_stride;
         for (int64_t i0 = 0; i0 < rows; i0 += kMr)
           _mm512_mask_storeu_ps(out + i0 * depth + k * kMr, lanes(kMr),
-                                _mm512_maskz_loadu_ps(lanes(rows - i0), column + i0));
+                                load_16(column + i0, lanes(rows - i0)));
       }
       return;
     }
     // Rows contiguous (blocked_gemm_f32 checked that one stride is 1): transpose 16 x 16 blocks.
     for (int64_t i0 = 0; i0 < rows; i0 += kMr, out += depth * kMr) {
-      const float* src = a.data + i0 * a.row_stride;
+      const T* src = a.data + i0 * a.row_stride;
       for (int64_t k0 = 0; k0 < depth; k0 += 16) {
         __m512 r[16];
         load_transposed(src + k0, a.row_stride, std::min(kMr, rows - i0), lanes(depth - k0), r);
@@ -116,24 +134,23 @@ struct F32Kernel {
   // b's depths [0, depth) and columns [0, cols) (cols <= kNc) into micro-panels of kNr columns:
   // panel q at out + q * depth * kNr holds [depth][kNr], columns past `cols` zero. `out` is 64-byte
   // aligned.
-  static void pack_b(StridedMatrix b, int64_t depth, int64_t cols, float* out) {
+  static void pack_b(Strided<T> b, int64_t depth, int64_t cols, float* out) {
     if (b.col_stride == 1) {
       // Rows of b contiguous: each row read once from start to end, two registers to every panel
       // (as in pack_a, not panel by panel).
       for (int64_t k = 0; k < depth; ++k) {
-        const float* row = b.data + k * b.row_stride;
+        const T* row = b.data + k * b.row_stride;
         for (int64_t j0 = 0; j0 < cols; j0 += kNr) {
           float* panel_row = out + j0 * depth + k * kNr;
-          _mm512_store_ps(panel_row, _mm512_maskz_loadu_ps(lanes(cols - j0), row + j0));
-          _mm512_store_ps(panel_row + 16,
-                          _mm512_maskz_loadu_ps(lanes(cols - j0 - 16), row + j0 + 16));
+          _mm512_store_ps(panel_row, load_16(row + j0, lanes(cols - j0)));
+          _mm512_store_ps(panel_row + 16, load_16(row + j0 + 16, lanes(cols - j0 - 16)));
         }
       }
       return;
     }
     // Columns contiguous (b = W^T): transpose 16 x 16 blocks.
     for (int64_t j0 = 0; j0 < cols; j0 += kNr, out += depth * kNr) {
-      const float* src = b.data + j0 * b.col_stride;
+      const T* src = b.data + j0 * b.col_stride;
       for (int64_t half = 0; half < 2; ++half) {
         const int64_t count = std::clamp<int64_t>(cols - j0 - 16 * half, 0, 16);
         for (int64_t k0 = 0; k0 < depth; k0 += 16) {
@@ -168,6 +185,9 @@ struct F32Kernel {
   }
 };
 
+using F32Kernel = FmaKernel<float>;
+using WidenedBf16Kernel = FmaKernel<bf16>;
+
 }  // namespace
 
 bool blocked_gemm_available() {
@@ -179,6 +199,13 @@ void blocked_gemm_f32(int64_t m, int64_t n, int64_t k, StridedMatrix a, StridedM
   blocked::product<F32Kernel>("blocked_gemm_f32", m, n, k, a, b, bias, accumulate, relu, c, ldc);
 }
 
+void blocked_gemm_bf16_widened(int64_t m, int64_t n, int64_t k, StridedBf16Matrix a,
+                               StridedBf16Matrix b, const float* bias, bool accumulate, bool relu,
+                               float* c, int64_t ldc) {
+  blocked::product<WidenedBf16Kernel>("blocked_gemm_bf16_widened", m, n, k, a, b, bias, accumulate,
+                                      relu, c, ldc);
+}
+
 #else  // no AVX-512: cpu::gemm keeps oneDNN's products
 
 bool blocked_gemm_available() {
@@ -188,6 +215,11 @@ bool blocked_gemm_available() {
 void blocked_gemm_f32(int64_t, int64_t, int64_t, StridedMatrix, StridedMatrix, const float*, bool,
                       bool, float*, int64_t) {
   fail("blocked_gemm_f32: this build has no AVX-512 (blocked_gemm_available() is false)");
+}
+
+void blocked_gemm_bf16_widened(int64_t, int64_t, int64_t, StridedBf16Matrix, StridedBf16Matrix,
+                               const float*, bool, bool, float*, int64_t) {
+  fail("blocked_gemm_bf16_widened: this build has no AVX-512 (blocked_gemm_available() is false)");
 }
 
 #endif

@@ -57,17 +57,46 @@ void blocked_gemm_bf16(int64_t m, int64_t n, int64_t k, StridedBf16Matrix a, Str
 // Whether this build has the bf16 kernel (compiled for a CPU with AVX512-BF16).
 bool blocked_gemm_bf16_available();
 
-// Whether cpu::gemm should take the bf16 kernel for an m x k x n product: available, chosen
-// (below), the kernels enabled, large enough, and oneDNN without AMX (whose tile products pass
-// vdpbf16ps).
-bool blocked_gemm_bf16_applies(int64_t m, int64_t n, int64_t k);
+// The same product with bf16 a and b widened to f32 as they are packed, then the f32 kernel's
+// multiply-adds: the same products (each product of two bf16 is exact in f32) summed in f32. Why:
+// on a CPU whose vdpbf16ps does no more multiply-adds a cycle than its FMA (an Intel Xeon without
+// AMX: half as many), oneDNN's bf16 products are held to vdpbf16ps's rate, about half of what the
+// FMA gives f32 (docs/BENCHMARKS.md). Needs blocked_gemm_available().
+void blocked_gemm_bf16_widened(int64_t m, int64_t n, int64_t k, StridedBf16Matrix a,
+                               StridedBf16Matrix b, const float* bias, bool accumulate, bool relu,
+                               float* c, int64_t ldc);
 
-// Chooses the bf16 kernel for cpu::gemm, or leaves bf16 to oneDNN: off by default, on with
-// TFM_CPU_GEMM=ours in the environment. Measured so far only on a Xeon whose vdpbf16ps runs at
-// half its FMA rate, where it was not faster than oneDNN (docs/BENCHMARKS.md); to be measured on
-// a CPU with AVX512-BF16 and no AMX (AMD Zen 4) before it becomes the default there.
-void set_blocked_gemm_bf16_enabled(bool enabled);
-bool blocked_gemm_bf16_enabled();
+// Which kernel multiplies cpu::gemm's large bf16 products (a bf16 a and b, an f32 c).
+enum class Bf16Products {
+  onednn,   // oneDNN's matmul (vdpbf16ps, or AMX's tile products where the CPU has them)
+  dot,      // blocked_gemm_bf16 (vdpbf16ps)
+  widened,  // blocked_gemm_bf16_widened (FMA)
+};
+
+// The choice in force. By default: `widened` where oneDNN has no AMX and a measurement at the
+// first call finds this core's vdpbf16ps doing at most as many multiply-adds a second as its FMA
+// (vdpbf16ps_to_fma_rate() <= 1), else `onednn`; TFM_CPU_GEMM_BF16=onednn|dot|widened in the
+// environment chooses (TFM_CPU_GEMM=ours: `dot`, as before). A kernel this build lacks falls back
+// to oneDNN.
+Bf16Products bf16_products();
+void set_bf16_products(Bf16Products choice);
+const char* bf16_products_name(Bf16Products choice);
+
+// Whether bf16 products other than cpu::gemm's (decoding's packed weights, packed_matmul_cpu.h)
+// should be widened to f32 as well: Bf16Products::widened is chosen, the f32 kernels are available
+// and enabled, and oneDNN has no AMX.
+bool bf16_products_widened();
+
+// Multiply-adds a second of vdpbf16ps over those of the f32 FMA on one core of this CPU (each
+// measured with 12 independent sums, the best of several tries): 0.5 on an Intel Xeon without AMX,
+// 2 on AMD Zen 4. 0 where this build has no AVX512-BF16. Measured once.
+double vdpbf16ps_to_fma_rate();
+
+// Whether cpu::gemm takes one of our kernels for an m x k x n bf16 product: the chosen one is
+// ours and available, the kernels are enabled (set_blocked_gemm_enabled), the product large enough
+// (the vdpbf16ps kernel: blocked_gemm_large_enough; the widening one: every dim at least 128), and
+// oneDNN without AMX (whose tile products pass any vector kernel).
+bool blocked_gemm_bf16_applies(int64_t m, int64_t n, int64_t k);
 
 // Whether oneDNN's effective ISA here has AMX (a CPU with AMX, unless ONEDNN_MAX_CPU_ISA lowers
 // it).

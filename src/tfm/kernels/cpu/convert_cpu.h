@@ -23,4 +23,7 @@ inline uint16_t f32_to_bf16_bits(float value) {
 // dst[i] = src[i] rounded to the nearest bf16 (ties to even; NaN stays NaN), as float_to_bf16.
 void f32_to_bf16(const float* src, bf16* dst, int64_t n);
 
+// dst[i] = src[i] as f32, exactly (a bf16 is the high half of its f32).
+void bf16_to_f32(const bf16* src, float* dst, int64_t n);
+
 }  // namespace tfm::cpu

@@ -256,8 +256,10 @@ bool try_blocked_gemm(const GemmArgs& args) {
     return true;
   }
   if (a.dtype == DType::bf16 && blocked_gemm_bf16_applies(m, n, k)) {
-    blocked_gemm_bf16(m, n, k, view(a, bf16{}), view(b, bf16{}), args.bias, args.accumulate,
-                      args.relu, out, ldc);
+    auto kernel =
+        bf16_products() == Bf16Products::widened ? blocked_gemm_bf16_widened : blocked_gemm_bf16;
+    kernel(m, n, k, view(a, bf16{}), view(b, bf16{}), args.bias, args.accumulate, args.relu, out,
+           ldc);
     return true;
   }
   return false;

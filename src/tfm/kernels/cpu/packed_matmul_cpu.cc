@@ -9,6 +9,8 @@
 
 #include "tfm/core/allocator.h"
 #include "tfm/core/error.h"
+#include "tfm/kernels/cpu/blocked_gemm_cpu.h"
+#include "tfm/kernels/cpu/convert_cpu.h"
 #include "tfm/kernels/cpu/elementwise_cpu.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/kernels/cpu/panel_int8_cpu.h"
@@ -125,6 +127,16 @@ Product product(const Key& key, const memory::desc& weights) {
 PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
     : n_(n), k_(k), dtype_(dtype) {
   TFM_CHECK(n > 0 && k > 0, "packed weight: [{}, {}] is empty", n, k);
+  // bf16 products where the FMA outruns vdpbf16ps (blocked_gemm_cpu.h, Bf16Products::widened): the
+  // weight rounded to bf16 and kept in f32, multiplied as an f32 weight; packed_linear widens x.
+  std::vector<float> rounded;
+  if (dtype == DType::bf16 && bf16_products_widened()) {
+    widened_ = true;
+    rounded.resize(static_cast<size_t>(n * k));
+    for (size_t i = 0; i < rounded.size(); ++i) rounded[i] = bf16_to_float(float_to_bf16(w[i]));
+    w = rounded.data();
+    dtype = DType::f32;
+  }
   // The layout oneDNN picks for a typical decoding product; it depends on n, k and the type only
   // (the same for every row count), so it serves every m.
   constexpr int64_t kTypicalRows = 128;
@@ -169,7 +181,7 @@ PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
     dnnl::reorder(from, to).execute(stream(), from, to);
     stream().wait();
   } catch (const dnnl::error& e) {
-    fail("packed weight [{}, {}] in {}: oneDNN failed: {}", n, k, dtype_name(dtype), e.what());
+    fail("packed weight [{}, {}] in {}: oneDNN failed: {}", n, k, dtype_name(dtype_), e.what());
   }
   layout_ = std::move(layout);
 }
@@ -200,8 +212,12 @@ double product_flops(int64_t m, const PackedWeight& w) {
 // y = x W^T (+ bias) in oneDNN; for an int8 weight, y receives the s32 product.
 void run_product(const void* x, int64_t m, const PackedWeight& w, const float* bias, void* y) {
   const GemmTimer timer(product_flops(m, w));
-  const Key key{m,         w.out_features(), w.in_features(),
-                w.dtype(), bias != nullptr,  omp_get_max_threads()};
+  const Key key{m,
+                w.out_features(),
+                w.in_features(),
+                w.widened() ? DType::f32 : w.dtype(),
+                bias != nullptr,
+                omp_get_max_threads()};
   Product p;
   try {
     p = product(key, w.layout().md);
@@ -233,6 +249,16 @@ void run_product(const void* x, int64_t m, const PackedWeight& w, const float* b
   if (scratchpad) CachingAllocator::cpu().release(scratchpad, p.scratchpad_bytes);
 }
 
+// x itself, or for a widened bf16 weight x's bf16 widened (exactly) into this thread's buffer, for
+// the f32 product.
+const void* widened_if_needed(const void* x, int64_t m, const PackedWeight& w) {
+  if (!w.widened()) return x;
+  thread_local std::vector<float> widened;
+  widened.resize(static_cast<size_t>(m * w.in_features()));
+  bf16_to_f32(static_cast<const bf16*>(x), widened.data(), m * w.in_features());
+  return widened.data();
+}
+
 // The most rows of x for which packed_linear takes the panel kernel, from measurements on 2 cores
 // (docs/BENCHMARKS.md, 2026-11-26): against 512 x 512 weights the kernel is 1.4-1.9x oneDNN at 1-4
 // rows, against 512 x 2048 within 0.85-1.04x of it at 1-8 rows; oneDNN's brgemm pulls ahead from
@@ -259,6 +285,7 @@ void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float*
     packed_linear_quantized(u.data(), scales.data(), m, w, bias, y, relu);
     return;
   }
+  x = widened_if_needed(x, m, w);
   if (w.panels() && m <= kPanelMaxRows) {
     const GemmTimer timer(product_flops(m, w));
     panel_linear_f32(static_cast<const float*>(x), m, w.out_features(), w.in_features(),
@@ -273,7 +300,7 @@ void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float*
 void packed_linear_onednn(const void* x, int64_t m, const PackedWeight& w, const float* bias,
                           float* y) {
   TFM_CHECK(w.dtype() != DType::i8, "packed_linear_onednn: an i8 weight needs quantised x");
-  if (m > 0) run_product(x, m, w, bias, y);
+  if (m > 0) run_product(widened_if_needed(x, m, w), m, w, bias, y);
 }
 
 void packed_product_u8s8_onednn(const uint8_t* u, int64_t m, const PackedWeight& w, int32_t* acc) {

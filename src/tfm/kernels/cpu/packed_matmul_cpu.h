@@ -36,8 +36,12 @@ class PackedWeight {
   // i8 only: each row's scale and the sum of its quantised values, [n].
   const float* scales() const { return scales_.data<float>(); }
   const int32_t* row_sums() const { return row_sums_.data<int32_t>(); }
-  // f32 only: whether oneDNN chose the layout that our panel kernel reads (panel_matmul_cpu.h), so
-  // that the products of few rows can run there.
+  // bf16 only: whether the weight is kept as f32 (its values rounded to bf16) and multiplied as
+  // f32, x widened, because bf16_products_widened() (blocked_gemm_cpu.h): the FMA outruns
+  // vdpbf16ps on this CPU. The products are the same; the memory is f32's.
+  bool widened() const { return widened_; }
+  // f32, or bf16 widened: whether oneDNN chose the layout that our panel kernel reads
+  // (panel_matmul_cpu.h), so that the products of few rows can run there.
   bool panels() const { return panels_; }
   // i8 on a CPU without AVX512-VNNI only: a second copy in our int8 panel layout
   // (panel_int8_cpu.h) for the products of few rows; null elsewhere.
@@ -49,6 +53,7 @@ class PackedWeight {
   int64_t n_ = 0, k_ = 0;
   DType dtype_ = DType::f32;
   bool panels_ = false;
+  bool widened_ = false;
   std::shared_ptr<const Layout> layout_;
   Tensor storage_;
   Tensor scales_, row_sums_;
