@@ -276,7 +276,8 @@ void register_translate(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(CLI::Range(0, 4096));
   cmd->add_option("--precision", o->precision,
                   "operands of the matrix products: f32, bf16 (f32 accumulation; faster where the "
-                  "CPU has AVX512-BF16 or AMX), auto (bf16 where native), int8 (the linear layers "
+                  "CPU has AMX, or AVX512-BF16 at full rate), auto (bf16 where faster), int8 (the "
+                  "linear layers "
                   "in int8, 7-bit activations without AVX512-VNNI; the rest f32) or int8-bf16 (the "
                   "rest bf16) "
                   "(default f32)");
