@@ -166,8 +166,11 @@ struct FmaKernel {
 
   // c's tile [rows][columns] (rows <= 14, columns <= 32) from a's micro-panel [depth][14] and b's
   // [depth][32]: 28 accumulators, two loads of b and 14 broadcasts of a per depth.
-  static void micro_kernel(int64_t depth, const float* a, const float* b, float* c, int64_t ldc,
-                           int64_t rows, int64_t columns, const Epilogue& epilogue) {
+  // Inlined into the loops, as GCC does with one instantiation of them but not with two.
+  __attribute__((always_inline)) static void micro_kernel(int64_t depth, const float* a,
+                                                          const float* b, float* c, int64_t ldc,
+                                                          int64_t rows, int64_t columns,
+                                                          const Epilogue& epilogue) {
     __m512 acc[kMr][2];
 #pragma GCC unroll 14
     for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
