@@ -14,7 +14,7 @@
 #      tfm f32, bf16, int8 and int8-bf16 against PyTorch f32 (incremental decoding).
 #
 # PyTorch runs in its best settings here (bench/pytorch_env.sh: tcmalloc and OpenBLAS preloaded,
-# OMP_WAIT_POLICY=PASSIVE). A run that fails (e.g. a tfm build without some option) is an
+# OMP_WAIT_POLICY=PASSIVE, OpenBLAS on the fastest of its cores this CPU runs). A run that fails (e.g. a tfm build without some option) is an
 # "n/a" cell with its error under the table; the rest still runs. docs/BENCHMARKS.md, "The suite",
 # explains every row.
 #
