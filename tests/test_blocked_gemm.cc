@@ -17,6 +17,7 @@
 #include "gradcheck.h"
 #include "tfm/kernels/cpu/blocked_gemm_cpu.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
+#include "tfm/ops/autocast.h"
 
 namespace tfm {
 namespace {
@@ -330,6 +331,24 @@ TEST(BlockedGemmBf16, TheDefaultChoiceFollowsTheMeasuredRates) {
                             : cpu::Bf16Products::onednn;
   EXPECT_EQ(cpu::bf16_products(), expected)
       << "rate " << rate << ", chosen " << cpu::bf16_products_name(cpu::bf16_products());
+}
+
+// The training log's products (ops::describe_products): bf16 on the CPU says when it is widened,
+// and with this CPU's measured rate; f32, or bf16 on another device, adds nothing.
+TEST(BlockedGemmBf16, TheLogSaysWhenBf16ProductsAreWidened) {
+  EXPECT_EQ(ops::describe_products(DType::f32, Device::cpu), "");
+  EXPECT_EQ(ops::describe_products(DType::bf16, Device::cuda), "");
+  const cpu::Bf16Products chosen = cpu::bf16_products();
+  cpu::set_bf16_products(cpu::Bf16Products::widened);
+  if (cpu::bf16_products_widened()) {
+    EXPECT_EQ(ops::describe_products(DType::bf16, Device::cpu),
+              fmt::format(" (widened to f32: this CPU's vdpbf16ps does {:.2f}x the multiply-adds "
+                          "of its FMA)",
+                          cpu::vdpbf16ps_to_fma_rate()));
+  }
+  cpu::set_bf16_products(cpu::Bf16Products::onednn);
+  EXPECT_EQ(ops::describe_products(DType::bf16, Device::cpu), "");
+  cpu::set_bf16_products(chosen);
 }
 
 // cpu::gemm with bf16 operands and an f32 result, each of our kernels chosen in turn: its bits

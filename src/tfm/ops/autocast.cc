@@ -1,5 +1,7 @@
 #include "tfm/ops/autocast.h"
 
+#include <fmt/format.h>
+
 #include "tfm/kernels/cpu/blocked_gemm_cpu.h"
 #include "tfm/kernels/cpu/convert_cpu.h"
 #include "tfm/ops/dispatch.h"
@@ -16,6 +18,13 @@ bool native_bf16_products() {
   // bf16 products are widened to f32 (cpu::bf16_products()) and run no faster than f32's.
   const double rate = cpu::vdpbf16ps_to_fma_rate();
   return __builtin_cpu_supports("avx512bf16") && !(rate > 0 && rate <= 1);
+}
+
+std::string describe_products(DType precision, Device device) {
+  if (precision != DType::bf16 || device != Device::cpu || !cpu::bf16_products_widened()) return "";
+  return fmt::format(
+      " (widened to f32: this CPU's vdpbf16ps does {:.2f}x the multiply-adds of its FMA)",
+      cpu::vdpbf16ps_to_fma_rate());
 }
 
 DType parse_precision(const std::string& name, const char* what) {

@@ -457,10 +457,12 @@ TrainSummary run_training(const TrainRecipe& given_recipe, const TrainRunOptions
   }
   note(fmt::format(
       "model: {} layers, d_model {}, {:.2f} M parameters; batches of {} tokens x {}{}; "
-      "{} products on {}",
+      "{} products{} on {}",
       config.layers, config.d_model, static_cast<double>(parameter_count(config)) / 1e6,
       recipe.max_tokens, recipe.accumulate, ranks > 1 ? fmt::format(" x {} ranks", ranks) : "",
-      dtype_name(session_options.precision), ops::describe_device(session_options.device)));
+      dtype_name(session_options.precision),
+      ops::describe_products(session_options.precision, session_options.device),
+      ops::describe_device(session_options.device)));
   if (ranks > 1)
     note(fmt::format(
         "{}; {} threads per rank; gradients ({:.1f} MiB) all-reduced in {} bucket{} "
