@@ -333,6 +333,19 @@ TEST(BlockedGemmBf16, TheDefaultChoiceFollowsTheMeasuredRates) {
       << "rate " << rate << ", chosen " << cpu::bf16_products_name(cpu::bf16_products());
 }
 
+// A choice in the environment: a valid value is taken, another one ignored with a line naming it.
+TEST(BlockedGemm, AnEnvironmentChoiceOutsideTheValidOnesIsIgnoredAndSaidSo) {
+  ASSERT_EQ(setenv("TFM_TEST_GEMM_CHOICE", "widened", 1), 0);
+  EXPECT_STREQ(cpu::environment_choice("TFM_TEST_GEMM_CHOICE", {"onednn", "widened"}), "widened");
+  ASSERT_EQ(setenv("TFM_TEST_GEMM_CHOICE", "widend", 1), 0);
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(cpu::environment_choice("TFM_TEST_GEMM_CHOICE", {"onednn", "widened"}), nullptr);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+            "tfm: TFM_TEST_GEMM_CHOICE=widend is not one of onednn, widened; ignored\n");
+  unsetenv("TFM_TEST_GEMM_CHOICE");
+  EXPECT_EQ(cpu::environment_choice("TFM_TEST_GEMM_CHOICE", {"onednn"}), nullptr);
+}
+
 // The training log's products (ops::describe_products): bf16 on the CPU says when it is widened,
 // and with this CPU's measured rate; f32, or bf16 on another device, adds nothing.
 TEST(BlockedGemmBf16, TheLogSaysWhenBf16ProductsAreWidened) {

@@ -27,12 +27,11 @@ namespace {
 
 // The default of bf16_products() (blocked_gemm_cpu.h).
 Bf16Products default_bf16_products() {
-  if (const char* choice = std::getenv("TFM_CPU_GEMM_BF16")) {
+  if (const char* choice = environment_choice("TFM_CPU_GEMM_BF16", {"onednn", "dot", "widened"})) {
     for (Bf16Products p : {Bf16Products::onednn, Bf16Products::dot, Bf16Products::widened})
       if (std::strcmp(choice, bf16_products_name(p)) == 0) return p;
-    fail("TFM_CPU_GEMM_BF16={}: not one of onednn, dot, widened", choice);
   }
-  const char* gemm = std::getenv("TFM_CPU_GEMM");
+  const char* gemm = std::getenv("TFM_CPU_GEMM");  // a typo: blocked_gemm_enabled() says so
   if (gemm && std::strcmp(gemm, "ours") == 0) return Bf16Products::dot;
   if (onednn_uses_amx()) return Bf16Products::onednn;
   const double rate = vdpbf16ps_to_fma_rate();
@@ -234,8 +233,8 @@ struct Bf16Kernel {
   }
 };
 
-// Seconds of 4096 rounds of 12 independent chains of `step` (latency 4-6 cycles, 1-2 a cycle: 12
-// chains keep the units busy), the best of `tries` on this thread.
+// Seconds of 4096 rounds of 12 independent chains of `step` on this thread (latency 4-6 cycles,
+// 1-2 a cycle: 12 chains keep the units busy).
 template <class Step>
 double chain_seconds(Step step) {
   __m512 acc[12];

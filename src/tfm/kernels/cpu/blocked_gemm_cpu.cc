@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "tfm/core/error.h"
 
@@ -20,13 +22,25 @@ namespace {
 
 std::atomic<bool>& enabled_flag() {
   static std::atomic<bool> flag{[] {
-    const char* choice = std::getenv("TFM_CPU_GEMM");
+    const char* choice = environment_choice("TFM_CPU_GEMM", {"onednn", "ours"});
     return !(choice && std::strcmp(choice, "onednn") == 0);
   }()};
   return flag;
 }
 
 }  // namespace
+
+const char* environment_choice(const char* name, std::initializer_list<const char*> valid) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) return nullptr;
+  std::string names;
+  for (const char* v : valid) {
+    if (std::strcmp(value, v) == 0) return value;
+    names += names.empty() ? v : std::string(", ") + v;
+  }
+  std::fprintf(stderr, "tfm: %s=%s is not one of %s; ignored\n", name, value, names.c_str());
+  return nullptr;
+}
 
 void set_blocked_gemm_enabled(bool enabled) {
   enabled_flag().store(enabled, std::memory_order_relaxed);

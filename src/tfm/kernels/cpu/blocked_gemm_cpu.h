@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "tfm/core/dtype.h"
 
@@ -101,6 +102,11 @@ bool blocked_gemm_bf16_applies(int64_t m, int64_t n, int64_t k);
 // Whether oneDNN's effective ISA here has AMX (a CPU with AMX, unless ONEDNN_MAX_CPU_ISA lowers
 // it).
 bool onednn_uses_amx();
+
+// The value of the environment variable `name` where it is one of `valid`, else null. Another value
+// (a typo) is ignored with one line on stderr, as libgomp does with its variables: it is read at a
+// process's first product, which may run inside an OpenMP region that no error can leave.
+const char* environment_choice(const char* name, std::initializer_list<const char*> valid);
 
 // Turns the kernels off (oneDNN's products throughout) or on again. On by default unless the
 // environment has TFM_CPU_GEMM=onednn; gemm_bench and bench_train_step compare the two this way.
