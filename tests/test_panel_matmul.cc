@@ -2,7 +2,7 @@
 // the layout oneDNN packed (checked element by element), each element of y is within the f32
 // rounding bound of the exact sum, a product's numbers do not depend on how it is split among
 // threads (outside, inside an OpenMP region, one thread or several), and cpu::packed_linear takes
-// it for up to 8 rows and oneDNN's product beyond. A bf16 weight widened to f32 (where the FMA
+// it for up to 32 rows and oneDNN's product beyond. A bf16 weight widened to f32 (where the FMA
 // outruns vdpbf16ps) gives the f32 products of the bf16 values.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -152,22 +152,22 @@ TEST(PanelMatmul, ANaNInARowReachesThatRowOnly) {
       EXPECT_EQ(std::isnan(y[static_cast<size_t>(i * n + j)]), i == 3) << i << " " << j;
 }
 
-// packed_linear: the panel kernel's bits for 1-8 rows (ReLU included), oneDNN's beyond.
-TEST(PanelMatmul, PackedLinearTakesItForUpToEightRows) {
+// packed_linear: the panel kernel's bits for 1-32 rows (ReLU included), oneDNN's beyond.
+TEST(PanelMatmul, PackedLinearTakesItForUpTo32Rows) {
   if (!cpu::panel_kernel_available()) GTEST_SKIP() << "this build has no AVX-512 (no panel kernel)";
   std::mt19937 rng(29);
   const int64_t n = 200, k = 96;
   const auto w = random_floats(n * k, rng);
   const auto bias = random_floats(n, rng);
   const cpu::PackedWeight packed(w.data(), n, k, DType::f32);
-  for (int64_t m : {1, 4, 8, 9, 32}) {
+  for (int64_t m : {1, 4, 8, 9, 32, 33, 128}) {
     SCOPED_TRACE(fmt::format("{} rows", m));
     const auto x = random_floats(m * k, rng);
     std::vector<float> y(static_cast<size_t>(m * n)), onednn(y.size());
     cpu::packed_linear(x.data(), m, packed, bias.data(), y.data(), /*relu=*/true);
     cpu::packed_linear_onednn(x.data(), m, packed, bias.data(), onednn.data());
     for (float& v : onednn) v = v > 0.0f ? v : 0.0f;
-    if (m <= 8) {
+    if (m <= 32) {
       EXPECT_EQ(y, panel_product(x, m, packed, bias.data(), true));
     } else {
       EXPECT_EQ(y, onednn);
