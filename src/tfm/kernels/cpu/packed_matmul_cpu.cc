@@ -264,7 +264,7 @@ const void* widened_if_needed(const void* x, int64_t m, const PackedWeight& w) {
 // against 512 x 2048 within 0.85-1.04x of it at 1-8 rows; oneDNN's brgemm pulls ahead from 128
 // rows. Whole decodes of one sentence were 1.14-1.35x faster with 8 (2026-11-26). Up to 32 rows,
 // whole decodes of 32 rows were 1.3% faster on that Xeon, 2-7% on a Xeon with a 2 MiB L2, and beam
-// 4 of 4 sentences (16 rows) 17-20% there (2026-11-27, third session).
+// 4 of 4 sentences (16 rows) 13-20% (2026-11-27, third session).
 constexpr int64_t kPanelMaxRows = 32;
 
 // The same for the int8 panel kernel (a CPU without VNNI, where oneDNN packs the weight again in
