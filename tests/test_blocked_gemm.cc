@@ -226,28 +226,26 @@ TEST(BlockedGemm, GemmTakesItForLargeProductsAndOneDnnWhenTurnedOff) {
   }
 }
 
-TEST(BlockedGemmBf16, EveryElementWithinTheRoundingBoundInEveryLayout) {
-  if (!cpu::blocked_gemm_bf16_available())
-    GTEST_SKIP() << "this build has no AVX512-BF16 (no bf16 kernel)";
-  std::mt19937 rng(13);
+// Each of our bf16 kernels (the vdpbf16ps one, or the widening one) off the 14 x 32 tile, at odd
+// depths (a last pair with one bf16) and depths off the 32-deep transposes; past one block of depth
+// (512: k 600), of a's rows (336: m 337) and of b's columns (512: n 1030); a single row, column and
+// depth.
+void expect_bf16_shapes_within_bound(std::mt19937& rng, bool widened) {
   struct Case {
     int64_t m, n, k;
   };
-  // Off the 14 x 32 tile, odd depths (a last pair with one bf16) and depths off the 32-deep
-  // transposes; past one block of depth (512: k 600), of a's rows (336: m 337) and of b's columns
-  // (512: n 1030); a single row, column and depth.
   for (const Case& s :
        {Case{1, 1, 1}, Case{14, 32, 32}, Case{15, 33, 17}, Case{13, 31, 193}, Case{337, 70, 41},
         Case{29, 1030, 22}, Case{100, 100, 600}, Case{40, 50, 1025}}) {
-    expect_every_layout_within_bound(s.m, s.n, s.k, rng, true);
+    expect_every_layout_within_bound(s.m, s.n, s.k, rng, true, widened);
   }
 }
 
-TEST(BlockedGemmBf16, ReluKeepsANanAndThreadsGiveTheSameBits) {
-  if (!cpu::blocked_gemm_bf16_available())
-    GTEST_SKIP() << "this build has no AVX512-BF16 (no bf16 kernel)";
-  std::mt19937 rng(14);
+// A NaN in row 5 of a reaches every element of that row through ReLU and no other, ReLU zeroes some
+// elements; and the numbers do not depend on the threads.
+void expect_bf16_relu_keeps_a_nan_and_threads_agree(std::mt19937& rng, bool widened) {
   Product nan(20, 40, 31, false, true, true, false, true, rng, true);
+  nan.widened = widened;
   nan.a16[5 * 31 + 7] = float_to_bf16(std::numeric_limits<float>::quiet_NaN());  // row 5
   const auto with_nan = nan.run_kernel();
   for (int64_t j = 0; j < 40; ++j)
@@ -255,22 +253,30 @@ TEST(BlockedGemmBf16, ReluKeepsANanAndThreadsGiveTheSameBits) {
   EXPECT_FALSE(std::isnan(with_nan[0]));
   EXPECT_GT(std::count(with_nan.begin(), with_nan.end(), 0.0f), 0);
 
-  expect_the_same_bits_whatever_the_threads(
-      Product(300, 520, 451, true, false, true, true, false, rng, true));
+  Product p(300, 520, 451, true, false, true, true, false, rng, true);
+  p.widened = widened;
+  expect_the_same_bits_whatever_the_threads(p);
+}
+
+TEST(BlockedGemmBf16, EveryElementWithinTheRoundingBoundInEveryLayout) {
+  if (!cpu::blocked_gemm_bf16_available())
+    GTEST_SKIP() << "this build has no AVX512-BF16 (no bf16 kernel)";
+  std::mt19937 rng(13);
+  expect_bf16_shapes_within_bound(rng, false);
+}
+
+TEST(BlockedGemmBf16, ReluKeepsANanAndThreadsGiveTheSameBits) {
+  if (!cpu::blocked_gemm_bf16_available())
+    GTEST_SKIP() << "this build has no AVX512-BF16 (no bf16 kernel)";
+  std::mt19937 rng(14);
+  expect_bf16_relu_keeps_a_nan_and_threads_agree(rng, false);
 }
 
 // The widening kernel on the same shapes as the vdpbf16ps one (odd depths, every block's edge).
 TEST(BlockedGemmBf16Widened, EveryElementWithinTheRoundingBoundInEveryLayout) {
   if (!cpu::blocked_gemm_available()) GTEST_SKIP() << "this build has no AVX-512 (no kernel)";
   std::mt19937 rng(17);
-  struct Case {
-    int64_t m, n, k;
-  };
-  for (const Case& s :
-       {Case{1, 1, 1}, Case{14, 32, 32}, Case{15, 33, 17}, Case{13, 31, 193}, Case{337, 70, 41},
-        Case{29, 1030, 22}, Case{100, 100, 600}, Case{40, 50, 1025}}) {
-    expect_every_layout_within_bound(s.m, s.n, s.k, rng, true, true);
-  }
+  expect_bf16_shapes_within_bound(rng, true);
 }
 
 // Widened bf16 operands are the f32 kernel's operands: the same packed panels and order of
@@ -292,18 +298,7 @@ TEST(BlockedGemmBf16Widened, TheSameBitsAsTheF32KernelOnTheSameValues) {
 TEST(BlockedGemmBf16Widened, ReluKeepsANanAndThreadsGiveTheSameBits) {
   if (!cpu::blocked_gemm_available()) GTEST_SKIP() << "this build has no AVX-512 (no kernel)";
   std::mt19937 rng(19);
-  Product nan(20, 40, 31, false, true, true, false, true, rng, true);
-  nan.widened = true;
-  nan.a16[5 * 31 + 7] = float_to_bf16(std::numeric_limits<float>::quiet_NaN());  // row 5
-  const auto with_nan = nan.run_kernel();
-  for (int64_t j = 0; j < 40; ++j)
-    EXPECT_TRUE(std::isnan(with_nan[static_cast<size_t>(5 * 40 + j)]));
-  EXPECT_FALSE(std::isnan(with_nan[0]));
-  EXPECT_GT(std::count(with_nan.begin(), with_nan.end(), 0.0f), 0);
-
-  Product p(300, 520, 451, true, false, true, true, false, rng, true);
-  p.widened = true;
-  expect_the_same_bits_whatever_the_threads(p);
+  expect_bf16_relu_keeps_a_nan_and_threads_agree(rng, true);
 }
 
 // The measured ratio of vdpbf16ps's multiply-adds to the FMA's: two per instruction against one,
