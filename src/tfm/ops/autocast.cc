@@ -14,10 +14,11 @@ namespace tfm::ops {
 
 bool native_bf16_products() {
   if (__builtin_cpu_supports("amx-bf16")) return true;
+  if (!__builtin_cpu_supports("avx512bf16")) return false;
   // Where vdpbf16ps does no more multiply-adds a second than the FMA (an Intel Xeon without AMX),
   // bf16 products are widened to f32 (cpu::bf16_products()) and run no faster than f32's.
   const double rate = cpu::vdpbf16ps_to_fma_rate();
-  return __builtin_cpu_supports("avx512bf16") && !(rate > 0 && rate <= 1);
+  return !(rate > 0 && rate <= 1);
 }
 
 std::string describe_products(DType precision, Device device) {
