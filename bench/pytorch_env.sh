@@ -48,12 +48,15 @@ has_flags() {
 has_flags avx512f avx512bw avx512vl avx512dq avx512_bf16 && openblas_candidates+=(Cooperlake)
 has_flags avx512f avx512bw avx512vl avx512dq && openblas_candidates+=(SkylakeX)
 has_flags avx2 fma && openblas_candidates+=(Haswell)
-openblas_rate() {  # GFLOP/s with core $1 ("" for OpenBLAS's own choice); 0 if the run fails
-  OPENBLAS_CORETYPE="$1" OMP_NUM_THREADS="${THREADS:-2}" "$PYTHON" bench/openblas_sgemm.py \
-    "$OPENBLAS" 2>/dev/null || echo 0
+# GFLOP/s with core $1, or with the core OpenBLAS detects when $1 is empty (the variable then left
+# unset: set but empty, OpenBLAS picked other kernels here); 0 if the run fails.
+openblas_rate() {
+  local core=()
+  [[ -n "$1" ]] && core=(OPENBLAS_CORETYPE="$1")
+  env "${core[@]}" OMP_NUM_THREADS="${THREADS:-2}" "$PYTHON" bench/openblas_sgemm.py "$OPENBLAS" \
+    2>/dev/null || echo 0
 }
-openblas_best_rate="$(env -u OPENBLAS_CORETYPE OMP_NUM_THREADS="${THREADS:-2}" "$PYTHON" \
-  bench/openblas_sgemm.py "$OPENBLAS" 2>/dev/null || echo 0)"
+openblas_best_rate="$(openblas_rate "")"
 openblas_best=""
 openblas_rates="$openblas_detected $openblas_best_rate"
 for core in "${openblas_candidates[@]}"; do
