@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstring>
+
 #include "tfm/autograd/tape.h"
 #include "tfm/core/allocator.h"
 #include "tfm/core/tensor.h"
@@ -54,6 +57,24 @@ TEST(CachingAllocator, ReusesReleasedBlocks) {
   EXPECT_EQ(CachingAllocator::size_class(4097), 5120u);
   EXPECT_EQ(CachingAllocator::size_class(1 << 20), size_t{1} << 20);
   EXPECT_EQ(CachingAllocator::size_class((1 << 20) + 1), (size_t{1} << 20) * 5 / 4);
+}
+
+// Host blocks of 2 MiB and more start on a huge-page boundary (the kernel may then back them with
+// transparent huge pages), smaller ones on 64 bytes; every byte of each is usable.
+TEST(CachingAllocator, LargeHostBlocksStartOnAHugePageBoundary) {
+  CachingAllocator alloc(Device::cpu);
+  const size_t huge_page = size_t{2} << 20;
+  for (size_t bytes : {size_t{1000}, size_t{1} << 20, huge_page, 3 * huge_page + 4096}) {
+    SCOPED_TRACE(bytes);
+    void* block = alloc.allocate(bytes);
+    const auto address = reinterpret_cast<uintptr_t>(block);
+    EXPECT_EQ(address % (bytes >= huge_page ? huge_page : 64), 0u);
+    std::memset(block, 0x5a, bytes);
+    EXPECT_EQ(static_cast<unsigned char*>(block)[bytes - 1], 0x5a);
+    alloc.release(block, bytes);
+  }
+  alloc.empty_cache();
+  EXPECT_EQ(alloc.stats().bytes_in_use, 0u);
 }
 
 TEST(Tape, GradTargetOverwritesThenAccumulates) {

@@ -9,6 +9,9 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 #include "tfm/core/error.h"
 
@@ -18,6 +21,14 @@ namespace {
 constexpr size_t kAlignment = 64;
 // Host blocks at least this large are mapped on their own once a cache limit is set.
 [[maybe_unused]] constexpr int kMappedBlockBytes = 1 << 20;
+// Host blocks at least this large start on a huge-page boundary, and their whole huge pages are
+// offered to the kernel's transparent huge pages. Streaming weights that do not fit in the caches
+// (a decoding step reads all of a model's, 153 MB for `base` in f32) is bounded by the TLB with 4
+// KiB pages: 2 threads read a 153 MB buffer at 27-31 GB/s with 4 KiB pages and 48-51 GB/s with 2
+// MiB ones on the Xeon of 2026-11-27 (docs/BENCHMARKS.md). The hint changes no result, and is
+// ignored where transparent huge pages are off; where they are `always`, the alignment alone does
+// it.
+constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 // The memory functions of Device::cuda; empty until a backend installs them.
 DeviceMemory& cuda_memory() {
@@ -66,8 +77,17 @@ CachingAllocator& CachingAllocator::for_device(Device device) {
 }
 
 void* CachingAllocator::system_allocate(size_t bytes) const {
-  if (device_ == Device::cpu) return std::aligned_alloc(kAlignment, bytes);
-  return device_memory(device_).allocate(bytes);
+  if (device_ != Device::cpu) return device_memory(device_).allocate(bytes);
+  if (bytes < kHugePageBytes) return std::aligned_alloc(kAlignment, bytes);
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  const size_t rounded = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  void* ptr = std::aligned_alloc(kHugePageBytes, rounded);
+#ifdef MADV_HUGEPAGE
+  // Only the huge pages within `bytes`: a block's tail stays in small pages, so that a block of
+  // 2.5 MiB does not make 4 MiB resident. A refusal (no THP in this kernel) leaves small pages.
+  if (ptr != nullptr) madvise(ptr, bytes / kHugePageBytes * kHugePageBytes, MADV_HUGEPAGE);
+#endif
+  return ptr;
 }
 
 void CachingAllocator::system_release(void* ptr) const {
