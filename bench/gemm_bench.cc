@@ -292,6 +292,57 @@ BENCHMARK(packed_linear_f32)
     ->Args({800, 2048, 512, 1})
     ->UseRealTime();
 
+// The products of one greedy decoding step of `base` as the decoder runs them: 6 layers of 8
+// products (self-attention q, k, v and out, cross-attention q and out: 512 x 512; the feed-forward
+// 512 x 2048 and 2048 x 512), each with its own packed weight (88 MB in all, more than the caches),
+// one after the other on the rows of 32 sentences. packed_linear_f32 multiplies one cache-hot
+// weight again and again; this shows the rate of the same products when their weights stream in
+// from memory, as they do in decoding (the output layer's: output_blocks_f32).
+void decoder_step_f32(benchmark::State& state) {
+  const int64_t m = state.range(0), d = 512, ff = 2048, layers = state.range(2);
+  const bool panels = state.range(1) == 1;
+  if (panels && !tfm::cpu::panel_kernel_available()) {
+    state.SkipWithError("this build has no panel kernel (no AVX-512)");
+    return;
+  }
+  struct Product {
+    std::unique_ptr<tfm::cpu::PackedWeight> weight;
+    Tensor bias;
+  };
+  std::vector<Product> products;
+  double flops = 0;
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    for (int64_t i = 0; i < 8; ++i) {
+      const int64_t n = i == 6 ? ff : d, k = i == 7 ? ff : d;
+      Tensor w = random_tensor({n, k}, static_cast<unsigned>(10 * layer + i));
+      products.push_back(
+          {std::make_unique<tfm::cpu::PackedWeight>(w.data<float>(), n, k, DType::f32),
+           random_tensor({n}, 3)});
+      flops += 2.0 * static_cast<double>(m * n * k);
+    }
+  }
+  Tensor x = random_tensor({m, ff}, 1), y = Tensor::empty({m, ff});
+  auto step = [&] {
+    for (const Product& p : products) {
+      const tfm::cpu::PackedWeight& w = *p.weight;
+      if (panels)
+        tfm::cpu::panel_linear_f32(x.data<float>(), m, w.out_features(), w.in_features(),
+                                   static_cast<const float*>(w.data()), p.bias.data<float>(), false,
+                                   y.data<float>());
+      else
+        tfm::cpu::packed_linear_onednn(x.data<float>(), m, w, p.bias.data<float>(),
+                                       y.data<float>());
+    }
+  };
+  step();
+  for (auto _ : state) step();
+  state.counters["FLOP/s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(decoder_step_f32)
+    ->ArgsProduct({{1, 4, 8, 16, 32, 64, 128, 256}, {0, 1}, {1, 6, 12}})
+    ->UseRealTime();
+
 // A training step's products through cpu::gemm with oneDNN's matmul (kernel 0) against our blocked
 // kernel (1, blocked_gemm_cpu.h; with bf16 operands 1 is the vdpbf16ps kernel and 2 the one that
 // widens them to f32 for the FMA), in the step's three layouts (0: the forward y = x W^T + bias, a

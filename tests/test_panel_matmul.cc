@@ -152,22 +152,22 @@ TEST(PanelMatmul, ANaNInARowReachesThatRowOnly) {
       EXPECT_EQ(std::isnan(y[static_cast<size_t>(i * n + j)]), i == 3) << i << " " << j;
 }
 
-// packed_linear: the panel kernel's bits for 1-32 rows (ReLU included), oneDNN's beyond.
-TEST(PanelMatmul, PackedLinearTakesItForUpTo32Rows) {
+// packed_linear: the panel kernel's bits for 1-128 rows (ReLU included), oneDNN's beyond.
+TEST(PanelMatmul, PackedLinearTakesItForUpTo128Rows) {
   if (!cpu::panel_kernel_available()) GTEST_SKIP() << "this build has no AVX-512 (no panel kernel)";
   std::mt19937 rng(29);
   const int64_t n = 200, k = 96;
   const auto w = random_floats(n * k, rng);
   const auto bias = random_floats(n, rng);
   const cpu::PackedWeight packed(w.data(), n, k, DType::f32);
-  for (int64_t m : {1, 4, 8, 9, 32, 33, 128}) {
+  for (int64_t m : {1, 4, 8, 9, 32, 33, 128, 129}) {
     SCOPED_TRACE(fmt::format("{} rows", m));
     const auto x = random_floats(m * k, rng);
     std::vector<float> y(static_cast<size_t>(m * n)), onednn(y.size());
     cpu::packed_linear(x.data(), m, packed, bias.data(), y.data(), /*relu=*/true);
     cpu::packed_linear_onednn(x.data(), m, packed, bias.data(), onednn.data());
     for (float& v : onednn) v = v > 0.0f ? v : 0.0f;
-    if (m <= 32) {
+    if (m <= 128) {
       EXPECT_EQ(y, panel_product(x, m, packed, bias.data(), true));
     } else {
       EXPECT_EQ(y, onednn);
@@ -196,7 +196,7 @@ TEST(PackedBf16, AWidenedWeightGivesTheF32ProductsOfTheBf16Values) {
   EXPECT_EQ(widened.widened(), widens);
   EXPECT_FALSE(onednn.widened());
   EXPECT_EQ(widened.dtype(), DType::bf16);
-  for (int64_t m : {1, 8, 9, 128}) {
+  for (int64_t m : {1, 8, 9, 128, 129}) {
     SCOPED_TRACE(fmt::format("{} rows", m));
     auto x = random_floats(m * k, rng);
     std::vector<bf16> x16;

@@ -24,6 +24,11 @@ constexpr int kVectors = kPanelColumns / 16;  // a panel's row: 4 registers of 1
 constexpr int64_t kDepth = 64;
 // Rows of x per tile: 6 x 4 accumulators, 4 weight registers and a broadcast fit the 32 registers.
 constexpr int kTileRows = 6;
+constexpr int64_t kLineFloats = 16;  // a cache line: 64 bytes
+// How far ahead the tiles prefetch the weights, in slices (panel_rows): 2 slices are 32 KiB, about
+// 3 microseconds of a tile over 32 rows, well beyond the memory's latency. 1 was as fast at 32
+// rows.
+constexpr int64_t kPrefetchSlices = 2;
 
 struct Panel {
   const float* weights;  // [kp][64]: this panel of W^T
@@ -36,12 +41,12 @@ struct Panel {
 // panel's 64 columns. The first slice starts from the bias (or 0), the others from `partial`
 // ([MR][64], contiguous); the last writes y and applies ReLU, the others write `partial`. (Partial
 // sums kept in y itself, whose rows lie 2 or 8 KiB apart, would share a few sets of L1 and evict
-// the weights' slice.) With kPrefetch (the slice's first tile), each k also fetches the same row of
-// the next slice (the next panel's first, after the last) into L1, so that the weights stream in
-// while this slice runs; a prefetch past the weight's end is a hint and never faults.
-template <int MR, bool kPrefetch = false>
+// the weights' slice.) With `prefetch`, each k also asks for the next `prefetch_lines` cache lines
+// from there into L2 (panel_rows gives each tile its share of a later slice).
+template <int MR>
 inline void tile(const float* x, int64_t ldx, const Panel& panel, int64_t k0, int64_t k1,
-                 float* partial, float* y, int64_t ldy, bool first, bool last, bool relu) {
+                 float* partial, float* y, int64_t ldy, bool first, bool last, bool relu,
+                 const float* prefetch, int prefetch_lines) {
   __m512 acc[MR][kVectors];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
@@ -52,14 +57,12 @@ inline void tile(const float* x, int64_t ldx, const Panel& panel, int64_t k0, in
                         : _mm512_load_ps(partial + r * kPanelColumns + 16 * v);
   const float* w = panel.weights + k0 * kPanelColumns;
   for (int64_t k = k0; k < k1; ++k, w += kPanelColumns) {
+    if (prefetch != nullptr)
+      for (int line = 0; line < prefetch_lines; ++line, prefetch += kLineFloats)
+        _mm_prefetch(reinterpret_cast<const char*>(prefetch), _MM_HINT_T1);
     __m512 wv[kVectors];
 #pragma GCC unroll 4
-    for (int v = 0; v < kVectors; ++v) {
-      wv[v] = _mm512_loadu_ps(w + 16 * v);
-      if constexpr (kPrefetch)
-        _mm_prefetch(reinterpret_cast<const char*>(w + kDepth * kPanelColumns + 16 * v),
-                     _MM_HINT_T0);
-    }
+    for (int v = 0; v < kVectors; ++v) wv[v] = _mm512_loadu_ps(w + 16 * v);
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
       const __m512 a = _mm512_set1_ps(x[r * ldx + k]);
@@ -88,9 +91,9 @@ inline void tile(const float* x, int64_t ldx, const Panel& panel, int64_t k0, in
 }
 
 using TileFunction = void (*)(const float*, int64_t, const Panel&, int64_t, int64_t, float*, float*,
-                              int64_t, bool, bool, bool);
-constexpr TileFunction kTailTiles[kTileRows] = {nullptr,  &tile<1>, &tile<2>,
-                                                &tile<3>, &tile<4>, &tile<5>};
+                              int64_t, bool, bool, bool, const float*, int);
+constexpr TileFunction kTiles[kTileRows + 1] = {nullptr,  &tile<1>, &tile<2>, &tile<3>,
+                                                &tile<4>, &tile<5>, &tile<6>};
 
 float* aligned_64(float* p) {
   return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
@@ -98,28 +101,40 @@ float* aligned_64(float* p) {
 
 // Rows [r0, r1) of y over one panel (r0 a multiple of kTileRows): slice by slice, every tile of
 // rows over the slice while it is in L1.
+//
+// The weights stream in from memory when they do not fit in the caches: a decoding step reads
+// all of a model's (153 MB for `base` in f32), and each is used once per step. The hardware's
+// prefetchers alone do not keep up, since a slice is read from memory by its first tile only and
+// then again from L1: the memory is busy for a sixth of the slice's time and idle for the rest. So
+// the slice's tiles share out the prefetching of the slice kPrefetchSlices ahead (into the next
+// panel after the last), a few lines per k, into L2: the requests are spread evenly over the
+// slice's time. On the Xeon of 2026-11-27 a decoding step's products of 32 rows ran at 257
+// GFLOP/s with 176 MB of weights instead of 182-191 with the first tile prefetching the next slice
+// into L1 (gemm_bench decoder_step_f32; docs/BENCHMARKS.md). A single row reads each slice once, at
+// the memory's pace, and the hardware's prefetchers keep up: prefetching made it 4-12% slower
+// there. A prefetch past the weight's end is a hint and never faults.
 void panel_rows(const float* x, int64_t k, const Panel& panel, int64_t r0, int64_t r1, float* y,
                 int64_t ldy, bool relu) {
   // The partial sums of these rows, [r1 - r0][64].
   thread_local std::vector<float> buffer;
   buffer.resize(static_cast<size_t>((r1 - r0) * kPanelColumns + 16));
   float* partial_sums = aligned_64(buffer.data());
+  const int64_t tiles = (r1 - r0 + kTileRows - 1) / kTileRows;
   for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
     const int64_t k1 = std::min(k, k0 + kDepth);
     const bool first = k0 == 0, last = k1 == k;
-    int64_t r = r0;
-    if (r + kTileRows <= r1) {
-      tile<kTileRows, true>(x + r * k, k, panel, k0, k1, partial_sums, y + r * ldy, ldy, first,
-                            last, relu);
-      r += kTileRows;
+    // The lines of a slice as deep as this one, shared out among the tiles, `per_k` lines per k.
+    const int64_t depth = k1 - k0, lines = depth * kPanelColumns / kLineFloats;
+    const int per_k = static_cast<int>((lines + tiles * depth - 1) / (tiles * depth));
+    const float* ahead = panel.weights + (k0 + kPrefetchSlices * kDepth) * kPanelColumns;
+    int64_t given = 0;  // lines given out so far
+    for (int64_t r = r0; r < r1; r += kTileRows, given += depth * per_k) {
+      const int64_t rows = std::min<int64_t>(kTileRows, r1 - r);
+      const bool prefetching = r1 - r0 > 1 && given < lines;
+      kTiles[rows](x + r * k, k, panel, k0, k1, partial_sums + (r - r0) * kPanelColumns,
+                   y + r * ldy, ldy, first, last, relu,
+                   prefetching ? ahead + given * kLineFloats : nullptr, per_k);
     }
-    for (; r + kTileRows <= r1; r += kTileRows)
-      tile<kTileRows>(x + r * k, k, panel, k0, k1, partial_sums + (r - r0) * kPanelColumns,
-                      y + r * ldy, ldy, first, last, relu);
-    // The last 1-5 rows: one call a slice, through a table of the tile's instances.
-    if (r < r1)
-      kTailTiles[r1 - r](x + r * k, k, panel, k0, k1, partial_sums + (r - r0) * kPanelColumns,
-                         y + r * ldy, ldy, first, last, relu);
   }
 }
 
