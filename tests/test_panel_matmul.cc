@@ -2,7 +2,7 @@
 // the layout oneDNN packed (checked element by element), each element of y is within the f32
 // rounding bound of the exact sum, a product's numbers do not depend on how it is split among
 // threads (outside, inside an OpenMP region, one thread or several), and cpu::packed_linear takes
-// it for up to 32 rows and oneDNN's product beyond. A bf16 weight widened to f32 (where the FMA
+// it for up to 128 rows and oneDNN's product beyond. A bf16 weight widened to f32 (where the FMA
 // outruns vdpbf16ps) gives the f32 products of the bf16 values.
 #include <gtest/gtest.h>
 #include <omp.h>
