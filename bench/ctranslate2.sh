@@ -12,7 +12,7 @@
 # "GEMM_S8 backend: Ruy"), not with MKL or oneDNN as CTranslate2's PyPI wheels do on x86: it is not
 # CTranslate2 at its best. Its binary needs glibc 2.38; Debian 12 has 2.36, so this script runs Node
 # under Debian 13's libc6, libstdc++6 and libgcc-s1 (downloaded from deb.debian.org, checked against
-# the release's SHA256 sums, unpacked in the cache, nothing installed). Cache: $TFM_BENCH_CACHE
+# the release's signed SHA256 sums, unpacked in the cache, nothing installed). Cache: $TFM_BENCH_CACHE
 # (default ~/.cache/tfm-bench).
 #
 # What runs:
@@ -46,7 +46,7 @@ mkdir -p "$out"
 cd "$root"
 bench_decode="$root/build/release/bench_decode"
 [[ -x "$bench_decode" ]] || { echo "ctranslate2.sh: $bench_decode is missing (cmake --build --preset release)" >&2; exit 1; }
-for tool in node npm curl xz dpkg-deb sha256sum; do
+for tool in node npm curl xz dpkg-deb sha256sum gpgv; do
   command -v "$tool" >/dev/null || { echo "ctranslate2.sh: $tool is missing (scripts/setup.sh installs it)" >&2; exit 1; }
 done
 # PyTorch's interpreter has numpy (scripts/setup.sh --with-torch); the converter needs only numpy.
@@ -73,8 +73,11 @@ if [[ ! -x "$runtime/ld-linux-x86-64.so.2" ]]; then
   echo "ctranslate2.sh: fetching Debian 13's ${TRIXIE_PACKAGES[*]} (the binding needs glibc 2.38)" >&2
   mirror=http://deb.debian.org/debian
   curl -fsS -o "$cache/Packages.xz" "$mirror/dists/trixie/main/binary-amd64/Packages.xz"
-  # The Packages index is itself checked against the release file's SHA256 line.
-  curl -fsS -o "$cache/Release" "$mirror/dists/trixie/Release"
+  # The release file's signature is checked with Debian 12's archive keyring (which holds Debian 13's
+  # keys), the Packages index against its SHA256 line, each package against the index's.
+  curl -fsS -o "$cache/InRelease" "$mirror/dists/trixie/InRelease"
+  gpgv --quiet --keyring /usr/share/keyrings/debian-archive-keyring.gpg --output "$cache/Release" \
+    "$cache/InRelease"
   expected=$(awk '/^SHA256:/{s=1; next} /^[A-Za-z]/{s=0} s && $3 == "main/binary-amd64/Packages.xz" {print $1}' "$cache/Release")
   echo "$expected  $cache/Packages.xz" | sha256sum -c --quiet -
   for package in "${TRIXIE_PACKAGES[@]}"; do
