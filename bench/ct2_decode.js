@@ -30,11 +30,15 @@ function parseArgs(argv) {
   return { binding, modelDir, sourcesPath, options };
 }
 
+// bench/ct2_convert.py's vocabulary: the specials keep their names (ids 0-3), the rest are w<id>.
+const SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"];
+
 function tokenIds(text) {
   return text
     .split(/\s+/)
     .filter((t) => t.length > 0)
     .map((t) => {
+      if (SPECIALS.includes(t)) return SPECIALS.indexOf(t);
       if (!/^w\d+$/.test(t)) throw new Error(`output token ${JSON.stringify(t)} is not w<id>`);
       return Number(t.slice(1));
     });
