@@ -3,6 +3,10 @@
 
   python3 bench/ct2_convert.py --model DIR --out CT2_DIR [--quantization float32|int8]
       [--never-end] [--positions 1024]
+  python3 bench/ct2_convert.py --model DIR --sources-out SOURCES.txt
+
+--sources-out writes the model directory's sources.safetensors (bench_decode --model-dir's) as text
+lines of that vocabulary's tokens, the input of bench/ct2_decode.js.
 
 CTranslate2's own converters read OpenNMT, fairseq or Marian checkpoints, not tfm's, and need its Python
 package (PyPI, not reachable here). This writes its model format directly, as its converter
@@ -37,6 +41,10 @@ import struct
 import sys
 
 import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from read_safetensors import read_safetensors  # noqa: E402
 
 BINARY_VERSION = 6
 SPEC_NAME = "TransformerSpec"
@@ -46,21 +54,20 @@ DTYPE_IDS = {np.dtype("float32"): 0, np.dtype("int8"): 1, np.dtype("int16"): 2,
              np.dtype("int32"): 3}  # CTranslate2's DataType order (include/ctranslate2/types.h)
 
 
-def read_safetensors(path):
-    """{name: float32 array} of a safetensors file of F32 tensors."""
-    with open(path, "rb") as f:
-        header_size = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(header_size))
-        data = f.read()
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        if info["dtype"] != "F32":
-            sys.exit(f"ct2_convert.py: {path}: tensor {name} is {info['dtype']}, expected F32")
-        begin, end = info["data_offsets"]
-        tensors[name] = np.frombuffer(data[begin:end], dtype="<f4").reshape(info["shape"])
-    return tensors
+def read_f32_tensors(path):
+    """{name: float32 array} of a safetensors file of F32 tensors (tools/read_safetensors.py)."""
+    tensors, _ = read_safetensors(path)
+    for name, tensor in tensors.items():
+        if tensor.dtype != torch.float32:
+            sys.exit(f"ct2_convert.py: {path}: tensor {name} is {tensor.dtype}, expected F32")
+    return {name: tensor.numpy() for name, tensor in tensors.items()}
+
+
+def write_sources(model_dir, path):
+    """sources.safetensors ([batch, src_len] ids) as lines of "w<id>" tokens."""
+    tensors, _ = read_safetensors(os.path.join(model_dir, "sources.safetensors"))
+    with open(path, "w", encoding="utf-8") as out:
+        out.writelines(" ".join(f"w{i}" for i in row) + "\n" for row in tensors["sources"].tolist())
 
 
 def sinusoidal_positions(positions, d_model):
@@ -140,7 +147,7 @@ def convert(model_dir, out_dir, int8, never_end, positions):
             sys.exit(f"ct2_convert.py: {model_dir}: {key} {config.get(key)!r} (only {expected!r})")
     if [config[k] for k in ("pad_id", "unk_id", "bos_id", "eos_id")] != [0, 1, 2, 3]:
         sys.exit(f"ct2_convert.py: {model_dir}: special ids are not tfm's 0-3")
-    w = read_safetensors(os.path.join(model_dir, "model.safetensors"))
+    w = read_f32_tensors(os.path.join(model_dir, "model.safetensors"))
     d, heads, layers, vocab = (config[k] for k in ("d_model", "heads", "layers", "vocab_size"))
     if config["d_k"] * heads != d or config["d_v"] * heads != d:
         sys.exit(f"ct2_convert.py: {model_dir}: heads x d_k must be d_model for CTranslate2")
@@ -213,12 +220,18 @@ def convert(model_dir, out_dir, int8, never_end, positions):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="tfm model directory")
-    parser.add_argument("--out", required=True, help="CTranslate2 model directory to write")
+    parser.add_argument("--out", help="CTranslate2 model directory to write")
+    parser.add_argument("--sources-out", help="write the model directory's sources here as text")
     parser.add_argument("--quantization", choices=("float32", "int8"), default="float32")
     parser.add_argument("--never-end", action="store_true", help="</s> never chosen (see above)")
     parser.add_argument("--positions", type=int, default=1024, help="rows of the position table")
     args = parser.parse_args()
-    convert(args.model, args.out, args.quantization == "int8", args.never_end, args.positions)
+    if not args.out and not args.sources_out:
+        parser.error("--out or --sources-out is needed")
+    if args.out:
+        convert(args.model, args.out, args.quantization == "int8", args.never_end, args.positions)
+    if args.sources_out:
+        write_sources(args.model, args.sources_out)
 
 
 if __name__ == "__main__":

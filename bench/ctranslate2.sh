@@ -41,6 +41,12 @@ while [[ $# -gt 0 ]]; do
     *) echo "ctranslate2.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+# tfm's precision -> the CTranslate2 model's weights (bench/ct2_convert.py --quantization).
+declare -A CT2_QUANTIZATION=([f32]=float32 [int8]=int8)
+for precision in $precisions; do
+  [[ -n "${CT2_QUANTIZATION[$precision]:-}" ]] ||
+    { echo "ctranslate2.sh: --precisions $precision has no CTranslate2 counterpart (f32, int8)" >&2; exit 2; }
+done
 out="$(realpath -m "${out:-$(mktemp -d)}")"
 mkdir -p "$out"
 cd "$root"
@@ -49,9 +55,10 @@ bench_decode="$root/build/release/bench_decode"
 for tool in node npm curl xz dpkg-deb sha256sum gpgv; do
   command -v "$tool" >/dev/null || { echo "ctranslate2.sh: $tool is missing (scripts/setup.sh installs it)" >&2; exit 1; }
 done
-# PyTorch's interpreter has numpy (scripts/setup.sh --with-torch); the converter needs only numpy.
+# The converter reads safetensors with tools/read_safetensors.py: PyTorch's interpreter
+# (scripts/setup.sh --with-torch).
 PYTHON="${PYTHON:-$(command -v /usr/bin/python3 || command -v python3)}"
-"$PYTHON" -c "import numpy" 2>/dev/null || { echo "ctranslate2.sh: $PYTHON has no numpy (scripts/setup.sh --with-torch)" >&2; exit 1; }
+"$PYTHON" -c "import numpy, torch" 2>/dev/null || { echo "ctranslate2.sh: $PYTHON has no numpy or torch (scripts/setup.sh --with-torch)" >&2; exit 1; }
 
 CT2_PACKAGE="ctranslate2@1.0.0"
 TRIXIE_PACKAGES=(libc6 libstdc++6 libgcc-s1)
@@ -108,27 +115,12 @@ for precision in $precisions; do
   first=0
   "$bench_decode" "${args[@]}" >>"$out/tfm.jsonl" 2>>"$out/tfm.log"
 done
-"$PYTHON" - "$model/sources.safetensors" "$out/sources.txt" <<'EOF'
-import json, struct, sys
-import numpy as np
-with open(sys.argv[1], "rb") as f:
-    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
-    data = f.read()
-info = header["sources"]
-begin, end = info["data_offsets"]
-rows = np.frombuffer(data[begin:end], dtype="<i4").reshape(info["shape"])
-with open(sys.argv[2], "w") as out:
-    out.writelines(" ".join(f"w{i}" for i in row) + "\n" for row in rows)
-EOF
+"$PYTHON" bench/ct2_convert.py --model "$model" --sources-out "$out/sources.txt"
 
 # 2 and 3. CTranslate2 on the same weights and sources.
 : >"$out/ct2.jsonl"
 for precision in $precisions; do
-  case "$precision" in
-    f32) quantization=float32 ;;
-    int8) quantization=int8 ;;
-    *) echo "ctranslate2.sh: no CTranslate2 counterpart for --precisions $precision" >&2; exit 2 ;;
-  esac
+  quantization="${CT2_QUANTIZATION[$precision]}"
   "$PYTHON" bench/ct2_convert.py --model "$model" --out "$out/ct2-$precision" \
     --quantization "$quantization" --never-end
   CT2_VERBOSE=1 ct2_node bench/ct2_decode.js "$binding" "$out/ct2-$precision" "$out/sources.txt" \
