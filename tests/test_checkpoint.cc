@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 
 #include "model_test_util.h"
 #include "temp_dir.h"
@@ -91,6 +93,113 @@ TEST(Checkpoint, InterruptedWriteIsIgnoredAndDamagedNewestFallsBack) {
   EXPECT_FALSE(fs::exists(folder / "step-000000300.partial-999"));
   ASSERT_EQ(list_checkpoints(folder).size(), 1u);
   EXPECT_EQ(list_checkpoints(folder)[0].filename(), "step-000000100");
+}
+
+// Saves checkpoints of steps 10 and 40 into `folder`; returns the newest's directory.
+fs::path two_checkpoints(const fs::path& folder) {
+  nn::Transformer model(small_config());
+  Adam adam(model.parameters());
+  save_checkpoint(folder, model.config(), model.named_parameters(), adam,
+                  {10, 0, 10, 1, {{"elapsed_s", 1.0}, {"steps_by_products", {{"f32", 10}}}}});
+  return save_checkpoint(folder, model.config(), model.named_parameters(), adam,
+                         {40, 1, 2, 1, {{"elapsed_s", 4.0}, {"steps_by_products", {{"f32", 40}}}}});
+}
+
+nlohmann::json read_state(const fs::path& dir) {
+  return nlohmann::json::parse(std::ifstream(dir / "state.json"));
+}
+
+void write_state(const fs::path& dir, const nlohmann::json& state) {
+  std::ofstream(dir / "state.json") << state.dump(2);
+}
+
+// The error load_training_state gives for the newest checkpoint's state.json changed by `edit`
+// (its checksum removed, as in a checkpoint written before state.json had one, so that the checks
+// behind it are reached).
+std::string state_error(const std::function<void(nlohmann::json&)>& edit) {
+  TempDir tmp;
+  const fs::path dir = two_checkpoints(tmp / "ckpt");
+  nlohmann::json state = read_state(dir);
+  state.erase("crc32");
+  edit(state);
+  write_state(dir, state);
+  try {
+    load_training_state(dir);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Checkpoint, StateJsonOfWrongTypesOrValuesIsAnErrorNamingTheFileAndTheField) {
+  // Issue 43 D4: wrong types gave an internal JSON error naming no file; D5: numbers were not
+  // checked.
+  const std::pair<std::function<void(nlohmann::json&)>, std::string> cases[] = {
+      {[](nlohmann::json& s) { s["extra"]["elapsed_s"] = "x"; }, "'extra.elapsed_s'"},
+      {[](nlohmann::json& s) { s["extra"]["elapsed_s"] = nullptr; }, "'extra.elapsed_s'"},
+      {[](nlohmann::json& s) { s["extra"] = "x"; }, "'extra' must be an object"},
+      {[](nlohmann::json& s) { s["extra"]["batcher_fingerprint"] = "x"; },
+       "'extra.batcher_fingerprint'"},
+      {[](nlohmann::json& s) {
+         s["extra"]["steps_by_products"] = {{"f32", "7"}};
+       },
+       "'extra.steps_by_products.f32' must be a non-negative integer"},
+      {[](nlohmann::json& s) {
+         s["extra"]["steps_by_products"] = {{"f32", -999999999999910}};
+       },
+       "'extra.steps_by_products.f32' must be a non-negative integer"},
+      {[](nlohmann::json& s) {
+         s["extra"]["steps_by_products"] = {{"f32", 7}};
+       },
+       "counts 7 updates, 'step' is 40"},
+      {[](nlohmann::json& s) { s["step"] = -5; }, "'step' must be a non-negative integer, got -5"},
+      {[](nlohmann::json& s) { s["step"] = 1e15; }, "'step' must be a non-negative integer"},
+      {[](nlohmann::json& s) { s["step"] = 44; }, "'step' is 44, but the folder is step-000000040"},
+      {[](nlohmann::json& s) { s["epoch"] = -1; }, "'epoch'"},
+      {[](nlohmann::json& s) { s["batch_in_epoch"] = "2"; }, "'batch_in_epoch'"},
+      {[](nlohmann::json& s) { s["seed"] = -1; }, "'seed'"},
+      {[](nlohmann::json& s) { s = nlohmann::json::array(); }, "not a JSON object"},
+  };
+  for (const auto& [edit, expected] : cases) {
+    const std::string error = state_error(edit);
+    EXPECT_NE(error.find("state.json: invalid training state: "), std::string::npos) << error;
+    EXPECT_NE(error.find(expected), std::string::npos) << expected << " / " << error;
+  }
+  // Without a checksum (an older checkpoint) and with valid values it loads.
+  EXPECT_EQ(state_error([](nlohmann::json&) {}), "(no error)");
+}
+
+TEST(Checkpoint, StateJsonCarriesAChecksumThatCatchesAFlippedBit) {
+  TempDir tmp;
+  const fs::path dir = two_checkpoints(tmp / "ckpt");
+  nlohmann::json state = read_state(dir);
+  ASSERT_TRUE(state["crc32"].is_string());
+  EXPECT_EQ(load_training_state(dir).epoch, 1);
+  state["epoch"] = 3;  // one bit of 1: a different batch plan
+  write_state(dir, state);
+  try {
+    load_training_state(dir);
+    ADD_FAILURE() << "a changed epoch loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fails its checksum"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Checkpoint, AnUnreadableStateMovesTheCheckpointAsideAndThePreviousOneLoads) {
+  TempDir tmp;
+  const fs::path folder = tmp / "ckpt";
+  const fs::path newest = two_checkpoints(folder);
+  nlohmann::json state = read_state(newest);
+  state["extra"]["batcher_fingerprint"] = "x";
+  write_state(newest, state);
+  std::vector<std::string> warnings;
+  auto loaded =
+      load_latest_checkpoint(folder, [&](const std::string& w) { warnings.push_back(w); });
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->state.step, 10);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("moved aside to step-000000040.damaged"), std::string::npos)
+      << warnings[0];
 }
 
 TEST(Checkpoint, PruneKeepsTheNewest) {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <climits>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <regex>
@@ -40,26 +42,88 @@ int64_t step_of(const fs::path& dir) {
   return error == std::errc() && end == digits.data() + digits.size() ? step : -1;  // too large
 }
 
-nlohmann::json state_to_json(const TrainingState& s) {
-  return {{"step", s.step},
-          {"epoch", s.epoch},
-          {"batch_in_epoch", s.batch_in_epoch},
-          {"seed", s.seed},
-          {"extra", s.extra}};
+constexpr const char* kStateChecksum = "crc32";
+
+// The CRC-32 of state.json's canonical text (compact, keys sorted: nlohmann's objects are) without
+// its own checksum: a flipped bit anywhere in the state changes it.
+std::string state_checksum(nlohmann::json j) {
+  j.erase(kStateChecksum);
+  const std::string text = j.dump();
+  return crc32_hex(crc32_of(text.data(), text.size()));
 }
 
-TrainingState state_from_json(const nlohmann::json& j, const fs::path& file) {
-  try {
-    TrainingState s;
-    s.step = j.at("step").get<int64_t>();
-    s.epoch = j.at("epoch").get<int64_t>();
-    s.batch_in_epoch = j.at("batch_in_epoch").get<int64_t>();
-    s.seed = j.at("seed").get<uint64_t>();
-    s.extra = j.value("extra", nlohmann::json::object());
-    return s;
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: invalid training state: {}", file.string(), e.what());
+nlohmann::json state_to_json(const TrainingState& s) {
+  nlohmann::json j = {{"step", s.step},
+                      {"epoch", s.epoch},
+                      {"batch_in_epoch", s.batch_in_epoch},
+                      {"seed", s.seed},
+                      {"extra", s.extra.is_null() ? nlohmann::json::object() : s.extra}};
+  j[kStateChecksum] = state_checksum(j);
+  return j;
+}
+
+// The field `key` of `j` as a non-negative integer; `where` names it in the error.
+int64_t count_field(const nlohmann::json& j, const std::string& key, const std::string& where) {
+  TFM_CHECK(j.contains(key), "no '{}'", where + key);
+  const nlohmann::json& v = j.at(key);
+  TFM_CHECK(v.is_number_integer() && (v.is_number_unsigned() || v.get<int64_t>() >= 0) &&
+                v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX),
+            "'{}' must be a non-negative integer, got {}", where + key, v.dump());
+  return v.get<int64_t>();
+}
+
+// The trainer's fields (train_loop.cc writes them), each checked when present: a wrong type
+// would otherwise surface later as a JSON exception or a wrong resume.
+void check_extra(const nlohmann::json& extra, int64_t step) {
+  TFM_CHECK(extra.is_object(), "'extra' must be an object, got {}", extra.dump());
+  if (extra.contains("elapsed_s")) {
+    const nlohmann::json& v = extra["elapsed_s"];
+    TFM_CHECK(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0,
+              "'extra.elapsed_s' must be a non-negative number, got {}", v.dump());
   }
+  if (extra.contains("batcher_fingerprint"))
+    TFM_CHECK(extra["batcher_fingerprint"].is_number_unsigned(),
+              "'extra.batcher_fingerprint' must be an unsigned integer, got {}",
+              extra["batcher_fingerprint"].dump());
+  for (const char* key : {"max_tokens", "accumulate", "fitted_warmup"})
+    if (extra.contains(key))
+      TFM_CHECK(count_field(extra, key, "extra.") >= 1, "'extra.{}' must be at least 1, got {}",
+                key, extra[key].dump());
+  if (extra.contains("steps_by_products")) {
+    const nlohmann::json& by = extra["steps_by_products"];
+    TFM_CHECK(by.is_object(), "'extra.steps_by_products' must be an object, got {}", by.dump());
+    int64_t total = 0;
+    for (const auto& [products, count] : by.items()) {
+      total += count_field(by, products, "extra.steps_by_products.");
+      TFM_CHECK(total <= step, "'extra.steps_by_products' counts more updates than 'step' ({})",
+                step);
+    }
+    TFM_CHECK(total == step, "'extra.steps_by_products' counts {} updates, 'step' is {}", total,
+              step);
+  }
+}
+
+TrainingState state_from_json(const nlohmann::json& j) {
+  TFM_CHECK(j.is_object(), "not a JSON object");
+  if (j.contains(kStateChecksum)) {
+    // Written by tfm before state.json had a checksum: loaded unchecked, as safetensors files are.
+    const nlohmann::json& stored = j[kStateChecksum];
+    const std::string computed = state_checksum(j);
+    TFM_CHECK(stored.is_string() && stored.get<std::string>() == computed,
+              "fails its checksum (crc32 {}, stored {}): the file is damaged", computed,
+              stored.dump());
+  }
+  TrainingState s;
+  s.step = count_field(j, "step", "");
+  s.epoch = count_field(j, "epoch", "");
+  s.batch_in_epoch = count_field(j, "batch_in_epoch", "");
+  TFM_CHECK(j.contains("seed") && j["seed"].is_number_unsigned(),
+            "'seed' must be a non-negative integer, got {}",
+            j.value("seed", nlohmann::json()).dump());
+  s.seed = j["seed"].get<uint64_t>();
+  s.extra = j.value("extra", nlohmann::json::object());
+  check_extra(s.extra, s.step);
+  return s;
 }
 
 void remove_or_fail(const fs::path& path) {
@@ -175,7 +239,18 @@ TrainingState load_training_state(const fs::path& dir) {
   TFM_CHECK(in.good(), "{}: cannot open: {}", state_file.string(), std::strerror(errno));
   nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   TFM_CHECK(!j.is_discarded(), "{}: not valid JSON", state_file.string());
-  return state_from_json(j, state_file);
+  TrainingState state;
+  try {
+    state = state_from_json(j);
+  } catch (const Error& e) {
+    fail("{}: invalid training state: {}", state_file.string(), e.what());
+  }
+  // A step-N folder holds the state of update N: another step is an altered or misplaced file.
+  const int64_t folder_step = step_of(dir);
+  TFM_CHECK(folder_step < 0 || folder_step == state.step,
+            "{}: invalid training state: 'step' is {}, but the folder is {}", state_file.string(),
+            state.step, dir.filename().string());
+  return state;
 }
 
 Checkpoint load_checkpoint(const fs::path& dir, bool with_optimizer) {
