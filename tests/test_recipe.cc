@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "temp_dir.h"
 #include "tfm/train/recipe.h"
@@ -137,6 +138,43 @@ TEST(Recipe, TyposAndBadValuesAreOneLineErrorsWithFileAndLine) {
   expect_error([&] { validate(device); }, {"training.device", "cpu, cuda or auto", "gpu0"});
   apply_override(precision, "training.precision=fp16");
   expect_error([&] { validate(precision); }, {"training.precision", "f32, bf16 or auto", "fp16"});
+}
+
+TEST(Recipe, RangeErrorsNameTheFileLineAndValue) {
+  // Issue 43 D19: validate()'s errors named neither the file and line nor (beta1, beta2) the value.
+  TempDir tmp;
+  const std::string data = "data:\n  train_source: a.en\n  train_target: a.de\n";
+  const std::pair<std::string, std::vector<std::string>> cases[] = {
+      {"optimizer:\n  lr_scale: -1\n", {"recipe.yaml:5: ", "optimizer.lr_scale", "-1"}},
+      {"checkpoints:\n  keep: 0\n", {"recipe.yaml:5: ", "checkpoints.keep", "got 0"}},
+      {"optimizer:\n  beta1: 0.9\n  beta2: 1.5\n",
+       {"recipe.yaml:6: ", "optimizer.beta2 must be in [0, 1), got 1.5"}},
+      {"training:\n  max_steps: -2\n", {"recipe.yaml:5: ", "training.max_steps", "-2"}},
+      {"training:\n  max_minutes: 2e7\n", {"recipe.yaml:5: ", "training.max_minutes", "2e+07"}},
+      {"model:\n  layers: 0\n", {"recipe.yaml:5: ", "'layers' must be positive, got 0"}},
+      {"validation:\n  every_steps: -1\n", {"recipe.yaml:5: ", "validation.every_steps", "-1"}},
+  };
+  for (const auto& [section, parts] : cases) {
+    TrainRecipe r = load_recipe(write(tmp, data + section));
+    try {
+      validate(r);
+      ADD_FAILURE() << section << " was accepted";
+    } catch (const Error& e) {
+      for (const std::string& part : parts)
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << part << " / " << e.what();
+    }
+  }
+  // data.accumulate is bounded (a million batches held for one update ignored every signal).
+  TrainRecipe r = load_recipe(write(tmp,
+                                    "data:\n  train_source: a.en\n  train_target: a.de\n"
+                                    "  accumulate: 1000000\n"));
+  expect_error([&] { validate(r); },
+               {"recipe.yaml:4: ", "data.accumulate must be in [1, 1024] or auto, got 1000000"});
+  // A value given with --set says so.
+  apply_override(r, "data.accumulate=2");
+  validate(r);
+  apply_override(r, "optimizer.eps=0");
+  expect_error([&] { validate(r); }, {"--set optimizer.eps=0: ", "optimizer.eps", "got 0"});
 }
 
 TEST(Recipe, DuplicateKeysAndSectionsAreErrors) {

@@ -124,6 +124,10 @@ BatchSize choose_batch_size(const BatchSizeRequest& r) {
   } else {
     chosen.accumulate = 1;
   }
+  TFM_CHECK(chosen.accumulate <= kMaxAccumulate,
+            "data.accumulate {} batches per update is more than {}: lower data.update_tokens ({}) "
+            "or raise data.max_tokens ({})",
+            chosen.accumulate, kMaxAccumulate, r.update_tokens, chosen.max_tokens);
   return chosen;
 }
 

@@ -43,6 +43,10 @@ namespace tfm {
 // data.max_tokens and data.accumulate given as `auto`.
 inline constexpr int64_t kAutoBatch = -1;
 
+// The most batches an update may accumulate on a rank (data.accumulate, given or auto): each is
+// held in memory until the update, and a larger number would be hours an update.
+inline constexpr int64_t kMaxAccumulate = 1024;
+
 // The share of the free memory that the estimate may fill by default (data.memory_fraction): the
 // rest absorbs what the estimate leaves out (the runtime's own buffers, the C library's heap, other
 // processes).

@@ -255,6 +255,7 @@ void apply_override(TrainRecipe& recipe, const std::string& assignment) {
   TFM_CHECK(eq != std::string::npos && eq > 0, "--set expects section.key=value, got '{}'",
             assignment);
   set_key(recipe, assignment.substr(0, eq), assignment.substr(eq + 1));
+  recipe.origins[assignment.substr(0, eq)] = "--set " + assignment;
 }
 
 namespace {
@@ -340,12 +341,40 @@ TrainRecipe load_recipe(const std::filesystem::path& path) {
   for (const Entry& e : entries) {
     try {
       set_key(recipe, e.key, e.value);
+      recipe.origins[e.key] = fmt::format("{}:{}", file, e.key_line);
     } catch (const Error& error) {
       fail("{}:{}: {}", file, e.key_line, error.what());
     }
   }
   return recipe;
 }
+
+namespace {
+
+// "recipe.yaml:12: " (or "--set k=v: ") for the first of `keys` that was set; "" when none was.
+std::string origin(const TrainRecipe& r, std::initializer_list<const char*> keys) {
+  for (const char* key : keys)
+    if (auto it = r.origins.find(key); it != r.origins.end()) return it->second + ": ";
+  return "";
+}
+
+// The model section's values are checked by the configuration (config.h), whose errors name the
+// key but not the recipe: say where the recipe set it.
+void validate_model(const TrainRecipe& r) {
+  try {
+    r.model_config(r.vocab_size);
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    for (const auto& [key, where] : r.origins)
+      if (key.starts_with("model.") && message.find("'" + key.substr(6) + "'") != std::string::npos)
+        fail("{}: {}", where, message);
+    if (auto it = r.origins.find("model.preset"); it != r.origins.end())
+      fail("{}: {}", it->second, message);
+    throw;
+  }
+}
+
+}  // namespace
 
 void validate(const TrainRecipe& r) {
   // Command-line shortcuts (--max-minutes) bypass parse_double: every number is checked here too.
@@ -359,66 +388,106 @@ void validate(const TrainRecipe& r) {
       {"optimizer.clip_norm", r.clip_norm},
       {"training.max_minutes", r.max_minutes},
       {"checkpoints.every_minutes", r.checkpoint_every_minutes},
-      {"checkpoints.every_fraction", r.checkpoint_every_fraction}};
+      {"checkpoints.every_fraction", r.checkpoint_every_fraction},
+      {"training.allreduce_bucket_mb", r.allreduce_bucket_mb}};
   for (const auto& [key, value] : numbers)
-    TFM_CHECK(std::isfinite(value), "{} must be a finite number, got {}", key, value);
+    TFM_CHECK(std::isfinite(value), "{}{} must be a finite number, got {}", origin(r, {key}), key,
+              value);
   // Beyond these the run is meaningless and products like minutes * 60 could overflow. A huge
   // (finite) lr_scale is left to the training loop, which skips non-finite updates and stops.
-  TFM_CHECK(r.max_minutes <= kMaxMinutes && r.checkpoint_every_minutes <= kMaxMinutes,
-            "training.max_minutes and checkpoints.every_minutes must be at most {} (about 19 "
-            "years), got {} and {}",
-            kMaxMinutes, r.max_minutes, r.checkpoint_every_minutes);
+  TFM_CHECK(r.max_minutes <= kMaxMinutes,
+            "{}training.max_minutes must be at most {} (about 19 years), got {}",
+            origin(r, {"training.max_minutes"}), kMaxMinutes, r.max_minutes);
+  TFM_CHECK(r.checkpoint_every_minutes <= kMaxMinutes,
+            "{}checkpoints.every_minutes must be at most {} (about 19 years), got {}",
+            origin(r, {"checkpoints.every_minutes"}), kMaxMinutes, r.checkpoint_every_minutes);
   TFM_CHECK(r.threads >= 0 && r.threads <= kMaxThreads,
-            "training.threads must be in [0, {}] (0: all cores), got {}", kMaxThreads, r.threads);
+            "{}training.threads must be in [0, {}] (0: all cores), got {}",
+            origin(r, {"training.threads"}), kMaxThreads, r.threads);
   TFM_CHECK(!r.train_source.empty() && !r.train_target.empty(),
-            "data.train_source and data.train_target are required");
+            "{}data.train_source and data.train_target are required",
+            origin(r, {"data.train_source", "data.train_target"}));
   TFM_CHECK(r.valid_source.empty() == r.valid_target.empty(),
-            "give both data.valid_source and data.valid_target, or neither");
+            "{}give both data.valid_source and data.valid_target, or neither",
+            origin(r, {"data.valid_source", "data.valid_target"}));
   TFM_CHECK(r.vocab_type == "bpe" || r.vocab_type == "unigram" || r.vocab_type == "word",
-            "data.vocab_type must be bpe, unigram or word, got '{}'", r.vocab_type);
-  TFM_CHECK(r.vocab_size >= 8, "data.vocab_size must be at least 8, got {}", r.vocab_size);
-  TFM_CHECK(r.max_length >= 2, "data.max_length must be at least 2, got {}", r.max_length);
-  TFM_CHECK(r.vocab_sample >= 0, "data.vocab_sample must be >= 0 (0: every sentence), got {}",
-            r.vocab_sample);
+            "{}data.vocab_type must be bpe, unigram or word, got '{}'",
+            origin(r, {"data.vocab_type"}), r.vocab_type);
+  TFM_CHECK(r.vocab_size >= 8, "{}data.vocab_size must be at least 8, got {}",
+            origin(r, {"data.vocab_size"}), r.vocab_size);
+  TFM_CHECK(r.max_length >= 2, "{}data.max_length must be at least 2, got {}",
+            origin(r, {"data.max_length"}), r.max_length);
+  TFM_CHECK(r.vocab_sample >= 0, "{}data.vocab_sample must be >= 0 (0: every sentence), got {}",
+            origin(r, {"data.vocab_sample"}), r.vocab_sample);
   TFM_CHECK(r.max_tokens == kAutoBatch || r.max_tokens >= 2 * r.max_length,
-            "data.max_tokens ({}) must hold one pair of max_length ({}) tokens on each side",
-            r.max_tokens, r.max_length);
-  TFM_CHECK(r.accumulate == kAutoBatch || r.accumulate >= 1,
-            "data.accumulate must be at least 1 or auto, got {}", r.accumulate);
-  TFM_CHECK(r.update_tokens >= 0, "data.update_tokens must be >= 0 (0: off), got {}",
-            r.update_tokens);
+            "{}data.max_tokens ({}) must hold one pair of max_length ({}) tokens on each side",
+            origin(r, {"data.max_tokens", "data.max_length"}), r.max_tokens, r.max_length);
+  // Each accumulated batch is held until the update (its normaliser is the whole update's tokens):
+  // beyond this an update takes hours and the memory of thousands of batches.
+  TFM_CHECK(r.accumulate == kAutoBatch || (r.accumulate >= 1 && r.accumulate <= kMaxAccumulate),
+            "{}data.accumulate must be in [1, {}] or auto, got {}", origin(r, {"data.accumulate"}),
+            kMaxAccumulate, r.accumulate);
+  TFM_CHECK(r.update_tokens >= 0, "{}data.update_tokens must be >= 0 (0: off), got {}",
+            origin(r, {"data.update_tokens"}), r.update_tokens);
   TFM_CHECK(r.memory_fraction > 0 && r.memory_fraction <= 1,
-            "data.memory_fraction must be in (0, 1], got {}", r.memory_fraction);
+            "{}data.memory_fraction must be in (0, 1], got {}", origin(r, {"data.memory_fraction"}),
+            r.memory_fraction);
   TFM_CHECK(r.update_tokens == 0 || r.accumulate == kAutoBatch,
-            "data.update_tokens ({}) and data.accumulate ({}) both set the size of an update: give "
-            "data.accumulate: auto, or data.update_tokens: 0",
-            r.update_tokens, r.accumulate);
+            "{}data.update_tokens ({}) and data.accumulate ({}) both set the size of an update: "
+            "give data.accumulate: auto, or data.update_tokens: 0",
+            origin(r, {"data.accumulate", "data.update_tokens"}), r.update_tokens, r.accumulate);
   TFM_CHECK(r.allreduce_bucket_mb > 0 && r.allreduce_bucket_mb <= 1024,
-            "training.allreduce_bucket_mb must be in (0, 1024], got {}", r.allreduce_bucket_mb);
-  TFM_CHECK(r.shuffle_window >= 1, "data.shuffle_window must be at least 1, got {}",
-            r.shuffle_window);
-  TFM_CHECK(r.lr_scale > 0, "optimizer.lr_scale must be positive, got {}", r.lr_scale);
-  TFM_CHECK(r.warmup >= 1, "optimizer.warmup must be at least 1, got {}", r.warmup);
-  TFM_CHECK(r.beta1 >= 0 && r.beta1 < 1 && r.beta2 >= 0 && r.beta2 < 1,
-            "optimizer.beta1 and beta2 must be in [0, 1)");
-  TFM_CHECK(r.eps > 0, "optimizer.eps must be positive, got {}", r.eps);
-  TFM_CHECK(r.clip_norm >= 0, "optimizer.clip_norm must be >= 0, got {}", r.clip_norm);
-  ops::parse_precision(r.precision, "training.precision");  // the one parser of precision names
+            "{}training.allreduce_bucket_mb must be in (0, 1024], got {}",
+            origin(r, {"training.allreduce_bucket_mb"}), r.allreduce_bucket_mb);
+  TFM_CHECK(r.shuffle_window >= 1, "{}data.shuffle_window must be at least 1, got {}",
+            origin(r, {"data.shuffle_window"}), r.shuffle_window);
+  TFM_CHECK(r.lr_scale > 0, "{}optimizer.lr_scale must be positive, got {}",
+            origin(r, {"optimizer.lr_scale"}), r.lr_scale);
+  TFM_CHECK(r.warmup >= 1, "{}optimizer.warmup must be at least 1, got {}",
+            origin(r, {"optimizer.warmup"}), r.warmup);
+  TFM_CHECK(r.beta1 >= 0 && r.beta1 < 1, "{}optimizer.beta1 must be in [0, 1), got {}",
+            origin(r, {"optimizer.beta1"}), r.beta1);
+  TFM_CHECK(r.beta2 >= 0 && r.beta2 < 1, "{}optimizer.beta2 must be in [0, 1), got {}",
+            origin(r, {"optimizer.beta2"}), r.beta2);
+  TFM_CHECK(r.eps > 0, "{}optimizer.eps must be positive, got {}", origin(r, {"optimizer.eps"}),
+            r.eps);
+  TFM_CHECK(r.clip_norm >= 0, "{}optimizer.clip_norm must be >= 0, got {}",
+            origin(r, {"optimizer.clip_norm"}), r.clip_norm);
+  try {
+    ops::parse_precision(r.precision, "training.precision");  // the one parser of precision names
+  } catch (const Error& e) {
+    fail("{}{}", origin(r, {"training.precision"}), e.what());
+  }
   TFM_CHECK(r.device == "cpu" || r.device == "cuda" || r.device == "auto",
-            "training.device must be cpu, cuda or auto, got '{}'", r.device);
+            "{}training.device must be cpu, cuda or auto, got '{}'", origin(r, {"training.device"}),
+            r.device);
   TFM_CHECK(r.warmup_fraction >= 0 && r.warmup_fraction <= 1,
-            "optimizer.warmup_fraction must be in [0, 1], got {}", r.warmup_fraction);
+            "{}optimizer.warmup_fraction must be in [0, 1], got {}",
+            origin(r, {"optimizer.warmup_fraction"}), r.warmup_fraction);
   TFM_CHECK(r.checkpoint_every_fraction >= 0 && r.checkpoint_every_fraction <= 1,
-            "checkpoints.every_fraction must be in [0, 1], got {}", r.checkpoint_every_fraction);
-  TFM_CHECK(r.max_steps >= 0 && r.max_epochs >= 0 && r.max_minutes >= 0,
-            "training limits must be >= 0");
-  TFM_CHECK(r.log_every >= 1, "training.log_every must be at least 1, got {}", r.log_every);
-  TFM_CHECK(r.keep_checkpoints >= 1, "checkpoints.keep must be at least 1, got {}",
-            r.keep_checkpoints);
-  TFM_CHECK(r.checkpoint_every_steps >= 0 && r.checkpoint_every_minutes >= 0,
-            "checkpoint intervals must be >= 0");
-  TFM_CHECK(!r.run_dir.empty(), "training.run_dir must not be empty");
-  r.model_config(r.vocab_size);  // the model section's keys and values
+            "{}checkpoints.every_fraction must be in [0, 1], got {}",
+            origin(r, {"checkpoints.every_fraction"}), r.checkpoint_every_fraction);
+  TFM_CHECK(r.max_steps >= 0, "{}training.max_steps must be >= 0 (0: no limit), got {}",
+            origin(r, {"training.max_steps"}), r.max_steps);
+  TFM_CHECK(r.max_epochs >= 0, "{}training.max_epochs must be >= 0 (0: no limit), got {}",
+            origin(r, {"training.max_epochs"}), r.max_epochs);
+  TFM_CHECK(r.max_minutes >= 0, "{}training.max_minutes must be >= 0 (0: no limit), got {}",
+            origin(r, {"training.max_minutes"}), r.max_minutes);
+  TFM_CHECK(r.log_every >= 1, "{}training.log_every must be at least 1, got {}",
+            origin(r, {"training.log_every"}), r.log_every);
+  TFM_CHECK(r.keep_checkpoints >= 1, "{}checkpoints.keep must be at least 1, got {}",
+            origin(r, {"checkpoints.keep"}), r.keep_checkpoints);
+  TFM_CHECK(r.checkpoint_every_steps >= 0, "{}checkpoints.every_steps must be >= 0, got {}",
+            origin(r, {"checkpoints.every_steps"}), r.checkpoint_every_steps);
+  TFM_CHECK(r.checkpoint_every_minutes >= 0, "{}checkpoints.every_minutes must be >= 0, got {}",
+            origin(r, {"checkpoints.every_minutes"}), r.checkpoint_every_minutes);
+  TFM_CHECK(r.validate_every_steps >= 0, "{}validation.every_steps must be >= 0, got {}",
+            origin(r, {"validation.every_steps"}), r.validate_every_steps);
+  TFM_CHECK(r.valid_max_sentences >= 0, "{}validation.max_sentences must be >= 0 (0: all), got {}",
+            origin(r, {"validation.max_sentences"}), r.valid_max_sentences);
+  TFM_CHECK(!r.run_dir.empty(), "{}training.run_dir must not be empty",
+            origin(r, {"training.run_dir"}));
+  validate_model(r);  // the model section's keys and values
 }
 
 }  // namespace tfm

@@ -85,6 +85,10 @@ struct TrainRecipe {
   bool validate_bleu = true;         // greedy-decoded BLEU on the validation set
   int64_t valid_max_sentences = 0;   // 0: all
 
+  // Where each key given was set ("section.key" -> "recipe.yaml:12" or "--set section.key=v"):
+  // validate() names it in its errors.
+  std::map<std::string, std::string> origins;
+
   // The model configuration: preset + overrides, with the given vocabulary size; validated (the
   // one check of it: config.h).
   ModelConfig model_config(int64_t vocab_size) const;
@@ -100,7 +104,8 @@ void apply_override(TrainRecipe& recipe, const std::string& assignment);
 // Every recognised "section.key", for documentation and error messages.
 std::vector<std::string> recipe_keys();
 
-// Checks values and combinations (paths given, positive budgets...).
+// Checks values and combinations (paths given, positive budgets...); an error names where the
+// key was set (recipe.yaml:LINE, --set) and the value.
 void validate(const TrainRecipe& recipe);
 
 }  // namespace tfm
