@@ -86,6 +86,26 @@ TEST(TrainingSession, TwoHalfBatchesGiveTheUpdateOfTheWholeBatch) {
   EXPECT_LT(max_diff, 1e-5 * max_change);  // ...the same way both times
 }
 
+TEST(TrainingSession, AStopBetweenAccumulatedBatchesAbandonsTheUpdateLeavingNothingChanged) {
+  // Issue 43 D3: a signal was only seen after all of an update's accumulated batches.
+  std::mt19937 rng(3);
+  std::vector<nn::Batch> batches;
+  for (int i = 0; i < 4; ++i) batches.push_back(random_batch(rng, 3));
+  TrainingSession session(session_config(0.0), options());
+  const std::vector<float> before = session.model().named_parameters()[0].second.to_floats();
+  int asked = 0;
+  UpdateResult stopped = session.update(batches, 0, [&] { return ++asked == 2; });
+  EXPECT_TRUE(stopped.abandoned);
+  EXPECT_EQ(stopped.batches_done, 2);  // asked before the second and the third batch
+  EXPECT_EQ(session.step(), 0);
+  EXPECT_EQ(session.model().named_parameters()[0].second.to_floats(), before);
+  // No gradient is left behind: the next update is the one a fresh session makes.
+  TrainingSession fresh(session_config(0.0), options());
+  EXPECT_EQ(session.update(batches).loss, fresh.update(batches).loss);
+  EXPECT_EQ(session.model().named_parameters()[0].second.to_floats(),
+            fresh.model().named_parameters()[0].second.to_floats());
+}
+
 TEST(TrainingSession, ResumeFromACheckpointReproducesTheLossesExactly) {
   std::mt19937 rng(2);
   std::vector<nn::Batch> data;

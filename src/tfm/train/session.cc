@@ -60,7 +60,8 @@ void TrainingSession::restore(const Checkpoint& checkpoint) {
   adam_.restore(checkpoint.adam_steps, checkpoint.adam_m, checkpoint.adam_v);
 }
 
-UpdateResult TrainingSession::update(const std::vector<nn::Batch>& batches, int64_t first_batch) {
+UpdateResult TrainingSession::update(const std::vector<nn::Batch>& batches, int64_t first_batch,
+                                     const std::function<bool()>& stop) {
   TFM_CHECK(!batches.empty(), "an update needs at least one batch");
   const bool distributed = communicator_->size() > 1;
   UpdateResult result;
@@ -81,6 +82,13 @@ UpdateResult TrainingSession::update(const std::vector<nn::Batch>& batches, int6
   const double normalizer = static_cast<double>(result.target_tokens);
   double sums[2] = {0, 0};  // loss, nll
   for (size_t i = 0; i < batches.size(); ++i) {
+    // Before the last batch no bucket has been started: the gradients so far are only dropped.
+    if (i > 0 && stop && stop()) {
+      adam_.zero_grad();
+      result.abandoned = true;
+      result.batches_done = static_cast<int64_t>(i);
+      return result;
+    }
     Tape tape;
     // The last batch's backward completes the gradients: buckets are summed as it goes.
     if (i + 1 == batches.size()) buckets_->watch(tape);

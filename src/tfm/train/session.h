@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -49,8 +50,10 @@ struct UpdateResult {
   int64_t target_tokens = 0;
   int64_t source_tokens = 0;
   double learning_rate = 0;
-  double grad_norm = 0;  // before clipping
-  bool skipped = false;  // the loss or the gradient norm was not finite: no update was made
+  double grad_norm = 0;      // before clipping
+  bool skipped = false;      // the loss or the gradient norm was not finite: no update was made
+  bool abandoned = false;    // `stop` said so between two batches: no update was made
+  int64_t batches_done = 0;  // of this rank's batches, when abandoned
   // (loss, nll and the token counts are the whole update's, over every rank)
 };
 
@@ -73,8 +76,11 @@ class TrainingSession {
   // When the loss or the gradient norm is not finite, nothing changes and `skipped` is set.
   // With several ranks, `batches` are this rank's share of the update and `first_batch` the
   // place of the first of them among all the update's batches (dropout seeds); every rank calls
-  // update() together.
-  UpdateResult update(const std::vector<nn::Batch>& batches, int64_t first_batch = 0);
+  // update() together. `stop`, when given, is asked between two batches (a signal during a long
+  // accumulation): when it says true the update is abandoned, nothing changes and `abandoned` is
+  // set. With several ranks it must give every rank the same answer (it is a collective there).
+  UpdateResult update(const std::vector<nn::Batch>& batches, int64_t first_batch = 0,
+                      const std::function<bool()>& stop = {});
 
   // Makes every rank's parameters, optimizer state and step those of rank `root` (start-up and
   // resume: rank 0 initialised or read the checkpoint).

@@ -1,5 +1,7 @@
 #include "tfm/train/train_loop.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -42,12 +44,20 @@ namespace {
 
 std::atomic<int> g_stop_signal{0};
 
+// The first SIGINT/SIGTERM asks the loop to stop; a second one ends the process at once (only
+// async-signal-safe calls here: an atomic exchange, write and _exit).
 extern "C" void request_stop(int signal) {
-  g_stop_signal = signal;
+  if (g_stop_signal.exchange(signal) == 0) return;
+  static const char kMessage[] =
+      "tfm: error: training interrupted again: ended at once without saving; --resume continues "
+      "from the last checkpoint\n";
+  [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+  ::_exit(128 + signal);
 }
 
-// Installs SIGINT/SIGTERM handlers for the run's lifetime: the loop finishes its update, saves a
-// checkpoint and returns.
+// Installs SIGINT/SIGTERM handlers for the run's lifetime: the loop stops after the update in
+// progress, or between two of its accumulated batches (abandoning it), saves a checkpoint and
+// returns; a second signal ends the process.
 class StopSignals {
  public:
   StopSignals() {
@@ -625,6 +635,7 @@ TrainSummary run_training(const TrainRecipe& given_recipe, const TrainRunOptions
   int64_t non_finite_in_a_row = 0;
   while (!limits_reached() && !stop_requested()) {
     const int64_t epochs_before = completed_epochs();
+    const data::Batcher::State position_before = batcher.state();
     // The update's accumulate x ranks batches, in the batcher's (global) order: rank r computes
     // those from r x accumulate on, as one process with accumulate x ranks would.
     std::vector<nn::Batch> batches;
@@ -634,7 +645,22 @@ TrainSummary run_training(const TrainRecipe& given_recipe, const TrainRunOptions
       else
         batcher.skip();
     }
-    UpdateResult update = session.update(batches, rank * recipe.accumulate);
+    // A signal during the accumulation abandons the update: nothing was applied, and the data
+    // position goes back to its start, so the checkpoint saved below is exactly the last update.
+    auto stop_between_batches = [&] {
+      if (ranks == 1) return g_stop_signal != 0;
+      double asked = g_stop_signal != 0 ? 1.0 : 0.0;
+      comm.all_reduce_sum(std::span<double>(&asked, 1));
+      return asked > 0;
+    };
+    UpdateResult update = session.update(batches, rank * recipe.accumulate, stop_between_batches);
+    if (update.abandoned) {
+      batcher.restore(position_before);
+      agreed_stop = true;
+      note(fmt::format("step {}: interrupted after {} of its {} batches: the update is dropped",
+                       session.step() + 1, update.batches_done, recipe.accumulate));
+      break;
+    }
     agree();
     if (update.skipped) {
       ++non_finite_in_a_row;
