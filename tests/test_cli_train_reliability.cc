@@ -3,9 +3,12 @@
 // uncreatable run directory, a file size limit. Each case is a reproduction from issue 11.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -214,6 +217,77 @@ TEST(CliTrainReliability, NegativeCountsAreUsageErrors) {
     auto result = run_tfm_command(arguments, dir);
     EXPECT_NE(result.status, 0) << arguments;
     EXPECT_NE(result.err.find("not in range"), std::string::npos)
+        << arguments << ": " << result.err;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  }
+}
+
+// Starts `tfm train` with 1024 batches an update, sends `signals` (e.g. "INT" or "INT TERM") once
+// its training loop runs, and returns its exit status and stderr.
+testing::CommandResult train_and_signal(const TempDir& dir, const std::string& signals) {
+  const std::string script = fmt::format(
+      "'{}/tfm' train -c {} --set data.accumulate=1024 --set model.d_model=64 --set model.d_ff=128 "
+      "--set model.d_k=32 --set model.d_v=32 --max-steps 2 2> {} & pid=$!\n"
+      "for i in $(seq 1200); do grep -q '^model: ' {} && break; sleep 0.05; done\n"
+      "sleep 0.5\n"
+      "for s in {}; do kill -$s $pid; done\n"
+      "wait $pid; echo $?\n",
+      TFM_BINARY_DIR, quoted(dir / "recipe.yaml"), quoted(dir / "train.err"),
+      quoted(dir / "train.err"), signals);
+  testing::write_text(dir / "signal.sh", script);
+  const int raw = std::system(
+      fmt::format("timeout 120 bash {} > {}", quoted(dir / "signal.sh"), quoted(dir / "status"))
+          .c_str());
+  EXPECT_EQ(WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, 0) << "the run did not stop";
+  return {std::atoi(testing::read_text(dir / "status").c_str()), "",
+          testing::read_text(dir / "train.err")};
+}
+
+TEST(CliTrainReliability, ASignalStopsBetweenAccumulatedBatchesWithoutAPartialUpdate) {
+  // Issue 43 D3: signals were ignored until an update's accumulated batches were all done.
+  TempDir dir;
+  write_recipe(dir);
+  auto result = train_and_signal(dir, "INT");
+  EXPECT_EQ(result.status, 1) << result.err;
+  EXPECT_NE(result.err.find("step 1: interrupted after "), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("of its 1024 batches: the update is dropped"), std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("training interrupted; continue it with --resume"), std::string::npos)
+      << result.err;
+  // The checkpoint is where the run stood before the dropped update: step 0, the first batch.
+  ASSERT_EQ(checkpoint_names(dir), (std::vector<std::string>{"step-000000000"}));
+  const TrainingState state = load_training_state(dir / "run" / "checkpoints" / "step-000000000");
+  EXPECT_EQ(state.step, 0);
+  EXPECT_EQ(state.epoch, 0);
+  EXPECT_EQ(state.batch_in_epoch, 0);
+}
+
+TEST(CliTrainReliability, ASecondSignalEndsTheRunAtOnce) {
+  TempDir dir;
+  write_recipe(dir);
+  // Two different signals: two of one kind sent at once may arrive as one.
+  auto result = train_and_signal(dir, "INT TERM");
+  EXPECT_TRUE(result.status == 128 + SIGINT || result.status == 128 + SIGTERM)
+      << result.status << ": " << result.err;
+  EXPECT_NE(result.err.find("tfm: error: training interrupted again: ended at once without "
+                            "saving; --resume continues from the last checkpoint"),
+            std::string::npos)
+      << result.err;
+  EXPECT_TRUE(checkpoint_names(dir).empty());
+}
+
+TEST(CliTrainReliability, NonFiniteFloatOptionsAreUsageErrorsInEveryCommand) {
+  // Issue 43 D13: CLI::Range lets NaN through (every comparison with it is false).
+  TempDir dir;
+  for (const char* arguments :
+       {"train --max-minutes nan", "train --max-minutes inf", "train --max-minutes 1e400",
+        "translate --alignment-threshold nan", "translate --alpha nan", "attention --alpha nan",
+        "parse --alpha nan", "serve --alpha nan", "serve --request-timeout nan",
+        "serve --batch-delay-ms -inf", "sweep --alpha nan", "sweep --budget-minutes nan",
+        "bleu --smooth-value nan"}) {
+    auto result = run_tfm_command(arguments, dir);
+    EXPECT_NE(result.status, 0) << arguments << ": " << result.err;
+    EXPECT_NE(result.err.find("must be a finite number in range"), std::string::npos)
         << arguments << ": " << result.err;
     EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
   }

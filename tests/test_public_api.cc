@@ -112,6 +112,28 @@ TEST_F(PublicApi, ScoresTargetsTokenByToken) {
   }
 }
 
+TEST(PublicApiTrain, BudgetsThatAreNotNumbersOrNegativeAreErrors) {
+  // Issue 43 D13: NaN, -2 and -5 were dropped silently (a run with no limit).
+  const std::function<void(tfm::TrainingOptions&)> edits[] = {
+      [](tfm::TrainingOptions& o) { o.max_minutes = std::nan(""); },
+      [](tfm::TrainingOptions& o) { o.max_minutes = -5; },
+      [](tfm::TrainingOptions& o) { o.max_minutes = INFINITY; },
+      [](tfm::TrainingOptions& o) { o.max_steps = -2; },
+      [](tfm::TrainingOptions& o) { o.threads = -7; }};
+  for (const auto& edit : edits) {
+    tfm::TrainingOptions options;
+    edit(options);
+    try {
+      tfm::train(options);
+      ADD_FAILURE() << "accepted";
+    } catch (const tfm::Error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("must be"), std::string::npos) << message;
+      EXPECT_NE(message.find("(or -1: the recipe's)"), std::string::npos) << message;
+    }
+  }
+}
+
 TEST(PublicApiBleu, MatchesSacrebleuWithItsSignature) {
   // Precisions 5/6, 3/5, 1/4 and, exp smoothing for the first zero order, 1/(2 * 3); BP 1:
   // BLEU = 100 (5/6 * 3/5 * 1/4 * 1/6)^(1/4) = 37.9917842...

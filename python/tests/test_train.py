@@ -94,3 +94,12 @@ def test_training_errors(recipe, tmp_path):
         tfm.train(recipe, {"training.colour": "red"}, run_dir=tmp_path / "run")
     with pytest.raises(TypeError):
         tfm.train(recipe, "training.log_every=2")
+
+
+def test_budgets_that_are_not_numbers_or_negative_are_errors(recipe, tmp_path):
+    # Issue 43 D13: NaN, -2 and -5 were dropped silently, leaving the run without a limit.
+    for options in ({"max_minutes": float("nan")}, {"max_minutes": -5.0},
+                    {"max_minutes": float("inf")}, {"max_steps": -2}, {"threads": -7}):
+        with pytest.raises(tfm.Error, match="must be"):
+            tfm.train(recipe, run_dir=tmp_path / "run", **options)
+    assert not (tmp_path / "run").exists()

@@ -1,21 +1,52 @@
 // tfm::train: a recipe run into a run directory, as `tfm train` runs it.
 #include "tfm/train.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "tfm/core/error.h"
 #include "tfm/dist/communicator.h"
 #include "tfm/eval/validation_bleu.h"
 #include "tfm/train/train_loop.h"
 
 namespace tfm {
 
+namespace {
+
+// The options' own numbers: -1 is "not given", anything else must be a valid budget (the
+// recipe's checks only see what is copied into it, and -2 or NaN would be dropped silently).
+void check_options(const TrainingOptions& o) {
+  TFM_CHECK(o.max_steps == -1 || o.max_steps >= 0,
+            "max_steps must be >= 0 (or -1: the recipe's), got {}", o.max_steps);
+  TFM_CHECK(std::isfinite(o.max_minutes) && (o.max_minutes == -1 || o.max_minutes >= 0),
+            "max_minutes must be a finite number >= 0 (or -1: the recipe's), got {}",
+            o.max_minutes);
+  TFM_CHECK(o.threads >= -1, "threads must be >= 0 (or -1: the recipe's), got {}", o.threads);
+}
+
+}  // namespace
+
 TrainingResult train(const TrainingOptions& options) {
+  check_options(options);
   TrainRecipe recipe = options.recipe.empty() ? TrainRecipe{} : load_recipe(options.recipe);
   for (const std::string& assignment : options.overrides) apply_override(recipe, assignment);
-  if (!options.run_dir.empty()) recipe.run_dir = options.run_dir.string();
-  if (options.max_steps >= 0) recipe.max_steps = options.max_steps;
-  if (options.max_minutes >= 0) recipe.max_minutes = options.max_minutes;
-  if (options.threads >= 0) recipe.threads = options.threads;
+  // A value given here replaces the recipe's, and so does where validate() says it came from.
+  if (!options.run_dir.empty()) {
+    recipe.run_dir = options.run_dir.string();
+    recipe.origins["training.run_dir"] = "run_dir";
+  }
+  if (options.max_steps >= 0) {
+    recipe.max_steps = options.max_steps;
+    recipe.origins["training.max_steps"] = "max_steps";
+  }
+  if (options.max_minutes >= 0) {
+    recipe.max_minutes = options.max_minutes;
+    recipe.origins["training.max_minutes"] = "max_minutes";
+  }
+  if (options.threads >= 0) {
+    recipe.threads = options.threads;
+    recipe.origins["training.threads"] = "threads";
+  }
   if (!options.device.empty()) apply_override(recipe, "training.device=" + options.device);
   TrainRunOptions run;
   run.resume = options.resume;
