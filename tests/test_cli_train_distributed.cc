@@ -207,6 +207,28 @@ TEST(CliTrainDistributed, RanksWithDifferentRecipesAreRefusedAtStartUp) {
   EXPECT_TRUE(list_checkpoints(dir / "run" / "checkpoints").empty());
 }
 
+TEST(CliTrainDistributed, ARankThatIsNotTrainingEndsTheJobAtStartUp) {
+  // Issue 43 D24: rank 1 runs `tfm info`, which never joins MPI's start-up; rank 0 waited in
+  // MPI_Init until killed. With a start-up deadline of 3 s the job ends, saying why.
+  TempDir dir;
+  testing::write_recipe(dir);
+  const auto start = std::chrono::steady_clock::now();
+  auto result = run_shell(
+      fmt::format("TFM_MPI_START_TIMEOUT=3 timeout 100 '{}' {} -x TFM_MPI_START_TIMEOUT -np 1 "
+                  "'{}/tfm' {} : -np 1 '{}/tfm' info -p base",
+                  TFM_MPIEXEC, kMpirunOptions, TFM_BINARY_DIR,
+                  train_arguments(dir, "run", "--max-steps 3"), TFM_BINARY_DIR),
+      dir);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(result.status, 0);
+  EXPECT_NE(result.status, 124) << "the job hung: " << result.err;
+  EXPECT_LT(seconds, 60.0);
+  EXPECT_NE(result.err.find("rank 0 of 2: the job's ranks did not all start MPI within 3 s"),
+            std::string::npos)
+      << result.err;
+}
+
 #else
 
 TEST(CliTrainDistributed, NeedsMpi) {

@@ -1,6 +1,11 @@
 // world(): the job this process belongs to, from its launcher's environment.
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "tfm/core/error.h"
 #include "tfm/dist/communicator.h"
@@ -20,6 +25,52 @@ int env_int(const char* name) {
   long parsed = std::strtol(value, &end, 10);
   return *end == '\0' && parsed >= 0 ? static_cast<int>(parsed) : -1;
 }
+
+#ifdef TFM_HAVE_MPI
+// Seconds the ranks of a job have to start MPI together: TFM_MPI_START_TIMEOUT, else 120.
+double start_timeout() {
+  const int seconds = env_int("TFM_MPI_START_TIMEOUT");
+  return seconds > 0 ? seconds : 120.0;
+}
+
+// Ends this process (exit 1, which makes the launcher end the job) when MPI's start-up has not
+// completed within the deadline. A rank that runs something other than `tfm train` (`mpirun -np 1
+// tfm train ... : -np 1 tfm info`) never joins MPI_Init's exchange, and the others would wait in
+// it forever; MPI offers no time-out of its own there.
+class StartupWatchdog {
+ public:
+  StartupWatchdog(const LaunchInfo& launch, double seconds)
+      : thread_([this, launch, seconds] { watch(launch, seconds); }) {}
+  ~StartupWatchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void watch(const LaunchInfo& launch, double seconds) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (changed_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return done_; }))
+      return;
+    std::fprintf(stderr,
+                 "tfm: error: rank %d of %d: the job's ranks did not all start MPI within %g s "
+                 "(TFM_MPI_START_TIMEOUT): every rank must run `tfm train` (a rank running "
+                 "another program, as in `mpirun -np 1 tfm train ... : -np 1 tfm info`, never "
+                 "joins); ending the job\n",
+                 launch.rank, launch.size, seconds);
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool done_ = false;
+  std::thread thread_;  // last: started once the members above exist
+};
+#endif
 
 }  // namespace
 
@@ -48,7 +99,13 @@ Communicator& world() {
     LaunchInfo launch = launch_info();
     if (launch.size <= 1) return make_single_process();  // MPI is not even initialised
 #ifdef TFM_HAVE_MPI
-    std::unique_ptr<Communicator> mpi = make_mpi();
+    // make_mpi's start-up is collective (MPI_Init, then a duplicate of the world and an exchange
+    // of host names): a rank that never joins makes it hang.
+    std::unique_ptr<Communicator> mpi;
+    {
+      StartupWatchdog watchdog(launch, start_timeout());
+      mpi = make_mpi();
+    }
     // They differ when the launcher is not the one of the MPI library tfm was built with (e.g. srun
     // without --mpi=pmix, or MPICH's mpiexec for Open MPI): each process would train alone.
     TFM_CHECK(mpi->rank() == launch.rank && mpi->size() == launch.size,
