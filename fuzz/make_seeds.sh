@@ -15,7 +15,7 @@ checkpoint="$(ls -d "$files"/checkpoints/step-*)"
 
 corpus=fuzz/corpus
 rm -rf "$corpus"
-mkdir -p "$corpus"/{safetensors,config_json,model_dir,checkpoint,recipe}
+mkdir -p "$corpus"/{safetensors,config_json,model_dir,checkpoint,recipe,serve_request}
 
 pack() {  # pack <first file> <second file> <output>
   python3 - "$1" "$2" "$3" <<'PY'
@@ -98,5 +98,20 @@ printf 'data: [1, 2\n' > "$r/bad-syntax.yaml"
 printf 'data:\n  vocab: ${TFM_UNSET_VARIABLE_X}/v.model\n' > "$r/unset-variable.yaml"
 printf 'model:\n  preset: big\n  dropout: 1.5\n' > "$r/bad-value.yaml"
 printf -- '- a\n- b\n' > "$r/not-map.yaml"
+
+# serve_request: request bodies of both JSON shapes and raw HTTP requests, valid and not.
+q="$corpus/serve_request"
+printf '{"q": "A man runs in the park ."}' > "$q/libretranslate-one"
+printf '{"q": ["a b", "", "c"], "model": "de", "beam_size": 4, "n_best": 2, "alignment": true, "api_key": "k", "source": "en", "target": "de", "format": "text"}' > "$q/libretranslate-all-fields"
+printf '{"q": "a", "alternatives": 2}' > "$q/libretranslate-alternatives"
+printf '[{"src": "a b", "id": 100}, {"src": "c", "id": "de"}]' > "$q/opennmt"
+printf '{"q": "A man", "x": 1e400}' > "$q/number-overflow"
+printf '{"q": "a", "q": "b"}' > "$q/repeated-key"
+printf '{"q": "caf\xc3\x28"}' > "$q/invalid-utf8"
+printf 'POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{"q": "a b"}\n' > "$q/http-request"
+printf 'POST /translate HTTP/1.1\r\nContent-Length: 13\r\nContent-Length: 5\r\n\r\n{"q": "a b"}\n' > "$q/http-two-lengths"
+printf 'POST /translate HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n5\r\nhello\r\n0\r\n\r\n' > "$q/http-chunked"
+printf 'GET /health HTTP/1.1\r\nX-Note: a\x00b\r\n\r\n' > "$q/http-nul"
+printf 'POST /translate HTTP/1.1\r\nContent-Length: -5\r\n\r\n' > "$q/http-negative-length"
 
 du -sh "$corpus"

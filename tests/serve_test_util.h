@@ -3,6 +3,9 @@
 #pragma once
 
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <future>
 #include <memory>
@@ -112,6 +115,48 @@ class TestServer {
 inline httplib::Result post_json(httplib::Client& client, const std::string& path,
                                  const std::string& body) {
   return client.Post(path.c_str(), body, "application/json");
+}
+
+// A connection to a server on loopback, or -1.
+inline int connect_to(int port) {
+  const int sock = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (sock >= 0 && ::connect(sock, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    ::close(sock);
+    return -1;
+  }
+  return sock;
+}
+
+// Everything the server sends on `sock` until it closes the connection or `wait` passes.
+inline std::string read_until_closed(int sock, std::chrono::milliseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  std::string got;
+  char buffer[4096];
+  while (std::chrono::steady_clock::now() < deadline) {
+    timeval tick{0, 100'000};
+    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tick, sizeof(tick));
+    const ssize_t n = ::recv(sock, buffer, sizeof(buffer), 0);
+    if (n == 0) break;
+    if (n > 0) got.append(buffer, static_cast<size_t>(n));
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) break;
+  }
+  return got;
+}
+
+// Sends raw bytes on a new connection and returns the server's whole reply (until it closes).
+inline std::string http_exchange(int port, const std::string& bytes,
+                            std::chrono::milliseconds wait = std::chrono::seconds(5)) {
+  const int sock = connect_to(port);
+  if (sock < 0) return "";
+  [[maybe_unused]] const ssize_t sent = ::send(sock, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  ::shutdown(sock, SHUT_WR);
+  std::string reply = read_until_closed(sock, wait);
+  ::close(sock);
+  return reply;
 }
 
 }  // namespace tfm::testing

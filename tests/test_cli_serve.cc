@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "data_test_util.h"
+#include "serve_test_util.h"
 #include "text_model_test_util.h"
 
 namespace tfm::testing {
@@ -156,6 +157,53 @@ TEST(CliServe, SigtermAnswersTheRequestsInFlightAndExitsZero) {
   for (size_t i = 0; i < sentences.size(); ++i) EXPECT_EQ(statuses[i], 200) << i;
   EXPECT_NE(server.err().find("SIGTERM: finishing the requests in flight"), std::string::npos)
       << server.err();
+}
+
+// Whether `reply` is one whole HTTP answer with the status `a` or `b`: a status line, headers and
+// as many body bytes as its Content-Length says.
+::testing::AssertionResult whole_answer(const std::string& reply, int a, int b) {
+  const size_t end = reply.find("\r\n\r\n");
+  if (!reply.starts_with("HTTP/1.1 ") || end == std::string::npos)
+    return ::testing::AssertionFailure() << "no HTTP answer: '" << reply << "'";
+  const int status = std::stoi(reply.substr(9, 3));
+  if (status != a && status != b) return ::testing::AssertionFailure() << reply;
+  const size_t length = reply.find("Content-Length: ");
+  if (length == std::string::npos || length > end) return ::testing::AssertionFailure() << reply;
+  if (reply.size() - end - 4 != std::stoul(reply.substr(length + 16)))
+    return ::testing::AssertionFailure() << "a cut body: " << reply;
+  return ::testing::AssertionSuccess();
+}
+
+TEST(CliServe, SigtermUnderLoadAnswersEveryAcceptedRequest) {
+  TempDir dir;
+  const auto model = write_tiny_text_model(dir);
+  // Fewer HTTP threads than requests: most wait for a thread when the signal comes.
+  ServeProcess server(
+      dir, {"-m", "tiny=" + model.string(), "--max-length-offset", "8", "--http-threads", "4",
+            "--batch-delay-ms", "200", "--batch-tokens", "100000"});
+  ASSERT_TRUE(server.wait_ready()) << server.err();
+  const std::vector<std::string> sentences = generated_sentences(24, false, 9);
+  std::vector<int> socks;
+  for (const std::string& sentence : sentences) {
+    const int sock = connect_to(server.port());  // accepted by the kernel once this returns
+    ASSERT_GE(sock, 0);
+    const std::string body = json{{"q", sentence}}.dump();
+    const std::string request = fmt::format(
+        "POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: {}\r\n\r\n{}",
+        body.size(), body);
+    ASSERT_EQ(::send(sock, request.data(), request.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(request.size()));
+    socks.push_back(sock);
+  }
+  std::this_thread::sleep_for(100ms);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(server.stop(SIGTERM), 0) << server.err();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+  for (size_t i = 0; i < socks.size(); ++i) {
+    EXPECT_TRUE(whole_answer(read_until_closed(socks[i], 5s), 200, 503)) << "request " << i;
+    ::close(socks[i]);
+  }
 }
 
 TEST(CliServe, BadFlagsAndFilesAreOneLineErrors) {

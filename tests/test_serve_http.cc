@@ -351,20 +351,6 @@ TEST(ServeHttp, StoppingLetsTheRequestsInFlightFinish) {
   EXPECT_FALSE(late.Get("/health"));
 }
 
-// A connection to the test server on loopback.
-int connect_to(int port) {
-  const int sock = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (sock >= 0 && ::connect(sock, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    ::close(sock);
-    return -1;
-  }
-  return sock;
-}
-
 TEST(ServeHttp, AClientThatHangsUpBeforeItsAnswerDoesNotStopTheServer) {
   // SIGPIPE's default action (terminate), whatever this process inherited: the server must set
   // its own disposition.
@@ -424,6 +410,145 @@ TEST(ServeHttp, ASlowClientIsCutOffAndOthersAreStillServed) {
   EXPECT_GE(got, 0);  // an answer (400) or the close, not our 5 s timeout
   ::close(sock);
   EXPECT_EQ(client.Get("/health")->status, 200);
+}
+
+// The status line's code of a raw HTTP reply, or 0.
+int status_of(const std::string& reply) {
+  return reply.starts_with("HTTP/1.1 ") && reply.size() >= 12 ? std::stoi(reply.substr(9, 3)) : 0;
+}
+
+TEST(ServeHttp, NumbersBeyondDoubleAndRepeatedKeysAreMalformedJson) {
+  TempDir dir;
+  TestServer server(dir.path(), quick());
+  server.wait_ready();
+  auto client = server.client();
+  // nlohmann's out_of_range, not a parse error: was a 500 "internal error".
+  for (const char* body : {R"({"q": "a b", "x": 1e400})", R"({"q": "a b", "x": -1e400})",
+                           R"({"q": "a b", "beam_size": 1e400})"})
+    expect_error(post_json(client, "/translate", body), 400, "malformed JSON: ");
+  expect_error(post_json(client, "/translator/translate", R"([{"src": "a", "id": 1e999}])"), 400,
+               "malformed JSON: ");
+  // The last of repeated keys was taken silently.
+  expect_error(post_json(client, "/translate", R"({"q": "a b", "q": "c d"})"), 400,
+               "the key \"q\" is given twice in one object");
+  expect_error(post_json(client, "/translator/translate", R"([{"src": "a", "src": "b"}])"), 400,
+               "the key \"src\" is given twice");
+  // The same key in two objects is no repetition.
+  EXPECT_EQ(post_json(client, "/translator/translate", R"([{"src": "a"}, {"src": "b"}])")->status,
+            200);
+}
+
+TEST(ServeHttp, ModelsShowNoPathsWithoutTheApiKey) {
+  TempDir dir;
+  ServeSettings settings = quick();
+  settings.server.api_key = "s3cret";
+  TestServer server(dir.path(), settings);
+  server.wait_ready();
+  auto client = server.client();
+  auto anonymous = client.Get("/models");
+  ASSERT_TRUE(anonymous);
+  EXPECT_EQ(anonymous->status, 200);
+  EXPECT_EQ(json::parse(anonymous->body), json::parse(R"([{"name": "tiny"}, {"name": "other"}])"));
+  EXPECT_EQ(anonymous->body.find(dir.path().string()), std::string::npos);
+  const json full = body_of(client.Get("/models", {{"Authorization", "Bearer s3cret"}}));
+  ASSERT_EQ(full.size(), 2u);
+  EXPECT_TRUE(full[0]["dir"].get<std::string>().starts_with((dir.path() / "a").string()))
+      << full[0]["dir"];
+  EXPECT_EQ(full[0]["layers"], 2);
+}
+
+TEST(ServeHttp, AmbiguousOrImpossibleHeadersAreRefusedAtOnce) {
+  TempDir dir;
+  ServeSettings settings = quick();
+  settings.server.io_timeout = 10s;  // a refusal that waited for the body would take this long
+  settings.server.max_body_bytes = 1000;
+  TestServer server(dir.path(), settings);
+  server.wait_ready();
+  const std::string body = json{{"q", "a b"}}.dump();
+  const std::string head =
+      "POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";
+  const auto start = serve::Clock::now();
+  auto refused = [&](const std::string& headers, int status, const std::string& part) {
+    const std::string reply = http_exchange(server.port(), head + headers + "\r\n" + body);
+    EXPECT_EQ(status_of(reply), status) << headers << reply;
+    EXPECT_NE(reply.find(part), std::string::npos) << headers << reply;
+    EXPECT_NE(reply.find("Connection: close"), std::string::npos) << reply;
+  };
+  refused(fmt::format("Content-Length: {}\r\nContent-Length: 3\r\n", body.size()), 400,
+          "two different Content-Length headers");
+  refused(std::string("X-Note: a") + '\0' + "b\r\n" +
+              fmt::format("Content-Length: {}\r\n", body.size()),
+          400, "control character (byte 0x00)");
+  refused("Content-Length: -5\r\n", 400, "Content-Length '-5' is not a number of bytes");
+  refused("Content-Length: 1e20\r\n", 400, "Content-Length '1e20' is not a number of bytes");
+  refused("Content-Length: 100000000000000000000\r\n", 413,
+          "request body larger than the maximum 1000 bytes");
+  refused("Content-Length: 1001\r\n", 413, "request body larger than the maximum 1000 bytes");
+  refused(fmt::format("Content-Length: {}\r\nTransfer-Encoding: chunked\r\n", body.size()), 400,
+          "both Content-Length and Transfer-Encoding");
+  refused(std::string(70000, 'x') + ": y\r\n", 431, "request headers longer than the maximum");
+  refused("X-Length: none\r\n", 411, "a request body needs a Content-Length");
+  EXPECT_LT(serve::Clock::now() - start, 5s);
+  // The same Content-Length twice is no conflict.
+  const std::string twice =
+      fmt::format("Content-Length: {}\r\nContent-Length: {}\r\n\r\n", body.size(), body.size());
+  EXPECT_EQ(status_of(http_exchange(server.port(), head + twice + body)), 200);
+  auto client = server.client();
+  const std::string counted = "tfm_http_requests_total{code=\"400\",endpoint=\"/translate\"} 5";
+  const std::string metrics = metrics_with(client, counted);
+  EXPECT_NE(metrics.find(counted), std::string::npos) << metrics;
+}
+
+TEST(ServeHttp, SlowClientsDoNotBlockHealthAndAreCutAtTheDeadline) {
+  TempDir dir;
+  ServeSettings settings = quick();
+  settings.server.http_threads = 2;  // fewer threads than slow clients
+  settings.server.io_timeout = 1s;
+  TestServer server(dir.path(), settings);
+  server.wait_ready();
+  // Six clients send a request a byte at a time, one byte every 50 ms: every read succeeds, the
+  // whole request would take 6 s.
+  const std::string request =
+      "POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 20\r\n\r\n{\"q\": \"a b c d e f\"}" +
+      std::string(60, ' ');
+  std::vector<int> slow;
+  for (int i = 0; i < 6; ++i) slow.push_back(connect_to(server.port()));
+  for (int sock : slow) ASSERT_GE(sock, 0);
+  std::vector<std::string> replies(slow.size());
+  std::vector<serve::Clock::duration> cut(slow.size());
+  const auto start = serve::Clock::now();
+  std::vector<std::thread> senders;
+  for (size_t i = 0; i < slow.size(); ++i)
+    senders.emplace_back([&, i] {
+      char first = 0;
+      for (char byte : request) {
+        if (::recv(slow[i], &first, 1, MSG_PEEK | MSG_DONTWAIT) == 1) break;  // the answer
+        if (::send(slow[i], &byte, 1, MSG_NOSIGNAL) != 1) break;
+        std::this_thread::sleep_for(50ms);
+      }
+      cut[i] = serve::Clock::now() - start;
+      replies[i] = read_until_closed(slow[i], 5s);
+    });
+  // Meanwhile /health is answered at once, again and again.
+  std::this_thread::sleep_for(200ms);
+  auto client = server.client();
+  client.set_read_timeout(1);
+  for (int i = 0; i < 5; ++i) {
+    const auto asked = serve::Clock::now();
+    auto health = client.Get("/health");
+    EXPECT_TRUE(health && health->status == 200) << "no answer to /health " << i;
+    EXPECT_LT(serve::Clock::now() - asked, 500ms);
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(post_json(client, "/translate", json{{"q", "a b"}}.dump())->status, 200);
+  for (auto& t : senders) t.join();
+  for (size_t i = 0; i < slow.size(); ++i) {
+    EXPECT_EQ(status_of(replies[i]), 408) << replies[i];
+    EXPECT_NE(replies[i].find("did not arrive whole within 1 s"), std::string::npos) << replies[i];
+    EXPECT_LT(cut[i], 3s) << i;  // the deadline (1 s) and the sweep's granularity
+    ::close(slow[i]);
+  }
 }
 
 }  // namespace

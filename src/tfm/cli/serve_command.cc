@@ -239,13 +239,14 @@ void register_serve(CLI::App& app) {
                   "seconds a request may wait for its translations; then 504 (default 30)")
       ->check(CLI::Range(0.001, 86400.0));
   cmd->add_option("--io-timeout", o->io_timeout,
-                  "seconds to read a request or write an answer (slow clients) (default 10)")
+                  "seconds a whole request may take to arrive, from its first byte (then 408), "
+                  "and to write an answer (default 10)")
       ->check(CLI::Range(1, 3600));
   cmd->add_option("--keep-alive", o->keep_alive,
                   "seconds an idle connection stays open (default 5)")
       ->check(CLI::Range(1, 3600));
   cmd->add_option("--http-threads", o->server.http_threads,
-                  "connections served at once (default 128)")
+                  "requests answered at once; slow or idle connections hold none (default 128)")
       ->check(CLI::Range(1, 65536));
   cmd->add_option("--precision", o->precision,
                   "operands of the matrix products: f32, bf16, auto, int8 or int8-bf16 (default "

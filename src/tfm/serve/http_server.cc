@@ -1,6 +1,7 @@
 #include "tfm/serve/http_server.h"
 
 #include <httplib.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <csignal>
@@ -9,6 +10,7 @@
 #include <utility>
 
 #include "tfm/core/error.h"
+#include "tfm/serve/connections.h"
 #include "tfm/serve/json_api.h"
 #include "tfm/serve/request_error.h"
 
@@ -75,6 +77,9 @@ std::string endpoint_label(const std::string& path) {
 // overflow it, and the dropped connections' requests wait for TCP's retransmits (1 s, 3 s ...).
 constexpr int kListenBacklog = 1024;
 
+// The request line and headers of one request at most; longer: 431.
+constexpr size_t kMaxHeaderBytes = 65536;
+
 // SO_REUSEADDR (a restarted server binds at once, past connections in TIME_WAIT) but not
 // httplib's SO_REUSEPORT, with which a second server on the same port would start without an
 // error and take half of the first one's connections.
@@ -91,9 +96,42 @@ thread_local const httplib::Request* request_started = nullptr;
 // httplib's server with its listening socket in reach, to widen the backlog after binding
 // (listen() again on a listening socket sets its backlog on Linux; the kernel caps it at
 // net.core.somaxconn).
+//
+// It gives every accepted socket to the Connections (connections.h), which read each request whole
+// before a handler thread answers it with httplib's parser and routes (serve()): httplib's own
+// threads only accept.
 class HttpServer::Listener : public httplib::Server {
  public:
+  std::unique_ptr<Connections> connections;
+
   void widen_backlog() { ::listen(svr_sock_, kListenBacklog); }
+
+  // Waits, at most `most`, until no connection waits in the listening socket's queue: at a stop,
+  // those the kernel completed are accepted and answered rather than reset by the close.
+  void accept_waiting(std::chrono::milliseconds most) {
+    const auto deadline = Clock::now() + most;
+    while (Clock::now() < deadline) {
+      const socket_t sock = svr_sock_;
+      pollfd fd{sock, POLLIN, 0};
+      if (sock == INVALID_SOCKET || ::poll(&fd, 1, 0) <= 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+
+  // Answers the request at the start of the connection's buffer; whether the connection stays
+  // open (not when `close`: the server is stopping).
+  bool serve(Connection& connection, bool close, std::chrono::milliseconds write_timeout) {
+    ConnectionStream stream(connection, write_timeout);
+    bool closed = false;
+    const bool ok = process_request(stream, close, closed, nullptr);
+    return ok && !closed && !close;
+  }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    connections->add(sock);
+    return true;
+  }
 };
 
 HttpServer::HttpServer(ServerOptions options, Loader load)
@@ -105,15 +143,25 @@ HttpServer::HttpServer(ServerOptions options, Loader load)
   // 0: a reset arriving between the check and the write raises SIGPIPE, whose default action is to
   // terminate. Ignored, the write fails with EPIPE instead.
   std::signal(SIGPIPE, SIG_IGN);
-  const int threads = options_.http_threads;
-  http_->new_task_queue = [threads] {
-    return new httplib::ThreadPool(static_cast<size_t>(threads));
-  };
+  Connections::Options connection_options;
+  connection_options.io_timeout = options_.io_timeout;
+  connection_options.keep_alive = options_.keep_alive;
+  connection_options.max_header_bytes = kMaxHeaderBytes;
+  connection_options.max_body_bytes = options_.max_body_bytes;
+  connection_options.threads = options_.http_threads;
+  const auto write_timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(options_.io_timeout);
+  http_->connections = std::make_unique<Connections>(
+      connection_options,
+      [this, write_timeout](Connection& connection) {
+        return http_->serve(connection, stopping_.load(), write_timeout);
+      },
+      [this](const std::string& path, int status) {
+        metrics_.request(endpoint_label(path), status, 0.0);
+      });
+  // httplib's threads only hand the accepted sockets over.
+  http_->new_task_queue = [] { return new httplib::ThreadPool(1); };
   http_->set_payload_max_length(options_.max_body_bytes);
-  http_->set_read_timeout(options_.io_timeout);
-  http_->set_write_timeout(options_.io_timeout);
-  http_->set_keep_alive_timeout(options_.keep_alive.count());
-  http_->set_keep_alive_max_count(100000);
   http_->set_tcp_nodelay(true);  // answers are small: no Nagle delay
   http_->set_socket_options(reuse_address_only);
   routes();
@@ -206,11 +254,18 @@ void HttpServer::routes() {
         ready_.load(std::memory_order_acquire) ? service_->queued_sentences() : 0;
     res.set_content(metrics_.text(queued), "text/plain; version=0.0.4");
   });
-  http_->Get("/models", [this](const httplib::Request&, httplib::Response& res) {
+  http_->Get("/models", [this](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] {
       const TranslationService& service = this->service();
+      // Without the API key (when one is set), the names alone: where the models lie on the
+      // server's disk is not for anyone who can reach the port.
+      const bool full = authorized(header_key(req), "");
       json models = json::array();
       for (const std::string& name : service.model_names()) {
+        if (!full) {
+          models.push_back({{"name", name}});
+          continue;
+        }
         const ServedModel& m = service.model(name);
         models.push_back({{"name", name},
                           {"dir", m.dir.string()},
@@ -286,6 +341,8 @@ void HttpServer::run() {
   listening_ = true;
   if (!stopping_) http_->listen_after_bind();  // returns once stop() and the requests are done
   listening_ = false;
+  http_->connections->stop();
+  http_->connections->drain();  // every request begun is answered
   loader_.join();
   if (service_) service_->stop();  // every request has its answer: the queues are empty
   std::lock_guard lock(load_error_mutex_);
@@ -297,6 +354,8 @@ void HttpServer::stop() {
   // run() may be between its check of stopping_ and listening: wait until httplib runs.
   while (listening_ && !http_->is_running())
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (listening_) http_->accept_waiting(std::chrono::seconds(1));
+  http_->connections->stop();  // idle connections close; requests begun are still answered
   http_->stop();
 }
 

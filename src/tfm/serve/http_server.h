@@ -1,5 +1,6 @@
-// tfm serve's HTTP side (cpp-httplib): the endpoints, the limits against slow or greedy clients,
-// the optional API key, and a stop that lets requests in flight finish. Its threads only parse,
+// tfm serve's HTTP side (cpp-httplib's parser and routes over connections.h's connections): the
+// endpoints, the limits against slow or greedy clients, the optional API key, and a stop that
+// answers every request begun. Its threads only parse,
 // check, queue and wait: the TranslationService's workers decode.
 //   POST /translate             LibreTranslate's shape (json_api.h), JSON or a form
 //   POST /translator/translate  OpenNMT-py's REST shape
@@ -27,9 +28,10 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                      // 0: any free port (bind() says which)
   size_t max_body_bytes = 1 << 20;      // larger bodies: 413
-  std::chrono::seconds io_timeout{10};  // reading a request, writing an answer
+  std::chrono::seconds io_timeout{10};  // a whole request's arrival (from its first byte): 408
+                                        // beyond; writing an answer
   std::chrono::seconds keep_alive{5};   // an idle connection is closed after this
-  int http_threads = 128;               // connections served at once (each waits on its request)
+  int http_threads = 128;               // requests answered at once (connections.h)
   std::string api_key;                  // non-empty: /translate* need it (401 otherwise)
 };
 

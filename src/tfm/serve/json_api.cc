@@ -1,6 +1,8 @@
 #include "tfm/serve/json_api.h"
 
 #include <limits>
+#include <set>
+#include <vector>
 
 #include "tfm/serve/request_error.h"
 
@@ -10,11 +12,23 @@ namespace {
 
 using nlohmann::json;
 
+// Parses a request body. A key given twice in one object is refused: nlohmann::json would keep
+// the last one silently, so {"q": "a", "q": "b"} would translate "b" without a word.
 json parse_body(std::string_view body) {
+  std::vector<std::set<std::string>> keys;  // per open object
+  auto refuse_repeated_keys = [&keys](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    if (event == json::parse_event_t::object_end) keys.pop_back();
+    if (event == json::parse_event_t::key && !keys.back().insert(parsed.get<std::string>()).second)
+      throw request_error(400, "malformed JSON: the key \"{}\" is given twice in one object",
+                          parsed.get<std::string>());
+    return true;
+  };
   try {
-    return json::parse(body);
-  } catch (const json::parse_error& e) {
-    // nlohmann's message names the byte and the problem (an ill-formed UTF-8 byte too).
+    return json::parse(body.begin(), body.end(), refuse_repeated_keys);
+  } catch (const json::exception& e) {
+    // nlohmann's message names the byte and the problem (an ill-formed UTF-8 byte too); a number
+    // beyond double (1e400) is its out_of_range, not a parse_error.
     throw request_error(400, "malformed JSON: {}", e.what());
   }
 }
