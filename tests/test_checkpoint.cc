@@ -154,7 +154,11 @@ TEST(Checkpoint, StateJsonOfWrongTypesOrValuesIsAnErrorNamingTheFileAndTheField)
        "counts 7 updates, 'step' is 40"},
       {[](nlohmann::json& s) { s["step"] = -5; }, "'step' must be a non-negative integer, got -5"},
       {[](nlohmann::json& s) { s["step"] = 1e15; }, "'step' must be a non-negative integer"},
-      {[](nlohmann::json& s) { s["step"] = 44; }, "'step' is 44, but the folder is step-000000040"},
+      {[](nlohmann::json& s) {
+         s["step"] = 44;
+         s["extra"]["steps_by_products"] = {{"f32", 44}};
+       },
+       "'step' is 44, but the folder is step-000000040"},
       {[](nlohmann::json& s) { s["epoch"] = -1; }, "'epoch'"},
       {[](nlohmann::json& s) { s["batch_in_epoch"] = "2"; }, "'batch_in_epoch'"},
       {[](nlohmann::json& s) { s["seed"] = -1; }, "'seed'"},

@@ -150,7 +150,8 @@ TEST(Recipe, RangeErrorsNameTheFileLineAndValue) {
       {"optimizer:\n  beta1: 0.9\n  beta2: 1.5\n",
        {"recipe.yaml:6: ", "optimizer.beta2 must be in [0, 1), got 1.5"}},
       {"training:\n  max_steps: -2\n", {"recipe.yaml:5: ", "training.max_steps", "-2"}},
-      {"training:\n  max_minutes: 2e7\n", {"recipe.yaml:5: ", "training.max_minutes", "2e+07"}},
+      {"training:\n  max_minutes: 2e7\n",
+       {"recipe.yaml:5: ", "training.max_minutes", "got 20000000"}},
       {"model:\n  layers: 0\n", {"recipe.yaml:5: ", "'layers' must be positive, got 0"}},
       {"validation:\n  every_steps: -1\n", {"recipe.yaml:5: ", "validation.every_steps", "-1"}},
   };
