@@ -149,7 +149,7 @@ inline std::string read_until_closed(int sock, std::chrono::milliseconds wait) {
 
 // Sends raw bytes on a new connection and returns the server's whole reply (until it closes).
 inline std::string http_exchange(int port, const std::string& bytes,
-                            std::chrono::milliseconds wait = std::chrono::seconds(5)) {
+                                 std::chrono::milliseconds wait = std::chrono::seconds(5)) {
   const int sock = connect_to(port);
   if (sock < 0) return "";
   [[maybe_unused]] const ssize_t sent = ::send(sock, bytes.data(), bytes.size(), MSG_NOSIGNAL);
