@@ -92,6 +92,55 @@ TEST(CliTranslateInput, ConfigTokenIdsMustMatchTheVocabulary) {
       << huge.err;
 }
 
+// model.safetensors records the CRC-32 of the vocab.model it was saved with: another model's
+// vocabulary of the same size (here unigram for BPE) translated garbage with exit 0.
+TEST(CliTranslateInput, AVocabularyOtherThanTheModelsIsRefused) {
+  TempDir dir;
+  const auto bpe = testing::train_tiny_vocab(dir, 100, "bpe");
+  const auto unigram = testing::train_tiny_vocab(dir, 100, "unigram");
+  ModelConfig config = testing::tiny_decoder_config();
+  config.vocab_size = 100;
+  nn::Transformer transformer(config);
+  transformer.init(3);
+  const auto model = dir / "model";
+  save_model_dir(model, config, transformer.named_parameters(), testing::read_text(bpe));
+  testing::write_text(dir / "in.txt", "a small house .\n");
+  const std::string command =
+      fmt::format("translate -m {} -b 1 -i {}", quoted(model), quoted(dir / "in.txt"));
+  const CommandResult good = run_tfm_command(command, dir);
+  ASSERT_EQ(good.status, 0) << good.err;
+  EXPECT_EQ(count_lines(good.out), 1);
+
+  std::filesystem::copy_file(unigram, model / kVocabFileName,
+                             std::filesystem::copy_options::overwrite_existing);
+  const CommandResult mixed = run_tfm_command(command, dir);
+  EXPECT_EQ(mixed.status, 1) << mixed.err;
+  EXPECT_EQ(count_lines(mixed.err), 1) << mixed.err;
+  EXPECT_TRUE(mixed.out.empty()) << mixed.out;
+  for (const std::string& part :
+       {(model / kVocabFileName).string() + " (crc32 ",
+        "is not the vocabulary that " + (model / kWeightsFileName).string() + " was written with",
+        std::string("mixes two models' files")})
+    EXPECT_NE(mixed.err.find(part), std::string::npos) << mixed.err;
+}
+
+// zlib alone ignores bytes after the gzip data; tfm refuses them, naming the file.
+TEST(CliTranslateInput, TrailingGarbageAfterGzipInputIsAnError) {
+  ModelFixture f;
+  testing::write_gzip(f.dir / "in.gz", "a small house .\n");
+  testing::write_text(f.dir / "junk.gz", testing::read_text(f.dir / "in.gz") + "junk\n");
+  f.expect_failure(
+      "-i " + quoted(f.dir / "junk.gz"),
+      {"'" + (f.dir / "junk.gz").string() + "': the bytes after the end of the gzip data",
+       "trailing garbage"});
+  // Two gzip members (cat a.gz b.gz) are one input of two lines.
+  testing::write_text(f.dir / "two.gz",
+                      testing::read_text(f.dir / "in.gz") + testing::read_text(f.dir / "in.gz"));
+  const CommandResult two = f.translate("-i " + quoted(f.dir / "two.gz"));
+  EXPECT_EQ(two.status, 0) << two.err;
+  EXPECT_EQ(count_lines(two.out), 2);
+}
+
 TEST(CliTranslateInput, LongInputsAreTruncatedWithAWarningOrRejected) {
   ModelFixture f;
   // A 100,000-character line (many thousands of tokens) between two short ones.

@@ -283,6 +283,10 @@ TEST(ModelConfig, JsonValidationNamesTheKeyAndTheProblem) {
       {with("d_ff", -5), {"'d_ff' must be positive, got -5"}},
       {with("heads", 0), {"'heads' must be positive"}},
       {with("vocab_size", int64_t{1} << 40), {"'vocab_size' must be at most"}},
+      // Attention is quadratic in the length: a table of 2^24 positions made every load slow.
+      {with("max_positions", int64_t{1} << 24),
+       {"'max_positions' must be at most 65536", "16777216"}},
+      {with("max_positions", 65537), {"'max_positions' must be at most 65536"}},
       {with("d_model", 511), {"'d_model' must be even with sinusoidal"}},
       {with("positional", "rotary"), {"'positional' must be", "\"rotary\""}},
       {with("norm", "middle"), {"'norm' must be \"post\" or \"pre\"", "middle"}},
@@ -306,6 +310,7 @@ TEST(ModelConfig, JsonValidationNamesTheKeyAndTheProblem) {
         EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
     }
   }
+  EXPECT_EQ(config_from_json(json{{"max_positions", 65536}}).max_positions, 65536);
   // Odd d_model is fine with learned positions.
   EXPECT_EQ(config_from_json(json{{"d_model", 511}, {"positional", "learned"}}).d_model, 511);
   // A size that would be absurd in total.

@@ -273,6 +273,41 @@ TEST(LineReader, TruncatedOrCorruptGzipIsAnError) {
   EXPECT_EQ(read_text_lines(dir / "full.gz").size(), 100u);
 }
 
+// zlib's gzread ignores whatever follows a gzip member when it is not another member; gzip -d
+// warns "trailing garbage ignored". tfm refuses it, and reads concatenated members as gzip does.
+TEST(LineReader, ConcatenatedGzipMembersReadAndTrailingGarbageIsAnError) {
+  TempDir dir;
+  write_gzip(dir / "a.gz", "one\ntwo\n");
+  write_gzip(dir / "b.gz", "three\nfour");
+  const std::string a = read_text(dir / "a.gz"), b = read_text(dir / "b.gz");
+  write_text(dir / "both.gz", a + b);  // cat a.gz b.gz > both.gz
+  EXPECT_EQ(read_text_lines(dir / "both.gz"),
+            (std::vector<std::string>{"one", "two", "three", "four"}));
+  EXPECT_EQ(LineReader(dir / "both.gz").count_to_end(), 4);
+  // An empty member between two others gives no line.
+  write_gzip(dir / "empty.gz", "");
+  write_text(dir / "three.gz", a + read_text(dir / "empty.gz") + b);
+  EXPECT_EQ(read_text_lines(dir / "three.gz").size(), 4u);
+
+  const std::string at = "from byte " + std::to_string(a.size());
+  for (const std::string& garbage : {std::string("junk after the data\n"), std::string("x"),
+                                     std::string(16, '\0'), std::string("\x1f")}) {
+    SCOPED_TRACE(garbage.size());
+    write_text(dir / "garbage.gz", a + garbage);
+    expect_error([&] { read_text_lines(dir / "garbage.gz"); },
+                 {"garbage.gz", at, "trailing garbage"});
+    expect_error([&] { LineReader(dir / "garbage.gz").count_to_end(); },
+                 {"garbage.gz", "trailing garbage"});
+  }
+  // Garbage after a second member names where it starts.
+  write_text(dir / "late.gz", a + b + "junk");
+  expect_error([&] { read_text_lines(dir / "late.gz"); },
+               {"late.gz", "from byte " + std::to_string(a.size() + b.size()), "trailing garbage"});
+  // A second member cut short is still a truncated file.
+  write_text(dir / "cut2.gz", a + b.substr(0, b.size() - 4));
+  expect_error([&] { read_text_lines(dir / "cut2.gz"); }, {"cut2.gz", "ends early"});
+}
+
 TEST(Utf8, FindsTheFirstMalformedByte) {
   EXPECT_EQ(find_invalid_utf8("plain ascii"), std::nullopt);
   EXPECT_EQ(find_invalid_utf8("Straße, Größe, 日本, 😀"), std::nullopt);

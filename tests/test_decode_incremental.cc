@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 
@@ -141,6 +142,39 @@ TEST(IncrementalDecoding, EqualsFullRecomputeLearnedPositions) {
 
 TEST(IncrementalDecoding, EqualsFullRecomputeWithAttentionBiases) {
   check_incremental_equals_recompute(tiny_decoder_config("pre", "sinusoidal", true), 14);
+}
+
+// A model builds its sinusoid table only up to kBuiltPositions rows (max_positions may be 65536):
+// positions past it are computed when a sequence reaches them, as the same values.
+TEST(IncrementalDecoding, PositionsPastTheBuiltSinusoidTableEqualTheFullTable) {
+  const int64_t built = 1024;  // nn::Transformer's kBuiltPositions
+  const Tensor full = nn::sinusoidal_positions(built + 8, 16);
+  const Tensor rows = nn::sinusoidal_positions(5, 16, built - 2);
+  ASSERT_EQ(rows.shape(), (Shape{5, 16}));
+  EXPECT_EQ(std::memcmp(rows.raw(), full.data<float>() + (built - 2) * 16, 5 * 16 * sizeof(float)),
+            0);
+
+  ModelConfig config = tiny_decoder_config("post");
+  config.max_positions = 65536;
+  nn::Transformer model(config);
+  model.init(21);
+  const std::vector<std::vector<int32_t>> sources = {{5, 6, 7}};
+  const std::vector<int32_t> lengths{3};
+  auto ctx = nn::ForwardContext::inference();
+  Tensor memory = model.encode(padded(sources, 3, config.pad_id), lengths, ctx);
+  nn::DecoderState state = model.start_decoding(memory, lengths, 1, /*capacity=*/8);
+  std::vector<int32_t> prefix{config.bos_id};
+  std::mt19937_64 rng(22);
+  for (int64_t step = 0; step < built + 3; ++step) {
+    Tensor logits = model.decode_step(Tensor::from_ints({1}, {prefix.back()}), state);
+    if (step >= built - 1) {  // the last built row, then rows past the table
+      const std::vector<float> cached = ops::log_softmax(logits).to_floats();
+      const auto expected = recomputed_log_probs(model, sources, {prefix}, 3);
+      for (size_t j = 0; j < cached.size(); ++j)
+        ASSERT_NEAR(cached[j], expected[0][j], 1e-5) << "step " << step << ", token " << j;
+    }
+    prefix.push_back(static_cast<int32_t>(4 + rng() % 30));
+  }
 }
 
 // The strided-K/V kernel against ops::attention on a dense copy of the used keys: several queries,

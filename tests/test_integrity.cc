@@ -157,6 +157,33 @@ TEST(Average, ModelsOfDifferentVocabulariesAreRefused) {
   write_bytes(tmp / "c" / kVocabFileName, "bpe vocabulary bytes");
   average_models({tmp / "a", tmp / "c"}, tmp / "avg");
   EXPECT_EQ(read_bytes(tmp / "avg" / kVocabFileName), "bpe vocabulary bytes");
+  // The average's weights are tied to that vocabulary.
+  const std::string crc = crc32_hex(crc32_of("bpe vocabulary bytes", 20));
+  EXPECT_EQ(load_model_dir(tmp / "avg").metadata.at(kVocabChecksumKey), crc);
+}
+
+// A checkpoint's vocab.model (given among the extra files) is the model's: its CRC-32 is recorded.
+TEST(Checkpoint, RecordsTheChecksumOfItsVocabulary) {
+  TempDir tmp;
+  write_bytes(tmp / kVocabFileName, "run vocabulary");
+  nn::Transformer model(small_config());
+  Adam adam(model.parameters());
+  const fs::path dir = save_checkpoint(tmp / "ckpt", model.config(), model.named_parameters(), adam,
+                                       {10, 0, 0, 1, {}}, {tmp / kVocabFileName});
+  EXPECT_EQ(read_bytes(dir / kVocabFileName), "run vocabulary");
+  EXPECT_EQ(load_checkpoint(dir).dir, dir);
+  EXPECT_EQ(load_model_dir(dir).metadata.at(kVocabChecksumKey),
+            crc32_hex(crc32_of("run vocabulary", 14)));
+  write_bytes(dir / kVocabFileName, "another vocabulary");
+  expect_error([&] { load_checkpoint(dir); }, {"vocab.model (crc32 ", "mixes two models' files"});
+  // Saving the same step again replaces the checkpoint whole, leaving nothing beside it.
+  save_checkpoint(tmp / "ckpt", model.config(), model.named_parameters(), adam, {10, 0, 0, 1, {}},
+                  {tmp / kVocabFileName});
+  EXPECT_EQ(read_bytes(dir / kVocabFileName), "run vocabulary");
+  EXPECT_EQ(list_checkpoints(tmp / "ckpt"), std::vector<fs::path>{dir});
+  int entries = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(tmp / "ckpt")) ++entries;
+  EXPECT_EQ(entries, 1);
 }
 
 // Saves checkpoints of `steps` with an optimizer that has taken one step.

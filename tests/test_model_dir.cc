@@ -1,7 +1,10 @@
 // Model directories (config.json + model.safetensors) and the `tfm info` command.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -9,6 +12,7 @@
 #include <random>
 
 #include "temp_dir.h"
+#include "tfm/io/checksum.h"
 #include "tfm/io/safetensors.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/model/parameters.h"
@@ -37,6 +41,11 @@ std::vector<std::pair<std::string, Tensor>> random_parameters(const ModelConfig&
     params.emplace_back(spec.name, Tensor::from_floats(spec.shape, values));
   }
   return params;
+}
+
+std::string file_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 // Saves a valid model, then replaces its model.safetensors with `tensors`.
@@ -89,6 +98,101 @@ TEST(ModelDir, SaveRefusesInconsistentParametersAndWritesNothing) {
   twice.push_back(twice.front());
   expect_error([&] { save_model_dir(dir / "m", config, twice); },
                {"tensor 'embedding.weight' given twice"});
+}
+
+TEST(ModelDir, TheVocabularyMustBeTheOneTheWeightsWereSavedWith) {
+  const ModelConfig config = small_config();
+  TempDir dir;
+  const auto model = dir / "m";
+  save_model_dir(model, config, random_parameters(config, 3), std::string("vocabulary A"));
+  EXPECT_EQ(file_text(model / kVocabFileName), "vocabulary A");
+  const LoadedModel loaded = load_model_dir(model);
+  EXPECT_EQ(loaded.metadata.at(kVocabChecksumKey), crc32_hex(crc32_of("vocabulary A", 12)));
+  // Another model's vocabulary (or one half-replaced by a failed write) is an error naming both.
+  std::ofstream(model / kVocabFileName, std::ios::binary) << "vocabulary B";
+  expect_error([&] { load_model_dir(model); },
+               {(model / kVocabFileName).string() + " (crc32 " +
+                    crc32_hex(crc32_of("vocabulary B", 12)) + ")",
+                "is not the vocabulary that " + (model / kWeightsFileName).string() +
+                    " was written with (crc32 " + crc32_hex(crc32_of("vocabulary A", 12)) + ")",
+                "mixes two models' files"});
+  // Without vocab.model the weights load (the commands that need a vocabulary say it is missing).
+  std::filesystem::remove(model / kVocabFileName);
+  EXPECT_NO_THROW(load_model_dir(model));
+  // A model saved without a vocabulary (or by tfm before the checksum) records none: any loads.
+  save_model_dir(dir / "old", config, random_parameters(config, 3));
+  EXPECT_EQ(load_model_dir(dir / "old").metadata.count(kVocabChecksumKey), 0u);
+  std::ofstream(dir / "old" / kVocabFileName, std::ios::binary) << "anything";
+  EXPECT_NO_THROW(load_model_dir(dir / "old"));
+}
+
+// The names in `dir`, sorted.
+std::vector<std::string> names_in(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Files written by this process stop at `bytes` (write() then fails with EFBIG, "File too large",
+// as on a full disk) while the guard lives.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    previous_signal_ = std::signal(SIGXFSZ, SIG_IGN);
+    getrlimit(RLIMIT_FSIZE, &previous_);
+    rlimit limit = previous_;
+    limit.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &limit);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &previous_);
+    std::signal(SIGXFSZ, previous_signal_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  rlimit previous_{};
+  void (*previous_signal_)(int) = nullptr;
+};
+
+TEST(ModelDir, SavingReplacesTheWholeDirectoryOrNothing) {
+  const ModelConfig config = small_config();
+  const auto first = random_parameters(config, 1), second = random_parameters(config, 2);
+  TempDir dir;
+  const auto model = dir / "m";
+  save_model_dir(model, config, first, std::string("vocabulary A"));
+  // A write that fails half-way (the weights hit a full disk after vocab.model was written) leaves
+  // the old directory whole: its weights, its vocabulary, nothing beside it.
+  {
+    FileSizeLimit limit(1024);
+    expect_error([&] { save_model_dir(model, config, second, std::string("vocabulary B")); },
+                 {"model.safetensors", "File too large"});
+  }
+  EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"m"});
+  EXPECT_EQ(file_text(model / kVocabFileName), "vocabulary A");
+  const LoadedModel kept = load_model_dir(model);
+  EXPECT_EQ(
+      std::memcmp(kept.parameters[0].second.raw(), first[0].second.raw(), first[0].second.nbytes()),
+      0);
+  // A complete save replaces every file: the old vocab.model does not stay with new weights.
+  save_model_dir(dir / "m/", config, second);
+  EXPECT_EQ(names_in(model), (std::vector<std::string>{kConfigFileName, kWeightsFileName}));
+  EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"m"});
+  EXPECT_EQ(std::memcmp(load_model_dir(model).parameters[0].second.raw(), second[0].second.raw(),
+                        second[0].second.nbytes()),
+            0);
+  // A directory holding anything else is not deleted to make room for a model.
+  std::filesystem::create_directory(dir / "notes");
+  std::ofstream(dir / "notes" / "todo.txt") << "keep me";
+  expect_error([&] { save_model_dir(dir / "notes", config, first); },
+               {"cannot save a model to", "notes", "holds 'todo.txt', which is not a model file"});
+  EXPECT_EQ(names_in(dir / "notes"), std::vector<std::string>{"todo.txt"});
+  std::ofstream(dir / "plain") << "x";
+  expect_error([&] { save_model_dir(dir / "plain", config, first); },
+               {"plain", "exists and is not a directory"});
 }
 
 TEST(ModelDir, MissingTensor) {

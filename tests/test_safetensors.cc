@@ -8,7 +8,9 @@
 #include <random>
 
 #include "temp_dir.h"
+#include "tfm/io/checksum.h"
 #include "tfm/io/safetensors.h"
+#include "tfm/io/strict_json.h"
 
 namespace tfm {
 namespace {
@@ -161,7 +163,7 @@ TEST(SafeTensors, BadFilesNameTheFileAndTheProblem) {
        {"header length 1000 exceeds the"}},
       {"not_json",
        [&](auto& p) { write_raw(p, "{\"t\": [1, 2", data24); },
-       {"header is not valid JSON"}},
+       {"header: not valid JSON"}},
       {"not_object",
        [&](auto& p) { write_raw(p, "[1, 2]", data24); },
        {"header is not a JSON object"}},
@@ -254,6 +256,45 @@ TEST(SafeTensors, BadFilesNameTheFileAndTheProblem) {
   const auto missing = dir / "missing.safetensors";
   expect_error([&] { read_safetensors(missing); }, {missing.string(), "no such file"});
   expect_error([&] { read_safetensors(dir.path()); }, {dir.path().string(), "no such file"});
+}
+
+TEST(SafeTensors, DuplicateKeysAreRefused) {
+  // nlohmann::json keeps the last of repeated keys: a second "__metadata__" without checksums
+  // would hide a damaged data area. Every repeated key is an error naming the file and the key.
+  TempDir dir;
+  const Tensor t = Tensor::full({2, 3}, 1.5f);
+  const std::string crc = crc32_hex(crc32_of(t.raw(), t.nbytes()));
+  std::string damaged(static_cast<const char*>(t.raw()), 24);
+  damaged[5] = static_cast<char>(damaged[5] ^ 0x10);
+  const std::string entry = R"("t":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]})";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"__metadata__":{"crc32:t":")" + crc + R"("},)" + entry +
+           R"(,"__metadata__":{"producer":"x"}})",
+       R"(duplicate key "__metadata__")"},
+      {"{" + entry + "," + entry + "}", R"(duplicate key "t")"},
+      {R"({"t":{"dtype":"F32","dtype":"I32","shape":[2,3],"data_offsets":[0,24]}})",
+       R"(duplicate key "dtype" in "t")"},
+      {R"({"__metadata__":{"crc32:t":")" + crc + R"(","crc32:t":"00000000"},)" + entry + "}",
+       R"(duplicate key "crc32:t" in "__metadata__")"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i].first);
+    const auto path = dir / ("dup" + std::to_string(i) + ".safetensors");
+    write_raw(path, cases[i].first, damaged);
+    expect_error([&] { read_safetensors(path); }, {path.string(), cases[i].second});
+  }
+}
+
+TEST(StrictJson, RefusesRepeatedKeysAtAnyDepth) {
+  EXPECT_EQ(parse_strict_json(R"({"a":[{"b":1},{"b":2}],"c":{"b":3}})", "x")["c"]["b"], 3);
+  expect_error([] { parse_strict_json(R"({"a":1,"a":1})", "f.json"); },
+               {R"(f.json: duplicate key "a")"});
+  expect_error([] { parse_strict_json(R"({"a":[{"b":1,"b":2}]})", "f.json"); },
+               {R"(duplicate key "b" in "a")"});
+  expect_error([] { parse_strict_ordered_json(R"({"q":"x","q":"y"})", "request"); },
+               {R"(request: duplicate key "q")"});
+  expect_error([] { parse_strict_json("{\"a\":1e400}", "f.json"); }, {"f.json: not valid JSON"});
+  expect_error([] { parse_strict_json("{", "f.json"); }, {"f.json: not valid JSON"});
 }
 
 TEST(SafeTensors, WriteRejectsBadNames) {

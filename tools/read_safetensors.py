@@ -25,6 +25,20 @@ _DTYPES = {
 }
 
 
+def _object_without_repeats(path):
+    """json.loads' object_pairs_hook: a key given twice is an error (json keeps the last silently)."""
+
+    def build(pairs):
+        result = {}
+        for key, value in pairs:
+            if key in result:
+                raise ValueError(f"{path}: header: duplicate key {json.dumps(key)}")
+            result[key] = value
+        return result
+
+    return build
+
+
 def read_safetensors(path):
     """Returns (tensors: dict name -> torch.Tensor in file order, metadata: dict str -> str).
 
@@ -38,7 +52,8 @@ def read_safetensors(path):
     (header_len,) = struct.unpack("<Q", blob[:8])
     if 8 + header_len > len(blob):
         raise ValueError(f"{path}: header length {header_len} exceeds the file size {len(blob)}")
-    header = json.loads(blob[8:8 + header_len].decode("utf-8"))
+    header = json.loads(blob[8:8 + header_len].decode("utf-8"),
+                        object_pairs_hook=_object_without_repeats(path))
     metadata = header.pop("__metadata__", {})
     data = blob[8 + header_len:]
     tensors = {}

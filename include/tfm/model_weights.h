@@ -35,8 +35,9 @@ ModelWeights read_model_weights(const std::filesystem::path& dir);
 // SentencePiece model's bytes (what vocab.model holds). Everything is checked before anything is
 // written: the configuration (unknown keys, ranges), every parameter present once with its shape
 // and finite values, nothing else, and the vocabulary against the configuration (size, special
-// ids). Then vocab.model, model.safetensors and config.json are each written atomically, in that
-// order; `dir` is created when missing.
+// ids). Then the directory is written all or nothing (built beside `dir`, then renamed to it;
+// an existing `dir` of model files is replaced as a whole, one holding other files is refused);
+// model.safetensors records vocab.model's CRC-32 (docs/MODEL_FORMAT.md).
 void write_model_weights(const std::filesystem::path& dir, const ModelWeights& model,
                          std::string_view vocabulary);
 

@@ -70,7 +70,8 @@ def save_model(model_dir: Union[str, os.PathLike], config: Mapping[str, Any],
     dict from parameter name to an array (numpy, or anything numpy converts, such as a CPU
     torch.Tensor), converted to float32; vocab: the path of a SentencePiece model file, or its
     bytes, whose size and special ids fit the config. Everything is checked before anything is
-    written; vocab.model, model.safetensors and config.json are each written atomically.
+    written; the directory is then written all or nothing (an existing model directory is replaced
+    as a whole; one that holds other files is refused).
     """
     if isinstance(vocab, (bytes, bytearray, memoryview)):
         vocabulary = bytes(vocab)

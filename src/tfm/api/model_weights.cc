@@ -9,7 +9,6 @@
 #include "tfm/core/error.h"
 #include "tfm/core/tensor.h"
 #include "tfm/data/vocab.h"
-#include "tfm/io/atomic_file.h"
 #include "tfm/model/config.h"
 #include "tfm/model/model_dir.h"
 
@@ -60,12 +59,8 @@ void write_model_weights(const std::filesystem::path& dir, const ModelWeights& m
   check_finite(weights_path, tensors);
   const std::filesystem::path vocab_path = dir / kVocabFileName;
   data::Vocabulary(vocabulary, vocab_path).check_config(config, config_path);
-
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  TFM_CHECK(!ec, "cannot create the model directory '{}': {}", dir.string(), ec.message());
-  write_file_atomically(vocab_path, vocabulary);
-  save_model_dir(dir, config, tensors);  // model.safetensors, then config.json
+  // All three files or none: an existing directory is replaced as a whole.
+  save_model_dir(dir, config, tensors, std::string(vocabulary));
 }
 
 }  // namespace tfm

@@ -12,6 +12,7 @@
 #include "tfm/core/error.h"
 #include "tfm/io/atomic_file.h"
 #include "tfm/io/checksum.h"
+#include "tfm/io/strict_json.h"
 
 namespace tfm {
 
@@ -234,12 +235,8 @@ SafeTensors read_safetensors(const std::filesystem::path& path) {
   SafeTensors result;
   std::vector<Entry> entries;
   try {
-    Json header;
-    try {
-      header = Json::parse(header_text);
-    } catch (const Json::exception& e) {  // syntax, or a number beyond double (1e400)
-      fail("header is not valid JSON: {}", e.what());
-    }
+    // A repeated key is refused: a second "__metadata__" would replace the checksums.
+    const Json header = parse_strict_ordered_json(header_text, "header");
     TFM_CHECK(header.is_object(), "header is not a JSON object (it is {})", header.type_name());
     for (auto it = header.begin(); it != header.end(); ++it) {
       if (it.key() == "__metadata__")

@@ -14,6 +14,7 @@ namespace tfm {
 
 namespace {
 constexpr size_t kChunkBytes = 1 << 18;
+constexpr size_t kMaxRead = size_t{1} << 30;
 }  // namespace
 
 LineReader::LineReader(std::filesystem::path path, int64_t max_line_bytes)
@@ -23,14 +24,96 @@ LineReader::LineReader(std::filesystem::path path, int64_t max_line_bytes)
   TFM_CHECK(!std::filesystem::is_directory(path_, ec), "corpus file '{}' is a directory",
             path_.string());
   file_bytes_ = static_cast<int64_t>(std::filesystem::file_size(path_, ec));
-  file_ = gzopen(path_.c_str(), "rb");
+  file_ = std::fopen(path_.c_str(), "rb");
   TFM_CHECK(file_ != nullptr, "cannot open '{}': {}", path_.string(), std::strerror(errno));
-  gzbuffer(file_, kChunkBytes);
   buffer_.resize(kChunkBytes);
+  try {
+    read_raw();
+    // gzip's magic bytes; anything else is plain text (as zlib's gzread decides).
+    if (raw_.size() >= 2 && raw_[0] == 0x1f && raw_[1] == 0x8b) {
+      zstream_ = std::make_unique<z_stream>();  // value-initialised: zlib's default allocator
+      // 16 + MAX_WBITS: a gzip wrapper, the largest window.
+      TFM_CHECK(inflateInit2(zstream_.get(), 16 + MAX_WBITS) == Z_OK,
+                "'{}': cannot start decompressing (out of memory?)", path_.string());
+      zstream_->next_in = raw_.data();
+      zstream_->avail_in = static_cast<uInt>(raw_.size());
+      member_open_ = true;
+    }
+  } catch (...) {
+    close();
+    throw;
+  }
 }
 
 LineReader::~LineReader() {
-  if (file_ != nullptr) gzclose(file_);
+  close();
+}
+
+void LineReader::close() {
+  if (zstream_) inflateEnd(zstream_.get());
+  zstream_.reset();
+  if (file_ != nullptr) std::fclose(file_);
+  file_ = nullptr;
+}
+
+bool LineReader::read_raw() {
+  raw_.resize(kChunkBytes);
+  const size_t got = std::fread(raw_.data(), 1, raw_.size(), file_);
+  TFM_CHECK(got == raw_.size() || !std::ferror(file_), "'{}': cannot read after line {}: {}",
+            path_.string(), line_number_, std::strerror(errno));
+  raw_.resize(got);
+  raw_used_ = 0;
+  raw_bytes_read_ += static_cast<int64_t>(got);
+  return got > 0;
+}
+
+size_t LineReader::read_text(char* out, size_t capacity) {
+  if (zstream_) return inflate_some(out, capacity);
+  if (raw_used_ == raw_.size() && !read_raw()) return 0;
+  const size_t n = std::min(capacity, raw_.size() - raw_used_);
+  std::memcpy(out, raw_.data() + raw_used_, n);
+  raw_used_ += n;
+  return n;
+}
+
+size_t LineReader::inflate_some(char* out, size_t capacity) {
+  z_stream& z = *zstream_;
+  z.next_out = reinterpret_cast<Bytef*>(out);
+  z.avail_out = static_cast<uInt>(capacity);
+  while (z.avail_out == capacity) {  // until some text comes out
+    if (z.avail_in == 0) {
+      if (!read_raw()) break;  // the end of the file
+      z.next_in = raw_.data();
+      z.avail_in = static_cast<uInt>(raw_.size());
+    }
+    if (!member_open_) {
+      // Bytes after a complete member: the next member (concatenated gzip files are one gzip
+      // file), or not gzip at all, which the checks below refuse.
+      member_start_ = raw_bytes_read_ - z.avail_in;
+      member_open_ = true;
+      inflateReset(&z);
+    }
+    const int code = inflate(&z, Z_NO_FLUSH);
+    if (code == Z_STREAM_END) member_open_ = false;
+    if (code == Z_OK || code == Z_STREAM_END || code == Z_BUF_ERROR) continue;
+    // A later member that fails before giving any text is whatever followed the gzip data.
+    TFM_CHECK(member_start_ == 0 || z.total_out > 0,
+              "'{}': the bytes after the end of the gzip data (from byte {}) are not gzip "
+              "(trailing garbage)",
+              path_.string(), member_start_);
+    fail("'{}': cannot read after line {}: {}", path_.string(), line_number_,
+         z.msg != nullptr ? z.msg : zError(code));
+  }
+  if (z.avail_out == capacity && member_open_) {
+    // The file ended inside a member.
+    TFM_CHECK(member_start_ == 0 || z.total_out > 0,
+              "'{}': the bytes after the end of the gzip data (from byte {}) are not a whole "
+              "gzip member (trailing garbage or a cut file)",
+              path_.string(), member_start_);
+    fail("'{}': the gzip stream ends early after line {} (truncated or corrupt file)",
+         path_.string(), line_number_);
+  }
+  return capacity - z.avail_out;
 }
 
 bool LineReader::fill() {
@@ -42,29 +125,13 @@ bool LineReader::fill() {
     begin_ = 0;
   }
   if (buffer_.size() - end_ < kChunkBytes / 2) buffer_.resize(buffer_.size() * 2);
-  const unsigned request = static_cast<unsigned>(buffer_.size() - end_);
-  const int got = gzread(file_, buffer_.data() + end_, request);
-  if (got < 0) {
-    int code = 0;
-    std::string_view message = gzerror(file_, &code);
-    // zlib's message starts with the path, which ours already names.
-    const std::string prefix = path_.string() + ": ";
-    if (message.starts_with(prefix)) message.remove_prefix(prefix.size());
-    fail("'{}': cannot read after line {}: {}", path_.string(), line_number_,
-         code == Z_ERRNO ? std::string_view(std::strerror(errno)) : message);
-  }
+  // At most 1 GiB a call: zlib counts in 32 bits.
+  const size_t got = read_text(buffer_.data() + end_, std::min(buffer_.size() - end_, kMaxRead));
   if (got == 0) {
-    // At the end, gzread returns 0 even when the stream stopped early: zlib then reports
-    // Z_BUF_ERROR ("unexpected end of file") for a gzip member cut before its trailer.
-    int code = 0;
-    gzerror(file_, &code);
-    TFM_CHECK(code != Z_BUF_ERROR,
-              "'{}': the gzip stream ends early after line {} (truncated or corrupt file)",
-              path_.string(), line_number_);
     at_end_ = true;
     return false;
   }
-  end_ += static_cast<size_t>(got);
+  end_ += got;
   return true;
 }
 
@@ -114,8 +181,9 @@ bool LineReader::next(std::string& line) {
 }
 
 double LineReader::read_fraction() const {
-  // gzoffset: the raw bytes zlib has read from the file, plain or compressed.
-  const auto offset = static_cast<double>(gzoffset(file_));
+  // The file's bytes passed on so far, plain or compressed.
+  const size_t unused = zstream_ ? zstream_->avail_in : raw_.size() - raw_used_;
+  const auto offset = static_cast<double>(raw_bytes_read_ - static_cast<int64_t>(unused));
   return file_bytes_ > 0 ? std::min(1.0, offset / static_cast<double>(file_bytes_)) : 1.0;
 }
 

@@ -1,15 +1,19 @@
-// Line-by-line reading of text corpora, plain or gzip-compressed (zlib reads both transparently),
-// with the checks every corpus reader needs: a bound on the line length and UTF-8 validation.
+// Line-by-line reading of text corpora, plain or gzip-compressed (a file that starts with the gzip
+// magic bytes is inflated with zlib; concatenated gzip members are read one after the other, as
+// gzip -d does), with the checks every corpus reader needs: a bound on the line length and UTF-8
+// validation.
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-struct gzFile_s;
+struct z_stream_s;
 
 namespace tfm {
 
@@ -25,7 +29,8 @@ class LineReader {
 
   // The next line without its "\n" (and without a "\r" before it); false at the end of the file.
   // A last line without a newline still counts. Throws, naming file and line, on a line longer
-  // than the limit (unless skip_over_long_lines) or a corrupt or truncated gzip stream.
+  // than the limit (unless skip_over_long_lines), a corrupt or truncated gzip stream, or bytes
+  // after the last gzip member that are not another member (trailing garbage).
   bool next(std::string& line);
   // Instead of throwing, next() passes over a line longer than the limit without holding it: it
   // returns it empty, and last_line_too_long() is true.
@@ -42,12 +47,23 @@ class LineReader {
 
  private:
   bool fill();  // false at the end of the file
+  // Up to `capacity` bytes of text (inflated for a gzip file) into `out`; 0 at the end.
+  size_t read_text(char* out, size_t capacity);
+  size_t inflate_some(char* out, size_t capacity);
+  bool read_raw();  // the next chunk of the file into raw_; false at its end
   void drop_rest_of_line();
+  void close();
 
   std::filesystem::path path_;
   int64_t max_line_bytes_;
   int64_t file_bytes_ = 0;
-  gzFile_s* file_ = nullptr;
+  std::FILE* file_ = nullptr;
+  std::unique_ptr<z_stream_s> zstream_;  // null for a plain file
+  std::vector<unsigned char> raw_;       // the last chunk read from the file
+  size_t raw_used_ = 0;                  // of raw_, passed on (plain files)
+  int64_t raw_bytes_read_ = 0;           // from the file so far
+  int64_t member_start_ = 0;             // file offset of the gzip member being inflated
+  bool member_open_ = false;             // inside a gzip member (its end not reached yet)
   std::vector<char> buffer_;
   size_t begin_ = 0;
   size_t end_ = 0;

@@ -20,6 +20,9 @@ namespace {
 // Every dimension is capped so that products of a few of them cannot overflow int64 (and the whole
 // model is checked against a parameter budget in validate()).
 constexpr int64_t kMaxDimension = int64_t{1} << 24;
+// The longest sequence is bounded far lower: attention holds a length x length score matrix per
+// head, 16 GiB of f32 at this bound, so no longer input can be translated or trained on anyway.
+constexpr int64_t kMaxPositions = int64_t{1} << 16;
 
 void check_dimension(std::string_view key, int64_t value) {
   TFM_CHECK(value > 0, "configuration key '{}' must be positive, got {}", key, value);
@@ -188,6 +191,10 @@ void validate(const ModelConfig& c) {
   check_dimension("d_k", c.d_k);
   check_dimension("d_v", c.d_v);
   check_dimension("max_positions", c.max_positions);
+  TFM_CHECK(c.max_positions <= kMaxPositions,
+            "configuration key 'max_positions' must be at most {} (attention needs a length x "
+            "length matrix per head), got {}",
+            kMaxPositions, c.max_positions);
   check_dimension("vocab_size", c.vocab_size);
   check_probability("dropout", c.dropout);
   check_probability("attention_dropout", c.attention_dropout);

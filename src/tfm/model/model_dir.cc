@@ -1,6 +1,9 @@
 #include "tfm/model/model_dir.h"
 
 #include "tfm/core/error.h"
+#include "tfm/io/atomic_dir.h"
+#include "tfm/io/atomic_file.h"
+#include "tfm/io/checksum.h"
 #include "tfm/io/safetensors.h"
 #include "tfm/model/parameters.h"
 
@@ -10,6 +13,21 @@ namespace {
 
 std::string more(size_t extra, const char* what) {
   return extra == 0 ? "" : fmt::format(" (and {} more {})", extra, what);
+}
+
+// The vocabulary must be the one the weights were written with (another model's vocab.model of
+// the same size would translate garbage). Models written before the checksum load unchecked.
+void check_vocabulary(const std::filesystem::path& dir,
+                      const std::map<std::string, std::string>& metadata) {
+  const auto recorded = metadata.find(kVocabChecksumKey);
+  const std::filesystem::path vocab = dir / kVocabFileName;
+  std::error_code ec;
+  if (recorded == metadata.end() || !std::filesystem::exists(vocab, ec)) return;
+  const std::string actual = crc32_hex(crc32_of_file(vocab));
+  TFM_CHECK(actual == recorded->second,
+            "{} (crc32 {}) is not the vocabulary that {} was written with (crc32 {}): the "
+            "directory mixes two models' files",
+            vocab.string(), actual, (dir / kWeightsFileName).string(), recorded->second);
 }
 
 }  // namespace
@@ -60,20 +78,80 @@ std::vector<std::pair<std::string, Tensor>> check_parameters(
   return ordered;
 }
 
-void save_model_dir(const std::filesystem::path& dir, const ModelConfig& config,
-                    const std::vector<std::pair<std::string, Tensor>>& parameters) {
-  const std::filesystem::path weights = dir / kWeightsFileName;
-  std::vector<std::pair<std::string, Tensor>> ordered;
+namespace {
+
+std::vector<std::pair<std::string, Tensor>> checked_for_saving(
+    const std::filesystem::path& dir, const ModelConfig& config,
+    const std::vector<std::pair<std::string, Tensor>>& parameters) {
   try {
-    ordered = check_parameters(config, parameters);
+    return check_parameters(config, parameters);
   } catch (const Error& e) {
-    fail("{}: refusing to save: {}", weights.string(), e.what());
+    fail("{}: refusing to save: {}", (dir / kWeightsFileName).string(), e.what());
   }
+}
+
+// Refuses to replace `target` (shown as `dir`) unless it is missing or a directory of model files
+// only: replacing deletes what the old directory held.
+void check_replaceable(const std::filesystem::path& dir, const std::filesystem::path& target) {
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  TFM_CHECK(!ec, "cannot create the model directory '{}': {}", dir.string(), ec.message());
-  write_safetensors(weights, ordered, {{"producer", "tfm"}});
+  if (!std::filesystem::exists(target, ec)) return;
+  TFM_CHECK(std::filesystem::is_directory(target, ec),
+            "cannot save a model to '{}': it exists and is not a directory", dir.string());
+  for (const auto& entry : std::filesystem::directory_iterator(target, ec)) {
+    const std::string name = entry.path().filename().string();
+    bool ours = false;
+    for (const char* file : {kConfigFileName, kWeightsFileName, kVocabFileName})
+      ours = ours || name == file || name.starts_with(std::string(file) + ".tmp.");
+    TFM_CHECK(ours,
+              "cannot save a model to '{}': it holds '{}', which is not a model file, and saving "
+              "replaces the whole directory (remove it, or save elsewhere)",
+              dir.string(), name);
+  }
+  TFM_CHECK(!ec, "cannot save a model to '{}': cannot list it: {}", dir.string(), ec.message());
+}
+
+}  // namespace
+
+void write_model_files(const std::filesystem::path& dir, const ModelConfig& config,
+                       const std::vector<std::pair<std::string, Tensor>>& parameters,
+                       const std::optional<std::string>& vocabulary) {
+  const std::vector<std::pair<std::string, Tensor>> ordered =
+      checked_for_saving(dir, config, parameters);
+  std::map<std::string, std::string> metadata = {{"producer", "tfm"}};
+  if (vocabulary) {
+    write_file_atomically(dir / kVocabFileName, *vocabulary);
+    metadata[kVocabChecksumKey] = crc32_hex(crc32_of(vocabulary->data(), vocabulary->size()));
+  }
+  write_safetensors(dir / kWeightsFileName, ordered, metadata);
   save_config(dir / kConfigFileName, config);
+}
+
+void save_model_dir(const std::filesystem::path& dir, const ModelConfig& config,
+                    const std::vector<std::pair<std::string, Tensor>>& parameters,
+                    const std::optional<std::string>& vocabulary) {
+  checked_for_saving(dir, config, parameters);
+  std::error_code ec;
+  // Absolute, links resolved ("out/", "model/.", a link to a directory): the renames below act
+  // on the directory itself.
+  std::filesystem::path target = std::filesystem::absolute(dir, ec);
+  if (std::filesystem::path resolved = std::filesystem::weakly_canonical(target, ec); !ec)
+    target = resolved;
+  if (!target.has_filename()) target = target.parent_path();
+  check_replaceable(dir, target);
+  std::filesystem::create_directories(target.parent_path(), ec);
+  TFM_CHECK(!ec, "cannot create the model directory '{}': {}", dir.string(), ec.message());
+  const std::filesystem::path built = sibling_path(target, "partial");
+  std::filesystem::remove_all(built, ec);
+  std::filesystem::create_directory(built, ec);
+  TFM_CHECK(!ec, "cannot create the model directory '{}': {}", built.string(), ec.message());
+  try {
+    write_model_files(built, config, parameters, vocabulary);
+    sync_directory(built);
+    replace_directory(built, target);
+  } catch (...) {
+    std::filesystem::remove_all(built, ec);  // the old directory stays as it was
+    throw;
+  }
 }
 
 LoadedModel load_model_dir(const std::filesystem::path& dir) {
@@ -92,6 +170,7 @@ LoadedModel load_model_dir(const std::filesystem::path& dir) {
     fail("{}: {}", weights.string(), e.what());
   }
   check_finite(weights, model.parameters);
+  check_vocabulary(dir, file.metadata);
   model.metadata = std::move(file.metadata);
   model.checksums_verified = file.checksums_verified;
   return model;

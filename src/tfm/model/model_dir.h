@@ -1,10 +1,12 @@
 // A model directory: config.json (ModelConfig) + model.safetensors (the parameters, named as in
-// parameter_specs) + vocab.model (the SentencePiece vocabulary, written by the vocabulary tools).
-// docs/MODEL_FORMAT.md describes it.
+// parameter_specs) + vocab.model (the SentencePiece vocabulary). model.safetensors records the
+// CRC-32 of the vocab.model it was written with, so that a directory mixing two models' files is
+// refused. docs/MODEL_FORMAT.md describes it.
 #pragma once
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +19,8 @@ namespace tfm {
 inline constexpr const char* kConfigFileName = "config.json";
 inline constexpr const char* kWeightsFileName = "model.safetensors";
 inline constexpr const char* kVocabFileName = "vocab.model";
+// The key of model.safetensors' __metadata__ that holds vocab.model's CRC-32 (8 hex digits).
+inline constexpr const char* kVocabChecksumKey = "vocab_crc32";
 
 struct LoadedModel {
   ModelConfig config;
@@ -34,18 +38,31 @@ struct LoadedModel {
 std::vector<std::pair<std::string, Tensor>> check_parameters(
     const ModelConfig& config, const std::vector<std::pair<std::string, Tensor>>& tensors);
 
-// Creates `dir` (and its parents) when needed and writes model.safetensors (parameters in canonical
-// order) then config.json, each atomically. The parameters are checked first: an inconsistent model
-// is never written.
+// Writes a model directory all or nothing: the parameters are checked first (an inconsistent model
+// is never written), the directory is built beside `dir` ("<dir>.partial-<pid>") with
+// write_model_files, then renamed to `dir` (io/atomic_dir.h's replace_directory). An existing `dir`
+// is replaced as a whole, old vocab.model included; it may hold only a model's files
+// (config.json, model.safetensors, vocab.model), so that nothing else is deleted with it. The
+// parents of `dir` are created when needed; a symbolic link to a directory is followed.
+// `vocabulary`: vocab.model's bytes, or none for a model directory without one.
 void save_model_dir(const std::filesystem::path& dir, const ModelConfig& config,
-                    const std::vector<std::pair<std::string, Tensor>>& parameters);
+                    const std::vector<std::pair<std::string, Tensor>>& parameters,
+                    const std::optional<std::string>& vocabulary = std::nullopt);
+
+// The files of a model into `dir`, an existing directory no reader uses yet (the one that
+// save_model_dir or a checkpoint builds): vocab.model when given, model.safetensors (parameters in
+// canonical order, the vocabulary's checksum in its metadata), then config.json.
+void write_model_files(const std::filesystem::path& dir, const ModelConfig& config,
+                       const std::vector<std::pair<std::string, Tensor>>& parameters,
+                       const std::optional<std::string>& vocabulary);
 
 // Throws tfm::Error naming `file` and the first tensor holding a NaN or an infinity.
 void check_finite(const std::filesystem::path& file,
                   const std::vector<std::pair<std::string, Tensor>>& tensors);
 
-// Reads and checks a model directory (configuration, shapes, checksums, finite weights); every
-// error names the file and the problem.
+// Reads and checks a model directory (configuration, shapes, checksums, finite weights, and
+// vocab.model against the checksum that model.safetensors recorded, when it recorded one and the
+// file is there); every error names the file and the problem.
 LoadedModel load_model_dir(const std::filesystem::path& dir);
 
 }  // namespace tfm

@@ -110,7 +110,7 @@ void FeedForward::collect(const std::string& prefix, NamedTensors& out) const {
   fc2.collect(prefix + "fc2.", out);
 }
 
-Tensor sinusoidal_positions(int64_t positions, int64_t d_model) {
+Tensor sinusoidal_positions(int64_t positions, int64_t d_model, int64_t first) {
   Tensor table = Tensor::empty({positions, d_model});
   float* p = table.data<float>();
   // 10000^(2i/d) once per column pair, not per position (the same values: building a model costs
@@ -118,12 +118,13 @@ Tensor sinusoidal_positions(int64_t positions, int64_t d_model) {
   std::vector<double> wavelength;
   for (int64_t i = 0; i < d_model; i += 2)
     wavelength.push_back(std::pow(10000.0, static_cast<double>(i) / static_cast<double>(d_model)));
-  for (int64_t pos = 0; pos < positions; ++pos) {
+  for (int64_t row = 0; row < positions; ++row) {
+    const double pos = static_cast<double>(first + row);
     for (int64_t i = 0; i < d_model; i += 2) {
       // Computed in double: positions up to thousands times frequencies near 1 lose digits in f32.
-      double angle = static_cast<double>(pos) / wavelength[static_cast<size_t>(i / 2)];
-      p[pos * d_model + i] = static_cast<float>(std::sin(angle));
-      if (i + 1 < d_model) p[pos * d_model + i + 1] = static_cast<float>(std::cos(angle));
+      double angle = pos / wavelength[static_cast<size_t>(i / 2)];
+      p[row * d_model + i] = static_cast<float>(std::sin(angle));
+      if (i + 1 < d_model) p[row * d_model + i + 1] = static_cast<float>(std::cos(angle));
     }
   }
   return table;

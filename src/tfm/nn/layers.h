@@ -85,7 +85,8 @@ struct FeedForward {
 };
 
 // The sinusoidal table of section 3.5, interleaved as in the paper:
-// PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d)).
-Tensor sinusoidal_positions(int64_t positions, int64_t d_model);
+// PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d)); `positions` rows
+// from position `first` on (a row's values do not depend on the table it is in).
+Tensor sinusoidal_positions(int64_t positions, int64_t d_model, int64_t first = 0);
 
 }  // namespace tfm::nn

@@ -151,7 +151,9 @@ Transformer::Transformer(const ModelConfig& config, const ParameterSource& sourc
         source.make("decoder.positions.weight", {config.max_positions, config.d_model});
   } else {
     // On the device of the weights (a model built from GPU tensors adds them there).
-    sinusoids_ = sinusoidal_positions(config.max_positions, config.d_model).to(embedding_.device());
+    sinusoids_ =
+        sinusoidal_positions(std::min(config.max_positions, kBuiltPositions), config.d_model)
+            .to(embedding_.device());
   }
   for (int64_t i = 0; i < config.layers; ++i)
     encoder_layers_.emplace_back(config, source, "encoder.layers." + std::to_string(i) + ".");
@@ -221,14 +223,17 @@ void Transformer::pack(DType precision) {
   for (auto& layer : decoder_layers_) layer.pack(precision);
 }
 
-Tensor Transformer::position_table(const Tensor& learned, int64_t length) const {
+std::pair<Tensor, int64_t> Transformer::position_table(const Tensor& learned, int64_t first,
+                                                       int64_t count) const {
+  const int64_t length = first + count;
   if (learned.defined()) {
     TFM_CHECK(length <= learned.dim(0), "sequence of {} tokens exceeds max_positions {}", length,
               learned.dim(0));
-    return learned;
+    return {learned, first};
   }
-  if (length <= sinusoids_.dim(0)) return sinusoids_;
-  return sinusoidal_positions(length, config_.d_model);
+  if (length <= sinusoids_.dim(0)) return {sinusoids_, first};
+  // Only the rows asked for: a decoding step past the table needs one.
+  return {sinusoidal_positions(count, config_.d_model, first).to(embedding_.device()), 0};
 }
 
 Tensor Transformer::embed(const Tensor& ids, const Tensor& positions, ForwardContext& ctx,
@@ -243,7 +248,8 @@ Tensor Transformer::encode(const Tensor& src, const std::vector<int32_t>& src_le
                            ForwardContext& ctx) const {
   ops::AttentionMask mask;
   mask.key_lengths = src_lengths;
-  Tensor x = embed(src, position_table(encoder_positions_, src.dim(1)), ctx);
+  const auto [positions, offset] = position_table(encoder_positions_, 0, src.dim(1));
+  Tensor x = embed(src, positions, ctx, offset);
   for (const auto& layer : encoder_layers_) x = layer.forward(x, mask, ctx);
   if (encoder_final_norm_.weight.defined()) x = encoder_final_norm_.forward(x);
   return x;
@@ -255,7 +261,8 @@ Tensor Transformer::decode(const Tensor& tgt_in, const Tensor& memory,
   self_mask.causal = true;
   ops::AttentionMask source_mask;
   source_mask.key_lengths = src_lengths;
-  Tensor y = embed(tgt_in, position_table(decoder_positions_, tgt_in.dim(1)), ctx);
+  const auto [positions, offset] = position_table(decoder_positions_, 0, tgt_in.dim(1));
+  Tensor y = embed(tgt_in, positions, ctx, offset);
   for (const auto& layer : decoder_layers_)
     y = layer.forward(y, memory, self_mask, source_mask, ctx);
   if (decoder_final_norm_.weight.defined()) y = decoder_final_norm_.forward(y);
@@ -333,8 +340,8 @@ Tensor Transformer::decode_hidden(const Tensor& last_tokens, DecoderState& state
   }
 
   auto ctx = ForwardContext::inference(state.precision);
-  Tensor y = embed(last_tokens.view({rows, 1}), position_table(decoder_positions_, position + 1),
-                   ctx, position);
+  const auto [positions, offset] = position_table(decoder_positions_, position, 1);
+  Tensor y = embed(last_tokens.view({rows, 1}), positions, ctx, offset);
   for (size_t i = 0; i < decoder_layers_.size(); ++i) {
     const bool kept =
         attention && (attention->layer < 0 || attention->layer == static_cast<int64_t>(i));

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tfm/model/config.h"
@@ -167,15 +168,19 @@ class Transformer {
   // dropout(E[ids] * sqrt(d_model) + positions[offset + t])
   Tensor embed(const Tensor& ids, const Tensor& positions, ForwardContext& ctx,
                int64_t offset = 0) const;
-  Tensor position_table(const Tensor& learned, int64_t length) const;
+  // The table that holds positions [first, first + count), and the row of `first` in it.
+  std::pair<Tensor, int64_t> position_table(const Tensor& learned, int64_t first,
+                                            int64_t count) const;
   Transformer(const ModelConfig& config, const ParameterSource& source);
 
   ModelConfig config_;
   Tensor embedding_;
   Tensor encoder_positions_, decoder_positions_;  // learned only
-  // Sinusoidal encodings of positions [0, max_positions), computed once at construction so that a
-  // model is immutable after it and can be shared across threads; longer sequences (sinusoids have
-  // no end) get a table of their own per call.
+  // Sinusoidal encodings of positions [0, min(max_positions, kBuiltPositions)), computed once at
+  // construction so that a model is immutable after it and can be shared across threads; positions
+  // past it (sinusoids have no end) get rows of their own per call, so a large max_positions costs
+  // nothing until a sequence that long comes.
+  static constexpr int64_t kBuiltPositions = 1024;
   Tensor sinusoids_;
   std::vector<EncoderLayer> encoder_layers_;
   std::vector<DecoderLayer> decoder_layers_;

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <regex>
 
+#include "tfm/io/atomic_dir.h"
 #include "tfm/io/atomic_file.h"
 #include "tfm/io/checksum.h"
 #include "tfm/io/safetensors.h"
@@ -170,14 +171,6 @@ fs::path damaged_name(const fs::path& dir) {
   return candidate;
 }
 
-void fsync_directory(const fs::path& dir) {
-  std::FILE* f = std::fopen(dir.c_str(), "r");
-  if (f != nullptr) {
-    ::fsync(fileno(f));
-    std::fclose(f);
-  }
-}
-
 }  // namespace
 
 fs::path save_checkpoint(const fs::path& folder, const ModelConfig& config,
@@ -189,7 +182,16 @@ fs::path save_checkpoint(const fs::path& folder, const ModelConfig& config,
   remove_or_fail(partial);
   create_directories_or_fail(partial);
 
-  save_model_dir(partial, config, parameters);
+  // The vocabulary is the model's: written with it, its checksum recorded in model.safetensors.
+  std::optional<std::string> vocabulary;
+  std::vector<fs::path> others;
+  for (const fs::path& file : extra_files) {
+    if (file.filename() == kVocabFileName)
+      vocabulary = read_file_bytes(file);
+    else
+      others.push_back(file);
+  }
+  write_model_files(partial, config, parameters, vocabulary);
   std::vector<std::pair<std::string, Tensor>> moments;
   for (size_t i = 0; i < parameters.size(); ++i) {
     moments.emplace_back("m." + parameters[i].first, optimizer.first_moments().at(i));
@@ -197,15 +199,14 @@ fs::path save_checkpoint(const fs::path& folder, const ModelConfig& config,
   }
   write_safetensors(partial / kOptimizerFile, moments,
                     {{"steps", std::to_string(optimizer.steps())}});
-  for (const fs::path& file : extra_files) copy_file_or_fail(file, partial / file.filename());
+  for (const fs::path& file : others) copy_file_or_fail(file, partial / file.filename());
   write_file_atomically(partial / kStateFile, state_to_json(state).dump(2) + "\n");
-  fsync_directory(partial);
+  sync_directory(partial);
 
   // Replacing an existing checkpoint of the same step (a resumed run saving again) keeps the old
-  // one until the new one is complete.
-  if (fs::exists(final_dir)) remove_or_fail(final_dir);
-  rename_or_fail(partial, final_dir);
-  fsync_directory(folder);
+  // one until the new one is complete; a kill between the renames leaves step-N.deleting-<pid>,
+  // which clean_checkpoint_folder removes.
+  replace_directory(partial, final_dir);
   return final_dir;
 }
 
@@ -385,9 +386,11 @@ void average_models(const std::vector<fs::path>& inputs, const fs::path& out) {
     for (size_t j = 0; j < sums[i].size(); ++j) p[j] = static_cast<float>(sums[i][j] / n);
     averaged.emplace_back(first.parameters[i].first, t);
   }
-  save_model_dir(out, first.config, averaged);
+  // All or nothing: a failure (a full disk) leaves `out` as it was.
   const fs::path vocab = inputs.back() / kVocabFileName;
-  if (fs::exists(vocab)) copy_file_or_fail(vocab, out / kVocabFileName);
+  save_model_dir(
+      out, first.config, averaged,
+      fs::exists(vocab) ? std::optional<std::string>(read_file_bytes(vocab)) : std::nullopt);
 }
 
 }  // namespace tfm

@@ -4,6 +4,7 @@
 //   optimizer.safetensors            Adam's moments "m.<param>" / "v.<param>", its step count
 //   state.json                       where training stands: step, epoch, batch within the epoch,
 //                                    seed, and the trainer's own fields
+//   vocab.model                      the run's vocabulary
 // It is written into `step-N.partial-<pid>` and renamed when complete, so a run killed while
 // writing leaves a partial folder that is ignored, never a damaged checkpoint under a final name.
 #pragma once
@@ -41,7 +42,8 @@ struct Checkpoint {
 };
 
 // Writes a checkpoint of the model and optimizer under `folder` and returns its directory. Files
-// that sit beside the model (the vocabulary) are copied from `extra_files`.
+// that sit beside the model are copied from `extra_files`; one named vocab.model is the model's
+// vocabulary, its checksum recorded in model.safetensors (model/model_dir.h).
 std::filesystem::path save_checkpoint(const std::filesystem::path& folder,
                                       const ModelConfig& config, const nn::NamedTensors& parameters,
                                       const Adam& optimizer, const TrainingState& state,
