@@ -273,6 +273,23 @@ TEST(LineReader, TruncatedOrCorruptGzipIsAnError) {
   EXPECT_EQ(read_text_lines(dir / "full.gz").size(), 100u);
 }
 
+// A loop of symbolic links given as input (`tfm translate -i`) said "No such file or directory":
+// it is named as a loop, a directory as a directory; a device such as /dev/null still reads.
+TEST(LineReader, ALoopOfLinksOrADirectoryIsNamedForWhatItIs) {
+  TempDir dir;
+  const auto loop = dir / "loop.txt";
+  std::filesystem::create_symlink("loop.txt", loop);
+  EXPECT_EQ(error_of([&] { read_text_lines(loop); }),
+            "cannot open '" + loop.string() + "': Too many levels of symbolic links");
+  EXPECT_EQ(error_of([&] { LineReader reader(loop); }),
+            "corpus file '" + loop.string() + "': Too many levels of symbolic links");
+  EXPECT_EQ(error_of([&] { read_text_lines(dir.path()); }),
+            "cannot open '" + dir.path().string() + "': is a directory");
+  EXPECT_EQ(error_of([&] { read_text_lines(dir / "none.txt"); }),
+            "cannot open '" + (dir / "none.txt").string() + "': No such file or directory");
+  EXPECT_TRUE(read_text_lines("/dev/null").empty());
+}
+
 TEST(Utf8, FindsTheFirstMalformedByte) {
   EXPECT_EQ(find_invalid_utf8("plain ascii"), std::nullopt);
   EXPECT_EQ(find_invalid_utf8("Straße, Größe, 日本, 😀"), std::nullopt);
