@@ -1,8 +1,11 @@
 // tfm: the command line. Subcommands live in cli/<name>_command.cc; this file only wires them up.
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
+#include <iostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -44,6 +47,19 @@ std::string rank_prefix() {
   return launch.size > 1 ? fmt::format("rank {} of {}: ", launch.rank, launch.size) : "";
 }
 
+// Every command's results go to standard output: a write that failed there (a full disk, a
+// closed descriptor) fails the command instead of ending it with status 0. Flushing both
+// std::cout and stdout at the end covers every command in one place.
+void check_standard_output() {
+  std::cout.flush();
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int error = errno;
+  TFM_CHECK(flushed && std::cout.good() && std::ferror(stdout) == 0,
+            "cannot write the results to standard output: {}",
+            !flushed && error != 0 ? std::strerror(error) : "a write failed");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -60,6 +76,7 @@ int main(int argc, char** argv) {
   tfm::cli::register_commands(app);
   try {
     app.parse(argc, translated.data());
+    check_standard_output();
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const tfm::Error& e) {
