@@ -16,6 +16,7 @@
 namespace tfm {
 namespace {
 
+using testing::error_of;
 using testing::expect_error;
 using testing::TempDir;
 
@@ -176,6 +177,33 @@ TEST(Recipe, AnUnterminatedQuoteOrAMultiLineValueIsAnError) {
       write(tmp, "training:\n  run_dir: \"runs/a\"  # here\n\n  # a comment\n  seed:\n    5\n"));
   EXPECT_EQ(r.run_dir, "runs/a");
   EXPECT_EQ(r.seed, 5u);
+}
+
+// A second YAML document was lost to YAML::Load and then reported as "(an unterminated quote?)";
+// it is named as what it is. A "---" that starts the only document is fine.
+TEST(Recipe, ASecondYamlDocumentIsAnErrorAtItsMarker) {
+  TempDir tmp;
+  const std::string message = error_of(
+      [&] { load_recipe(write(tmp, "training:\n  seed: 3\n---\ntraining:\n  seed: 4\n")); });
+  EXPECT_NE(message.find("recipe.yaml:3: a second YAML document starts here; a recipe is one "
+                         "document"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("unterminated"), std::string::npos) << message;
+  expect_error(
+      [&] { load_recipe(write(tmp, "# c\ntraining:\n  seed: 3\n...\ndata:\n  vocab_size: 9\n")); },
+      {"recipe.yaml:4", "a second YAML document"});
+  // A "---" that starts the document, and a "..." that ends it, are fine.
+  EXPECT_EQ(load_recipe(write(tmp, "# c\n--- # start\ntraining:\n  seed: 3\n...\n")).seed, 3u);
+}
+
+// "0x1" read as the number 1.0 (strtod takes hexadecimal), and the message said "got number
+// 1.0": the value is named as written.
+TEST(Recipe, AHexadecimalModelValueIsNamedAsWritten) {
+  TempDir tmp;
+  TrainRecipe r = load_recipe(write(tmp, "model:\n  layers: 0x1\n"));
+  expect_error([&] { r.model_config(100); },
+               {"configuration key 'layers' must be an integer, got string \"0x1\""});
 }
 
 // Found by fuzz/fuzz_recipe (fuzz/findings): keys that are not text, and control characters in
