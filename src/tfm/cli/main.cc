@@ -1,4 +1,7 @@
 // tfm: the command line. Subcommands live in cli/<name>_command.cc; this file only wires them up.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdio>
@@ -49,15 +52,20 @@ std::string rank_prefix() {
 
 // Every command's results go to standard output: a write that failed there (a full disk, a
 // closed descriptor) fails the command instead of ending it with status 0. Flushing both
-// std::cout and stdout at the end covers every command in one place.
+// std::cout and stdout at the end covers every command in one place. A write that failed before
+// (stdio keeps no errno for it) is named by what can still be seen: a closed descriptor.
 void check_standard_output() {
   std::cout.flush();
   errno = 0;
   const bool flushed = std::fflush(stdout) == 0;
   const int error = errno;
-  TFM_CHECK(flushed && std::cout.good() && std::ferror(stdout) == 0,
-            "cannot write the results to standard output: {}",
-            !flushed && error != 0 ? std::strerror(error) : "a write failed");
+  if (flushed && std::cout.good() && std::ferror(stdout) == 0) return;
+  std::string reason = "a write failed";
+  if (!flushed && error != 0)
+    reason = std::strerror(error);
+  else if (::fcntl(STDOUT_FILENO, F_GETFD) == -1)
+    reason = "it is closed";
+  tfm::fail("cannot write the results to standard output: {}", reason);
 }
 
 }  // namespace

@@ -263,7 +263,14 @@ void apply_override(TrainRecipe& recipe, const std::string& assignment) {
 
 namespace {
 
-// Per line of the file (0-based): whether it holds YAML content (is neither blank nor a comment).
+// Whether a line is the YAML document marker `marker` ("---" or "..."), alone or before a space.
+bool is_document_marker(std::string_view row, std::string_view marker) {
+  return row.starts_with(marker) &&
+         (row.size() == 3 || std::isspace(static_cast<unsigned char>(row[3])));
+}
+
+// Per line of the file (0-based): whether it holds YAML content (is neither blank, nor a comment,
+// nor a document marker).
 std::vector<bool> content_lines(const std::string& text) {
   std::vector<bool> lines;
   size_t begin = 0;
@@ -271,16 +278,12 @@ std::vector<bool> content_lines(const std::string& text) {
     size_t end = text.find('\n', begin);
     if (end == std::string::npos) end = text.size();
     const size_t first = text.find_first_not_of(" \t\r", begin);
-    lines.push_back(first < end && text[first] != '#');
+    const std::string_view row = std::string_view(text).substr(begin, end - begin);
+    lines.push_back(first < end && text[first] != '#' && !is_document_marker(row, "---") &&
+                    !is_document_marker(row, "..."));
     begin = end + 1;
   }
   return lines;
-}
-
-// Whether a line is the YAML document marker `marker` ("---" or "..."), alone or before a space.
-bool is_document_marker(std::string_view row, std::string_view marker) {
-  return row.starts_with(marker) &&
-         (row.size() == 3 || std::isspace(static_cast<unsigned char>(row[3])));
 }
 
 // The 1-based line where a second YAML document starts: a "---" after content, or a "..." (the
