@@ -101,6 +101,8 @@ TEST(Recipe, TyposAndBadValuesAreOneLineErrorsWithFileAndLine) {
       [&] { load_recipe(write(tmp, "data:\n  vocab: ${TFM_UNSET_VARIABLE_X}/v.model\n")); },
       {"recipe.yaml:2", "TFM_UNSET_VARIABLE_X", "not set"});
   expect_error([&] { load_recipe(tmp / "missing.yaml"); }, {"missing.yaml", "no such recipe"});
+  // A directory was "no such recipe file" too.
+  expect_error([&] { load_recipe(tmp.path()); }, {tmp.path().string(), ": is a directory"});
   TrainRecipe r;
   expect_error([&] { apply_override(r, "training.max_stepz=5"); },
                {"training.max_stepz", "did you mean 'training.max_steps'"});

@@ -316,7 +316,11 @@ std::optional<int> second_document_line(const std::string& text) {
 
 TrainRecipe load_recipe(const std::filesystem::path& path) {
   const std::string file = path.string();
-  TFM_CHECK(std::filesystem::is_regular_file(path), "{}: no such recipe file", file);
+  if (const std::optional<std::string> problem = file_type_problem(path)) {
+    std::error_code ec;
+    const bool missing = !std::filesystem::exists(path, ec) && !ec;  // a loop of links sets ec
+    fail("{}: {}", file, missing ? "no such recipe file" : *problem);
+  }
   const std::string text = read_file_bytes(path);
   // YAML::Load reads the first document only: what follows a second one's "---" would be lost.
   if (const std::optional<int> line = second_document_line(text))
