@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the committed seed corpus fuzz/corpus/<target>/ (a few KB in all): tiny model
 # directories, a checkpoint and safetensors files written by tfm itself (build/fuzz/make_seed_files),
-# the recipes of configs/, and a few hand-made invalid files. model_dir and checkpoint inputs pack
+# the recipes of configs/, the trees of the tests, and a few hand-made invalid files. model_dir and checkpoint inputs pack
 # two files as fuzz_util.h's split2 reads them: 2 bytes (little-endian) of the first file's length,
 # the first file, the second file.
 # Usage: fuzz/make_seeds.sh   (builds build/fuzz first through scripts/fuzz.sh --build-only)
@@ -15,7 +15,7 @@ checkpoint="$(ls -d "$files"/checkpoints/step-*)"
 
 corpus=fuzz/corpus
 rm -rf "$corpus"
-mkdir -p "$corpus"/{safetensors,config_json,model_dir,checkpoint,recipe,serve_request}
+mkdir -p "$corpus"/{safetensors,config_json,model_dir,checkpoint,recipe,serve_request,trees}
 
 pack() {  # pack <first file> <second file> <output>
   python3 - "$1" "$2" "$3" <<'PY'
@@ -113,5 +113,33 @@ printf 'POST /translate HTTP/1.1\r\nContent-Length: 13\r\nContent-Length: 5\r\n\
 printf 'POST /translate HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n5\r\nhello\r\n0\r\n\r\n' > "$q/http-chunked"
 printf 'GET /health HTTP/1.1\r\nX-Note: a\x00b\r\n\r\n' > "$q/http-nul"
 printf 'POST /translate HTTP/1.1\r\nContent-Length: -5\r\n\r\n' > "$q/http-negative-length"
+# trees: the trees of tests/test_trees.cc, test_evalb.cc and test_cli_parse.cc, one a line and as
+# .mrg text (plain and gzip), and invalid ones.
+t="$corpus/trees"
+cat > "$t/lines.trees" <<'TREES'
+(TOP (S (NP (DT The) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat)))) (. .)))
+(TOP (S (NP (PRP He)) (VP (VBD left)) (. .)))
+
+(TOP (NP (NP (DT a) (NN dog)) (, ,) (NP (DT a) (NN mat))))
+()
+(TOP (S (NP (DT a) (NN b)) (`` ``) (POS ') ('' '') (? ?) (-LRB- -LCB-) (PRP$ his)))
+TREES
+cat > "$t/wsj.mrg" <<'TREES'
+( (S
+    (NP-SBJ-1 (PRP He) )
+    (VP (VBD said)
+      (SBAR (-NONE- 0)
+        (S (-NONE- *T*-1) )))
+    (ADVP-TMP=2 (RB now) )
+    (PRT (RP up) )
+    (. .) ))
+( (NP (NN c)))
+TREES
+gzip -9n -c "$t/wsj.mrg" > "$t/wsj.mrg.gz"
+printf '(TOP (NN a))\n(TOP (NN a)\n' > "$t/unclosed.trees"
+printf '(TOP (NN a)) (TOP (NN b))\n' > "$t/two-on-a-line.trees"
+printf '(TOP (NP (DT a) dog))\n' > "$t/word-beside-constituents.trees"
+printf '(TOP (NP))\n' > "$t/no-children.trees"
+python3 -c "print('(TOP ' + '(A ' * 1000 + '(X y)' + ')' * 1001)" > "$t/too-deep.trees"
 
 du -sh "$corpus"

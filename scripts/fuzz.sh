@@ -6,7 +6,7 @@
 #   --seconds N    fuzzing time per target (default 600)
 #   --jobs J       parallel fuzzing processes per target (libFuzzer -fork=J; default 1)
 #   --build-only   configure and build build/fuzz, run nothing
-#   targets        some of: safetensors config_json model_dir checkpoint recipe serve_request
+#   targets        some of: safetensors config_json model_dir checkpoint recipe serve_request trees
 #                  (default: all)
 # Writes build/fuzz/logs/<target>.log, a summary line per target, and reproducers under
 # build/fuzz/findings/<target>/; exits 1 when any target had a finding.
@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-all_targets=(safetensors config_json model_dir checkpoint recipe serve_request)
+all_targets=(safetensors config_json model_dir checkpoint recipe serve_request trees)
 [ "${#targets[@]}" -gt 0 ] || targets=("${all_targets[@]}")
 for t in "${targets[@]}"; do
   [[ " ${all_targets[*]} " == *" $t "* ]] || { echo "fuzz.sh: unknown target $t (${all_targets[*]})" >&2; exit 2; }
@@ -72,6 +72,7 @@ export OMP_NUM_THREADS=1
 dict_of() {
   case "$1" in
     recipe) echo fuzz/dict/yaml.dict ;;
+    trees) echo fuzz/dict/trees.dict ;;
     *) echo fuzz/dict/json.dict ;;
   esac
 }

@@ -18,6 +18,7 @@
 namespace tfm::viz {
 namespace {
 
+using testing::error_of;
 using testing::expect_error;
 
 constexpr int64_t kLayers = 3, kHeads = 4;
@@ -350,8 +351,14 @@ TEST(AttentionFigure, ErrorsNameTheFlagAndTheValue) {
         resolved(options_of("encoder", -1, {1, 2, 1}), view);
       },
       {"--figure-heads", "head 1", "twice"});
-  expect_error([&] { resolved(options_of("encoder", -1, {}, 6), view); },
-               {"--figure-token 6", "6 query tokens (0..5"});
+  // The way to every token's attention is to leave the option out (it once suggested -1, which
+  // the command line refuses).
+  const std::string outside = error_of([&] { resolved(options_of("encoder", -1, {}, 6), view); });
+  EXPECT_NE(outside.find("--figure-token 6 is outside the encoder attention's 6 query tokens "
+                         "(0..5; leave it out for every token's)"),
+            std::string::npos)
+      << outside;
+  EXPECT_EQ(outside.find("-1"), std::string::npos) << outside;
   expect_error([&] { resolved(options_of("decoder", -1, {}, 5), view); },
                {"--figure-token 5", "5 query tokens (0..4"});
   expect_error([&] { resolved(options_of("encoder", -1, {}, -2), view); }, {"--figure-token -2"});

@@ -178,6 +178,8 @@ TEST(CliAttention, BadInputIsAOneLineError) {
                    "--figure-heads '0,x'");
   f.expect_failure(fmt::format("-i '{}' --figure-token giraffe -o {}", kSource, out),
                    "--figure-token 'giraffe' is not one of the encoder tokens");
+  f.expect_failure(fmt::format("-i '{}' --figure-token 99999999999999999999 -o {}", kSource, out),
+                   "--figure-token 99999999999999999999 is far beyond the query tokens");
   f.expect_failure(fmt::format("-i '{}' --target x --translate -o {}", kSource, out),
                    "--translate");
   EXPECT_FALSE(std::filesystem::exists(f.dir / "p.html"));

@@ -171,6 +171,26 @@ TEST(CliParse, BadInputIsAOneLineErrorNamingTheFileAndLine) {
   EXPECT_NE(run.err.find("--n-best 4 exceeds the beam size 3"), std::string::npos) << run.err;
 }
 
+// A tree nested 100,000 levels deep crashed the reader (SIGSEGV); now it is the reader's one-line
+// error at the bracket too deep, for parse's trees input and linearise's (gzipped) input alike.
+std::string deep_tree() {
+  std::string text = "(TOP ";
+  for (int i = 0; i < 100000; ++i) text += "(A ";
+  return text + "(X y)" + std::string(100001, ')') + "\n";
+}
+
+TEST(CliParse, ATreeNestedTooDeepIsAOneLineError) {
+  ParserFixture f;
+  write_text(f.dir / "deep.trees", "(TOP (NP (DT a) (NN dog)))\n" + deep_tree());
+  const CommandResult run = f.parse("--input-format trees -i " + quoted(f.dir / "deep.trees"));
+  EXPECT_EQ(run.status, 1);
+  EXPECT_TRUE(run.out.empty()) << run.out;
+  EXPECT_NE(run.err.find("deep.trees:2:3003: brackets nested more than 1000 levels deep"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+}
+
 TEST(CliParse, ParsersAndTranslationModelsAreNotMixedUp) {
   ParserFixture f;
   write_text(f.dir / "in.txt", "He left .\n");
@@ -211,6 +231,19 @@ TEST(CliLinearise, WritesWordsSequencesAndGoldTreesOfARange) {
                       dir);
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.err.find("has only 4 trees"), std::string::npos) << bad.err;
+}
+
+TEST(CliLinearise, AGzippedTreeNestedTooDeepIsAOneLineError) {
+  TempDir dir;
+  testing::write_gzip(dir / "deep.gz", deep_tree());
+  const CommandResult run =
+      run_tfm_command(fmt::format("linearise -i {} --words {} --sequences {}",
+                                  quoted(dir / "deep.gz"), quoted(dir / "w"), quoted(dir / "s")),
+                      dir);
+  EXPECT_EQ(run.status, 1);
+  EXPECT_EQ(run.err, "tfm: error: " + (dir / "deep.gz").string() +
+                         ":1:3003: brackets nested more than 1000 levels deep (too deep for a "
+                         "parse tree)\n");
 }
 
 }  // namespace

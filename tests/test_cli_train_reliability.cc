@@ -210,6 +210,20 @@ TEST(CliTrainReliability, FileSystemFailuresNameThePathAndTheReason) {
   EXPECT_EQ(err.find("internal error"), std::string::npos) << err;
 }
 
+// A file named "checkpoints" in the run directory failed the run only at its first checkpoint,
+// after the training up to it; it is refused at start-up, before anything is learned.
+TEST(CliTrainReliability, AFileWhereTheCheckpointsGoIsRefusedAtStartUp) {
+  TempDir dir;
+  write_recipe(dir);
+  fs::create_directories(dir / "run");
+  testing::write_text(dir / "run" / "checkpoints", "x");
+  auto run = train(dir, "--max-steps 2");
+  EXPECT_EQ(run.status, 1);
+  EXPECT_EQ(run.err, "tfm: error: " + (dir / "run" / "checkpoints").string() +
+                         ": exists and is not a directory; the run keeps its checkpoints in this "
+                         "folder\n");
+}
+
 TEST(CliTrainReliability, NegativeCountsAreUsageErrors) {
   TempDir dir;
   for (const char* arguments : {"train --threads -3", "train --max-steps -5",

@@ -306,6 +306,21 @@ TEST(LineReader, ConcatenatedGzipMembersReadAndTrailingGarbageIsAnError) {
   // A second member cut short is still a truncated file.
   write_text(dir / "cut2.gz", a + b.substr(0, b.size() - 4));
   expect_error([&] { read_text_lines(dir / "cut2.gz"); }, {"cut2.gz", "ends early"});
+// A loop of symbolic links given as input (`tfm translate -i`) said "No such file or directory":
+// it is named as a loop, a directory as a directory; a device such as /dev/null still reads.
+TEST(LineReader, ALoopOfLinksOrADirectoryIsNamedForWhatItIs) {
+  TempDir dir;
+  const auto loop = dir / "loop.txt";
+  std::filesystem::create_symlink("loop.txt", loop);
+  EXPECT_EQ(error_of([&] { read_text_lines(loop); }),
+            "cannot open '" + loop.string() + "': Too many levels of symbolic links");
+  EXPECT_EQ(error_of([&] { LineReader reader(loop); }),
+            "corpus file '" + loop.string() + "': Too many levels of symbolic links");
+  EXPECT_EQ(error_of([&] { read_text_lines(dir.path()); }),
+            "cannot open '" + dir.path().string() + "': is a directory");
+  EXPECT_EQ(error_of([&] { read_text_lines(dir / "none.txt"); }),
+            "cannot open '" + (dir / "none.txt").string() + "': No such file or directory");
+  EXPECT_TRUE(read_text_lines("/dev/null").empty());
 }
 
 TEST(Utf8, FindsTheFirstMalformedByte) {

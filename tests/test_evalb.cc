@@ -345,6 +345,31 @@ TEST(CliEvalb, PrintsTheReportAndOneLineErrors) {
                 "': No such file or directory\n");
 }
 
+// A directory as the parameter file read as an empty one (F1 69.20, status 0); a tree nested
+// 100,000 levels deep crashed evalb (SIGSEGV). Both are one-line errors naming the file.
+TEST(CliEvalb, ADirectoryOfParametersAndATreeNestedTooDeepAreErrors) {
+  testing::TempDir dir;
+  testing::write_text(dir / "gold", kCat + "\n");
+  std::filesystem::create_directory(dir / "params");
+  auto run = testing::run_tfm_command("evalb " + quoted(dir / "gold") + " " + quoted(dir / "gold") +
+                                          " -p " + quoted(dir / "params"),
+                                      dir);
+  EXPECT_EQ(run.status, 1);
+  EXPECT_TRUE(run.out.empty()) << run.out;
+  EXPECT_EQ(run.err,
+            "tfm: error: cannot open '" + (dir / "params").string() + "': is a directory\n");
+
+  std::string deep = "(TOP ";
+  for (int i = 0; i < 100000; ++i) deep += "(A ";
+  testing::write_text(dir / "deep.txt", deep + "(X y)" + std::string(100001, ')') + "\n");
+  run = testing::run_tfm_command(
+      "evalb " + quoted(dir / "deep.txt") + " " + quoted(dir / "deep.txt"), dir);
+  EXPECT_EQ(run.status, 1);
+  EXPECT_EQ(run.err, "tfm: error: " + (dir / "deep.txt").string() +
+                         ":1:3003: brackets nested more than 1000 levels deep (too deep for a "
+                         "parse tree)\n");
+}
+
 TEST(CliEvalb, StopsLikeEvalbAfterTooManyErrors) {
   testing::TempDir dir;
   std::string gold, test;

@@ -1,6 +1,7 @@
 // Model directories (config.json + model.safetensors) and the `tfm info` command.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -263,11 +264,39 @@ TEST(ModelDir, MissingFiles) {
   const auto model = dir / "m";
   save_model_dir(model, small_config(), random_parameters(small_config(), 4));
   std::filesystem::remove(model / kWeightsFileName);
-  expect_error([&] { load_model_dir(model); }, {"model.safetensors", "no such file"});
+  expect_error([&] { load_model_dir(model); }, {"model.safetensors", "No such file or directory"});
   std::filesystem::remove(model / kConfigFileName);
   expect_error([&] { load_model_dir(model); }, {"config.json", "cannot open"});
   std::ofstream(dir / "file") << "x";
   expect_error([&] { load_model_dir(dir / "file"); }, {"is not a model directory"});
+}
+
+// A model file that is not a regular file was "no such file" (config.json a directory: "not valid
+// JSON"); each is named for what it is, and a FIFO is not opened (it would block).
+TEST(ModelDir, FilesThatAreNotRegularFilesAreNamedForWhatTheyAre) {
+  TempDir dir;
+  const auto model = dir / "m";
+  save_model_dir(model, small_config(), random_parameters(small_config(), 4));
+  const auto weights = model / kWeightsFileName;
+  auto weights_error = [&] { return testing::error_of([&] { load_model_dir(model); }); };
+  std::filesystem::remove(weights);
+  std::filesystem::create_directory(weights);
+  EXPECT_EQ(weights_error(), weights.string() + ": is a directory");
+  std::filesystem::remove(weights);
+  ASSERT_EQ(::mkfifo(weights.c_str(), 0600), 0);
+  EXPECT_EQ(weights_error(), weights.string() + ": is a FIFO (a named pipe), not a regular file");
+  std::filesystem::remove(weights);
+  std::filesystem::create_symlink("/dev/zero", weights);
+  EXPECT_EQ(weights_error(), weights.string() + ": is a device, not a regular file");
+  std::filesystem::remove(weights);
+  std::filesystem::create_symlink(kWeightsFileName, weights);  // a link to itself
+  EXPECT_EQ(weights_error(), weights.string() + ": Too many levels of symbolic links");
+
+  const auto config = model / kConfigFileName;
+  std::filesystem::remove(config);
+  std::filesystem::create_directory(config);
+  EXPECT_EQ(testing::error_of([&] { load_model_dir(model); }),
+            config.string() + ": cannot open the model configuration: is a directory");
 }
 
 // Runs the built tfm binary; returns its exit status, stdout and stderr.

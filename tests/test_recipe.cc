@@ -17,6 +17,7 @@
 namespace tfm {
 namespace {
 
+using testing::error_of;
 using testing::expect_error;
 using testing::TempDir;
 
@@ -101,6 +102,8 @@ TEST(Recipe, TyposAndBadValuesAreOneLineErrorsWithFileAndLine) {
       [&] { load_recipe(write(tmp, "data:\n  vocab: ${TFM_UNSET_VARIABLE_X}/v.model\n")); },
       {"recipe.yaml:2", "TFM_UNSET_VARIABLE_X", "not set"});
   expect_error([&] { load_recipe(tmp / "missing.yaml"); }, {"missing.yaml", "no such recipe"});
+  // A directory was "no such recipe file" too.
+  expect_error([&] { load_recipe(tmp.path()); }, {tmp.path().string(), ": is a directory"});
   TrainRecipe r;
   expect_error([&] { apply_override(r, "training.max_stepz=5"); },
                {"training.max_stepz", "did you mean 'training.max_steps'"});
@@ -215,6 +218,33 @@ TEST(Recipe, AnUnterminatedQuoteOrAMultiLineValueIsAnError) {
       write(tmp, "training:\n  run_dir: \"runs/a\"  # here\n\n  # a comment\n  seed:\n    5\n"));
   EXPECT_EQ(r.run_dir, "runs/a");
   EXPECT_EQ(r.seed, 5u);
+}
+
+// A second YAML document was lost to YAML::Load and then reported as "(an unterminated quote?)";
+// it is named as what it is. A "---" that starts the only document is fine.
+TEST(Recipe, ASecondYamlDocumentIsAnErrorAtItsMarker) {
+  TempDir tmp;
+  const std::string message = error_of(
+      [&] { load_recipe(write(tmp, "training:\n  seed: 3\n---\ntraining:\n  seed: 4\n")); });
+  EXPECT_NE(message.find("recipe.yaml:3: a second YAML document starts here; a recipe is one "
+                         "document"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("unterminated"), std::string::npos) << message;
+  expect_error(
+      [&] { load_recipe(write(tmp, "# c\ntraining:\n  seed: 3\n...\ndata:\n  vocab_size: 9\n")); },
+      {"recipe.yaml:4", "a second YAML document"});
+  // A "---" that starts the document, and a "..." that ends it, are fine.
+  EXPECT_EQ(load_recipe(write(tmp, "# c\n--- # start\ntraining:\n  seed: 3\n...\n")).seed, 3u);
+}
+
+// "0x1" read as the number 1.0 (strtod takes hexadecimal), and the message said "got number
+// 1.0": the value is named as written.
+TEST(Recipe, AHexadecimalModelValueIsNamedAsWritten) {
+  TempDir tmp;
+  TrainRecipe r = load_recipe(write(tmp, "model:\n  layers: 0x1\n"));
+  expect_error([&] { r.model_config(100); },
+               {"configuration key 'layers' must be an integer, got string \"0x1\""});
 }
 
 // Found by fuzz/fuzz_recipe (fuzz/findings): keys that are not text, and control characters in

@@ -2,6 +2,7 @@
 // file:line:column, writing back, and normalisation checked on every tree of the PTB sample.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -10,13 +11,16 @@
 #include "ptb_sample.h"
 #include "temp_dir.h"
 #include "tfm/core/error.h"
+#include "tfm/data/tree_sequences.h"
 #include "tfm/data/trees.h"
+#include "tfm/eval/evalb.h"
 #include "tfm/io/text_lines.h"
 
 namespace tfm {
 namespace {
 
 using data::parse_tree;
+using data::parse_trees;
 using data::Tree;
 using testing::error_of;
 using testing::ptb_sample_dir;
@@ -95,6 +99,11 @@ TEST(Trees, NormaliseAsParserEvaluationsDo) {
   EXPECT_EQ(data::strip_function_tags("-NONE-"), "-NONE-");
   EXPECT_EQ(data::strip_function_tags("-LRB-"), "-LRB-");
   EXPECT_EQ(data::strip_function_tags("PRP$"), "PRP$");
+  // Stripping "=2" would leave an empty label, which normalised trees written as evalb's gold could
+  // not hold (they would not read back).
+  EXPECT_EQ(data::strip_function_tags("=2"), "=2");
+  EXPECT_EQ(data::to_string(data::normalise(parse_tree("(S (=2 (NN x)))"))),
+            "(TOP (S (=2 (NN x))))");
   // The empty element goes, and with it the S and SBAR that held only empty elements.
   const Tree raw = parse_tree(
       "( (S (NP-SBJ-1 (PRP He)) (VP (VBD said) (SBAR (-NONE- 0) (S (-NONE- *T*-1)))) "
@@ -148,6 +157,60 @@ TEST(Trees, ReadsTheSamplesMrgFileLikeItsLines) {
   ASSERT_EQ(mrg.size(), 2u);  // wsj_0001 holds the sample's first two sentences
   EXPECT_EQ(mrg[0], lines[0]);
   EXPECT_EQ(mrg[1], lines[1]);
+}
+
+// A chain of `depth` brackets: (TOP (A (A ... (X y)...))), TOP and the preterminal included.
+std::string nested_tree(int64_t depth) {
+  std::string text = "(TOP ";
+  for (int64_t i = 2; i < depth; ++i) text += "(A ";
+  text += "(X y)";
+  text += std::string(static_cast<size_t>(depth - 1), ')');
+  return text;
+}
+
+int64_t depth_of(const Tree& tree) {
+  int64_t deepest = 0;
+  for (const Tree& child : tree.children)
+    if (!child.is_leaf()) deepest = std::max(deepest, depth_of(child));
+  return deepest + 1;
+}
+
+// Every walk over a tree recurses per level, so the reader refuses a tree nested deeper than
+// kMaxTreeDepth (a 100,000-deep one crashed tfm evalb, parse and linearise) with a one-line error
+// at the bracket that goes too deep; a tree of exactly the limit reads, writes, linearises and
+// scores.
+TEST(Trees, NestingDeeperThanTheLimitIsAnErrorAtTheBracket) {
+  const std::string deep = nested_tree(100000);
+  const std::string message = error_of([&] { parse_trees({"(TOP (X a))", deep}, "deep.txt"); });
+  EXPECT_EQ(message,
+            "deep.txt:2:3003: brackets nested more than 1000 levels deep (too deep for a parse "
+            "tree)");
+  EXPECT_NE(error_of([&] { parse_tree(nested_tree(data::kMaxTreeDepth + 1)); }), "");
+
+  const std::string limit = nested_tree(data::kMaxTreeDepth);
+  const Tree tree = parse_tree(limit);
+  EXPECT_EQ(depth_of(tree), data::kMaxTreeDepth);
+  EXPECT_EQ(data::to_string(tree), limit);
+  EXPECT_EQ(data::tree_words(data::normalise(tree)), std::vector<std::string>{"y"});
+  const std::string sequence = data::linearise(tree);
+  EXPECT_EQ(data::delinearise(sequence, {"y"}, {"X"}), tree);
+  const eval::EvalbResult result = eval::evalb({tree}, {tree}, eval::evalb_params("collins"));
+  EXPECT_EQ(result.all.matched, data::kMaxTreeDepth - 2);  // TOP deleted, the preterminal a word
+  EXPECT_EQ(result.all.f1(), 100.0);
+}
+
+// Sequences build trees too (a model's output, a dev set's references): one nested deeper than
+// the limit is not a tree, and repair drops the levels beyond it.
+TEST(Trees, SequencesNestedTooDeepAreNotTreesAndRepairDropsTheExtraLevels) {
+  std::string sequence;
+  for (int i = 0; i < 100000; ++i) sequence += "(A ";
+  sequence += "XX";
+  for (int i = 0; i < 100000; ++i) sequence += " )A";
+  EXPECT_FALSE(data::delinearise(sequence, {"y"}));
+  const data::Repaired repaired = data::repair(sequence, {"y"});
+  EXPECT_EQ(depth_of(repaired.tree), data::kMaxTreeDepth);
+  EXPECT_EQ(data::tree_words(repaired.tree), std::vector<std::string>{"y"});
+  EXPECT_GT(repaired.edits, 0);
 }
 
 }  // namespace

@@ -74,7 +74,11 @@ std::vector<int64_t> parse_heads(const std::string& text) {
 int64_t figure_token(const std::string& text, const viz::AttentionView& view,
                      const std::string& kind_name) {
   if (text.empty()) return -1;
-  if (text.find_first_not_of("0123456789") == std::string::npos) return std::stoll(text);
+  if (text.find_first_not_of("0123456789") == std::string::npos) {
+    // std::stoll would throw out_of_range (an "internal error") past int64.
+    TFM_CHECK(text.size() <= 18, "--figure-token {} is far beyond the query tokens", text);
+    return std::stoll(text);
+  }
   for (const viz::AttentionKind& kind : view.kinds) {
     if (kind.name != kind_name) continue;
     for (size_t q = 0; q < kind.queries.size(); ++q) {

@@ -1,8 +1,14 @@
 // tfm: the command line. Subcommands live in cli/<name>_command.cc; this file only wires them up.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
+#include <iostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -44,6 +50,24 @@ std::string rank_prefix() {
   return launch.size > 1 ? fmt::format("rank {} of {}: ", launch.rank, launch.size) : "";
 }
 
+// Every command's results go to standard output: a write that failed there (a full disk, a
+// closed descriptor) fails the command instead of ending it with status 0. Flushing both
+// std::cout and stdout at the end covers every command in one place. A write that failed before
+// (stdio keeps no errno for it) is named by what can still be seen: a closed descriptor.
+void check_standard_output() {
+  std::cout.flush();
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int error = errno;
+  if (flushed && std::cout.good() && std::ferror(stdout) == 0) return;
+  std::string reason = "a write failed";
+  if (!flushed && error != 0)
+    reason = std::strerror(error);
+  else if (::fcntl(STDOUT_FILENO, F_GETFD) == -1)
+    reason = "it is closed";
+  tfm::fail("cannot write the results to standard output: {}", reason);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -60,6 +84,7 @@ int main(int argc, char** argv) {
   tfm::cli::register_commands(app);
   try {
     app.parse(argc, translated.data());
+    check_standard_output();
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const tfm::Error& e) {

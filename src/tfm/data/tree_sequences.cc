@@ -62,7 +62,13 @@ class TreeBuilder {
   bool any_open() const { return !open_.empty(); }
   const std::string& innermost_label() const { return open_.back().label; }
 
-  void open(std::string_view label) { open_.push_back(Tree::node(std::string(label), {})); }
+  // Opens a constituent; false (nothing opened) when the tree would grow deeper than
+  // kMaxTreeDepth, counting the TOP root above and a preterminal below.
+  bool open(std::string_view label) {
+    if (static_cast<int64_t>(open_.size()) + 2 >= kMaxTreeDepth) return false;
+    open_.push_back(Tree::node(std::string(label), {}));
+    return true;
+  }
 
   void add_word() {
     const std::string& word = words_[next_word_];
@@ -123,7 +129,7 @@ std::optional<Tree> delinearise(std::string_view sequence, const std::vector<std
       if (!builder.words_left()) return std::nullopt;
       builder.add_word();
     } else if (is_open(token)) {
-      builder.open(token.substr(1));
+      if (!builder.open(token.substr(1))) return std::nullopt;
     } else if (is_close(token)) {
       if (!builder.any_open() || builder.innermost_label() != token.substr(1)) return std::nullopt;
       if (!builder.close()) return std::nullopt;
@@ -146,7 +152,7 @@ Repaired repair(std::string_view sequence, const std::vector<std::string>& words
       else
         ++edits;  // one XX too many
     } else if (is_open(token)) {
-      builder.open(token.substr(1));
+      if (!builder.open(token.substr(1))) ++edits;  // too deep: dropped
     } else if (is_close(token)) {
       const int64_t depth = builder.depth_of(token.substr(1));
       if (depth < 0) {

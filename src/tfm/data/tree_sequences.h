@@ -29,8 +29,9 @@ std::string linearise(const Tree& tree);
 
 // The tree of a well-formed sequence over `words` (tags[i] the POS tag of words[i]; tags may be
 // empty, then guess_tag). Well formed: brackets balanced, each ")X" closing the innermost open
-// "(X", every constituent with at least one child, nothing outside a constituent but "XX", and
-// exactly one "XX" per word. Returns nullopt otherwise. The result's root is TOP.
+// "(X", every constituent with at least one child, nothing outside a constituent but "XX",
+// exactly one "XX" per word, and no deeper than kMaxTreeDepth (TOP and the preterminals counted).
+// Returns nullopt otherwise. The result's root is TOP.
 std::optional<Tree> delinearise(std::string_view sequence, const std::vector<std::string>& words,
                                 const std::vector<std::string>& tags = {});
 
@@ -44,7 +45,8 @@ struct Repaired {
 // unknown tokens are dropped; ")X" with no open "(X" is dropped, and one that matches an outer
 // "(X" first closes those inside it; an "XX" beyond the last word is dropped; words left over
 // when the sequence ends join the innermost open constituent (or the root); brackets still open
-// are closed; constituents left without children are removed. Each change counts one edit.
+// are closed; constituents left without children are removed; an "(X" that would nest deeper
+// than kMaxTreeDepth is dropped. Each change counts one edit.
 Repaired repair(std::string_view sequence, const std::vector<std::string>& words,
                 const std::vector<std::string>& tags = {});
 

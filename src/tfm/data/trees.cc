@@ -67,7 +67,7 @@ class TreeParser {
       const size_t at = pos_;
       fail("{}: stray text '{}' outside a tree", where(at), excerpt(token()));
     }
-    return node(true);
+    return node(1);
   }
 
  private:
@@ -83,8 +83,13 @@ class TreeParser {
     fail("{}: unbalanced brackets: this '(' is never closed", where(open));
   }
 
-  Tree node(bool root) {
+  // The constituent whose '(' is at the current position, `depth` levels down (the root is 1).
+  Tree node(int64_t depth) {
     const size_t open = pos_++;
+    const bool root = depth == 1;
+    if (depth > kMaxTreeDepth)
+      fail("{}: brackets nested more than {} levels deep (too deep for a parse tree)", where(open),
+           kMaxTreeDepth);
     const std::string label(token());
     if (!more()) unclosed(open);
     if (text_[pos_] == ')') {
@@ -118,7 +123,7 @@ class TreeParser {
         fail("{}: stray text '{}' among the constituents of ({} ...)", where(at), excerpt(token()),
              excerpt(label));
       }
-      children.push_back(node(false));
+      children.push_back(node(depth + 1));
     }
     return Tree::node(label, std::move(children));
   }
@@ -237,7 +242,9 @@ std::vector<std::string> tree_tags(const Tree& tree) {
 
 std::string strip_function_tags(std::string_view label) {
   if (label.empty() || label[0] == '-') return std::string(label);
-  return std::string(label.substr(0, label.find_first_of("-=")));
+  // A label that starts with '=' would be left empty, which no tree below the root may hold.
+  const size_t end = label.find_first_of("-=");
+  return std::string(label.substr(0, end == 0 ? label.size() : end));
 }
 
 Tree normalise(const Tree& tree) {

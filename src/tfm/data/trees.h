@@ -10,6 +10,12 @@
 
 namespace tfm::data {
 
+// The deepest nesting of brackets a tree may have (a preterminal is one level). The walks over a
+// tree (writing, normalising, linearising, EVALB, even freeing it) recurse once per level, so the
+// input must not choose the depth: a treebank's trees are a few dozen levels deep, and 1000 levels
+// stay far inside a thread's stack, sanitizers' larger frames included.
+inline constexpr int64_t kMaxTreeDepth = 1000;
+
 // A node: a constituent (a label and child nodes), or a leaf (a word, no label, no children). A
 // preterminal is a constituent whose only child is a leaf: its label is the word's POS tag. The
 // empty tree (no label, no children, no word) stands for a sentence without a parse, "()" or an
@@ -31,7 +37,8 @@ struct Tree {
 
 // One tree from `text` (one or more lines; nothing but white space around it). Errors are one
 // line, "NAME:LINE:COLUMN: problem": unbalanced brackets, an empty label below the root, a
-// constituent without children, text outside the brackets, a word beside constituents.
+// constituent without children, text outside the brackets, a word beside constituents, brackets
+// nested deeper than kMaxTreeDepth.
 // `first_line` is the line number of the text's first line in its file.
 Tree parse_tree(std::string_view text, std::string_view name = "<tree>", int64_t first_line = 1);
 
@@ -52,7 +59,7 @@ std::vector<std::string> tree_words(const Tree& tree);
 std::vector<std::string> tree_tags(const Tree& tree);
 
 // A label without its function tags and co-indices: "NP-SBJ-1" -> "NP", "PP-LOC=2" -> "PP",
-// "NP=2" -> "NP"; a label that starts with '-' ("-NONE-", "-LRB-", "-RRB-") is kept whole.
+// "NP=2" -> "NP"; a label that starts with '-' ("-NONE-", "-LRB-", "-RRB-") or '=' is kept whole.
 std::string strip_function_tags(std::string_view label);
 
 // The tree as parser evaluations use it: -NONE- empty elements removed, and every constituent

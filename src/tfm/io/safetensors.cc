@@ -13,6 +13,7 @@
 #include "tfm/io/atomic_file.h"
 #include "tfm/io/checksum.h"
 #include "tfm/io/strict_json.h"
+#include "tfm/io/text_reader.h"
 
 namespace tfm {
 
@@ -208,7 +209,9 @@ const Tensor& SafeTensors::get(const std::string& name) const {
 SafeTensors read_safetensors(const std::filesystem::path& path) {
   const std::string file = path.string();
   std::error_code ec;
-  TFM_CHECK(std::filesystem::is_regular_file(path, ec), "{}: no such file", file);
+  // The type first: a FIFO would block the open, a device (a link to /dev/zero) read on forever.
+  const std::optional<std::string> problem = file_type_problem(path);
+  TFM_CHECK(!problem, "{}: {}", file, problem.value_or(""));
   const uint64_t file_bytes = std::filesystem::file_size(path, ec);
   TFM_CHECK(!ec, "{}: cannot read the file size: {}", file, ec.message());
   std::ifstream in(path, std::ios::binary);

@@ -36,9 +36,10 @@ std::vector<std::string> split_and_check(const std::string& bytes, std::string_v
 
 std::vector<std::string> read_text_lines(const std::filesystem::path& path) {
   const std::string name = path.string();
-  std::error_code ec;
-  TFM_CHECK(std::filesystem::exists(path, ec), "cannot open '{}': No such file or directory", name);
-  TFM_CHECK(!std::filesystem::is_directory(path, ec), "'{}' is a directory, not a text file", name);
+  // Checked before LineReader, whose messages speak of corpora: "cannot open 'x': No such file or
+  // directory", "... is a directory", "... Too many levels of symbolic links".
+  const std::optional<std::string> problem = file_type_problem(path, true);
+  TFM_CHECK(!problem, "cannot open '{}': {}", name, problem.value_or(""));
   // LineReader reads plain and gzip files alike; no line-length limit here.
   LineReader reader(path, 0);
   std::vector<std::string> lines;

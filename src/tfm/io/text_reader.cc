@@ -1,5 +1,6 @@
 #include "tfm/io/text_reader.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -20,9 +21,12 @@ constexpr size_t kMaxRead = size_t{1} << 30;
 LineReader::LineReader(std::filesystem::path path, int64_t max_line_bytes)
     : path_(std::move(path)), max_line_bytes_(max_line_bytes) {
   std::error_code ec;
-  TFM_CHECK(std::filesystem::exists(path_, ec), "corpus file '{}' does not exist", path_.string());
-  TFM_CHECK(!std::filesystem::is_directory(path_, ec), "corpus file '{}' is a directory",
-            path_.string());
+  const std::optional<std::string> problem = file_type_problem(path_, true);
+  // A missing file keeps its usual words; other problems (a directory, a loop of symbolic links)
+  // are named as they are.
+  const bool missing = !std::filesystem::exists(path_, ec) && !ec;  // a loop sets ec
+  TFM_CHECK(!missing, "corpus file '{}' does not exist", path_.string());
+  TFM_CHECK(!problem, "corpus file '{}': {}", path_.string(), problem.value_or(""));
   file_bytes_ = static_cast<int64_t>(std::filesystem::file_size(path_, ec));
   file_ = std::fopen(path_.c_str(), "rb");
   TFM_CHECK(file_ != nullptr, "cannot open '{}': {}", path_.string(), std::strerror(errno));
@@ -256,7 +260,20 @@ uint64_t fnv1a64(std::string_view bytes, uint64_t hash) {
   return hash;
 }
 
+std::optional<std::string> file_type_problem(const std::filesystem::path& path, bool streams) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return std::string(std::strerror(errno));
+  if (S_ISREG(info.st_mode)) return std::nullopt;
+  if (S_ISDIR(info.st_mode)) return "is a directory";
+  if (S_ISSOCK(info.st_mode)) return "is a socket, not a regular file";
+  if (streams && (S_ISFIFO(info.st_mode) || S_ISCHR(info.st_mode))) return std::nullopt;
+  if (S_ISFIFO(info.st_mode)) return "is a FIFO (a named pipe), not a regular file";
+  return "is a device, not a regular file";
+}
+
 std::string read_file_bytes(const std::filesystem::path& path) {
+  const std::optional<std::string> problem = file_type_problem(path);
+  TFM_CHECK(!problem, "cannot open '{}': {}", path.string(), problem.value_or(""));
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   TFM_CHECK(in.good(), "cannot open '{}': {}", path.string(),

@@ -83,7 +83,17 @@ bool is_blank(std::string_view line);
 // 64-bit FNV-1a: a cheap content hash for cache keys (not a cryptographic hash).
 uint64_t fnv1a64(std::string_view bytes, uint64_t hash = 0xcbf29ce484222325ULL);
 
-// The whole file's bytes; throws naming the file when it cannot be read.
+// Why `path` cannot be read as a regular file (with `streams`, a FIFO or a character device such
+// as /dev/stdin will do too), or nullopt when it can: stat's reason as strerror words it ("No such
+// file or directory", "Too many levels of symbolic links" for a loop of links, "Permission
+// denied"), or "is a directory", "is a FIFO (a named pipe), not a regular file", "is a device,
+// not a regular file", "is a socket, not a regular file". Symbolic links are followed. Only stat
+// looks at the file, so a FIFO never blocks here.
+std::optional<std::string> file_type_problem(const std::filesystem::path& path,
+                                             bool streams = false);
+
+// The whole file's bytes; throws naming the file when it is not a regular file (a directory
+// would read as empty, a device as endless) or cannot be read.
 std::string read_file_bytes(const std::filesystem::path& path);
 
 }  // namespace tfm

@@ -12,6 +12,7 @@
 #include "tfm/core/error.h"
 #include "tfm/io/atomic_file.h"
 #include "tfm/io/key_table.h"
+#include "tfm/io/text_reader.h"
 
 namespace tfm {
 
@@ -268,6 +269,10 @@ ModelConfig config_from_json(const nlohmann::ordered_json& json, const ModelConf
 }
 
 ModelConfig load_config(const std::filesystem::path& path) {
+  // A directory would open and read as empty ("not valid JSON"), a FIFO block.
+  const std::optional<std::string> problem = file_type_problem(path);
+  TFM_CHECK(!problem, "{}: cannot open the model configuration: {}", path.string(),
+            problem.value_or(""));
   std::ifstream in(path, std::ios::binary);
   TFM_CHECK(in.good(), "{}: cannot open the model configuration (no such file or not readable)",
             path.string());

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string_view>
 
 #include "tfm/core/error.h"
 #include "tfm/io/key_table.h"
@@ -234,7 +236,9 @@ ModelConfig TrainRecipe::model_config(int64_t vocab_size_) const {
     const bool is_integer = !value.empty() && *end == '\0' && errno == 0;
     errno = 0;
     const double number_value = std::strtod(value.c_str(), &end);
-    const bool is_number = !value.empty() && *end == '\0' && errno == 0;
+    // strtod reads hexadecimal too ("0x1" is 1.0): such a value stays text, named as written.
+    const bool is_number = !value.empty() && *end == '\0' && errno == 0 &&
+                           value.find_first_of("xX") == std::string::npos;
     if (value == "true" || value == "false") {
       json[key] = value == "true";
     } else if (is_integer) {
@@ -260,7 +264,14 @@ void apply_override(TrainRecipe& recipe, const std::string& assignment) {
 
 namespace {
 
-// Per line of the file (0-based): whether it holds YAML content (is neither blank nor a comment).
+// Whether a line is the YAML document marker `marker` ("---" or "..."), alone or before a space.
+bool is_document_marker(std::string_view row, std::string_view marker) {
+  return row.starts_with(marker) &&
+         (row.size() == 3 || std::isspace(static_cast<unsigned char>(row[3])));
+}
+
+// Per line of the file (0-based): whether it holds YAML content (is neither blank, nor a comment,
+// nor a document marker).
 std::vector<bool> content_lines(const std::string& text) {
   std::vector<bool> lines;
   size_t begin = 0;
@@ -268,18 +279,53 @@ std::vector<bool> content_lines(const std::string& text) {
     size_t end = text.find('\n', begin);
     if (end == std::string::npos) end = text.size();
     const size_t first = text.find_first_not_of(" \t\r", begin);
-    lines.push_back(first < end && text[first] != '#');
+    const std::string_view row = std::string_view(text).substr(begin, end - begin);
+    lines.push_back(first < end && text[first] != '#' && !is_document_marker(row, "---") &&
+                    !is_document_marker(row, "..."));
     begin = end + 1;
   }
   return lines;
+}
+
+// The 1-based line where a second YAML document starts: a "---" after content, or a "..." (the
+// first document's end) that more content follows. A "---" before any content starts the first
+// document, and a "..." at the end closes it: both are fine.
+std::optional<int> second_document_line(const std::string& text) {
+  const std::vector<bool> content = content_lines(text);
+  bool seen_content = false;
+  std::optional<int> ended;  // the line of a "..." after content
+  size_t begin = 0;
+  for (size_t line = 0; line < content.size(); ++line) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view row = std::string_view(text).substr(begin, end - begin);
+    begin = end + 1;
+    const int number = static_cast<int>(line) + 1;
+    if (is_document_marker(row, "---")) {
+      if (seen_content) return number;
+    } else if (is_document_marker(row, "...")) {
+      if (seen_content && !ended) ended = number;
+    } else if (content[line]) {
+      if (ended) return ended;
+      seen_content = true;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
 
 TrainRecipe load_recipe(const std::filesystem::path& path) {
   const std::string file = path.string();
-  TFM_CHECK(std::filesystem::is_regular_file(path), "{}: no such recipe file", file);
+  if (const std::optional<std::string> problem = file_type_problem(path)) {
+    std::error_code ec;
+    const bool missing = !std::filesystem::exists(path, ec) && !ec;  // a loop of links sets ec
+    fail("{}: {}", file, missing ? "no such recipe file" : *problem);
+  }
   const std::string text = read_file_bytes(path);
+  // YAML::Load reads the first document only: what follows a second one's "---" would be lost.
+  if (const std::optional<int> line = second_document_line(text))
+    fail("{}:{}: a second YAML document starts here; a recipe is one document", file, *line);
   YAML::Node root;
   try {
     root = YAML::Load(text);

@@ -193,6 +193,13 @@ CheckpointInterval checkpoint_interval(const TrainRecipe& recipe) {
 bool prepare_run_directory(const TrainRecipe& recipe, const TrainRunOptions& run_options,
                            const Say& note) {
   const fs::path checkpoint_dir = fs::path(recipe.run_dir) / "checkpoints";
+  // Found now, not at the first checkpoint after minutes of training: "checkpoints" must be a
+  // folder (or not exist yet).
+  std::error_code ec;
+  const fs::file_status status = fs::status(checkpoint_dir, ec);
+  TFM_CHECK(status.type() == fs::file_type::not_found || status.type() == fs::file_type::directory,
+            "{}: {}; the run keeps its checkpoints in this folder", checkpoint_dir.string(),
+            ec ? ec.message() : "exists and is not a directory");
   clean_checkpoint_folder(checkpoint_dir, note);
   const bool has_checkpoints = !list_checkpoints(checkpoint_dir).empty();
   if (!run_options.resume && has_checkpoints)

@@ -246,7 +246,8 @@ FigureOptions resolved(const FigureOptions& options, const AttentionView& view) 
 
   TFM_CHECK(
       r.token >= -1 && r.token < nq,
-      "--figure-token {} is outside the {} attention's {} query tokens (0..{}, or -1 for all)",
+      "--figure-token {} is outside the {} attention's {} query tokens (0..{}; leave it out for "
+      "every token's)",
       r.token, kind.name, nq, nq - 1);
   return r;
 }
