@@ -138,7 +138,7 @@ TEST(CliDecodeOutput, ParseWithTheDefaultBeamOnASmallVocabularyAndAFullDisk) {
 
 // Weights x 1e30: the activations overflow. Every line used to come out empty with exit 0 (and
 // --n-best-output wrote no line at all); now it is an error naming the decoding step, greedy and
-// beam, f32 and bf16.
+// beam, f32 and int8.
 TEST(CliDecodeOutput, AnOverflowingModelIsAnErrorNotEmptyLines) {
   TempDir dir;
   const std::filesystem::path vocab = testing::train_tiny_vocab(dir);
@@ -155,7 +155,7 @@ TEST(CliDecodeOutput, AnOverflowingModelIsAnErrorNotEmptyLines) {
   std::filesystem::copy_file(vocab, model / kVocabFileName);
   testing::write_text(dir / "in.txt", "the dog\na man\n");
   for (const char* options :
-       {"-b 1", "-b 4", "-b 4 --n-best 2 --n-best-output", "-b 1 --precision bf16"}) {
+       {"-b 1", "-b 4", "-b 4 --n-best 2 --n-best-output", "-b 1 --precision int8"}) {
     const CommandResult run = run_tfm_command(
         fmt::format("translate -m {} {} -i {}", quoted(model), options, quoted(dir / "in.txt")),
         dir);

@@ -99,13 +99,13 @@ TEST_F(Score, AnOverflowingModelIsAnError) {
     float* x = p.data<float>();
     for (int64_t i = 0; i < p.numel(); ++i) x[i] *= 1e30f;
   }
-  for (const DType precision : {DType::f32, DType::bf16}) {
-    const InferenceModel packed(overflowing, {precision, Device::cpu, false});
+  for (const bool int8 : {false, true}) {
+    const InferenceModel packed(overflowing, {DType::f32, Device::cpu, int8});
     testing::expect_error(
         [&] {
           score(packed, sources_, {{5}, {6}, {7}, {8}});
         },
-        {"score: sentence 0, target token 1: the model's log-probability is",
+        {"score: sentence 0, target token 1: the model's log-probability is not finite",
          "activations overflow"});
   }
 }

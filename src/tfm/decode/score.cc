@@ -23,9 +23,9 @@ void gather_log_probs(const float* log_probs, int64_t vocab, const std::vector<i
   for (size_t r = 0; r < targets.size(); ++r) {
     const float log_prob = log_probs[static_cast<int64_t>(r) * vocab + targets[r]];
     TFM_CHECK(std::isfinite(log_prob),
-              "score: sentence {}, target token {}: the model's log-probability is {} (NaN or "
-              "infinite logits): its activations overflow; check the model's weights",
-              sentence, r + 1, log_prob);
+              "score: sentence {}, target token {}: the model's log-probability is not finite "
+              "(NaN or infinite logits): its activations overflow; check the model's weights",
+              sentence, r + 1);
     out.token_log_probs.push_back(log_prob);
     out.log_prob += log_prob;
   }
