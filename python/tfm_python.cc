@@ -55,9 +55,15 @@ BleuResult bleu(const std::vector<std::string>& hypotheses, const py::sequence& 
 std::vector<std::string> override_assignments(const py::object& overrides) {
   if (overrides.is_none()) return {};
   if (!py::isinstance<py::dict>(overrides)) {
-    if (py::isinstance<py::str>(overrides))
-      throw py::type_error("train: overrides must be a dict or a list of 'key=value' strings");
-    return overrides.cast<std::vector<std::string>>();
+    const char* expected = "train: overrides must be a dict or a list of 'key=value' strings";
+    if (py::isinstance<py::str>(overrides)) throw py::type_error(expected);
+    try {
+      return overrides.cast<std::vector<std::string>>();
+    } catch (const py::cast_error&) {
+      // pybind11 reports a failed cast as RuntimeError; a wrong type is a TypeError.
+      throw py::type_error(std::string(expected) + ", not " +
+                           py::str(py::type::of(overrides)).cast<std::string>());
+    }
   }
   std::vector<std::string> assignments;
   for (const auto& [key, value] : overrides.cast<py::dict>()) {

@@ -65,5 +65,23 @@ TEST(Alignment, ATranslationsPiecesBecomeWords) {
       {"token 0 has weights over 2 source positions, not 3"});
 }
 
+// A character the vocabulary lacks inside a source word ("A mán runs": "▁A ▁m <unk> n ▁runs") was
+// a word of its own and split its word in three, so that alignments named source words past the
+// input's ("4-0" for 3 words). <unk> now continues its word; a target's <unk> stays a word, as its
+// text (" ⁇ ") is.
+TEST(Alignment, AnUnknownCharacterStaysInsideItsSourceWord) {
+  const std::vector<std::string> source{"▁A", "▁m", "<unk>", "n", "▁runs"};
+  EXPECT_EQ(decode::word_of_pieces(source, true), (std::vector<int64_t>{0, 1, 1, 1, 2}));
+  EXPECT_EQ(decode::word_of_pieces(source), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  // At the start of a word ("▁ <unk>") and of the sentence.
+  EXPECT_EQ(decode::word_of_pieces({"<unk>", "u", "▁", "<unk>", "<unk>", "▁x"}, true),
+            (std::vector<int64_t>{0, 0, 1, 1, 1, 2}));
+  // The target attends most to the last piece, "▁runs": source word 2 of 3 (it was 4 of 5).
+  const std::vector<std::vector<float>> attention{{0.1f, 0.1f, 0.1f, 0.1f, 0.6f},
+                                                  {0.1f, 0.1f, 0.1f, 0.6f, 0.1f}};
+  EXPECT_EQ(decode::align_translation(attention, source, {"▁l", "<unk>"}),
+            (Alignment{{2, 0}, {1, 1}}));
+}
+
 }  // namespace
 }  // namespace tfm

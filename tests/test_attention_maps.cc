@@ -207,5 +207,23 @@ TEST(AttentionMaps, BadInputIsAClearError) {
                         {"target token 0 is id -1"});
 }
 
+// An overflowing model's weights are NaN: `tfm attention --target` wrote a page of nulls. It is an
+// error naming the encoder layer (the first to overflow).
+TEST(AttentionMaps, AnOverflowingModelIsAnErrorNamingTheLayer) {
+  const LoadedModel loaded = load_model_dir(kFixture);
+  nn::Transformer model(loaded.config);
+  model.load(loaded.parameters);  // a copy: the file's mapping is not written
+  for (const Tensor& p : model.parameters()) {
+    float* x = p.data<float>();
+    for (int64_t i = 0; i < p.numel(); ++i) x[i] *= 1e30f;
+  }
+  const decode::InferenceModel inference(std::move(model), decode::InferenceOptions{});
+  testing::expect_error(
+      [&] {
+        decode::attention_maps(inference, {5, 6, 7}, {8, 9});
+      },
+      {"attention: encoder layer 0 self-attention: the weights are not finite", "overflow"});
+}
+
 }  // namespace
 }  // namespace tfm

@@ -90,5 +90,25 @@ TEST_F(Score, BadInputsAreErrorsNamingTheSentence) {
                         {"target sentence 0", "learned position table"});
 }
 
+// Weights x 1e30 overflow the activations: score gave NaN log-probabilities (Python's score_batch
+// all-NaN); it is an error naming the sentence and the token.
+TEST_F(Score, AnOverflowingModelIsAnError) {
+  nn::Transformer overflowing(config_);
+  overflowing.init(31);
+  for (const Tensor& p : overflowing.parameters()) {
+    float* x = p.data<float>();
+    for (int64_t i = 0; i < p.numel(); ++i) x[i] *= 1e30f;
+  }
+  for (const bool int8 : {false, true}) {
+    const InferenceModel packed(overflowing, {DType::f32, Device::cpu, int8});
+    testing::expect_error(
+        [&] {
+          score(packed, sources_, {{5}, {6}, {7}, {8}});
+        },
+        {"score: sentence 0, target token 1: the model's log-probability is not finite",
+         "activations overflow"});
+  }
+}
+
 }  // namespace
 }  // namespace tfm::decode

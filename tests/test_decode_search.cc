@@ -285,6 +285,29 @@ TEST(GreedySearch, PicksTheMostProbableTokenAndScoresIt) {
   EXPECT_NEAR(h[0].score, 3 * std::log(0.5) / std::pow(8.0 / 6.0, 0.6), 1e-6);
 }
 
+// A NaN or +inf log-probability (a model whose activations overflowed) used to pass through the
+// searches as an empty output; it is an error naming the decoding step.
+TEST(BeamSearch, NonFiniteLogProbabilitiesAreAnErrorNamingTheStep) {
+  const Distribution table = random_table(4, 1.0);
+  const Distribution overflowing = [&](int64_t source, const std::vector<int32_t>& prefix) {
+    std::vector<double> p = table(source, prefix);
+    if (prefix.size() == 2) p[5] = std::numeric_limits<double>::infinity();
+    return p;
+  };
+  SearchOptions options;
+  options.min_length = 5;  // no hypothesis ends before the third step
+  for (int64_t beam : {1, 3}) {
+    SCOPED_TRACE("beam " + std::to_string(beam));
+    options.beam_size = beam;
+    TableScorer scorer(kVocab, 2, beam, overflowing);
+    testing::expect_error(
+        [&] {
+          beam == 1 ? greedy_search(scorer, {8, 8}, options) : beam_search(scorer, {8, 8}, options);
+        },
+        {"decoding step 3: the model's log-probabilities are not finite"});
+  }
+}
+
 TEST(BeamSearch, RejectsInconsistentOptions) {
   Distribution dist = random_table(1, 1.0);
   TableScorer scorer(kVocab, 2, 3, dist);

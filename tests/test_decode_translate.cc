@@ -265,6 +265,81 @@ TEST(ThreadCountScope, SetsTheCallingThreadsCountOnlyAndRestoresIt) {
   EXPECT_EQ(num_threads(), before);
 }
 
+// More threads than kMaxThreads ended the process (100000 in a Translator killed Python); every
+// way in (a scope, set_num_threads, a Translator) is now a one-line error, and nothing changes.
+TEST(ThreadCountScope, MoreThreadsThanTheMaximumAreAnError) {
+  const int before = num_threads();
+  testing::expect_error([] { const ThreadCountScope many(100000); },
+                        {"threads 100000 is more than the maximum of 4096"});
+  testing::expect_error([] { set_num_threads(kMaxThreads + 1); }, {"4097", "maximum of 4096"});
+  EXPECT_EQ(num_threads(), before);
+  ModelConfig config = tiny_decoder_config();
+  nn::Transformer model(config);
+  model.init(3);
+  const auto shared = std::make_shared<const InferenceModel>(model, InferenceOptions{});
+  testing::expect_error([&] { const Translator many(shared, {}, 50000); },
+                        {"translator: threads 50000 is more than the maximum of 4096"});
+  EXPECT_NO_THROW({ const Translator most(shared, {}, kMaxThreads); });
+}
+
+// A beam of half the vocabulary or more asks each row for more candidates (2 x beam) than there
+// are tokens; the fused output kernel refused ("m 50 must be in [1, vocab 40]"). The search now
+// takes every token of a row, and the wider beams translate.
+TEST_F(Translate, ABeamOfHalfTheVocabularyOrMoreTranslates) {
+  ASSERT_EQ(config_.vocab_size, 40);
+  TranslateOptions options;
+  options.max_length_offset = 4;
+  options.batch_size = 3;
+  for (int64_t beam : {20, 21, 40, 64}) {
+    SCOPED_TRACE("beam " + std::to_string(beam));
+    options.beam_size = beam;
+    options.n_best = 3;
+    const auto found = translate(model_, sources_, options);
+    ASSERT_EQ(found.size(), sources_.size());
+    for (const auto& nbest : found) {
+      ASSERT_EQ(nbest.size(), 3u);
+      for (const Hypothesis& h : nbest) EXPECT_TRUE(std::isfinite(h.score));
+    }
+    expect_same(found, one_at_a_time(model_, sources_, options), 1e-4);
+  }
+}
+
+// Weights x 1e30 overflow the activations to inf and NaN: every output was empty (exit 0, no n-best
+// lines). Greedy and beam, it is an error naming the decoding step.
+void expect_overflow_error(const ModelConfig& config,
+                           const std::vector<std::vector<int32_t>>& sources,
+                           std::initializer_list<InferenceOptions> precisions) {
+  nn::Transformer overflowing(config);
+  overflowing.init(21);
+  for (const Tensor& p : overflowing.parameters()) {
+    float* x = p.data<float>();
+    for (int64_t i = 0; i < p.numel(); ++i) x[i] *= 1e30f;
+  }
+  for (const InferenceOptions& precision : precisions) {
+    const InferenceModel packed(overflowing, precision);
+    for (int64_t beam : {1, 3}) {
+      SCOPED_TRACE(precision_name(precision) + ", beam " + std::to_string(beam));
+      TranslateOptions options;
+      options.beam_size = beam;
+      options.n_best = beam;
+      testing::expect_error(
+          [&] { translate(packed, sources, options); },
+          {"decoding step 1: the model's log-probabilities are not finite", "overflow"});
+    }
+  }
+}
+
+// f32 and int8.
+TEST_F(Translate, AnOverflowingModelIsAnErrorNamingTheStep) {
+  expect_overflow_error(config_, sources_,
+                        {{DType::f32, Device::cpu, false}, {DType::f32, Device::cpu, true}});
+}
+
+// bf16 products (a CPU where oneDNN packs bf16 weights).
+TEST_F(Translate, AnOverflowingModelIsAnErrorNamingTheStepInBf16) {
+  expect_overflow_error(config_, sources_, {{DType::bf16, Device::cpu, false}});
+}
+
 TEST(TranslateLimits, LearnedPositionsCapTheOutputLength) {
   ModelConfig config = tiny_decoder_config("post", "learned");
   config.max_positions = 12;

@@ -16,17 +16,23 @@
 namespace tfm {
 
 struct TranslatorOptions {
-  int threads = 0;  // threads of this translator's kernels; 0: the process default
+  // Threads of this translator's kernels, 0 to 4096 (tfm translate --threads); 0: the process
+  // default.
+  int threads = 0;
 };
+
+// The ranges of TranslationOptions (tfm translate's); a value outside is a tfm::Error.
+inline constexpr int64_t kMaxBeamSize = 1024;      // beam_size in [1, 1024]
+inline constexpr int64_t kMaxOutputLength = 1024;  // max_length, max_length_offset, min_length
 
 // Search options, as in docs/DECODING.md (section 6.1 of the paper: beam 4, alpha 0.6, +50).
 struct TranslationOptions {
-  int64_t beam_size = 4;           // 1: greedy search
-  double length_penalty = 0.6;     // alpha of ((5 + length) / 6)^alpha
+  int64_t beam_size = 4;           // 1: greedy search; at most kMaxBeamSize
+  double length_penalty = 0.6;     // alpha of ((5 + length) / 6)^alpha (finite)
   int64_t n_best = 1;              // hypotheses per sentence, at most beam_size
-  int64_t max_length_offset = 50;  // maximum output tokens = source tokens + this
-  int64_t max_length = 0;          // > 0: this maximum for every sentence instead
-  int64_t min_length = 0;          // no end of sentence before this many tokens
+  int64_t max_length_offset = 50;  // maximum output tokens = source tokens + this (1 to 1024)
+  int64_t max_length = 0;          // 1 to 1024: this maximum for every sentence instead; 0: none
+  int64_t min_length = 0;          // no end of sentence before this many tokens (0 to 1024)
   int64_t batch_size = 32;         // sentences per batch
   int64_t batch_tokens = 0;        // > 0: also at most this many padded source tokens per batch
   // Each hypothesis's encoder-decoder attention (Hypothesis::attention), as `tfm translate

@@ -138,3 +138,49 @@ def test_openmp_spins_briefly_unless_the_user_chose():
     assert "GOMP_SPINCOUNT = '12345'" in settings(GOMP_SPINCOUNT="12345")
     active = settings(OMP_WAIT_POLICY="active")
     assert "OMP_WAIT_POLICY = 'ACTIVE'" in active and "GOMP_SPINCOUNT = '3000'" not in active
+
+
+def test_search_options_and_threads_outside_the_cli_ranges_are_errors(translator, model_dir):
+    # Before these checks: MemoryError, an allocation of 137 GB, or silently accepted.
+    raises(r"beam size 2147483648 must be in \[1, 1024\]", translator.translate_batch, SOURCES,
+           beam_size=2**31)
+    raises(r"max_length 1000000000 must be in \[0, 1024\]", translator.translate_batch, SOURCES,
+           max_length=10**9)
+    raises(r"max_length -1 must be in \[0, 1024\]", translator.translate_batch, SOURCES,
+           max_length=-1)
+    raises(r"max_length_offset -100 must be in \[1, 1024\]", translator.translate_batch, SOURCES,
+           max_length_offset=-100)
+    raises(r"min_length -1 must be in \[0, 1024\]", translator.translate_batch, SOURCES,
+           min_length=-1)
+    raises("length_penalty nan is not finite", translator.translate_batch, SOURCES,
+           length_penalty=float("nan"))
+    # 100000 OpenMP threads ended the interpreter.
+    raises("Translator: threads 100000 is more than the maximum of 4096", tfm.Translator,
+           model_dir, threads=100000)
+
+
+def test_a_beam_larger_than_half_the_vocabulary_translates(translator):
+    # 60 pieces: a beam of 40 asks for 80 candidates a row, more than there are.
+    assert translator.vocab_size == 60
+    wide = translator.translate_batch(SOURCES[:2], beam_size=40, max_length_offset=4)
+    assert [len(r.hypotheses) for r in wide] == [1, 1]
+
+
+def test_an_overflowing_model_is_an_error_not_empty_output(model_dir, tmp_path):
+    config, weights = tfm.load_model(model_dir)
+    scaled = {name: (w * 1e19 if "embedding" in name else w) for name, w in weights.items()}
+    assert scaled.keys() == weights.keys() and any("embedding" in name for name in weights)
+    tfm.save_model(tmp_path / "overflow", config, scaled, vocab=model_dir / "vocab.model")
+    translator = tfm.Translator(tmp_path / "overflow", threads=1)
+    for beam in (1, 4):
+        raises("decoding step 1: the model's log-probabilities are not finite",
+               translator.translate_batch, SOURCES, beam_size=beam)
+    raises("score: sentence 0, target token 1: the model.s log-probability is not finite",
+           translator.score_batch, SOURCES[:1], SOURCES[:1])
+
+
+def test_wrong_override_types_of_train_are_type_errors(tmp_path):
+    for overrides in (5, [1, 2], "training.log_every=2"):
+        with pytest.raises(TypeError, match="overrides must be a dict or a list"):
+            tfm.train(None, overrides, run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()

@@ -2,6 +2,7 @@
 #include "tfm/translator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 #include <utility>
 
@@ -25,6 +26,7 @@ Translator::Translator(std::shared_ptr<const Model> model, const TranslatorOptio
   TFM_CHECK(model != nullptr, "Translator: no model (a null pointer)");
   TFM_CHECK(options.threads >= 0, "Translator: threads {} must be >= 0 (0: the default)",
             options.threads);
+  check_thread_count(options.threads, "Translator: threads");
   impl_->model = std::move(model);
   impl_->threads = options.threads;
 }
@@ -40,13 +42,31 @@ const Model& Translator::model() const {
 namespace {
 
 // The search options of a public call, attention probe and progress included.
-decode::TranslateOptions decoding_options(const TranslationOptions& options,
-                                          const ModelConfig& config) {
+// The CLI's ranges (tfm translate): a beam or a length past them would only allocate without
+// bound (a beam of 2^31, a maximum length of 10^9).
+void check_search_ranges(const TranslationOptions& options) {
+  TFM_CHECK(options.beam_size >= 1 && options.beam_size <= kMaxBeamSize,
+            "translate: beam size {} must be in [1, {}]", options.beam_size, kMaxBeamSize);
   TFM_CHECK(options.n_best >= 1 && options.n_best <= options.beam_size,
             "translate: n_best {} must be between 1 and the beam size {}", options.n_best,
             options.beam_size);
+  TFM_CHECK(std::isfinite(options.length_penalty), "translate: length_penalty {} is not finite",
+            options.length_penalty);
+  TFM_CHECK(options.max_length_offset >= 1 && options.max_length_offset <= kMaxOutputLength,
+            "translate: max_length_offset {} must be in [1, {}]", options.max_length_offset,
+            kMaxOutputLength);
+  TFM_CHECK(options.max_length >= 0 && options.max_length <= kMaxOutputLength,
+            "translate: max_length {} must be in [0, {}] (0: source length + max_length_offset)",
+            options.max_length, kMaxOutputLength);
+  TFM_CHECK(options.min_length >= 0 && options.min_length <= kMaxOutputLength,
+            "translate: min_length {} must be in [0, {}]", options.min_length, kMaxOutputLength);
   TFM_CHECK(options.batch_tokens >= 0, "translate: batch_tokens {} must be >= 0 (0: no limit)",
             options.batch_tokens);
+}
+
+decode::TranslateOptions decoding_options(const TranslationOptions& options,
+                                          const ModelConfig& config) {
+  check_search_ranges(options);
   decode::TranslateOptions decoding;
   decoding.beam_size = options.beam_size;
   decoding.alpha = options.length_penalty;

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -86,9 +87,8 @@ void run_parse(const ParseCommandOptions& options) {
               "{}: sentence {}: {} source tokens, more than the maximum input length {}", name,
               i + 1, tokens, longest);
   }
-  std::ofstream file;
-  if (!is_standard_stream(options.output)) open_for_writing(file, options.output);
-  std::ostream& out = file.is_open() ? file : std::cout;
+  // A file is replaced only when every sentence is parsed and written.
+  TextOutput output(options.output);
 
   const decode::Translator translator(model, options.decoding, options.threads);
   tasks::ParseCounts counts;
@@ -103,6 +103,7 @@ void run_parse(const ParseCommandOptions& options) {
                                                inputs.begin() + static_cast<ptrdiff_t>(end));
     const std::vector<tasks::ParseResult> results =
         tasks::parse(translator, vocab, chunk, options.n_best, &counts);
+    std::ostringstream out;  // the chunk's lines
     for (size_t k = 0; k < results.size(); ++k) {
       if (options.n_best == 1) {
         out << (results[k].trees.empty() ? "" : data::to_string(results[k].trees.front().tree))
@@ -113,13 +114,12 @@ void run_parse(const ParseCommandOptions& options) {
         out << begin + k << " ||| " << data::to_string(parsed.tree) << " ||| " << parsed.score
             << " ||| " << parsed.repairs << "\n";
     }
-    out.flush();
+    output.write(out.str());
     if (end < inputs.size())
       std::fprintf(stderr, "parsed %zu/%zu sentences, %.1f sentences/s\n", end, inputs.size(),
                    static_cast<double>(end) / seconds());
   }
-  TFM_CHECK(out.good(), "{}: write failed",
-            is_standard_stream(options.output) ? "<stdout>" : options.output);
+  output.commit();
   std::fprintf(stderr,
                "parsed %zu sentences in %.2f s, %.2f sentences/s; best hypothesis not a tree: "
                "%lld, repaired (no tree in the beam): %lld\n",

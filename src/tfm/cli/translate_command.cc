@@ -9,6 +9,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -117,9 +118,8 @@ void run_translate(TranslateCommandOptions options) {
 
   std::vector<std::string> lines = read_input_lines(options.input);
   const std::string name = input_name(options.input);
-  std::ofstream file;
-  if (!is_standard_stream(options.output)) open_for_writing(file, options.output);
-  std::ostream& out = file.is_open() ? file : std::cout;
+  // A file is replaced only when every line is translated and written.
+  TextOutput output(options.output);
   std::ofstream attention_file;
   if (!options.attention_output.empty()) {
     TFM_CHECK(options.attention_layer >= 0, "--attention-output needs --attention-layer");
@@ -159,6 +159,7 @@ void run_translate(TranslateCommandOptions options) {
     std::vector<std::vector<decode::Hypothesis>> results =
         sources.empty() ? std::vector<std::vector<decode::Hypothesis>>{}
                         : translator.translate(sources);
+    std::ostringstream out;  // the chunk's lines
     std::vector<const std::vector<decode::Hypothesis>*> by_line(end - begin, nullptr);
     for (size_t k = 0; k < positions.size(); ++k) by_line[positions[k] - begin] = &results[k];
     for (size_t i = begin; i < end; ++i) {
@@ -196,7 +197,7 @@ void run_translate(TranslateCommandOptions options) {
         attention_file << record.dump() << "\n";
       }
     }
-    out.flush();
+    output.write(out.str());
     if (end < lines.size()) {
       double seconds = std::chrono::duration<double>(clock::now() - start).count();
       std::fprintf(stderr, "translated %zu/%zu sentences, %.1f sentences/s, %.0f target tokens/s\n",
@@ -204,7 +205,7 @@ void run_translate(TranslateCommandOptions options) {
                    static_cast<double>(target_tokens) / seconds);
     }
   }
-  TFM_CHECK(out.good(), "{}: write failed", options.output.empty() ? "<stdout>" : options.output);
+  output.commit();
   // The summary, for inputs of any size (stderr: stdout holds only the translations).
   const double seconds =
       std::max(std::chrono::duration<double>(clock::now() - start).count(), 1e-9);

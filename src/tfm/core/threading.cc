@@ -2,9 +2,16 @@
 
 #include <omp.h>
 
+#include "tfm/core/error.h"
+
 namespace tfm {
 
+void check_thread_count(int n, const char* what) {
+  TFM_CHECK(n <= kMaxThreads, "{} {} is more than the maximum of {}", what, n, kMaxThreads);
+}
+
 void set_num_threads(int n) {
+  check_thread_count(n, "threads");
   if (n > 0) omp_set_num_threads(n);
 }
 
@@ -17,7 +24,8 @@ ThreadCountScope::ThreadCountScope(int n) : previous_(num_threads()) {
 }
 
 ThreadCountScope::~ThreadCountScope() {
-  set_num_threads(previous_);
+  // Not set_num_threads: a destructor must not throw, and the count it restores was in force.
+  if (previous_ > 0) omp_set_num_threads(previous_);
 }
 
 }  // namespace tfm

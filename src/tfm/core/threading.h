@@ -7,13 +7,20 @@
 
 namespace tfm {
 
+// The most threads a caller may ask for (the CLI's --threads range): OpenMP starts every thread
+// asked for, and a runtime asked for 100000 ends the process instead of failing.
+inline constexpr int kMaxThreads = 4096;
+
+// Throws a tfm::Error naming `what` (e.g. "Translator: threads") unless n <= kMaxThreads.
+void check_thread_count(int n, const char* what);
+
 // The calling thread's count for its next parallel regions; n <= 0 keeps it (OMP_NUM_THREADS or the
-// number of cores).
+// number of cores); n > kMaxThreads is an error.
 void set_num_threads(int n);
 int num_threads();
 
 // Sets the calling thread's count for the scope's lifetime and restores the previous one after;
-// n <= 0 changes nothing.
+// n <= 0 changes nothing; n > kMaxThreads is an error.
 class ThreadCountScope {
  public:
   explicit ThreadCountScope(int n);

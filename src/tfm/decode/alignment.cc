@@ -9,6 +9,7 @@ namespace tfm::decode {
 namespace {
 
 constexpr std::string_view kWordMark = "\xE2\x96\x81";  // U+2581, SentencePiece's word start
+constexpr std::string_view kUnknownPiece = "<unk>";     // data::kUnkPiece (decode/ reads no data/)
 
 bool special(const std::string& piece) {
   return piece.size() >= 3 && piece.front() == '<' && piece.back() == '>';
@@ -20,12 +21,12 @@ int64_t count_words(const std::vector<int64_t>& word_of) {
 
 }  // namespace
 
-std::vector<int64_t> word_of_pieces(const std::vector<std::string>& pieces) {
+std::vector<int64_t> word_of_pieces(const std::vector<std::string>& pieces, bool unknown_in_words) {
   std::vector<int64_t> word_of(pieces.size());
   int64_t word = -1;
   bool after_special = true;
   for (size_t i = 0; i < pieces.size(); ++i) {
-    const bool is_special = special(pieces[i]);
+    const bool is_special = special(pieces[i]) && !(unknown_in_words && pieces[i] == kUnknownPiece);
     const bool starts = is_special || after_special || pieces[i].starts_with(kWordMark);
     if (starts) ++word;
     word_of[i] = word;
@@ -109,7 +110,7 @@ Alignment align_translation(const std::vector<std::vector<float>>& attention,
     weights.insert(weights.end(), attention[t].begin(), attention[t].end());
   }
   const std::vector<int64_t> target_words = word_of_pieces(target_pieces);
-  const std::vector<int64_t> source_words = word_of_pieces(source_pieces);
+  const std::vector<int64_t> source_words = word_of_pieces(source_pieces, true);
   return align_words(merge_to_words(weights, target_words, source_words), count_words(target_words),
                      count_words(source_words), threshold);
 }

@@ -16,7 +16,12 @@ namespace tfm::decode {
 // The word of each piece: SentencePiece marks the first piece of a word with "▁" (U+2581); a piece
 // without it continues the word before it. Special tokens ("<s>", "</s>", "<unk>", anything in
 // angle brackets) are words of their own, and so is a first piece without the mark.
-std::vector<int64_t> word_of_pieces(const std::vector<std::string>& pieces);
+//
+// unknown_in_words: "<unk>" is instead a piece like any other without the mark. A source's <unk>
+// stands for characters the vocabulary lacks, inside a word of the input ("mán": "▁m" "<unk>"
+// "n"), so that the words are the input's; an output's <unk> is detokenized as a word of its own.
+std::vector<int64_t> word_of_pieces(const std::vector<std::string>& pieces,
+                                    bool unknown_in_words = false);
 
 // The words' text: their pieces joined, the "▁" marks removed.
 std::vector<std::string> join_words(const std::vector<std::string>& pieces,
@@ -39,7 +44,9 @@ Alignment align_words(const std::vector<float>& weights, int64_t target_words, i
 
 // The word alignment of a translation from its per-token attention over the source pieces
 // (Hypothesis::attention: one row per output token; rows past the target pieces, eos's, are not
-// read): target rows averaged and source columns summed per word, then align_words.
+// read): target rows averaged and source columns summed per word, then align_words. Source words
+// are word_of_pieces(source_pieces, true): the input's whitespace-separated words, whatever
+// characters the vocabulary lacks.
 Alignment align_translation(const std::vector<std::vector<float>>& attention,
                             const std::vector<std::string>& source_pieces,
                             const std::vector<std::string>& target_pieces, double threshold = 0.0);

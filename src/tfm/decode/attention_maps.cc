@@ -1,6 +1,7 @@
 #include "tfm/decode/attention_maps.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "tfm/core/error.h"
 #include "tfm/decode/translate.h"
@@ -15,6 +16,18 @@ void check_ids(const std::vector<int32_t>& ids, int64_t vocab, const char* which
     TFM_CHECK(ids[i] >= 0 && ids[i] < vocab,
               "attention: {} token {} is id {}, outside the vocabulary of {}", which, i, ids[i],
               vocab);
+}
+
+// Attention weights are a softmax's: NaN or infinite ones mean the activations overflowed, and
+// would be written as a page of nulls. `where` names the step and layer.
+template <typename Where>
+void check_finite(const float* weights, int64_t n, const Where& where) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(weights[i]))
+      fail(
+          "attention: {}: the weights are not finite (NaN or infinite activations): the model's "
+          "activations overflow; check its weights",
+          where());
 }
 
 }  // namespace
@@ -58,6 +71,8 @@ AttentionMaps attention_maps(const InferenceModel& inference, const std::vector<
   maps.encoder = Tensor::empty({L, H, S, S});
   for (int64_t l = 0; l < L; ++l) {
     const Tensor host = encoder_weights[static_cast<size_t>(l)].to(Device::cpu);
+    check_finite(host.data<float>(), H * S * S,
+                 [&] { return fmt::format("encoder layer {} self-attention", l); });
     std::copy_n(host.data<float>(), H * S * S, maps.encoder.data<float>() + l * H * S * S);
   }
 
@@ -74,6 +89,11 @@ AttentionMaps attention_maps(const InferenceModel& inference, const std::vector<
       // self[l]: [1, h, t + 1]; cross[l]: [1, h, S].
       const float* self = step.self[static_cast<size_t>(l)].data<float>();
       const float* cross = step.cross[static_cast<size_t>(l)].data<float>();
+      const auto where = [&] {
+        return fmt::format("decoding step {}, decoder layer {}", t + 1, l);
+      };
+      check_finite(self, H * (t + 1), where);
+      check_finite(cross, H * S, where);
       for (int64_t h = 0; h < H; ++h) {
         std::copy_n(self + h * (t + 1), t + 1,
                     maps.decoder.data<float>() + ((l * H + h) * T + t) * T);

@@ -15,11 +15,17 @@ namespace {
 constexpr int64_t kMaxLogitValues = int64_t{16} << 20;
 
 // Appends log p(targets[r]) of each row r of `log_probs` [targets.size(), V] (ops::log_softmax's
-// output, read from a CPU copy) to `out`; `out`'s log_prob is their sum, in double.
+// output, read from a CPU copy) to `out`; `out`'s log_prob is their sum, in double. A value that
+// is not finite (NaN, or -inf, which finite logits never give) is an error naming sentence
+// `sentence`: the model's activations overflowed.
 void gather_log_probs(const float* log_probs, int64_t vocab, const std::vector<int32_t>& targets,
-                      TargetScore& out) {
+                      size_t sentence, TargetScore& out) {
   for (size_t r = 0; r < targets.size(); ++r) {
     const float log_prob = log_probs[static_cast<int64_t>(r) * vocab + targets[r]];
+    TFM_CHECK(std::isfinite(log_prob),
+              "score: sentence {}, target token {}: the model's log-probability is not finite "
+              "(NaN or infinite logits): its activations overflow; check the model's weights",
+              sentence, r + 1);
     out.token_log_probs.push_back(log_prob);
     out.log_prob += log_prob;
   }
@@ -95,8 +101,9 @@ std::vector<TargetScore> score(const InferenceModel& inference,
         const auto& target = targets[begin + static_cast<size_t>(row)];
         std::vector<int32_t> predicted(target.begin(), target.end());
         predicted.push_back(config.eos_id);
-        gather_log_probs(values + (row - first) * length * vocab, vocab, predicted,
-                         results[begin + static_cast<size_t>(row)]);
+        const size_t sentence = begin + static_cast<size_t>(row);
+        gather_log_probs(values + (row - first) * length * vocab, vocab, predicted, sentence,
+                         results[sentence]);
       }
     }
   }

@@ -31,6 +31,14 @@ void StepTop::assign(const ops::TopK& top, int64_t rows) {
   std::copy_n(filled_counts.data<int32_t>(), filled, counts.begin());
 }
 
+void fail_non_finite(int64_t step) {
+  fail(
+      "decoding step {}: the model's log-probabilities are not finite (NaN or infinite logits): "
+      "its "
+      "activations overflow; check the model's weights",
+      step + 1);
+}
+
 void StepScorer::step_top(const std::vector<int32_t>& last_tokens, int64_t m, int32_t excluded,
                           StepTop& out) {
   Tensor log_probs = step(last_tokens);
@@ -84,12 +92,21 @@ int32_t excluded_token(int64_t step, const SearchOptions& options) {
   return step < options.min_length ? options.eos_id : -1;
 }
 
-void check_top(const StepTop& top, const StepScorer& scorer, int64_t m) {
+// The shape of a step's best tokens, and their log-probabilities: every one the search reads must
+// be finite or -inf (never returned). A NaN or +inf is a model whose activations overflowed; a
+// search over it would silently find nothing.
+void check_top(const StepTop& top, const StepScorer& scorer, int64_t m, int64_t step) {
   TFM_CHECK(top.m == m && static_cast<int64_t>(top.counts.size()) == scorer.rows() &&
                 top.log_probs.size() == static_cast<size_t>(scorer.rows() * m) &&
                 top.tokens.size() == top.log_probs.size(),
             "search: the scorer returned {} best tokens for {} rows, expected {} for {}", top.m,
             top.counts.size(), m, scorer.rows());
+  for (int64_t row = 0; row < scorer.rows(); ++row) {
+    const int32_t count = top.counts[static_cast<size_t>(row)];
+    TFM_CHECK(count >= 0 && count <= m, "search: the scorer filled {} of {} best tokens", count, m);
+    for (int64_t e = row * m; e < row * m + count; ++e)
+      if (!std::isfinite(top.log_probs[static_cast<size_t>(e)])) fail_non_finite(step);
+  }
 }
 
 std::vector<float> attention_row(const Tensor& attention, int64_t row) {
@@ -141,6 +158,9 @@ std::vector<std::vector<Hypothesis>> beam_search(StepScorer& scorer,
   check_options(scorer, max_lengths, options, k, "beam search");
   const int64_t vocab = scorer.vocab_size();
   const size_t candidates_kept = static_cast<size_t>(2 * k);
+  // A row has no more than `vocab` tokens to offer: a beam of half the vocabulary or more keeps
+  // them all (the kernels take at most `vocab` per row).
+  const int64_t per_row = std::min(2 * k, vocab);
 
   std::vector<SourceSearch> searches(max_lengths.size());
   std::vector<int64_t> active;  // the sources being searched, in the scorer's row order
@@ -161,9 +181,8 @@ std::vector<std::vector<Hypothesis>> beam_search(StepScorer& scorer,
 
   for (int64_t step = 0; !active.empty(); ++step) {
     // The 2k best tokens of every row: the 2k best extensions of a source are among them.
-    scorer.step_top(last_tokens, static_cast<int64_t>(candidates_kept),
-                    excluded_token(step, options), top);
-    check_top(top, scorer, static_cast<int64_t>(candidates_kept));
+    scorer.step_top(last_tokens, per_row, excluded_token(step, options), top);
+    check_top(top, scorer, per_row, step);
     Tensor attention = scorer.last_attention();
 
     std::vector<int64_t> next_rows, next_active;
@@ -264,7 +283,7 @@ std::vector<std::vector<Hypothesis>> greedy_search(StepScorer& scorer,
 
   for (int64_t step = 0; !active.empty(); ++step) {
     scorer.step_top(last_tokens, 1, excluded_token(step, options), best);
-    check_top(best, scorer, 1);
+    check_top(best, scorer, 1, step);
     Tensor attention = scorer.last_attention();
 
     std::vector<int64_t> next_rows, next_active;

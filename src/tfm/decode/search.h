@@ -35,6 +35,10 @@ struct StepTop {
   void assign(const ops::TopK& top, int64_t rows);
 };
 
+// Throws the error of a model whose output at decoding step `step` (0-based; the message counts
+// from 1) is NaN or infinite: an overflow that a search would otherwise turn into empty output.
+[[noreturn]] void fail_non_finite(int64_t step);
+
 // What a search needs from a model. The search keeps `beam` rows per source (1 for greedy), rows
 // of a source consecutive: row r belongs to the (r / beam)-th source still being searched.
 class StepScorer {

@@ -102,6 +102,8 @@ void TransformerScorer::step_top(const std::vector<int32_t>& last_tokens, int64_
   const ops::TopK top =
       ops::output_log_softmax_top(a, embedding, m, excluded, output_blocks_, kOutputBlockTokens);
   out.assign(top, rows());
+  check_complete(out, top.values.dim(0), excluded);
+  ++steps_;
   if (narrow()) {
     // Computed for row s (one per source) into the first rows; every beam row of source s gets
     // row s's tokens, from the last source back so that nothing is overwritten before it is read.
@@ -112,6 +114,17 @@ void TransformerScorer::step_top(const std::vector<int32_t>& last_tokens, int64_
       out.counts[static_cast<size_t>(r)] = out.counts[static_cast<size_t>(s)];
     }
   }
+}
+
+void TransformerScorer::check_complete(const StepTop& top, int64_t computed_rows,
+                                       int32_t excluded) const {
+  // A model with finite logits gives every token a finite log-probability, so each row has its m
+  // best (or every token there is): a row with fewer dropped NaN or infinite values. O(rows).
+  const int64_t vocab = vocab_size();
+  const int64_t available = vocab - (excluded >= 0 && excluded < vocab ? 1 : 0);
+  const int64_t expected = std::min(top.m, available);
+  for (int64_t r = 0; r < computed_rows; ++r)
+    if (top.counts[static_cast<size_t>(r)] < expected) fail_non_finite(steps_);
 }
 
 void TransformerScorer::keep_attention(const std::vector<Tensor>& layers) {

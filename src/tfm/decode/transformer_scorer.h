@@ -64,6 +64,9 @@ class TransformerScorer final : public StepScorer {
   std::vector<int32_t> state_tokens(const std::vector<int32_t>& last_tokens);
   // Whether the state has one row per source where the search sees beam_.
   bool narrow() const { return state_.beam != beam_; }
+  // Throws (fail_non_finite) when one of the first `computed_rows` rows of `top` has fewer tokens
+  // than a finite model gives: its log-probabilities were NaN or infinite.
+  void check_complete(const StepTop& top, int64_t computed_rows, int32_t excluded) const;
   // Keeps the probed weights of the step, [rows, S], from the kept layers' weights (the probed
   // layer's, or every layer's): their mean, of the probed head (or the mean over the heads).
   void keep_attention(const std::vector<Tensor>& layers);
@@ -74,7 +77,8 @@ class TransformerScorer final : public StepScorer {
   int64_t beam_;
   nn::DecoderState state_;
   AttentionProbe probe_;
-  Tensor attention_;  // [rows, S] of the last step, when probed
+  Tensor attention_;   // [rows, S] of the last step, when probed
+  int64_t steps_ = 0;  // step_top calls so far: the decoding step errors name
 };
 
 }  // namespace tfm::decode

@@ -123,6 +123,7 @@ Translator::Translator(std::shared_ptr<const InferenceModel> model, TranslateOpt
                        int threads)
     : model_(std::move(model)), options_(std::move(options)), threads_(threads) {
   TFM_CHECK(model_ != nullptr, "translator: no model");
+  check_thread_count(threads_, "translator: threads");
 }
 
 std::vector<std::vector<Hypothesis>> Translator::translate(
