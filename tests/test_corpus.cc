@@ -306,6 +306,8 @@ TEST(LineReader, ConcatenatedGzipMembersReadAndTrailingGarbageIsAnError) {
   // A second member cut short is still a truncated file.
   write_text(dir / "cut2.gz", a + b.substr(0, b.size() - 4));
   expect_error([&] { read_text_lines(dir / "cut2.gz"); }, {"cut2.gz", "ends early"});
+}
+
 // A loop of symbolic links given as input (`tfm translate -i`) said "No such file or directory":
 // it is named as a loop, a directory as a directory; a device such as /dev/null still reads.
 TEST(LineReader, ALoopOfLinksOrADirectoryIsNamedForWhatItIs) {
