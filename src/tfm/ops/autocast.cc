@@ -4,6 +4,7 @@
 
 #include "tfm/kernels/cpu/blocked_gemm_cpu.h"
 #include "tfm/kernels/cpu/convert_cpu.h"
+#include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/ops/dispatch.h"
 
 #ifdef TFM_HAVE_CUDA
@@ -22,7 +23,9 @@ bool native_bf16_products() {
 }
 
 std::string describe_products(DType precision, Device device) {
-  if (precision != DType::bf16 || device != Device::cpu || !cpu::bf16_products_widened()) return "";
+  if (precision != DType::bf16 || device != Device::cpu) return "";
+  if (!cpu::onednn_multiplies_bf16()) return " (widened to f32: this CPU has no bf16 products)";
+  if (!cpu::bf16_products_widened()) return "";
   return fmt::format(
       " (widened to f32: this CPU's vdpbf16ps does {:.2f}x the multiply-adds of its FMA)",
       cpu::vdpbf16ps_to_fma_rate());

@@ -24,7 +24,8 @@ DType parse_precision(const std::string& name, const char* what = "precision");
 
 // How a CPU runs products of `precision`, for a log line: "" for f32 or another device; for bf16
 // " (widened to f32: this CPU's vdpbf16ps does 0.51x the multiply-adds of its FMA)" where
-// cpu::bf16_products_widened(), else "".
+// cpu::bf16_products_widened(), " (widened to f32: this CPU has no bf16 products)" where oneDNN
+// has none (cpu::onednn_multiplies_bf16()), else "".
 std::string describe_products(DType precision, Device device);
 
 // x (f32) converted to bf16, a fresh tensor with no autograd link.

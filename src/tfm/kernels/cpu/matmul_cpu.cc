@@ -9,6 +9,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "tfm/core/allocator.h"
 #include "tfm/core/error.h"
@@ -265,6 +266,68 @@ bool try_blocked_gemm(const GemmArgs& args) {
   return false;
 }
 
+// Calls fn(offset of the row's first element, the row's index in row-major order) for each row of
+// an operand (every index of its dims but the last).
+template <typename Fn>
+void for_each_row(const GemmOperand& op, Fn fn) {
+  int64_t rows = 1;
+  for (int i = 0; i < op.rank - 1; ++i) rows *= op.dims[i];
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t offset = 0, rest = r;
+    for (int i = op.rank - 2; i >= 0; --i) {
+      offset += (rest % op.dims[i]) * op.strides[i];
+      rest /= op.dims[i];
+    }
+    fn(offset, r);
+  }
+}
+
+// A row-major f32 copy of a bf16 operand (only the elements it addresses), with the same dims.
+GemmOperand dense_f32_copy(const GemmOperand& op, std::vector<float>& buffer) {
+  const int64_t cols = op.cols(), col_stride = op.strides[op.rank - 1];
+  int64_t total = cols;
+  for (int i = 0; i < op.rank - 1; ++i) total *= op.dims[i];
+  buffer.resize(static_cast<size_t>(total));
+  const bf16* src = static_cast<const bf16*>(op.data);
+  for_each_row(op, [&](int64_t offset, int64_t r) {
+    float* dst = buffer.data() + r * cols;
+    for (int64_t j = 0; j < cols; ++j) dst[j] = bf16_to_float(src[offset + j * col_stride]);
+  });
+  GemmOperand dense = op;
+  dense.data = buffer.data();
+  dense.dtype = DType::f32;
+  int64_t stride = 1;
+  for (int i = op.rank - 1; i >= 0; --i) {
+    dense.strides[i] = stride;
+    stride *= op.dims[i];
+  }
+  return dense;
+}
+
+void run_gemm(const GemmArgs& args);
+
+// A bf16 product where oneDNN has none (onednn_multiplies_bf16()): a and b widened exactly to f32,
+// multiplied in f32; a bf16 c widened for the sum and rounded back (to nearest even, as oneDNN).
+void run_widened_gemm(const GemmArgs& args) {
+  std::vector<float> a_buffer, b_buffer, c_buffer;
+  GemmArgs widened = args;
+  widened.a = dense_f32_copy(args.a, a_buffer);
+  widened.b = dense_f32_copy(args.b, b_buffer);
+  if (args.c.dtype == DType::f32) {
+    run_gemm(widened);
+    return;
+  }
+  widened.c = dense_f32_copy(args.c, c_buffer);
+  run_gemm(widened);
+  const GemmOperand& c = args.c;
+  const int64_t cols = c.cols(), col_stride = c.strides[c.rank - 1];
+  bf16* dst = static_cast<bf16*>(c.data);
+  for_each_row(c, [&](int64_t offset, int64_t r) {
+    const float* src = c_buffer.data() + r * cols;
+    for (int64_t j = 0; j < cols; ++j) dst[offset + j * col_stride] = float_to_bf16(src[j]);
+  });
+}
+
 void run_gemm(const GemmArgs& args) {
   const GemmOperand &a = args.a, &b = args.b, &c = args.c;
   for (int i = 0; i < c.rank; ++i)
@@ -274,6 +337,10 @@ void run_gemm(const GemmArgs& args) {
     return;
   }
   if (try_blocked_gemm(args)) return;
+  if (a.dtype == DType::bf16 && !onednn_multiplies_bf16()) {
+    run_widened_gemm(args);
+    return;
+  }
 
   GemmKey key;
   key.rank = c.rank;
@@ -328,6 +395,21 @@ void run_gemm(const GemmArgs& args) {
 }
 
 }  // namespace
+
+bool onednn_multiplies_bf16() {
+  static const bool multiplies = [] {
+    using dt = dnnl::memory::data_type;
+    const dnnl::memory::desc a({1, 1}, dt::bf16, dnnl::memory::format_tag::ab);
+    const dnnl::memory::desc c({1, 1}, dt::f32, dnnl::memory::format_tag::ab);
+    try {
+      dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, a, c), cpu_engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return multiplies;
+}
 
 void gemm(const GemmArgs& args) {
   check_shapes(args);

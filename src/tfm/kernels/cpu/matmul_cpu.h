@@ -55,6 +55,12 @@ struct GemmArgs {
 
 void gemm(const GemmArgs& args);
 
+// Whether oneDNN multiplies bf16 operands on this CPU (its bf16 products need AVX-512; an AVX2-only
+// CPU such as AMD Zen 3 has none). Where it does not, gemm and packed weights widen bf16 operands
+// to f32 (exactly: a bf16 is the high half of an f32) and multiply in f32: the same products,
+// summed in f32. Asked once.
+bool onednn_multiplies_bf16();
+
 // Number of oneDNN primitives currently cached (for tests and diagnostics).
 size_t gemm_cache_size();
 

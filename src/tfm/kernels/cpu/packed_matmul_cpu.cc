@@ -127,10 +127,11 @@ Product product(const Key& key, const memory::desc& weights) {
 PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
     : n_(n), k_(k), dtype_(dtype) {
   TFM_CHECK(n > 0 && k > 0, "packed weight: [{}, {}] is empty", n, k);
-  // bf16 products where the FMA outruns vdpbf16ps (blocked_gemm_cpu.h, Bf16Products::widened): the
-  // weight rounded to bf16 and kept in f32, multiplied as an f32 weight; packed_linear widens x.
+  // bf16 products where the FMA outruns vdpbf16ps (blocked_gemm_cpu.h, Bf16Products::widened), or
+  // where oneDNN has no bf16 products (matmul_cpu.h): the weight rounded to bf16 and kept in f32,
+  // multiplied as an f32 weight; packed_linear widens x.
   std::vector<float> rounded;
-  if (dtype == DType::bf16 && bf16_products_widened()) {
+  if (dtype == DType::bf16 && (bf16_products_widened() || !onednn_multiplies_bf16())) {
     widened_ = true;
     rounded.resize(static_cast<size_t>(n * k));
     for (size_t i = 0; i < rounded.size(); ++i) rounded[i] = bf16_to_float(float_to_bf16(w[i]));

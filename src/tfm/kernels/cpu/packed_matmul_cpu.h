@@ -38,7 +38,8 @@ class PackedWeight {
   const int32_t* row_sums() const { return row_sums_.data<int32_t>(); }
   // bf16 only: whether the weight is kept as f32 (its values rounded to bf16) and multiplied as
   // f32, x widened, because bf16_products_widened() (blocked_gemm_cpu.h): the FMA outruns
-  // vdpbf16ps on this CPU. The products are the same; the memory is f32's.
+  // vdpbf16ps on this CPU; or because oneDNN has no bf16 products here (onednn_multiplies_bf16()).
+  // The products are the same; the memory is f32's.
   bool widened() const { return widened_; }
   // f32, or bf16 widened: whether oneDNN chose the layout that our panel kernel reads
   // (panel_matmul_cpu.h), so that the products of few rows can run there.
