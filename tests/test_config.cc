@@ -280,6 +280,9 @@ TEST(ModelConfig, JsonValidationNamesTheKeyAndTheProblem) {
       {with("attention_bias", 1), {"'attention_bias' must be true or false"}},
       {with("positional", 3), {"'positional' must be a string"}},
       {with("layers", 0), {"'layers' must be positive, got 0"}},
+      // Found by the config_json fuzzer: 5,555,550 layers made a parameter list of gigabytes.
+      {with("layers", 5555550), {"'layers' must be at most 1024, got 5555550"}},
+      {with("layers", 1025), {"'layers' must be at most 1024"}},
       {with("d_ff", -5), {"'d_ff' must be positive, got -5"}},
       {with("heads", 0), {"'heads' must be positive"}},
       {with("vocab_size", int64_t{1} << 40), {"'vocab_size' must be at most"}},

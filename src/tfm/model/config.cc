@@ -24,6 +24,9 @@ constexpr int64_t kMaxDimension = int64_t{1} << 24;
 // The longest sequence is bounded far lower: attention holds a length x length score matrix per
 // head, 16 GiB of f32 at this bound, so no longer input can be translated or trained on anyway.
 constexpr int64_t kMaxPositions = int64_t{1} << 16;
+// The deepest Transformers trained (DeepNet) have 1000 layers; a config asking for millions is a
+// damaged file, and its parameter list alone would take gigabytes.
+constexpr int64_t kMaxLayers = 1024;
 
 void check_dimension(std::string_view key, int64_t value) {
   TFM_CHECK(value > 0, "configuration key '{}' must be positive, got {}", key, value);
@@ -186,6 +189,8 @@ const Preset& find_preset(std::string_view name) {
 
 void validate(const ModelConfig& c) {
   check_dimension("layers", c.layers);
+  TFM_CHECK(c.layers <= kMaxLayers, "configuration key 'layers' must be at most {}, got {}",
+            kMaxLayers, c.layers);
   check_dimension("d_model", c.d_model);
   check_dimension("d_ff", c.d_ff);
   check_dimension("heads", c.heads);
