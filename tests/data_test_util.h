@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "build_paths.h"
 #include "temp_dir.h"
 #include "tfm/data/vocab.h"
 
@@ -120,7 +121,7 @@ struct CommandResult {
 // Runs the built tfm binary with `arguments` (already shell-quoted).
 inline CommandResult run_tfm_command(const std::string& arguments, const TempDir& dir) {
   const auto out = dir / "stdout", err = dir / "stderr";
-  const std::string command = std::string("'") + TFM_BINARY_DIR + "/tfm' " + arguments + " > '" +
+  const std::string command = std::string("'") + tfm_binary_dir() + "/tfm' " + arguments + " > '" +
                               out.string() + "' 2> '" + err.string() + "'";
   const int raw = std::system(command.c_str());
   return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(out), read_text(err)};

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "build_paths.h"
 #include "data_test_util.h"
 
 namespace tfm::testing {
@@ -24,7 +25,7 @@ inline CommandResult run_tfm_with_file_limit(const std::vector<std::string>& arg
                                              rlim_t limit_bytes, const TempDir& dir,
                                              const std::string& stdout_path = "") {
   const std::filesystem::path out = dir / "stdout", err = dir / "stderr";
-  const std::string binary = std::string(TFM_BINARY_DIR) + "/tfm";
+  const std::string binary = std::string(tfm_binary_dir()) + "/tfm";
   std::vector<std::string> argv_storage{binary};
   argv_storage.insert(argv_storage.end(), arguments.begin(), arguments.end());
   std::vector<char*> argv;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "build_paths.h"
 #include "temp_dir.h"
 #include "test_decode_helpers.h"
 #include "tfm/decode/attention_maps.h"
@@ -20,7 +21,7 @@
 namespace tfm {
 namespace {
 
-const std::string kFixture = std::string(TFM_SOURCE_DIR) + "/tests/fixtures/tiny";
+const std::string kFixture = std::string(tfm_source_dir()) + "/tests/fixtures/tiny";
 
 std::shared_ptr<const decode::InferenceModel> fixture_model() {
   LoadedModel loaded = load_model_dir(kFixture);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "build_paths.h"
 #include "temp_dir.h"
 
 namespace tfm {
@@ -26,7 +27,7 @@ struct BleuRun {
 
 BleuRun run_bleu(const std::string& arguments, const TempDir& dir) {
   const auto out = dir / "stdout", err = dir / "stderr";
-  const std::string command = std::string("'") + TFM_BINARY_DIR + "/tfm' bleu " + arguments +
+  const std::string command = std::string("'") + tfm_binary_dir() + "/tfm' bleu " + arguments +
                               " > '" + out.string() + "' 2> '" + err.string() + "'";
   const int raw = std::system(command.c_str());
   auto slurp = [](const std::filesystem::path& p) {

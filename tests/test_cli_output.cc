@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "build_paths.h"
 #include "data_test_util.h"
 #include "temp_dir.h"
 
@@ -30,7 +31,7 @@ Outcome run_with_stdout(const std::string& arguments, const std::string& redirec
                         const TempDir& dir) {
   const auto err = dir / "stderr";
   const std::string command =
-      fmt::format("'{}/tfm' {} {} 2> {}", TFM_BINARY_DIR, arguments, redirect, quoted(err));
+      fmt::format("'{}/tfm' {} {} 2> {}", tfm_binary_dir(), arguments, redirect, quoted(err));
   const int raw = std::system(command.c_str());
   return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(err)};
 }
@@ -48,7 +49,7 @@ TEST(CliOutput, AFullOrClosedStandardOutputFailsTheCommand) {
   write_text(dir / "ref", "the cat sat on the mat\n");
   write_text(dir / "hyp", "the cat sat on a mat\n");
   write_text(dir / "trees", "(TOP (S (NP (DT The) (NN cat)) (VP (VBD sat))))\n");
-  const std::string model = std::string(TFM_SOURCE_DIR) + "/tests/fixtures/tiny";
+  const std::string model = std::string(tfm_source_dir()) + "/tests/fixtures/tiny";
   const std::string commands[] = {
       fmt::format("bleu -r {} -i {}", quoted(dir / "ref"), quoted(dir / "hyp")),
       fmt::format("evalb {} {}", quoted(dir / "trees"), quoted(dir / "trees")),

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "build_paths.h"
 #include "data_test_util.h"
 #include "serve_test_util.h"
 #include "text_model_test_util.h"
@@ -27,7 +28,7 @@ class ServeProcess {
   ServeProcess(const TempDir& dir, std::vector<std::string> arguments) : dir_(dir) {
     const std::string port_file = (dir.path() / "port").string();
     std::filesystem::remove(port_file);
-    arguments.insert(arguments.begin(), {std::string(TFM_BINARY_DIR) + "/tfm", "serve", "--port",
+    arguments.insert(arguments.begin(), {std::string(tfm_binary_dir()) + "/tfm", "serve", "--port",
                                          "0", "--port-file", port_file});
     pid_ = fork();
     if (pid_ == 0) {

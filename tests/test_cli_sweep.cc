@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "build_paths.h"
 #include "data_test_util.h"
 #include "tfm/model/table3.h"
 #include "tfm/train/checkpoint.h"
@@ -208,7 +209,7 @@ TEST(CliSweep, ShardsSplitTheRowsBetweenProcesses) {
   const std::string both = fmt::format(
       "'{0}/tfm' {1} --shard 0/2 > {2} 2>&1 & '{0}/tfm' {3} --shard 1/2 > {4} 2>&1; "
       "wait",
-      TFM_BINARY_DIR, sweep(dir, "D1,E"), quoted(dir / "log0"), sweep(dir, "D1,E"),
+      tfm_binary_dir(), sweep(dir, "D1,E"), quoted(dir / "log0"), sweep(dir, "D1,E"),
       quoted(dir / "log1"));
   ASSERT_EQ(std::system(("cd " + quoted(dir.path()) + " && " + both).c_str()), 0);
   const std::string log0 = testing::read_text(dir / "log0"),

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "build_paths.h"
 #include "data_test_util.h"
 #include "tfm/train/checkpoint.h"
 #include "train_test_util.h"
@@ -33,8 +34,8 @@ constexpr const char* kMpirunOptions =
 
 // mpirun with 2 ranks on this machine, 1 thread each.
 std::string mpirun(const std::string& tfm_arguments, int ranks = 2) {
-  return fmt::format("'{}' {} -np {} '{}/tfm' {}", TFM_MPIEXEC, kMpirunOptions, ranks,
-                     TFM_BINARY_DIR, tfm_arguments);
+  return fmt::format("'{}' {} -np {} '{}/tfm' {}", tfm_mpiexec(), kMpirunOptions, ranks,
+                     tfm_binary_dir(), tfm_arguments);
 }
 
 testing::CommandResult run_shell(const std::string& command, const TempDir& dir) {
@@ -181,7 +182,7 @@ TEST(CliTrainDistributed, AFullDiskOnRankZeroEndsTheJobWithItsReason) {
   auto result = run_shell(
       fmt::format("'{}' {} --mca btl tcp,self -np 2 bash -c \"ulimit -f 64; trap '' XFSZ; "
                   "exec '{}/tfm' {}\"",
-                  TFM_MPIEXEC, kMpirunOptions, TFM_BINARY_DIR,
+                  tfm_mpiexec(), kMpirunOptions, tfm_binary_dir(),
                   train_arguments(dir, "run", "--max-steps 1000")),
       dir);
   const double seconds =
@@ -196,9 +197,9 @@ TEST(CliTrainDistributed, RanksWithDifferentRecipesAreRefusedAtStartUp) {
   TempDir dir;
   testing::write_recipe(dir);
   const std::string base =
-      fmt::format("'{}/tfm' {}", TFM_BINARY_DIR, train_arguments(dir, "run", "--max-steps 3"));
+      fmt::format("'{}/tfm' {}", tfm_binary_dir(), train_arguments(dir, "run", "--max-steps 3"));
   const std::string command = fmt::format("'{}' {} -np 1 {} : -np 1 {} --set data.max_tokens=300",
-                                          TFM_MPIEXEC, kMpirunOptions, base, base);
+                                          tfm_mpiexec(), kMpirunOptions, base, base);
   auto result = run_shell(command, dir);
   EXPECT_NE(result.status, 0);
   EXPECT_NE(result.err.find("rank 1 of 2 has a different training corpus or batching"),
@@ -216,8 +217,8 @@ TEST(CliTrainDistributed, ARankThatIsNotTrainingEndsTheJobAtStartUp) {
   auto result = run_shell(
       fmt::format("TFM_MPI_START_TIMEOUT=3 timeout 100 '{}' {} -x TFM_MPI_START_TIMEOUT -np 1 "
                   "'{}/tfm' {} : -np 1 '{}/tfm' info -p base",
-                  TFM_MPIEXEC, kMpirunOptions, TFM_BINARY_DIR,
-                  train_arguments(dir, "run", "--max-steps 3"), TFM_BINARY_DIR),
+                  tfm_mpiexec(), kMpirunOptions, tfm_binary_dir(),
+                  train_arguments(dir, "run", "--max-steps 3"), tfm_binary_dir()),
       dir);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

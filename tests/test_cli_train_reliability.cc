@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "build_paths.h"
 #include "data_test_util.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/train/checkpoint.h"
@@ -202,7 +203,7 @@ TEST(CliTrainReliability, FileSystemFailuresNameThePathAndTheReason) {
   // A file size limit (as a full disk would): the write that fails says why, not "I/O error".
   const std::string command =
       fmt::format("ulimit -f 16; trap '' XFSZ; '{}/tfm' train -c {} --max-steps 2 2> {}",
-                  TFM_BINARY_DIR, quoted(dir / "recipe.yaml"), quoted(dir / "limited.err"));
+                  tfm_binary_dir(), quoted(dir / "recipe.yaml"), quoted(dir / "limited.err"));
   const int raw = std::system(fmt::format("bash -c \"{}\"", command).c_str());
   EXPECT_EQ(WEXITSTATUS(raw), 1);
   const std::string err = testing::read_text(dir / "limited.err");
@@ -246,7 +247,7 @@ testing::CommandResult train_and_signal(const TempDir& dir, const std::string& s
       "sleep 0.5\n"
       "for s in {}; do kill -$s $pid; done\n"
       "wait $pid; echo $?\n",
-      TFM_BINARY_DIR, quoted(dir / "recipe.yaml"), quoted(dir / "train.err"),
+      tfm_binary_dir(), quoted(dir / "recipe.yaml"), quoted(dir / "train.err"),
       quoted(dir / "train.err"), signals);
   testing::write_text(dir / "signal.sh", script);
   const int raw = std::system(

@@ -9,6 +9,7 @@
 #include <iterator>
 #include <string>
 
+#include "build_paths.h"
 #include "cuda_test_util.h"
 #include "temp_dir.h"
 #include "test_decode_helpers.h"
@@ -25,7 +26,7 @@
 namespace tfm {
 namespace {
 
-const std::string kFixture = std::string(TFM_SOURCE_DIR) + "/tests/fixtures/tiny";
+const std::string kFixture = std::string(tfm_source_dir()) + "/tests/fixtures/tiny";
 
 // max_i |a_i - b_i| / max_i |b_i|, as tests/test_reference_model.cc.
 double max_relative_error(const Tensor& actual, const Tensor& expected) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "build_paths.h"
 #include "data_test_util.h"
 
 namespace tfm {
@@ -28,7 +29,7 @@ using testing::TempDir;
 using testing::write_gzip;
 using testing::write_text;
 
-const fs::path kScript = fs::path(TFM_SOURCE_DIR) / "scripts" / "fetch_wmt14.sh";
+const fs::path kScript = fs::path(tfm_source_dir()) / "scripts" / "fetch_wmt14.sh";
 
 // The script's last line on stderr: its one-line error when it fails.
 std::string last_line(const std::string& text) {

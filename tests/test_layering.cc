@@ -9,13 +9,15 @@
 #include <set>
 #include <string>
 
+#include "build_paths.h"
+
 namespace tfm::testing {
 namespace {
 
 // "file: line" for every #include of `forbidden` (e.g. "tfm/nn/") in the files of src/tfm/<folder>.
 std::string includes_of(const std::string& folder, const std::string& forbidden) {
   std::string found;
-  const std::filesystem::path dir = std::filesystem::path(TFM_SOURCE_DIR) / "src/tfm" / folder;
+  const std::filesystem::path dir = std::filesystem::path(tfm_source_dir()) / "src/tfm" / folder;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     std::ifstream in(entry.path());
     std::string line;
@@ -55,7 +57,7 @@ const std::map<std::string, std::set<std::string>>& allowed_includes() {
 }
 
 TEST(Layering, EveryFolderIncludesOnlyTheLayersBelowIt) {
-  const std::filesystem::path root = std::filesystem::path(TFM_SOURCE_DIR) / "src/tfm";
+  const std::filesystem::path root = std::filesystem::path(tfm_source_dir()) / "src/tfm";
   std::string broken;
   for (const auto& folder : std::filesystem::directory_iterator(root)) {
     const std::string layer = folder.path().filename().string();
@@ -90,7 +92,7 @@ TEST(Layering, DataAndNnDoNotIncludeEachOther) {
 
 TEST(Layering, CliHoldsNoTrainingOrEvaluationLogic) {
   // Validation BLEU lives in eval/: cli/ only wires it into the training run.
-  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(TFM_SOURCE_DIR) /
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(tfm_source_dir()) /
                                        "src/tfm/cli/validation_bleu.cc"));
   EXPECT_EQ(includes_of("train", "tfm/eval/"), "");
   EXPECT_EQ(includes_of("eval", "tfm/cli/"), "");

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "build_paths.h"
 #include "temp_dir.h"
 #include "tfm/io/checksum.h"
 #include "tfm/io/safetensors.h"
@@ -306,7 +307,7 @@ struct CommandResult {
 };
 CommandResult run_tfm(const std::string& arguments, const TempDir& dir) {
   const auto out = dir / "stdout", err = dir / "stderr";
-  const std::string command = std::string("'") + TFM_BINARY_DIR + "/tfm' " + arguments + " > '" +
+  const std::string command = std::string("'") + tfm_binary_dir() + "/tfm' " + arguments + " > '" +
                               out.string() + "' 2> '" + err.string() + "'";
   const int raw = std::system(command.c_str());
   auto slurp = [](const std::filesystem::path& p) {

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "build_paths.h"
 #include "data_test_util.h"
 #include "temp_dir.h"
 
@@ -18,7 +19,7 @@ std::string openmp_settings(const std::string& environment) {
   testing::TempDir dir;
   const auto err = dir / "stderr";
   const std::string command = "env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY OMP_DISPLAY_ENV=verbose " +
-                              environment + " '" + TFM_BINARY_DIR +
+                              environment + " '" + tfm_binary_dir() +
                               "/tfm' translate --help > /dev/null 2> '" + err.string() + "'";
   EXPECT_EQ(std::system(command.c_str()), 0) << command;
   const std::string report = testing::read_text(err);
@@ -40,7 +41,7 @@ TEST(OpenMPWait, TfmSpinsBrieflyUnlessTheUserChose) {
   testing::TempDir dir;
   const std::string bleu =
       "env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY OMP_DISPLAY_ENV=verbose '" +
-      std::string(TFM_BINARY_DIR) +
+      std::string(tfm_binary_dir()) +
       "/tfm' bleu --help 2>&1 >/dev/null | grep -c 'DISPLAY ENVIRONMENT BEGIN' > '" +
       (dir / "count").string() + "'";
   EXPECT_EQ(std::system(bleu.c_str()), 0);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "build_paths.h"
 #include "temp_dir.h"
 #include "tfm/model/parameters.h"
 #include "tfm/train/recipe.h"
@@ -35,7 +36,8 @@ TEST_P(RecipeWmt14, HoldsThePapersSettings) {
   TempDir dir;
   const std::string data = dir.path().string();
   ::setenv("WMT14_DIR", data.c_str(), 1);
-  const TrainRecipe r = load_recipe(std::filesystem::path(TFM_SOURCE_DIR) / "configs" / paper.file);
+  const TrainRecipe r =
+      load_recipe(std::filesystem::path(tfm_source_dir()) / "configs" / paper.file);
   ::unsetenv("WMT14_DIR");
 
   // The model (Table 3; dropout and label smoothing: section 5.4, 6.1).

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <string>
 
+#include "build_paths.h"
 #include "tfm/autograd/tape.h"
 #include "tfm/io/safetensors.h"
 #include "tfm/model/model_dir.h"
@@ -19,7 +20,7 @@
 namespace tfm {
 namespace {
 
-const std::string kFixture = std::string(TFM_SOURCE_DIR) + "/tests/fixtures/tiny";
+const std::string kFixture = std::string(tfm_source_dir()) + "/tests/fixtures/tiny";
 
 // max_i |a_i - b_i| / max_i |b_i|: the error relative to the tensor's scale.
 double relative_error(const std::vector<float>& actual, const std::vector<float>& expected) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "build_paths.h"
 #include "temp_dir.h"
 #include "tfm/model/parameters.h"
 #include "tfm/model/table3.h"
@@ -29,7 +30,7 @@ ModelConfig multi30k_model() {
   const std::string data = dir.path().string();
   ::setenv("TFM_DATA_DIR", data.c_str(), 1);
   const TrainRecipe recipe =
-      load_recipe(std::filesystem::path(TFM_SOURCE_DIR) / "configs" / "multi30k-en-de.yaml");
+      load_recipe(std::filesystem::path(tfm_source_dir()) / "configs" / "multi30k-en-de.yaml");
   ::unsetenv("TFM_DATA_DIR");
   return recipe.model_config(recipe.vocab_size);
 }

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "build_paths.h"
 #include "data_test_util.h"
 #include "tfm/data/word_encoder.h"
 #include "tfm/io/text_reader.h"
@@ -14,7 +15,7 @@ namespace {
 
 std::filesystem::path shared_data() {
   if (const char* env = std::getenv("TFM_DATA_DIR"); env && *env) return env;
-  return std::filesystem::path(TFM_SOURCE_DIR) / "../shared/data";
+  return std::filesystem::path(tfm_source_dir()) / "../shared/data";
 }
 
 std::vector<std::string> read_all(const std::filesystem::path& path) {
