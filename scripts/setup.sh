@@ -19,6 +19,7 @@ done
 
 packages=(
   build-essential cmake ninja-build pkg-config clang-format
+  ccache                 # scripts/test.sh compiles through it: a clean clone reuses the machine's objects
   libgtest-dev libbenchmark-dev
   libdnnl-dev            # oneDNN: CPU matrix products (f32, bf16)
   ocl-icd-opencl-dev     # oneDNN's CMake config looks for OpenCL; Debian only "recommends" it
@@ -76,6 +77,8 @@ if [ "$installed" != "$locked" ]; then
 fi
 
 if [ "$build" = 1 ]; then
+  source scripts/ccache_env.sh
   cmake --preset release -G Ninja >/dev/null
   cmake --build --preset release
+  ccache_report
 fi

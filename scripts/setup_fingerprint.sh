@@ -32,7 +32,7 @@ inputs() {
   local f
   for f in scripts/setup.sh scripts/test.sh scripts/multi30k.sh scripts/fetch_multi30k.sh \
            scripts/prepare_multi30k.sh scripts/check_fresh_machine.sh scripts/setup_fingerprint.sh \
-           CMakeLists.txt CMakePresets.json .ci/run tests/browser/package.json \
+           scripts/ccache_env.sh CMakeLists.txt CMakePresets.json .ci/run tests/browser/package.json \
            tests/browser/package-lock.json; do
     echo "$f"
   done
