@@ -28,10 +28,10 @@ if [[ ! -e "$OPENBLAS" ]]; then
 fi
 
 # OpenBLAS picks its kernels for the CPU it finds, unless OPENBLAS_CORETYPE names a core (and
-# OPENBLAS_L2_SIZE a cache size). Neither is sure to give PyTorch its best: one environment here named
-# Haswell (AVX2 kernels on an AVX-512 CPU: PyTorch's f32 base training step 8.96 s instead of 6.10 s),
-# and OpenBLAS 0.3.21 (Debian 12) does not know a newer Xeon (family 6 model 207) and falls back to
-# Prescott's SSE3 kernels there (64 GFLOP/s against SkylakeX's 300). So the benchmarks drop both
+# OPENBLAS_L2_SIZE a cache size). Neither is sure to give PyTorch its best: an environment may name
+# Haswell (AVX2 kernels on an AVX-512 CPU), and OpenBLAS 0.3.21 (Debian 12) does not know a newer Xeon
+# (family 6 model 207) and falls back to Prescott's SSE3 kernels there, a fraction of SkylakeX's rate
+# (the measurements: docs/journal/2026-11-27-xeon-bf16-widened.md). So the benchmarks drop both
 # variables, time OpenBLAS's sgemm (bench/openblas_sgemm.py) with the core it detects and with each of
 # its AVX-512 and AVX2 cores this CPU can run, and give PyTorch the fastest: OPENBLAS_CORE says which,
 # and what OpenBLAS picked by itself.

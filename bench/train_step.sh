@@ -6,8 +6,8 @@
 # a table with the ratio tfm / PyTorch of tokens per second for each mode.
 #
 # Debian's PyTorch does its f32 matrix products through libblas.so.3, which by default is the reference
-# (netlib) BLAS: ~100x slower than an optimised one (a base step took 447 s in f32 against 4.3 s in bf16,
-# which goes through oneDNN). OpenBLAS (package libopenblas0-openmp, OpenMP like PyTorch) is preloaded so
+# (netlib) BLAS, about 100x slower than an optimised one (its bf16 goes through oneDNN and is not
+# affected). OpenBLAS (package libopenblas0-openmp, OpenMP like PyTorch) is preloaded so
 # the f32 baseline is a fair one, whatever the system's libblas.so.3 alternative points to.
 #
 # Usage: bench/train_step.sh            (build first: cmake --preset release && cmake --build --preset release)

@@ -24,10 +24,9 @@ constexpr size_t kAlignment = 64;
 // Host blocks at least this large start on a huge-page boundary, and their whole huge pages are
 // offered to the kernel's transparent huge pages. Streaming weights that do not fit in the caches
 // (a decoding step reads all of a model's, 153 MB for `base` in f32) walks a page-table entry per
-// 4 KiB page: 2 threads read a 153 MB buffer at 25-31 GB/s in 4 KiB pages and 48-51 GB/s in 2 MiB
-// ones on the Xeon of 2026-11-27, and a batch-32 greedy decode took 3-5% less time
-// (docs/BENCHMARKS.md). The hint changes no result, and is ignored where transparent huge pages
-// are off; where they are `always`, the alignment alone does it.
+// 4 KiB page; in 2 MiB pages it walks 512x fewer, and such streams read faster (the measurements:
+// docs/journal/2026-11-27-decode-weights-streamed.md). The hint changes no result, and is ignored
+// where transparent huge pages are off; where they are `always`, the alignment alone does it.
 constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 // The memory functions of Device::cuda; empty until a backend installs them.

@@ -1,9 +1,10 @@
 // How long an OpenMP thread that waits (at a barrier, or for the next parallel region) spins before
 // it sleeps. libgomp's default is 300,000 rounds (about a millisecond): on a machine where another
 // process takes a core, a thread spins through its whole time slice while the partner it waits for
-// cannot run, and a translation on 2 cores became 9-20x slower beside one busy process
-// (bench/contention.sh, docs/BENCHMARKS.md). 3,000 rounds (a few microseconds) kept the speed of a
-// quiet machine and lost about half beside a busy process: its share of the cores.
+// cannot run, and a translation on 2 cores becomes many times slower beside one busy process.
+// 3,000 rounds (a few microseconds) keep the speed of a quiet machine and lose about half beside a
+// busy process: its share of the cores (bench/contention.sh; docs/BENCHMARKS.md, "Beside a busy
+// process").
 #pragma once
 
 namespace tfm {
