@@ -73,7 +73,7 @@ int64_t count_field(const nlohmann::json& j, const std::string& key, const std::
   return v.get<int64_t>();
 }
 
-// The trainer's fields (train_loop.cc writes them), each checked when present: a wrong type
+// The trainer's fields (train/run_state.cc writes them), each checked when present: a wrong type
 // would otherwise surface later as a JSON exception or a wrong resume.
 void check_extra(const nlohmann::json& extra, int64_t step) {
   TFM_CHECK(extra.is_object(), "'extra' must be an object, got {}", extra.dump());

@@ -1,4 +1,4 @@
-// What the ranks of a data-parallel job must share before training (train/train_loop.cc): rank
+// What the ranks of a data-parallel job must share before training (train/training_run.cc): rank
 // 0's vocabulary, the same recipe and data, and a sensible number of threads per rank.
 #pragma once
 

@@ -420,9 +420,8 @@ void validate_model(const TrainRecipe& r) {
   }
 }
 
-}  // namespace
-
-void validate(const TrainRecipe& r) {
+// The floating-point options are finite numbers, the budgets in range, the threads counted.
+void validate_numbers(const TrainRecipe& r) {
   // Command-line shortcuts (--max-minutes) bypass parse_double: every number is checked here too.
   const std::pair<const char*, double> numbers[] = {
       {"data.memory_fraction", r.memory_fraction},
@@ -450,6 +449,10 @@ void validate(const TrainRecipe& r) {
   TFM_CHECK(r.threads >= 0 && r.threads <= kMaxThreads,
             "{}training.threads must be in [0, {}] (0: all cores), got {}",
             origin(r, {"training.threads"}), kMaxThreads, r.threads);
+}
+
+// The data section (files, vocabulary, lengths, batches) and the size of an all-reduce bucket.
+void validate_data(const TrainRecipe& r) {
   TFM_CHECK(!r.train_source.empty() && !r.train_target.empty(),
             "{}data.train_source and data.train_target are required",
             origin(r, {"data.train_source", "data.train_target"}));
@@ -487,6 +490,10 @@ void validate(const TrainRecipe& r) {
             origin(r, {"training.allreduce_bucket_mb"}), r.allreduce_bucket_mb);
   TFM_CHECK(r.shuffle_window >= 1, "{}data.shuffle_window must be at least 1, got {}",
             origin(r, {"data.shuffle_window"}), r.shuffle_window);
+}
+
+// The optimizer, precision, device, schedule, limits, checkpoints and validation.
+void validate_training(const TrainRecipe& r) {
   TFM_CHECK(r.lr_scale > 0, "{}optimizer.lr_scale must be positive, got {}",
             origin(r, {"optimizer.lr_scale"}), r.lr_scale);
   TFM_CHECK(r.warmup >= 1, "{}optimizer.warmup must be at least 1, got {}",
@@ -533,6 +540,14 @@ void validate(const TrainRecipe& r) {
             origin(r, {"validation.max_sentences"}), r.valid_max_sentences);
   TFM_CHECK(!r.run_dir.empty(), "{}training.run_dir must not be empty",
             origin(r, {"training.run_dir"}));
+}
+
+}  // namespace
+
+void validate(const TrainRecipe& r) {
+  validate_numbers(r);
+  validate_data(r);
+  validate_training(r);
   validate_model(r);  // the model section's keys and values
 }
 

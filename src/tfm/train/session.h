@@ -1,6 +1,6 @@
 // A training session: the model, Adam, the schedule and where training stands. One update()
 // is one optimizer step over `accumulate` batches; validation, checkpoints and resuming live here
-// too. The loop around it (time limits, progress, logs) is in train/train_loop.cc.
+// too. The run around it (time limits, progress, logs) is train/training_run.h.
 //
 // Data-parallel training (docs/DISTRIBUTED.md): with a communicator of N ranks each rank's update()
 // gets its own batches of the update, and every rank computes the update that one process would
@@ -97,7 +97,7 @@ class TrainingSession {
   const Adam& optimizer() const { return adam_; }
   int64_t step() const { return adam_.steps(); }
   const NoamSchedule& schedule() const { return options_.schedule; }
-  // The schedule from the next update on (a budget-fitted warmup, train_loop.cc).
+  // The schedule from the next update on (a budget-fitted warmup, train/run_cadence.h).
   void set_schedule(const NoamSchedule& schedule) { options_.schedule = schedule; }
 
  private:

@@ -2,6 +2,7 @@
 // corpora, trains with periodic progress lines, validation, metrics (JSON lines) and atomic
 // checkpoints, stops at the recipe's step, epoch or time limit, and resumes exactly from the last
 // checkpoint after an interruption (Ctrl-C or SIGTERM save a checkpoint before exiting).
+// run_training is a train/training_run.h TrainingRun, whose parts are tested one by one.
 #pragma once
 
 #include <functional>

@@ -1,0 +1,110 @@
+#include "tfm/train/run_cadence.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "tfm/core/error.h"
+
+namespace tfm {
+
+int64_t fitted_warmup(const TrainRecipe& recipe, double expected_updates) {
+  const auto fitted = static_cast<int64_t>(std::llround(recipe.warmup_fraction * expected_updates));
+  return std::clamp<int64_t>(fitted, 1, recipe.warmup);
+}
+
+WarmupFit::WarmupFit(const TrainRecipe& recipe, bool fitted)
+    : warmup_fraction_(recipe.warmup_fraction),
+      warmup_(recipe.warmup),
+      max_steps_(recipe.max_steps),
+      max_minutes_(recipe.max_minutes),
+      fitted_(fitted) {}
+
+std::optional<double> WarmupFit::at_start(const std::function<void(const std::string&)>& note) {
+  if (warmup_fraction_ <= 0 || fitted_ || max_minutes_ > 0) return std::nullopt;
+  if (max_steps_ > 0) return static_cast<double>(max_steps_);
+  note(fmt::format(
+      "optimizer.warmup_fraction needs a budget (training.max_steps or max_minutes): warmup {}",
+      warmup_));
+  fitted_ = true;
+  return std::nullopt;
+}
+
+std::optional<double> WarmupFit::after_update(int64_t step,
+                                              const std::function<double()>& elapsed) {
+  if (fitted_) return std::nullopt;
+  if (probe_start_step_ < 0) {
+    probe_start_step_ = step;
+    probe_start_seconds_ = elapsed();
+    return std::nullopt;
+  }
+  if (step - probe_start_step_ < kWarmupProbeUpdates) return std::nullopt;
+  const double per_update =
+      (elapsed() - probe_start_seconds_) / static_cast<double>(step - probe_start_step_);
+  double expected =
+      static_cast<double>(step) + std::max(0.0, max_minutes_ * 60 - elapsed()) / per_update;
+  if (max_steps_ > 0) expected = std::min(expected, static_cast<double>(max_steps_));
+  return expected;
+}
+
+CheckpointInterval checkpoint_interval(const TrainRecipe& recipe) {
+  CheckpointInterval interval{recipe.checkpoint_every_steps, recipe.checkpoint_every_minutes};
+  const double fraction = recipe.checkpoint_every_fraction;
+  if (fraction <= 0) return interval;
+  if (recipe.max_minutes > 0) {
+    const double minutes = fraction * recipe.max_minutes;
+    interval.minutes = interval.minutes > 0 ? std::min(interval.minutes, minutes) : minutes;
+  }
+  if (recipe.max_steps > 0) {
+    const int64_t steps =
+        std::max<int64_t>(1, std::llround(fraction * static_cast<double>(recipe.max_steps)));
+    interval.steps = interval.steps > 0 ? std::min(interval.steps, steps) : steps;
+  }
+  return interval;
+}
+
+std::string describe_checkpoint_interval(const CheckpointInterval& interval, int64_t keep) {
+  return fmt::format("checkpoints every {}{}{}, keeping the last {}",
+                     interval.minutes > 0 ? fmt::format("{:.2f} minutes", interval.minutes) : "",
+                     interval.minutes > 0 && interval.steps > 0 ? " or " : "",
+                     interval.steps > 0 ? fmt::format("{} updates", interval.steps) : "", keep);
+}
+
+CheckpointCadence::CheckpointCadence(const CheckpointInterval& interval, int64_t step,
+                                     double elapsed)
+    : interval_(interval), last_step_(step), last_seconds_(elapsed) {}
+
+bool CheckpointCadence::due(int64_t step, double elapsed) const {
+  const bool by_steps = interval_.steps > 0 && step - last_step_ >= interval_.steps;
+  const bool by_time = interval_.minutes > 0 && elapsed - last_seconds_ >= interval_.minutes * 60;
+  return by_steps || by_time;
+}
+
+void CheckpointCadence::saved(int64_t step, double elapsed) {
+  last_seconds_ = elapsed;
+  last_step_ = step;
+}
+
+bool limits_reached(const TrainRecipe& recipe, int64_t step, int64_t completed_epochs,
+                    double elapsed) {
+  if (recipe.max_steps > 0 && step >= recipe.max_steps) return true;
+  if (recipe.max_epochs > 0 && completed_epochs >= recipe.max_epochs) return true;
+  if (recipe.max_minutes > 0 && elapsed >= recipe.max_minutes * 60) return true;
+  return false;
+}
+
+bool validation_due(const TrainRecipe& recipe, int64_t step, bool epoch_ended) {
+  return (recipe.validate_every_steps > 0 && step % recipe.validate_every_steps == 0) ||
+         (recipe.validate_every_steps == 0 && epoch_ended);
+}
+
+void NonFiniteUpdates::check(int64_t step, double lr_scale,
+                             const std::string& last_checkpoint) const {
+  TFM_CHECK(in_a_row_ < kMaxNonFiniteUpdatesInARow,
+            "step {}: the loss or gradient norm was not finite in {} updates in a row (is "
+            "optimizer.lr_scale {} too high?); stopped without saving; the last checkpoint is {}",
+            step, in_a_row_, lr_scale, last_checkpoint.empty() ? "none" : last_checkpoint);
+}
+
+}  // namespace tfm

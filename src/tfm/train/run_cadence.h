@@ -1,0 +1,102 @@
+// When a training run does what (train/training_run.h): its limits, the cadence of its checkpoints
+// and validations, and the schedules fitted to its budget (optimizer.warmup_fraction,
+// checkpoints.every_fraction), so that a short run is a small copy of a long one rather than its
+// first minutes: the warmup ends and the averaged checkpoints start at the same share of the run
+// whatever its budget. Numbers in, decisions out; the run reads its clock and passes the time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "tfm/train/recipe.h"
+
+namespace tfm {
+
+// Updates timed to estimate the speed of a run with a time budget, after its first update (which
+// also pays for start-up). Until then the recipe's warmup applies: its ramp starts lower than the
+// fitted one, which changes the first few updates' learning rate by a negligible amount.
+constexpr int64_t kWarmupProbeUpdates = 20;
+
+// optimizer.warmup_fraction of `expected_updates`, at least 1 and at most optimizer.warmup.
+int64_t fitted_warmup(const TrainRecipe& recipe, double expected_updates);
+
+// When the warmup is fitted to the budget: at the start for a budget of updates, after timing
+// kWarmupProbeUpdates updates for a time budget. Either returns the updates to fit to; the run
+// then sets its schedule (fitted_warmup) and calls set_fitted.
+class WarmupFit {
+ public:
+  // `fitted`: nothing to wait for (optimizer.warmup_fraction off, or a resumed run's warmup).
+  WarmupFit(const TrainRecipe& recipe, bool fitted);
+
+  bool fitted() const { return fitted_; }
+  void set_fitted(bool fitted) { fitted_ = fitted; }
+
+  // Before the first update: training.max_steps when it is the only budget. Without any budget
+  // the recipe's warmup stays (said through `note`) and nothing is left to fit.
+  std::optional<double> at_start(const std::function<void(const std::string&)>& note);
+  // After each update (`step` done, `elapsed` the run's clock in seconds): the updates the time
+  // budget allows at the speed of the updates after this process's first one, once
+  // kWarmupProbeUpdates of them are timed (at most training.max_steps).
+  std::optional<double> after_update(int64_t step, const std::function<double()>& elapsed);
+
+ private:
+  double warmup_fraction_;
+  int64_t warmup_;
+  int64_t max_steps_;
+  double max_minutes_;
+  bool fitted_;
+  int64_t probe_start_step_ = -1;  // the speed of the updates after this process's first one
+  double probe_start_seconds_ = 0;
+};
+
+struct CheckpointInterval {
+  int64_t steps = 0;     // 0: not by steps
+  double minutes = 0.0;  // 0: not by time
+};
+
+// The recipe's intervals, shortened to checkpoints.every_fraction of its budgets.
+CheckpointInterval checkpoint_interval(const TrainRecipe& recipe);
+// "checkpoints every 0.50 minutes or 5 updates, keeping the last 10" (said when fitted).
+std::string describe_checkpoint_interval(const CheckpointInterval& interval, int64_t keep);
+
+// Whether a checkpoint is due: `interval` after the last one, in updates or in minutes.
+class CheckpointCadence {
+ public:
+  // The run starts as if it had saved at `step` and `elapsed` seconds.
+  CheckpointCadence(const CheckpointInterval& interval, int64_t step, double elapsed);
+  bool due(int64_t step, double elapsed) const;
+  void saved(int64_t step, double elapsed);
+  int64_t last_step() const { return last_step_; }
+
+ private:
+  CheckpointInterval interval_;
+  int64_t last_step_;
+  double last_seconds_;
+};
+
+// training.max_steps, max_epochs or max_minutes reached.
+bool limits_reached(const TrainRecipe& recipe, int64_t step, int64_t completed_epochs,
+                    double elapsed);
+// validation.every_steps, or (0) the end of an epoch.
+bool validation_due(const TrainRecipe& recipe, int64_t step, bool epoch_ended);
+
+// Updates in a row with a non-finite loss or gradient norm after which a run stops: one is an odd
+// batch, several mean the weights or the learning rate are broken.
+constexpr int64_t kMaxNonFiniteUpdatesInARow = 5;
+
+class NonFiniteUpdates {
+ public:
+  // One more skipped update; returns how many in a row.
+  int64_t skipped() { return ++in_a_row_; }
+  void finite() { in_a_row_ = 0; }
+  // The error that stops the run once kMaxNonFiniteUpdatesInARow were skipped in a row (`step`:
+  // the update skipped last).
+  void check(int64_t step, double lr_scale, const std::string& last_checkpoint) const;
+
+ private:
+  int64_t in_a_row_ = 0;
+};
+
+}  // namespace tfm

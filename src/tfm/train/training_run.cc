@@ -1,0 +1,378 @@
+#include "tfm/train/training_run.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+#include "tfm/core/error.h"
+#include "tfm/core/threading.h"
+#include "tfm/model/parameters.h"
+#include "tfm/ops/autocast.h"
+#include "tfm/ops/device.h"
+#include "tfm/train/model_batch.h"
+#include "tfm/train/rank_agreement.h"
+#include "tfm/train/run_batch_size.h"
+#include "tfm/train/run_vocab.h"
+
+namespace fs = std::filesystem;
+
+namespace tfm {
+
+namespace {
+
+void say(const std::string& line) {
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+// What must be equal on every rank, each part described as text.
+std::vector<AgreementPart> agreement_parts(const TrainRecipe& recipe, const ModelConfig& config,
+                                           const data::Vocabulary& vocab,
+                                           const data::Batcher& batcher) {
+  return {
+      {"model configuration", config_to_json(config).dump()},
+      {"vocabulary", vocab.hash()},
+      {"training corpus or batching (data.*, training.seed)",
+       fmt::format("{} {}", batcher.fingerprint(), recipe.accumulate)},
+      {"optimizer, precision or limits",
+       fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", recipe.lr_scale, recipe.warmup,
+                   recipe.warmup_fraction, recipe.beta1, recipe.beta2, recipe.eps, recipe.clip_norm,
+                   recipe.precision, recipe.max_steps, recipe.max_epochs, recipe.max_minutes,
+                   recipe.checkpoint_every_steps, recipe.checkpoint_every_minutes,
+                   recipe.checkpoint_every_fraction, recipe.validate_every_steps)},
+  };
+}
+
+}  // namespace
+
+TrainingRun::TrainingRun(const TrainRecipe& recipe, const TrainRunOptions& options)
+    : recipe_(recipe), options_(options), warmup_(recipe, recipe.warmup_fraction <= 0) {
+  validate(recipe);
+  // A GPU that cannot be used is reported before the run directory is touched.
+  ops::use_device(ops::parse_device(recipe_.device));
+  set_up_ranks();
+  prepare_vocabulary();
+  load_corpora();
+  choose_batch_size();
+  create_session();
+  resume();
+  share_start();
+  announce();
+}
+
+void TrainingRun::set_up_ranks() {
+  if (options_.communicator == nullptr) alone_ = dist::make_single_process();
+  comm_ = options_.communicator ? options_.communicator : alone_.get();
+  rank_ = comm_->rank();
+  ranks_ = comm_->size();
+  lead_ = rank_ == 0;
+  note_ = lead_ ? std::function<void(const std::string&)>(say) : [](const std::string&) {};
+  int threads = recipe_.threads;
+  if (ranks_ > 1 && threads == 0 && std::getenv("OMP_NUM_THREADS") == nullptr)
+    threads = default_threads_per_rank();
+  set_num_threads(threads);
+}
+
+void TrainingRun::prepare_vocabulary() {
+  run_dir_ = recipe_.run_dir;
+  checkpoint_dir_ = run_dir_ / "checkpoints";
+  std::optional<data::Vocabulary> rank0_vocab;
+  if (lead_) {
+    lock_.emplace(run_dir_);
+    has_checkpoints_ = prepare_run_directory(recipe_, options_.resume, note_);
+    rank0_vocab.emplace(prepare_run_vocabulary(recipe_, run_dir_, has_checkpoints_, note_));
+  }
+  vocab_.emplace(share_vocabulary(*comm_, std::move(rank0_vocab)));
+  config_ = recipe_.model_config(vocab_->size());
+}
+
+void TrainingRun::load_corpora() {
+  corpus_options_ = training_corpus_options(recipe_, config_, run_dir_, note_);
+  train_.emplace(load_training_corpus(recipe_, *vocab_, corpus_options_, *comm_));
+  note_("train: " + train_->stats().summary());
+  has_valid_ = !recipe_.valid_source.empty() && lead_;
+  if (has_valid_)
+    valid_ = load_validation_set(recipe_, *vocab_, corpus_options_, config_.max_positions, note_);
+}
+
+void TrainingRun::choose_batch_size() {
+  session_options_.device = ops::parse_device(recipe_.device);
+  session_options_.precision = ops::parse_precision(recipe_.precision, "training.precision");
+  const BatchSize batch_size =
+      run_batch_size(recipe_, config_, session_options_.device, session_options_.precision, *comm_,
+                     has_checkpoints_, note_);
+  recipe_.max_tokens = batch_size.max_tokens;
+  recipe_.accumulate = batch_size.accumulate;
+}
+
+void TrainingRun::create_session() {
+  session_options_.schedule = NoamSchedule{config_.d_model, recipe_.warmup, recipe_.lr_scale};
+  session_options_.adam = AdamOptions{recipe_.beta1, recipe_.beta2, recipe_.eps};
+  session_options_.clip_norm = recipe_.clip_norm;
+  session_options_.seed = recipe_.seed;
+  session_options_.communicator = comm_;
+  session_options_.bucket_bytes = static_cast<int64_t>(recipe_.allreduce_bucket_mb * (1 << 20));
+  session_.emplace(config_, session_options_);
+  data::BatcherOptions batch_options;
+  batch_options.max_tokens = recipe_.max_tokens;
+  batch_options.window_batches = recipe_.shuffle_window;
+  batcher_.emplace(*train_, batch_options, recipe_.seed);
+  if (batcher_->skipped_pairs() > 0)
+    note_(fmt::format("{} pairs exceed the batch budget alone and are skipped",
+                      batcher_->skipped_pairs()));
+  check_ranks_agree(*comm_, agreement_parts(recipe_, config_, *vocab_, *batcher_));
+}
+
+void TrainingRun::resume() {
+  if (!options_.resume || !lead_) return;
+  auto checkpoint = load_latest_checkpoint(checkpoint_dir_, note_);
+  if (!checkpoint) {
+    note_("no checkpoint to resume from: starting a new run");
+    return;
+  }
+  check_checkpoint_vocabulary(*vocab_, checkpoint->dir);
+  session_->restore(*checkpoint);
+  const TrainingState& s = checkpoint->state;
+  uint64_t fingerprint = s.extra.value("batcher_fingerprint", uint64_t{0});
+  TFM_CHECK(fingerprint == batcher_->fingerprint(),
+            "{}: the corpus, batching options or seed changed since this checkpoint; resume "
+            "needs the same data and recipe",
+            checkpoint->dir.string());
+  batcher_->restore({s.epoch, s.batch_in_epoch});
+  start_ = run_start_from(s, recipe_);
+  if (start_.fitted_warmup) {
+    session_->set_schedule(
+        session_options_.schedule.with_warmup_at_same_peak(*start_.fitted_warmup));
+    warmup_.set_fitted(true);
+  }
+  note_(fmt::format("resuming from {} (step {}, epoch {}, batch {})", checkpoint->dir.string(),
+                    s.step, s.epoch + 1, s.batch_in_epoch));
+  drop_replayed_metrics(run_dir_ / "metrics.jsonl", session_->step());
+  summary_.last_checkpoint = checkpoint->dir.string();
+}
+
+// Every rank starts where rank 0 stands: its weights, Adam's moments and step, the data position
+// (global: the same for any number of ranks) and the schedule.
+void TrainingRun::share_start() {
+  if (ranks_ == 1) return;
+  session_->broadcast_state(0);
+  const nlohmann::json where = nlohmann::json::parse(
+      broadcast_text(*comm_, nlohmann::json{{"epoch", batcher_->state().epoch},
+                                            {"batch", batcher_->state().batch},
+                                            {"elapsed_s", start_.elapsed_before},
+                                            {"warmup", session_->schedule().warmup},
+                                            {"warmup_fitted", warmup_.fitted()},
+                                            {"last_checkpoint", summary_.last_checkpoint}}
+                                 .dump()));
+  batcher_->restore({where["epoch"].get<int64_t>(), where["batch"].get<int64_t>()});
+  start_.elapsed_before = where["elapsed_s"].get<double>();
+  session_->set_schedule(
+      session_options_.schedule.with_warmup_at_same_peak(where["warmup"].get<int64_t>()));
+  warmup_.set_fitted(where["warmup_fitted"].get<bool>());
+  summary_.last_checkpoint = where["last_checkpoint"].get<std::string>();
+  check_ranks_agree(*comm_, {{"initial weights", std::to_string(session_->parameters_checksum())}});
+}
+
+void TrainingRun::announce() {
+  note_(fmt::format(
+      "model: {} layers, d_model {}, {:.2f} M parameters; batches of {} tokens x {}{}; "
+      "{} products{} on {}",
+      config_.layers, config_.d_model, static_cast<double>(parameter_count(config_)) / 1e6,
+      recipe_.max_tokens, recipe_.accumulate, ranks_ > 1 ? fmt::format(" x {} ranks", ranks_) : "",
+      dtype_name(session_options_.precision),
+      ops::describe_products(session_options_.precision, session_options_.device),
+      ops::describe_device(session_options_.device)));
+  if (ranks_ > 1) {
+    const AllReduceStats& reduce = session_->all_reduce_stats();
+    note_(
+        fmt::format("{}; {} threads per rank; gradients ({:.1f} MiB) all-reduced in {} bucket{} "
+                    "of at most about {} MiB",
+                    comm_->describe(), num_threads(), static_cast<double>(reduce.bytes) / (1 << 20),
+                    reduce.buckets, reduce.buckets == 1 ? "" : "s", recipe_.allreduce_bucket_mb));
+  }
+  if (const std::optional<double> updates = warmup_.at_start(note_)) fit_warmup(*updates);
+  checkpoint_every_ = checkpoint_interval(recipe_);
+  if (recipe_.checkpoint_every_fraction > 0)
+    note_(describe_checkpoint_interval(checkpoint_every_, recipe_.keep_checkpoints));
+}
+
+void TrainingRun::fit_warmup(double expected_updates) {
+  session_->set_schedule(
+      session_options_.schedule.with_warmup_at_same_peak(fitted_warmup(recipe_, expected_updates)));
+  warmup_.set_fitted(true);
+  note_(fmt::format(
+      "warmup: {} updates ({:g} of the about {:.0f} updates of the budget, at most {}) to the "
+      "peak learning rate {:.3g}",
+      session_->schedule().warmup, recipe_.warmup_fraction, expected_updates, recipe_.warmup,
+      session_->schedule().peak()));
+}
+
+TrainSummary TrainingRun::run() {
+  if (lead_) metrics_ = MetricsLog(run_dir_ / "metrics.jsonl", options_.on_record);
+  StopSignals signals;
+  clock_.emplace(*comm_, start_.elapsed_before);
+  clock_->agree();
+  cadence_.emplace(checkpoint_every_, session_->step(), clock_->elapsed());
+  has_checkpoint_ = !summary_.last_checkpoint.empty();
+  progress_.restart();
+  while (!limits_reached(recipe_, session_->step(), completed_epochs(), clock_->elapsed()) &&
+         !clock_->stop_requested()) {
+    if (!update()) break;
+  }
+  finish();
+  return summary_;
+}
+
+// Epochs done: the batcher stays on an epoch's end until the next batch is asked for.
+int64_t TrainingRun::completed_epochs() const {
+  return batcher_->state().epoch +
+         (batcher_->state().batch >= batcher_->batches_in_epoch() ? 1 : 0);
+}
+
+bool TrainingRun::update() {
+  const int64_t epochs_before = completed_epochs();
+  const data::Batcher::State position_before = batcher_->state();
+  // The update's accumulate x ranks batches, in the batcher's (global) order: rank r computes
+  // those from r x accumulate on, as one process with accumulate x ranks would.
+  std::vector<nn::Batch> batches;
+  for (int64_t i = 0; i < recipe_.accumulate * ranks_; ++i) {
+    if (i / recipe_.accumulate == rank_)
+      batches.push_back(model_batch(batcher_->next()));
+    else
+      batcher_->skip();
+  }
+  // A signal during the accumulation abandons the update: nothing was applied, and the data
+  // position goes back to its start, so the checkpoint saved at the end is exactly the last update.
+  const UpdateResult result = session_->update(batches, rank_ * recipe_.accumulate,
+                                               [this] { return clock_->stop_between_batches(); });
+  if (result.abandoned) {
+    batcher_->restore(position_before);
+    clock_->stop();
+    note_(fmt::format("step {}: interrupted after {} of its {} batches: the update is dropped",
+                      session_->step() + 1, result.batches_done, recipe_.accumulate));
+    return false;
+  }
+  clock_->agree();
+  if (result.skipped) {
+    skip(result);
+    return true;
+  }
+  non_finite_.finite();
+  progress_.add(result);
+  if (const std::optional<double> updates =
+          warmup_.after_update(session_->step(), [this] { return clock_->elapsed(); }))
+    fit_warmup(*updates);
+  if (session_->step() % recipe_.log_every == 0) log_progress(result);
+  const bool epoch_ended = completed_epochs() != epochs_before;
+  summary_.epochs_completed = completed_epochs();
+  if (validation_due(recipe_, session_->step(), epoch_ended)) run_validation();
+  if (cadence_->due(session_->step(), clock_->elapsed())) save();
+  return true;
+}
+
+void TrainingRun::skip(const UpdateResult& result) {
+  const int64_t in_a_row = non_finite_.skipped();
+  ++summary_.skipped_updates;
+  note_(fmt::format(
+      "step {}: loss {} and gradient norm {} are not finite: update skipped ({} in a row)",
+      session_->step() + 1, result.loss, result.grad_norm, in_a_row));
+  metrics_.write({{"type", "skipped"},
+                  {"step", session_->step() + 1},
+                  {"loss", fmt::format("{}", result.loss)},
+                  {"grad_norm", fmt::format("{}", result.grad_norm)},
+                  {"elapsed_s", clock_->elapsed()}});
+  non_finite_.check(session_->step() + 1, recipe_.lr_scale, summary_.last_checkpoint);
+}
+
+void TrainingRun::log_progress(const UpdateResult& result) {
+  const ProgressWindow::Totals totals = progress_.totals();
+  ProgressPoint at;
+  at.step = session_->step();
+  at.epoch = batcher_->state().epoch + 1;
+  at.epoch_fraction = static_cast<double>(batcher_->state().batch) /
+                      static_cast<double>(std::max<int64_t>(batcher_->batches_in_epoch(), 1));
+  at.learning_rate = result.learning_rate;
+  at.remaining = time_left(recipe_, at.step, totals.seconds_per_update, clock_->elapsed());
+  at.elapsed = clock_->elapsed();
+  note_(progress_line(at, totals));
+  metrics_.write({{"type", "train"},
+                  {"step", at.step},
+                  {"epoch", at.epoch},
+                  {"loss", totals.loss},
+                  {"perplexity", totals.perplexity},
+                  {"lr", result.learning_rate},
+                  {"grad_norm", result.grad_norm},
+                  {"tokens_per_second", totals.tokens_per_second},
+                  {"elapsed_s", clock_->elapsed()}});
+  progress_.restart();
+}
+
+void TrainingRun::run_validation() {
+  if (!has_valid_) return;
+  last_validation_step_ = session_->step();
+  const EvalResult result =
+      session_->evaluate(validation_batches(valid_.corpus, recipe_.max_tokens));
+  summary_.last_valid_loss = result.loss;
+  nlohmann::json record = {{"type", "valid"},
+                           {"step", session_->step()},
+                           {"epoch", batcher_->state().epoch + 1},
+                           {"loss", result.loss},
+                           {"nll", result.nll},
+                           {"perplexity", result.perplexity()},
+                           {"elapsed_s", clock_->elapsed()}};
+  std::string line = fmt::format("valid | step {} | loss {:.4f} | ppl {:.2f}", session_->step(),
+                                 result.loss, result.perplexity());
+  if (recipe_.validate_bleu && options_.bleu) {
+    // A parsing model's score is bracketing F1 (eval/validation_bleu.h).
+    const bool parsing = session_->model().config().task == "parsing";
+    const double score =
+        options_.bleu(session_->model(), *vocab_, valid_.sources, valid_.references);
+    summary_.last_valid_bleu = score;
+    record[parsing ? "f1" : "bleu"] = score;
+    line += fmt::format(" | {} {:.2f} (greedy)", parsing ? "F1" : "BLEU", score);
+  }
+  metrics_.write(record);
+  note_(line);
+}
+
+void TrainingRun::save() {
+  // Every rank's weights must still be rank 0's: a difference would be saved as if it were not.
+  if (ranks_ > 1)
+    check_ranks_agree(*comm_, {{"weights (the ranks diverged)",
+                                std::to_string(session_->parameters_checksum())}});
+  cadence_->saved(session_->step(), clock_->elapsed());
+  has_checkpoint_ = true;
+  if (!lead_) return;
+  check_parameters_finite(session_->model().named_parameters(), session_->step(),
+                          summary_.last_checkpoint);
+  RunPosition at;
+  at.step = session_->step();
+  at.data = batcher_->state();
+  at.batcher_fingerprint = batcher_->fingerprint();
+  at.elapsed_seconds = clock_->elapsed();
+  if (warmup_.fitted()) at.fitted_warmup = session_->schedule().warmup;
+  const TrainingState state =
+      checkpoint_state(recipe_, at, start_, std::string(dtype_name(session_options_.precision)));
+  const fs::path dir =
+      save_checkpoint(checkpoint_dir_, config_, session_->model().named_parameters(),
+                      session_->optimizer(), state, {vocab_->path()});
+  prune_checkpoints(checkpoint_dir_, static_cast<int>(recipe_.keep_checkpoints));
+  summary_.last_checkpoint = dir.string();
+}
+
+void TrainingRun::finish() {
+  summary_.interrupted = clock_->stop_requested();
+  if (summary_.interrupted) note_("interrupted: saving a checkpoint");
+  if (session_->step() != cadence_->last_step() || !has_checkpoint_) save();
+  if (!summary_.interrupted && last_validation_step_ != session_->step()) run_validation();
+  summary_.steps = session_->step();
+  summary_.elapsed_seconds = clock_->elapsed();
+  note_(fmt::format("{} at step {} after {}; last checkpoint {}",
+                    summary_.interrupted ? "stopped" : "done", summary_.steps,
+                    clock_text(summary_.elapsed_seconds), summary_.last_checkpoint));
+}
+
+}  // namespace tfm

@@ -1,0 +1,202 @@
+// The decisions of a training run (train/run_cadence.h, run_progress.h), each alone: its limits,
+// when it validates and saves, the warmup fitted to its budget, when non-finite updates stop it,
+// and its progress lines.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "temp_dir.h"
+#include "tfm/train/run_cadence.h"
+#include "tfm/train/run_progress.h"
+
+namespace tfm {
+namespace {
+
+using testing::expect_error;
+
+TEST(TrainRunCadence, FittedWarmupIsTheFractionOfTheBudgetWithinOneAndTheRecipesWarmup) {
+  TrainRecipe recipe;
+  recipe.warmup = 1000;
+  recipe.warmup_fraction = 0.25;
+  EXPECT_EQ(fitted_warmup(recipe, 20), 5);
+  EXPECT_EQ(fitted_warmup(recipe, 22), 6);  // 5.5 rounds away from zero
+  EXPECT_EQ(fitted_warmup(recipe, 1), 1);   // at least one update
+  EXPECT_EQ(fitted_warmup(recipe, 1e6), 1000);
+}
+
+TEST(TrainRunCadence, AStepBudgetFitsTheWarmupAtTheStart) {
+  TrainRecipe recipe;
+  recipe.warmup_fraction = 0.25;
+  recipe.max_steps = 20;
+  std::vector<std::string> said;
+  auto note = [&](const std::string& line) { said.push_back(line); };
+  WarmupFit fit(recipe, false);
+  EXPECT_EQ(fit.at_start(note), 20.0);
+  EXPECT_TRUE(said.empty());
+  // Off, or already fitted (a resumed run): nothing to fit.
+  EXPECT_EQ(WarmupFit(recipe, true).at_start(note), std::nullopt);
+  recipe.warmup_fraction = 0;
+  EXPECT_EQ(WarmupFit(recipe, false).at_start(note), std::nullopt);
+}
+
+TEST(TrainRunCadence, WithoutABudgetTheRecipesWarmupStaysAndSaysSo) {
+  TrainRecipe recipe;
+  recipe.warmup = 300;
+  recipe.warmup_fraction = 0.1;
+  std::vector<std::string> said;
+  WarmupFit fit(recipe, false);
+  EXPECT_EQ(fit.at_start([&](const std::string& line) { said.push_back(line); }), std::nullopt);
+  EXPECT_TRUE(fit.fitted());
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_EQ(said[0],
+            "optimizer.warmup_fraction needs a budget (training.max_steps or max_minutes): "
+            "warmup 300");
+}
+
+TEST(TrainRunCadence, ATimeBudgetFitsTheWarmupFromTheSpeedOfTheUpdatesAfterTheFirst) {
+  TrainRecipe recipe;
+  recipe.warmup_fraction = 0.1;
+  recipe.max_minutes = 10;  // 600 s
+  WarmupFit fit(recipe, false);
+  EXPECT_EQ(fit.at_start([](const std::string&) { FAIL(); }), std::nullopt);
+  EXPECT_FALSE(fit.fitted());
+  double now = 0;
+  auto clock = [&] { return now; };
+  // The first update (start-up included) starts the probe at 30 s.
+  now = 30;
+  EXPECT_EQ(fit.after_update(1, clock), std::nullopt);
+  for (int64_t step = 2; step < 1 + kWarmupProbeUpdates; ++step) {
+    now = 30 + 2.0 * static_cast<double>(step - 1);
+    EXPECT_EQ(fit.after_update(step, clock), std::nullopt) << step;
+  }
+  // 20 updates in 40 s: 2 s an update, 530 s left -> 21 + 265 updates.
+  now = 70;
+  EXPECT_EQ(fit.after_update(1 + kWarmupProbeUpdates, clock), 21.0 + 265.0);
+  // A step budget below that is the bound.
+  recipe.max_steps = 100;
+  WarmupFit bounded(recipe, false);
+  EXPECT_EQ(bounded.at_start([](const std::string&) { FAIL(); }), std::nullopt);
+  now = 30;
+  EXPECT_EQ(bounded.after_update(1, clock), std::nullopt);
+  now = 70;
+  EXPECT_EQ(bounded.after_update(1 + kWarmupProbeUpdates, clock), 100.0);
+  // Once fitted, nothing more.
+  bounded.set_fitted(true);
+  EXPECT_EQ(bounded.after_update(50, clock), std::nullopt);
+}
+
+TEST(TrainRunCadence, CheckpointIntervalsShrinkToTheFractionOfTheBudget) {
+  TrainRecipe recipe;
+  recipe.checkpoint_every_steps = 0;
+  recipe.checkpoint_every_minutes = 10;
+  CheckpointInterval interval = checkpoint_interval(recipe);
+  EXPECT_EQ(interval.steps, 0);
+  EXPECT_EQ(interval.minutes, 10.0);
+  recipe.checkpoint_every_fraction = 0.25;
+  recipe.max_steps = 22;
+  recipe.max_minutes = 8;
+  interval = checkpoint_interval(recipe);
+  EXPECT_EQ(interval.steps, 6);      // round(5.5)
+  EXPECT_EQ(interval.minutes, 2.0);  // the less of 10 and a quarter of 8
+  EXPECT_EQ(describe_checkpoint_interval(interval, 4),
+            "checkpoints every 2.00 minutes or 6 updates, keeping the last 4");
+  EXPECT_EQ(describe_checkpoint_interval({3, 0}, 5),
+            "checkpoints every 3 updates, keeping the last 5");
+}
+
+TEST(TrainRunCadence, ACheckpointIsDueAnIntervalAfterTheLastOne) {
+  CheckpointCadence by_steps({2, 0}, 10, 100.0);
+  EXPECT_FALSE(by_steps.due(11, 1e9));  // not by time
+  EXPECT_TRUE(by_steps.due(12, 0));
+  by_steps.saved(12, 130.0);
+  EXPECT_EQ(by_steps.last_step(), 12);
+  EXPECT_FALSE(by_steps.due(13, 0));
+  CheckpointCadence by_time({0, 1.5}, 0, 100.0);
+  EXPECT_FALSE(by_time.due(1000, 189.0));
+  EXPECT_TRUE(by_time.due(1, 190.0));
+  by_time.saved(1, 190.0);
+  EXPECT_FALSE(by_time.due(2, 200.0));
+}
+
+TEST(TrainRunCadence, LimitsAndValidation) {
+  TrainRecipe recipe;
+  EXPECT_FALSE(limits_reached(recipe, 1000000, 1000, 1e9));  // none set
+  recipe.max_steps = 10;
+  EXPECT_FALSE(limits_reached(recipe, 9, 0, 0));
+  EXPECT_TRUE(limits_reached(recipe, 10, 0, 0));
+  recipe.max_steps = 0;
+  recipe.max_epochs = 2;
+  EXPECT_TRUE(limits_reached(recipe, 1, 2, 0));
+  recipe.max_epochs = 0;
+  recipe.max_minutes = 0.5;
+  EXPECT_FALSE(limits_reached(recipe, 1, 0, 29.9));
+  EXPECT_TRUE(limits_reached(recipe, 1, 0, 30));
+
+  recipe.validate_every_steps = 4;
+  EXPECT_TRUE(validation_due(recipe, 8, false));
+  EXPECT_FALSE(validation_due(recipe, 9, true));
+  recipe.validate_every_steps = 0;  // at the end of each epoch
+  EXPECT_TRUE(validation_due(recipe, 9, true));
+  EXPECT_FALSE(validation_due(recipe, 8, false));
+}
+
+TEST(TrainRunCadence, NonFiniteUpdatesStopTheRunAfterFiveInARow) {
+  NonFiniteUpdates updates;
+  for (int64_t i = 1; i < kMaxNonFiniteUpdatesInARow; ++i) {
+    EXPECT_EQ(updates.skipped(), i);
+    updates.check(10 + i, 2.0, "");
+  }
+  updates.finite();
+  for (int64_t i = 1; i < kMaxNonFiniteUpdatesInARow; ++i) updates.skipped();
+  EXPECT_EQ(updates.skipped(), kMaxNonFiniteUpdatesInARow);
+  expect_error([&] { updates.check(17, 2.0, ""); },
+               {"step 17: the loss or gradient norm was not finite in 5 updates in a row (is "
+                "optimizer.lr_scale 2 too high?); stopped without saving; the last checkpoint is "
+                "none"});
+  expect_error([&] { updates.check(17, 2.0, "run/checkpoints/step-000000012"); },
+               {"the last checkpoint is run/checkpoints/step-000000012"});
+}
+
+TEST(TrainRunProgress, TheWindowAveragesOverTargetTokensAndTheLineSaysWhereTheRunStands) {
+  ProgressWindow window;
+  UpdateResult a, b;
+  a.loss = 2.0, a.nll = 1.0, a.target_tokens = 30, a.source_tokens = 20;
+  b.loss = 4.0, b.nll = 3.0, b.target_tokens = 10, b.source_tokens = 40;
+  window.add(a);
+  window.add(b);
+  const ProgressWindow::Totals totals = window.totals();
+  EXPECT_DOUBLE_EQ(totals.loss, (2.0 * 30 + 4.0 * 10) / 40);
+  EXPECT_DOUBLE_EQ(totals.perplexity, std::exp((1.0 * 30 + 3.0 * 10) / 40));
+  EXPECT_GT(totals.seconds, 0);
+  EXPECT_DOUBLE_EQ(totals.seconds_per_update, totals.seconds / 2);
+  EXPECT_DOUBLE_EQ(totals.tokens_per_second, 100 / totals.seconds);
+
+  ProgressWindow::Totals fixed;
+  fixed.loss = 5.12344, fixed.perplexity = 123.456, fixed.tokens_per_second = 1234.4;
+  ProgressPoint at;
+  at.step = 4, at.epoch = 1, at.epoch_fraction = 0.5, at.learning_rate = 0.000123456;
+  at.elapsed = 3723, at.remaining = 5;
+  EXPECT_EQ(progress_line(at, fixed),
+            "step 4 | epoch 1 (50%) | loss 5.1234 | ppl 123.46 | lr 0.000123 | 1234 tok/s | "
+            "1:02:03 elapsed | 0:00:05 left");
+  at.remaining = -1;
+  EXPECT_EQ(progress_line(at, fixed).find("left"), std::string::npos);
+}
+
+TEST(TrainRunProgress, TimeLeftIsTheSoonerOfTheBudgets) {
+  TrainRecipe recipe;
+  EXPECT_EQ(time_left(recipe, 5, 2.0, 100), -1);
+  recipe.max_steps = 10;
+  EXPECT_EQ(time_left(recipe, 5, 2.0, 100), 10.0);
+  recipe.max_minutes = 2;  // 120 s: 20 left
+  EXPECT_EQ(time_left(recipe, 5, 2.0, 100), 10.0);
+  EXPECT_EQ(time_left(recipe, 5, 5.0, 100), 20.0);
+  recipe.max_steps = 0;
+  EXPECT_EQ(time_left(recipe, 5, 5.0, 100), 20.0);
+  EXPECT_EQ(clock_text(59.9), "0:00:59");
+}
+
+}  // namespace
+}  // namespace tfm
