@@ -41,15 +41,17 @@ const std::map<std::string, std::set<std::string>>& allowed_includes() {
       {"train", {"core", "autograd", "ops", "io", "model", "nn", "data", "dist"}},
       {"decode", {"core", "ops", "nn", "model", "io"}},
       {"tasks", {"core", "io", "model", "nn", "data", "decode"}},
-      {"eval", {"core", "io", "model", "nn", "data", "decode", "tasks"}},
+      {"translation", {"core", "ops", "io", "model", "nn", "data", "decode"}},
+      {"eval", {"core", "io", "model", "nn", "data", "decode", "tasks", "translation"}},
       {"viz", {"core", "io", "model", "nn", "data", "decode"}},
-      {"serve", {"core", "io", "model", "data", "decode"}},
+      {"serve", {"core", "io", "model", "data", "decode", "translation"}},
+      {"sweep", {"core", "io", "model", "data", "dist", "train", "decode", "eval", "translation"}},
       {"api",
        {"core", "ops", "io", "model", "nn", "data", "dist", "train", "decode", "tasks", "eval",
-        "viz"}},
+        "viz", "translation"}},
       {"cli",
        {"core", "ops", "io", "model", "nn", "data", "dist", "train", "decode", "tasks", "eval",
-        "api", "viz", "serve"}},
+        "api", "viz", "serve", "translation", "sweep"}},
   };
   return table;
 }
