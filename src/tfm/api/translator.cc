@@ -203,7 +203,7 @@ std::vector<ScoringResult> Translator::score(const std::vector<std::string>& sou
   const auto scores = decode::score(*m.model, source_ids, target_ids, options);
   std::vector<ScoringResult> results(scores.size());
   for (size_t i = 0; i < scores.size(); ++i) {
-    for (const int32_t id : target_ids[i]) results[i].tokens.push_back(m.vocab.piece(id));
+    results[i].tokens = translation::pieces(m.vocab, target_ids[i]);
     results[i].tokens.push_back(m.vocab.piece(m.config.eos_id));
     results[i].token_log_probs = scores[i].token_log_probs;
     results[i].log_prob = scores[i].log_prob;
