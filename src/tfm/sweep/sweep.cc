@@ -224,6 +224,18 @@ std::string describe(const ModelConfig& c) {
       c.d_model, c.d_ff, c.heads, c.d_k, c.d_v, c.dropout, c.label_smoothing, c.positional);
 }
 
+// The recipe with the sweep's overrides, validated; it must have a validation set.
+TrainRecipe sweep_recipe(const SweepOptions& o) {
+  TrainRecipe recipe = load_recipe(o.config);
+  for (const std::string& assignment : o.overrides) apply_override(recipe, assignment);
+  validate(recipe);
+  TFM_CHECK(!recipe.valid_source.empty() && !recipe.valid_target.empty(),
+            "{}: the recipe has no validation set (data.valid_source, data.valid_target); the "
+            "sweep measures every row on it",
+            o.config);
+  return recipe;
+}
+
 }  // namespace
 
 std::string run_sweep(const SweepOptions& o) {
@@ -241,13 +253,7 @@ std::string run_sweep(const SweepOptions& o) {
             "give one budget per row: --budget-minutes M or --budget-steps S");
   const auto [shard, shards] = parse_shard(o.shard);
 
-  TrainRecipe recipe = load_recipe(o.config);
-  for (const std::string& assignment : o.overrides) apply_override(recipe, assignment);
-  validate(recipe);
-  TFM_CHECK(!recipe.valid_source.empty() && !recipe.valid_target.empty(),
-            "{}: the recipe has no validation set (data.valid_source, data.valid_target); the "
-            "sweep measures every row on it",
-            o.config);
+  const TrainRecipe recipe = sweep_recipe(o);
   const int64_t average = o.average > 0 ? o.average : recipe.keep_checkpoints;
   TFM_CHECK(average <= recipe.keep_checkpoints,
             "--average {} needs that many checkpoints, but the recipe keeps {} "

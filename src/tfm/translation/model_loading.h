@@ -1,6 +1,5 @@
 // What the model-reading services and commands (translate, parse, attention, serve, sweep) share:
-// the inference options of
-// --precision and --device, and the model directory's vocabulary.
+// the inference options of --precision and --device, and the model directory's vocabulary.
 #pragma once
 
 #include <filesystem>
