@@ -111,8 +111,8 @@ class PyTranslator {
                const std::string& compute_type, int threads)
       : threads_(threads) {
     LoadOptions load;
-    load.precision = compute_type;
-    load.device = device;
+    load.precision = parse_precision(compute_type);  // the binding keeps Python's strings
+    load.device = parse_device(device);
     py::gil_scoped_release release;
     model_ = Model::load(model_dir, load);
     translator_ = std::make_unique<Translator>(model_, TranslatorOptions{threads});

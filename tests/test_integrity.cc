@@ -5,9 +5,12 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "model_test_util.h"
 #include "temp_dir.h"
@@ -284,6 +287,23 @@ TEST(RunLock, ASecondHolderFailsNamingTheFirstsPid) {
                   "pid " + std::to_string(::getpid())});
   }
   RunDirectoryLock again(tmp / "run");  // released with its holder
+}
+
+TEST(RunLock, AWaitingHolderTakesTheLockOnceTheFirstReleasesIt) {
+  TempDir tmp;
+  std::atomic<bool> taken = false;
+  std::thread waiter;
+  {
+    RunDirectoryLock first(tmp / "vocab");
+    waiter = std::thread([&] {
+      RunDirectoryLock second(tmp / "vocab", LockWait::yes);  // the sweep's shared vocabulary
+      taken = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_FALSE(taken);  // still waiting: the first holds it
+  }
+  waiter.join();
+  EXPECT_TRUE(taken);
 }
 
 TEST(RunLock, ADirectoryThatCannotBeCreatedIsNamedWithTheReason) {

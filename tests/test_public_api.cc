@@ -183,8 +183,17 @@ void expect_error(const std::function<void()>& call, const std::string& part) {
 
 TEST_F(PublicApi, ErrorsNameTheProblem) {
   expect_error([] { tfm::Model::load(dir_ / "no-such-model"); }, "does not exist");
-  expect_error([] { tfm::Model::load(result_.last_checkpoint, {"fp16", "cpu"}); }, "fp16");
-  expect_error([] { tfm::Model::load(result_.last_checkpoint, {"f32", "tpu"}); }, "tpu");
+  // The option names are parsed into enums (tfm/options.h): an unknown one is an error naming it.
+  expect_error([] { tfm::parse_precision("fp16"); }, "precision: 'fp16' is not a precision");
+  expect_error([] { tfm::parse_device("tpu"); }, "unknown device 'tpu'");
+  EXPECT_EQ(tfm::parse_precision("int8-bf16"), tfm::Precision::int8_bf16);
+  EXPECT_EQ(tfm::parse_device("gpu"), tfm::ComputeDevice::cuda);
+  for (const auto precision : {tfm::Precision::f32, tfm::Precision::bf16, tfm::Precision::automatic,
+                               tfm::Precision::int8, tfm::Precision::int8_bf16})
+    EXPECT_EQ(tfm::parse_precision(tfm::to_string(precision)), precision);
+  for (const auto device :
+       {tfm::ComputeDevice::cpu, tfm::ComputeDevice::cuda, tfm::ComputeDevice::automatic})
+    EXPECT_EQ(tfm::parse_device(tfm::to_string(device)), device);
   tfm::Translator translator(tfm::Model::load(result_.last_checkpoint));
   tfm::TranslationOptions options;
   options.n_best = 5;  // more than the beam of 4

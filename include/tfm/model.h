@@ -11,15 +11,13 @@
 #include <string_view>
 #include <vector>
 
+#include "tfm/options.h"
+
 namespace tfm {
 
 struct LoadOptions {
-  // Operand type of the matrix products: "f32", "bf16" (f32 accumulation), "auto" (bf16 where
-  // the CPU multiplies bf16 natively, AVX512-BF16 or AMX, else f32), "int8" (the linear layers
-  // and the output projection in int8, with 7-bit activations on a CPU without AVX512-VNNI or
-  // AMX; the rest f32) or "int8-bf16" (the rest bf16).
-  std::string precision = "f32";
-  std::string device = "cpu";  // "cpu", or "cuda" (a build with the CUDA backend and a GPU)
+  Precision precision = Precision::f32;       // operand type of the matrix products (options.h)
+  ComputeDevice device = ComputeDevice::cpu;  // ComputeDevice::cuda: a CUDA build and a GPU
 };
 
 class Model {

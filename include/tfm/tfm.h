@@ -7,5 +7,6 @@
 #include "tfm/error.h"
 #include "tfm/model.h"
 #include "tfm/model_weights.h"
+#include "tfm/options.h"
 #include "tfm/train.h"
 #include "tfm/translator.h"

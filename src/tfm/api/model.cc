@@ -13,8 +13,9 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir,
                                          const LoadOptions& options) {
   // The options first: a bad setting is reported before any file is read.
   decode::InferenceOptions inference;
-  decode::parse_inference_precision(options.precision, "precision", inference);
-  const Device device = ops::parse_device(options.device);
+  decode::parse_inference_precision(std::string(to_string(options.precision)), "precision",
+                                    inference);
+  const Device device = ops::parse_device(std::string(to_string(options.device)));
   ops::use_device(device);  // a missing GPU is reported before any file is read
   LoadedModel loaded = load_model_dir(dir);
   const std::filesystem::path vocab_path = dir / kVocabFileName;

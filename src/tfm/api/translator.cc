@@ -13,6 +13,8 @@
 #include "tfm/decode/translate.h"
 #include "tfm/io/atomic_file.h"
 #include "tfm/io/text_lines.h"
+#include "tfm/translation/file_translation.h"
+#include "tfm/translation/text_translation.h"
 
 namespace tfm {
 
@@ -91,32 +93,34 @@ decode::TranslateOptions decoding_options(const TranslationOptions& options,
   return decoding;
 }
 
+// decode::translate over the model with the translator's thread count.
+translation::Search search_with(const Model::Impl& m, int threads,
+                                const decode::TranslateOptions& decoding) {
+  return [&m, threads, &decoding](const std::vector<std::vector<int32_t>>& ids) {
+    ThreadCountScope thread_count(threads);
+    return decode::translate(*m.model, ids, decoding);
+  };
+}
+
 // Translates sources given as subword ids; empty ones are not translated (their results stay
 // empty), and errors name the caller's index.
 std::vector<TranslationResult> translate_ids(const Model::Impl& m, int threads,
                                              std::vector<std::vector<int32_t>> sources,
                                              const TranslationOptions& options) {
   const decode::TranslateOptions decoding = decoding_options(options, m.config);
-  const int64_t longest = decode::max_input_length(decoding, m.config);
-  std::vector<std::vector<int32_t>> ids;
-  std::vector<size_t> positions;
-  for (size_t i = 0; i < sources.size(); ++i) {
-    if (sources[i].empty()) continue;
-    TFM_CHECK(static_cast<int64_t>(sources[i].size()) <= longest,
-              "translate: source {} has {} subword tokens, more than the maximum input length {}",
-              i, sources[i].size(), longest);
-    ids.push_back(std::move(sources[i]));
-    positions.push_back(i);
-  }
+  const translation::LengthPolicy policy{decode::max_input_length(decoding, m.config),
+                                         translation::LongInputs::reject};
+  for (size_t i = 0; i < sources.size(); ++i)
+    translation::apply_length_policy(sources[i], policy,
+                                     fmt::format("translate: source {} has", i));
+  const std::vector<translation::NBest> found =
+      translation::translate_nonempty(sources, search_with(m, threads, decoding));
   std::vector<TranslationResult> results(sources.size());
-  if (ids.empty()) return results;
-  ThreadCountScope thread_count(threads);
-  const auto found = decode::translate(*m.model, ids, decoding);
-  for (size_t k = 0; k < found.size(); ++k)
-    for (const decode::Hypothesis& h : found[k]) {
-      Hypothesis& out = results[positions[k]].hypotheses.emplace_back();
-      out.text = m.vocab.decode(h.tokens);
-      for (const int32_t id : h.tokens) out.tokens.push_back(m.vocab.piece(id));
+  for (size_t i = 0; i < found.size(); ++i)
+    for (const decode::Hypothesis& h : found[i]) {
+      Hypothesis& out = results[i].hypotheses.emplace_back();
+      out.text = translation::hypothesis_text(m.vocab, h);
+      out.tokens = translation::pieces(m.vocab, h.tokens);
       out.score = h.score;
       out.log_prob = h.log_prob;
       out.attention = h.attention;
@@ -148,48 +152,36 @@ int64_t Translator::translate_file(const std::filesystem::path& input,
                                    const std::filesystem::path& output,
                                    const TranslationOptions& options, bool n_best_output) {
   const std::vector<std::string> lines = read_text_lines(input);
-  // Every line is encoded (and checked for length) before anything is translated or written.
   const Model::Impl& m = impl_->model->impl();
-  const int64_t longest = decode::max_input_length(decoding_options(options, m.config), m.config);
-  std::vector<std::vector<int32_t>> encoded;
-  int64_t total = 0;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    encoded.push_back(m.vocab.encode(lines[i]));
-    TFM_CHECK(static_cast<int64_t>(encoded.back().size()) <= longest,
-              "{}:{}: {} subword tokens, more than the maximum input length {}", input.string(),
-              i + 1, encoded.back().size(), longest);
-    if (!encoded.back().empty()) ++total;
-  }
+  // Every line is encoded (and checked for length) before anything is translated or written.
+  const translation::LengthPolicy policy{
+      decode::max_input_length(decoding_options(options, m.config), m.config),
+      translation::LongInputs::reject};
+  std::vector<std::vector<int32_t>> encoded =
+      translation::encode_lines(m.vocab, lines, policy, input.string());
+  const auto total = static_cast<int64_t>(
+      std::count_if(encoded.begin(), encoded.end(),
+                    [](const std::vector<int32_t>& ids) { return !ids.empty(); }));
   AtomicFileWriter writer(output);
-  // As `tfm translate`: chunks of 512 lines, so that both batch the same sentences together.
-  constexpr size_t kChunk = 512;
+  TranslationOptions text_options = options;
+  text_options.return_attention = false;  // a file holds text only
+  decode::TranslateOptions decoding = decoding_options(text_options, m.config);
+  // The progress counts cover the whole file: the sources of the chunks before, then this one's.
   int64_t done_before = 0;
-  for (size_t begin = 0; begin < lines.size(); begin += kChunk) {
-    const size_t end = std::min(lines.size(), begin + kChunk);
-    TranslationOptions chunk_options = options;
-    chunk_options.return_attention = false;  // a file holds text only
-    if (options.progress)
-      chunk_options.progress = [&](int64_t done, int64_t) {
-        options.progress(done_before + done, total);
-      };
-    std::vector<std::vector<int32_t>> chunk(encoded.begin() + static_cast<int64_t>(begin),
-                                            encoded.begin() + static_cast<int64_t>(end));
-    const auto in_chunk = std::count_if(
-        chunk.begin(), chunk.end(), [](const std::vector<int32_t>& ids) { return !ids.empty(); });
-    const std::vector<TranslationResult> results =
-        translate_ids(m, impl_->threads, std::move(chunk), chunk_options);
-    done_before += in_chunk;
-    std::ostringstream out;
-    for (size_t i = begin; i < end; ++i) {
-      const std::vector<Hypothesis>& nbest = results[i - begin].hypotheses;
-      if (!n_best_output)
-        out << (nbest.empty() ? std::string() : nbest.front().text) << "\n";
-      else
-        for (const Hypothesis& h : nbest)
-          out << i << " ||| " << h.text << " ||| " << h.score << "\n";
-    }
-    writer.write(out.str());
-  }
+  if (options.progress)
+    decoding.progress = [&](int64_t done, int64_t) { options.progress(done_before + done, total); };
+  const translation::Search search = search_with(m, impl_->threads, decoding);
+  translation::ChunkedTranslation
+      chunks;  // as `tfm translate`: the same sentences batched together
+  chunks.format.n_best = n_best_output;
+  translation::translate_chunks(
+      m.vocab, std::move(encoded),
+      [&](const std::vector<std::vector<int32_t>>& ids) {
+        auto found = search(ids);
+        done_before += static_cast<int64_t>(ids.size());
+        return found;
+      },
+      [&](std::string_view text) { writer.write(text); }, chunks);
   writer.commit();
   return static_cast<int64_t>(lines.size());
 }
@@ -211,7 +203,7 @@ std::vector<ScoringResult> Translator::score(const std::vector<std::string>& sou
   const auto scores = decode::score(*m.model, source_ids, target_ids, options);
   std::vector<ScoringResult> results(scores.size());
   for (size_t i = 0; i < scores.size(); ++i) {
-    for (const int32_t id : target_ids[i]) results[i].tokens.push_back(m.vocab.piece(id));
+    results[i].tokens = translation::pieces(m.vocab, target_ids[i]);
     results[i].tokens.push_back(m.vocab.piece(m.config.eos_id));
     results[i].token_log_probs = scores[i].token_log_probs;
     results[i].log_prob = scores[i].log_prob;

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "tfm/cli/commands.h"
-#include "tfm/cli/model_loading.h"
 #include "tfm/core/error.h"
 #include "tfm/core/threading.h"
 #include "tfm/data/vocab.h"
@@ -20,6 +19,8 @@
 #include "tfm/model/model_dir.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/device.h"
+#include "tfm/translation/model_loading.h"
+#include "tfm/translation/text_translation.h"
 #include "tfm/viz/attention_view.h"
 #include "tfm/viz/view_from_maps.h"
 
@@ -100,11 +101,11 @@ void run_attention(const AttentionCommandOptions& options) {
             "-o '{}': expected a .html (the page) or .svg (the figure) file name", options.output);
   set_num_threads(options.threads);
   const std::filesystem::path dir = options.model;
-  const auto model =
-      decode::load_inference_model(dir, inference_options(options.precision, options.device));
+  const auto model = decode::load_inference_model(
+      dir, translation::inference_options(options.precision, options.device));
   const ModelConfig& config = model->config();
-  const data::Vocabulary vocab =
-      model_vocabulary(dir, config, "a model directory needs its SentencePiece vocabulary");
+  const data::Vocabulary vocab = translation::model_vocabulary(
+      dir, config, "a model directory needs its SentencePiece vocabulary");
 
   for (const auto& [flag, text] :
        {std::pair{"-i", &options.source}, std::pair{"--target", &options.target}}) {
@@ -130,10 +131,8 @@ void run_attention(const AttentionCommandOptions& options) {
   }
   const decode::AttentionMaps maps = decode::attention_maps(*model, source, target);
 
-  std::vector<std::string> source_pieces, target_pieces;
-  for (int32_t id : source) source_pieces.push_back(vocab.piece(id));
-  for (int32_t id : target) target_pieces.push_back(vocab.piece(id));
-  viz::AttentionView view = viz::view_from_maps(maps, source_pieces, target_pieces, options.words);
+  viz::AttentionView view = viz::view_from_maps(maps, translation::pieces(vocab, source),
+                                                translation::pieces(vocab, target), options.words);
   view.title = fmt::format("tfm attention · model {}", dir.string());
   view.source = options.source;
   view.target = vocab.decode(target);

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "tfm/cli/commands.h"
-#include "tfm/cli/model_loading.h"
 #include "tfm/cli/text_io.h"
 #include "tfm/core/error.h"
 #include "tfm/core/threading.h"
@@ -24,6 +23,7 @@
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/device.h"
 #include "tfm/tasks/parsing.h"
+#include "tfm/translation/model_loading.h"
 
 namespace tfm::cli {
 
@@ -66,7 +66,8 @@ void run_parse(const ParseCommandOptions& options) {
   TFM_CHECK(options.n_best <= options.decoding.beam_size, "--n-best {} exceeds the beam size {}",
             options.n_best, options.decoding.beam_size);
   set_num_threads(options.threads);
-  const decode::InferenceOptions inference = inference_options(options.precision, options.device);
+  const decode::InferenceOptions inference =
+      translation::inference_options(options.precision, options.device);
   const std::filesystem::path dir = options.model;
   const ModelConfig header = load_config(dir / kConfigFileName);
   TFM_CHECK(header.task == "parsing",
@@ -76,7 +77,7 @@ void run_parse(const ParseCommandOptions& options) {
   const std::shared_ptr<const decode::InferenceModel> model =
       decode::load_inference_model(dir, inference);
   const data::Vocabulary vocab =
-      model_vocabulary(dir, model->config(), "a parser needs its vocabulary");
+      translation::model_vocabulary(dir, model->config(), "a parser needs its vocabulary");
 
   const std::vector<tasks::ParseInput> inputs = read_inputs(options);
   const int64_t longest = decode::max_input_length(options.decoding, model->config());

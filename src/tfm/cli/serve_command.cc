@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "tfm/cli/commands.h"
-#include "tfm/cli/model_loading.h"
 #include "tfm/core/error.h"
 #include "tfm/core/threading.h"
 #include "tfm/io/atomic_file.h"
 #include "tfm/serve/http_server.h"
+#include "tfm/translation/model_loading.h"
 
 namespace tfm::cli {
 
@@ -85,15 +85,15 @@ std::unique_ptr<serve::TranslationService> load_models(const ServeCommandOptions
   std::vector<serve::ServedModel> served;
   for (const ModelSpec& spec : specs) {
     const auto start = std::chrono::steady_clock::now();
-    auto model = decode::load_inference_model(spec.dir,
-                                              inference_options(options.precision, options.device));
+    auto model = decode::load_inference_model(
+        spec.dir, translation::inference_options(options.precision, options.device));
     const ModelConfig& config = model->config();
     TFM_CHECK(config.task == "translation",
               "{}: a {} model (config.json task \"{}\"); tfm serve "
               "translates",
               spec.dir.string(), config.task, config.task);
-    auto vocab = std::make_shared<const data::Vocabulary>(
-        model_vocabulary(spec.dir, config, "a served model needs its SentencePiece vocabulary"));
+    auto vocab = std::make_shared<const data::Vocabulary>(translation::model_vocabulary(
+        spec.dir, config, "a served model needs its SentencePiece vocabulary"));
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "tfm serve: loaded '%s' from %s (%s, %.1f s)\n", spec.name.c_str(),

@@ -15,16 +15,17 @@
 #include <vector>
 
 #include "tfm/cli/commands.h"
-#include "tfm/cli/model_loading.h"
 #include "tfm/cli/text_io.h"
 #include "tfm/core/error.h"
 #include "tfm/core/threading.h"
 #include "tfm/data/vocab.h"
-#include "tfm/decode/alignment.h"
 #include "tfm/decode/translate.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/device.h"
+#include "tfm/translation/file_translation.h"
+#include "tfm/translation/model_loading.h"
+#include "tfm/translation/text_translation.h"
 
 namespace tfm::cli {
 
@@ -42,33 +43,11 @@ struct TranslateCommandOptions {
   bool alignment = false;
   double alignment_threshold = 0.0;  // 0: hard (argmax) alignment
   std::string alignment_layer;       // a 0-based layer or "all"; empty: the last layer
-  int64_t chunk = 512;               // sentences per progress report
   int threads = 0;
   std::string precision = "f32";
   std::string device = "cpu";
   bool reject_long_inputs = false;
 };
-
-// The subword ids of every line. A line longer than max_input tokens is cut to its first
-// max_input with a warning naming it (counted in `truncated`), or with `reject` an error: the
-// encoder's attention grows with the square of the length.
-std::vector<std::vector<int32_t>> encode_lines(const data::Vocabulary& vocab,
-                                               const std::vector<std::string>& lines,
-                                               int64_t max_input, bool reject,
-                                               const std::string& source_name, int64_t& truncated) {
-  std::vector<std::vector<int32_t>> encoded(lines.size());
-  for (size_t i = 0; i < lines.size(); ++i) {
-    std::vector<int32_t>& ids = encoded[i] = vocab.encode(lines[i]);
-    if (static_cast<int64_t>(ids.size()) <= max_input) continue;
-    TFM_CHECK(!reject, "{}:{}: {} subword tokens, more than the maximum input length {}",
-              source_name, i + 1, ids.size(), max_input);
-    std::fprintf(stderr, "tfm: warning: %s:%zu: %zu subword tokens, truncated to %lld\n",
-                 source_name.c_str(), i + 1, ids.size(), static_cast<long long>(max_input));
-    ids.resize(static_cast<size_t>(max_input));
-    ++truncated;
-  }
-  return encoded;
-}
 
 // The attention that --alignment reads: the mean over the heads of --alignment-layer (by default
 // the last layer, which aligned best on the Multi30k model of docs/ATTENTION.md; Garg et al. 2019
@@ -91,14 +70,19 @@ decode::AttentionProbe alignment_probe(const TranslateCommandOptions& options,
   return {layer, -1};
 }
 
-// " ||| 0-0 1-2 ...": the word alignment of a translation of `source` (ids).
-std::string alignment_field(const data::Vocabulary& vocab, const std::vector<int32_t>& source,
-                            const decode::Hypothesis& h, double threshold) {
-  std::vector<std::string> source_pieces, target_pieces;
-  for (int32_t id : source) source_pieces.push_back(vocab.piece(id));
-  for (int32_t id : h.tokens) target_pieces.push_back(vocab.piece(id));
-  return " ||| " + decode::pharaoh(decode::align_translation(h.attention, source_pieces,
-                                                             target_pieces, threshold));
+// One --attention-output record: the best translation's attention of input line `line`.
+nlohmann::json attention_record(const data::Vocabulary& vocab,
+                                const TranslateCommandOptions& options, size_t line,
+                                const std::string& text, const decode::Hypothesis& best) {
+  std::vector<std::string> target_pieces = translation::pieces(vocab, best.tokens);
+  if (best.ended_by_eos) target_pieces.emplace_back("</s>");
+  return {{"line", line + 1},
+          {"layer", options.attention_layer},
+          {"head", options.attention_head < 0 ? nlohmann::json("mean")
+                                              : nlohmann::json(options.attention_head)},
+          {"source_pieces", vocab.pieces(text)},
+          {"target_pieces", target_pieces},
+          {"weights", best.attention}};
 }
 
 void run_translate(TranslateCommandOptions options) {
@@ -106,13 +90,13 @@ void run_translate(TranslateCommandOptions options) {
   set_num_threads(options.threads);     // loading too (the checksums run in parallel)
   const std::filesystem::path dir = options.model;
   // Loaded once, packed once (in the precision asked for), then only read.
-  const std::shared_ptr<const decode::InferenceModel> model =
-      decode::load_inference_model(dir, inference_options(options.precision, options.device));
+  const std::shared_ptr<const decode::InferenceModel> model = decode::load_inference_model(
+      dir, translation::inference_options(options.precision, options.device));
   const ModelConfig& config = model->config();
   TFM_CHECK(config.task == "translation",
             "{}: a {} model (config.json task \"{}\"); use tfm parse for it", dir.string(),
             config.task, config.task);
-  const data::Vocabulary vocab = model_vocabulary(
+  const data::Vocabulary vocab = translation::model_vocabulary(
       dir, config, "a model directory needs its SentencePiece vocabulary to translate text");
   const int64_t max_input = decode::max_input_length(options.decoding, config);
 
@@ -142,69 +126,35 @@ void run_translate(TranslateCommandOptions options) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   int64_t truncated = 0;
+  const translation::LengthPolicy policy{max_input, options.reject_long_inputs
+                                                        ? translation::LongInputs::reject
+                                                        : translation::LongInputs::truncate};
   // Every line is encoded (and checked for length) before anything is translated.
   std::vector<std::vector<int32_t>> encoded =
-      encode_lines(vocab, lines, max_input, options.reject_long_inputs, name, truncated);
+      translation::encode_lines(vocab, lines, policy, name, &truncated);
   int64_t target_tokens = 0;
-  for (size_t begin = 0; begin < lines.size(); begin += static_cast<size_t>(options.chunk)) {
-    size_t end = std::min(lines.size(), begin + static_cast<size_t>(options.chunk));
-    // Empty lines are not translated; their outputs stay empty.
-    std::vector<std::vector<int32_t>> sources;
-    std::vector<size_t> positions;
-    for (size_t i = begin; i < end; ++i) {
-      if (encoded[i].empty()) continue;
-      sources.push_back(std::move(encoded[i]));
-      positions.push_back(i);
-    }
-    std::vector<std::vector<decode::Hypothesis>> results =
-        sources.empty() ? std::vector<std::vector<decode::Hypothesis>>{}
-                        : translator.translate(sources);
-    std::ostringstream out;  // the chunk's lines
-    std::vector<const std::vector<decode::Hypothesis>*> by_line(end - begin, nullptr);
-    for (size_t k = 0; k < positions.size(); ++k) by_line[positions[k] - begin] = &results[k];
-    for (size_t i = begin; i < end; ++i) {
-      const auto* nbest = by_line[i - begin];
-      const std::vector<int32_t>* source = nullptr;
-      if (nbest) source = &sources[static_cast<size_t>(nbest - results.data())];
-      auto aligned = [&](const decode::Hypothesis& h) {
-        return options.alignment ? alignment_field(vocab, *source, h, options.alignment_threshold)
-                                 : std::string();
-      };
-      if (!options.n_best_output) {
-        if (nbest && !nbest->empty()) {
-          out << vocab.decode(nbest->front().tokens) << aligned(nbest->front()) << "\n";
-        } else {
-          out << (options.alignment ? " ||| " : "") << "\n";
-        }
-      } else if (nbest) {
-        for (const auto& h : *nbest)
-          out << i << " ||| " << vocab.decode(h.tokens) << " ||| " << h.score << aligned(h) << "\n";
-      }
-      if (nbest && !nbest->empty()) target_tokens += nbest->front().length;
-      if (attention_file.is_open() && nbest && !nbest->empty()) {
-        const auto& best = nbest->front();
-        std::vector<std::string> target_pieces;
-        for (int32_t id : best.tokens) target_pieces.push_back(vocab.piece(id));
-        if (best.ended_by_eos) target_pieces.emplace_back("</s>");
-        nlohmann::json record = {
-            {"line", i + 1},
-            {"layer", options.attention_layer},
-            {"head", options.attention_head < 0 ? nlohmann::json("mean")
-                                                : nlohmann::json(options.attention_head)},
-            {"source_pieces", vocab.pieces(lines[i])},
-            {"target_pieces", target_pieces},
-            {"weights", best.attention}};
-        attention_file << record.dump() << "\n";
-      }
-    }
-    output.write(out.str());
-    if (end < lines.size()) {
-      double seconds = std::chrono::duration<double>(clock::now() - start).count();
-      std::fprintf(stderr, "translated %zu/%zu sentences, %.1f sentences/s, %.0f target tokens/s\n",
-                   end, lines.size(), static_cast<double>(end) / seconds,
-                   static_cast<double>(target_tokens) / seconds);
-    }
-  }
+  translation::ChunkedTranslation chunks;  // 512 lines a chunk, a progress line after each
+  chunks.format = {options.n_best_output, options.alignment, options.alignment_threshold};
+  chunks.on_line = [&](size_t i, const translation::NBest* nbest) {
+    if (!nbest || nbest->empty()) return;
+    target_tokens += nbest->front().length;
+    if (attention_file.is_open())
+      attention_file << attention_record(vocab, options, i, lines[i], nbest->front()).dump()
+                     << "\n";
+  };
+  chunks.on_chunk = [&](size_t done) {
+    if (done == lines.size()) return;
+    double seconds = std::chrono::duration<double>(clock::now() - start).count();
+    std::fprintf(stderr, "translated %zu/%zu sentences, %.1f sentences/s, %.0f target tokens/s\n",
+                 done, lines.size(), static_cast<double>(done) / seconds,
+                 static_cast<double>(target_tokens) / seconds);
+  };
+  translation::translate_chunks(
+      vocab, std::move(encoded),
+      [&](const std::vector<std::vector<int32_t>>& sources) {
+        return translator.translate(sources);
+      },
+      [&](std::string_view text) { output.write(text); }, chunks);
   output.commit();
   // The summary, for inputs of any size (stderr: stdout holds only the translations).
   const double seconds =

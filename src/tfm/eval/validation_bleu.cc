@@ -9,6 +9,7 @@
 #include "tfm/eval/evalb.h"
 #include "tfm/nn/transformer.h"
 #include "tfm/tasks/parsing.h"
+#include "tfm/translation/text_translation.h"
 
 namespace tfm::eval {
 
@@ -20,16 +21,12 @@ double greedy_validation_bleu(const nn::Transformer& model, const data::Vocabula
   options.batch_size = 64;
   // A source beyond the model's max_positions is cut there (translate() would refuse it): a
   // validation score should not end a training run.
-  const auto longest = static_cast<size_t>(decode::max_input_length(options, model.config()));
-  std::vector<std::vector<int32_t>> ids;
-  for (const std::string& s : sources) {
-    ids.push_back(vocab.encode(s));
-    if (ids.back().size() > longest) ids.back().resize(longest);
-  }
-  auto results = decode::translate(model, ids, options);
+  const translation::LengthPolicy policy{decode::max_input_length(options, model.config()),
+                                         translation::LongInputs::cut};
+  const auto ids = translation::encode_lines(vocab, sources, policy, "validation");
   std::vector<std::string> hypotheses;
-  for (const auto& nbest : results)
-    hypotheses.push_back(nbest.empty() ? std::string() : vocab.decode(nbest.front().tokens));
+  for (const translation::NBest& nbest : decode::translate(model, ids, options))
+    hypotheses.push_back(translation::best_text(vocab, nbest));
   return corpus_bleu(hypotheses, {references}).score;
 }
 

@@ -3,24 +3,11 @@
 #include <utility>
 
 #include "tfm/core/error.h"
-#include "tfm/decode/alignment.h"
 #include "tfm/io/text_reader.h"
 #include "tfm/serve/request_error.h"
+#include "tfm/translation/text_translation.h"
 
 namespace tfm::serve {
-
-namespace {
-
-// The Pharaoh word alignment of hypothesis `h` of `source` (ids): `tfm translate --alignment`'s.
-std::string word_alignment(const data::Vocabulary& vocab, const std::vector<int32_t>& source,
-                           const decode::Hypothesis& h) {
-  std::vector<std::string> source_pieces, target_pieces;
-  for (int32_t id : source) source_pieces.push_back(vocab.piece(id));
-  for (int32_t id : h.tokens) target_pieces.push_back(vocab.piece(id));
-  return decode::pharaoh(decode::align_translation(h.attention, source_pieces, target_pieces, 0.0));
-}
-
-}  // namespace
 
 TranslationService::TranslationService(std::vector<ServedModel> models,
                                        decode::TranslateOptions search, QueueOptions queue,
@@ -89,8 +76,6 @@ TranslationResult TranslationService::translate(const TranslationRequest& reques
   // Every sentence is checked and encoded before any is queued.
   const int64_t max_input = decode::max_input_length(search_, e.served.model->config());
   std::vector<std::vector<int32_t>> encoded(request.sentences.size());
-  std::vector<std::vector<int32_t>> queued;
-  std::vector<size_t> positions;  // queued[k] is sentence positions[k]
   for (size_t i = 0; i < request.sentences.size(); ++i) {
     const std::string& text = request.sentences[i];
     if (static_cast<int64_t>(text.size()) > limits_.max_sentence_chars)
@@ -100,32 +85,30 @@ TranslationResult TranslationService::translate(const TranslationRequest& reques
       throw request_error(400, "sentence {}: invalid UTF-8 at byte {}", i, *bad);
     encoded[i] = vocab.encode(text);
     if (static_cast<int64_t>(encoded[i].size()) > max_input)
-      throw request_error(400,
-                          "sentence {}: {} subword tokens, more than the maximum input length {}",
-                          i, encoded[i].size(), max_input);
-    if (encoded[i].empty()) continue;  // translated as an empty line, as tfm translate does
-    queued.push_back(encoded[i]);
-    positions.push_back(i);
+      throw request_error(400, "{}",
+                          translation::too_long_message(fmt::format("sentence {}:", i),
+                                                        encoded[i].size(), max_input));
   }
 
-  TranslationResult result(request.sentences.size(), {TranslatedHypothesis{}});
-  if (queued.empty()) return result;
-  std::shared_ptr<Job> job = e.queue->submit(std::move(queued), key);
-  if (!job->wait_until(deadline)) {
-    e.queue->withdraw(*job);
-    throw request_error(504, "the translation took longer than the request timeout ({} ms)",
-                        limits_.timeout.count());
-  }
-  const auto& hypotheses = job->results();
-  for (size_t k = 0; k < positions.size(); ++k) {
-    std::vector<TranslatedHypothesis>& out = result[positions[k]];
-    out.clear();
-    for (const decode::Hypothesis& h : hypotheses[k]) {
-      TranslatedHypothesis t{vocab.decode(h.tokens), h.score, {}};
-      if (request.alignment) t.alignment = word_alignment(vocab, encoded[positions[k]], h);
-      out.push_back(std::move(t));
+  // Empty sentences are not queued: they translate as empty lines, as tfm translate's do.
+  const std::vector<translation::NBest> found = translation::translate_nonempty(
+      encoded, [&](const std::vector<std::vector<int32_t>>& queued) {
+        std::shared_ptr<Job> job = e.queue->submit(queued, key);
+        if (!job->wait_until(deadline)) {
+          e.queue->withdraw(*job);
+          throw request_error(504, "the translation took longer than the request timeout ({} ms)",
+                              limits_.timeout.count());
+        }
+        return job->results();
+      });
+  TranslationResult result(request.sentences.size());
+  for (size_t i = 0; i < found.size(); ++i) {
+    for (const decode::Hypothesis& h : found[i]) {
+      TranslatedHypothesis t{translation::hypothesis_text(vocab, h), h.score, {}};
+      if (request.alignment) t.alignment = translation::word_alignment(vocab, encoded[i], h, 0.0);
+      result[i].push_back(std::move(t));
     }
-    if (out.empty()) out.emplace_back();
+    if (result[i].empty()) result[i].emplace_back();
   }
   return result;
 }

@@ -24,7 +24,7 @@ std::string read_holder(int fd) {
 
 }  // namespace
 
-RunDirectoryLock::RunDirectoryLock(const std::filesystem::path& run_dir) {
+RunDirectoryLock::RunDirectoryLock(const std::filesystem::path& run_dir, LockWait wait) {
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
   TFM_CHECK(!ec, "{}: cannot create the run directory: {}", run_dir.string(), ec.message());
@@ -32,7 +32,7 @@ RunDirectoryLock::RunDirectoryLock(const std::filesystem::path& run_dir) {
   fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   TFM_CHECK(fd_ >= 0, "{}: cannot open the run directory's lock: {}", file.string(),
             std::strerror(errno));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  if (::flock(fd_, wait == LockWait::yes ? LOCK_EX : LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
     const std::string holder = read_holder(fd_);
     ::close(fd_);

@@ -8,11 +8,16 @@
 
 namespace tfm {
 
+// What a lock held by another process means: an error (two training runs into one directory), or
+// a wait until it is released (sweep processes that learn one shared vocabulary once).
+enum class LockWait { no, yes };
+
 class RunDirectoryLock {
  public:
-  // Creates the directory when needed and takes the lock, or throws tfm::Error naming the
-  // directory and the pid of the process that holds it.
-  explicit RunDirectoryLock(const std::filesystem::path& run_dir);
+  // Creates the directory when needed and takes the lock. With LockWait::no a lock held elsewhere
+  // throws tfm::Error naming the directory and the pid of the process that holds it; with
+  // LockWait::yes it waits for it.
+  explicit RunDirectoryLock(const std::filesystem::path& run_dir, LockWait wait = LockWait::no);
   ~RunDirectoryLock();
   RunDirectoryLock(const RunDirectoryLock&) = delete;
   RunDirectoryLock& operator=(const RunDirectoryLock&) = delete;

@@ -1,10 +1,10 @@
-#include "tfm/cli/model_loading.h"
+#include "tfm/translation/model_loading.h"
 
 #include "tfm/core/error.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/ops/device.h"
 
-namespace tfm::cli {
+namespace tfm::translation {
 
 decode::InferenceOptions inference_options(const std::string& precision,
                                            const std::string& device) {
@@ -24,4 +24,4 @@ data::Vocabulary model_vocabulary(const std::filesystem::path& dir, const ModelC
   return vocab;
 }
 
-}  // namespace tfm::cli
+}  // namespace tfm::translation

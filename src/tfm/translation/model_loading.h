@@ -1,5 +1,5 @@
-// What the model-reading commands (translate, parse, attention) share: the inference options of
-// --precision and --device, and the model directory's vocabulary.
+// What the model-reading services and commands (translate, parse, attention, serve, sweep) share:
+// the inference options of --precision and --device, and the model directory's vocabulary.
 #pragma once
 
 #include <filesystem>
@@ -9,7 +9,7 @@
 #include "tfm/decode/inference_model.h"
 #include "tfm/model/config.h"
 
-namespace tfm::cli {
+namespace tfm::translation {
 
 // --precision and --device as InferenceOptions; the device is made current here, so that a
 // missing GPU is reported before the model is read.
@@ -20,4 +20,4 @@ decode::InferenceOptions inference_options(const std::string& precision, const s
 data::Vocabulary model_vocabulary(const std::filesystem::path& dir, const ModelConfig& config,
                                   const std::string& why);
 
-}  // namespace tfm::cli
+}  // namespace tfm::translation

@@ -1,4 +1,4 @@
-#include "tfm/cli/sweep_evaluation.h"
+#include "tfm/sweep/evaluation.h"
 
 #include <chrono>
 #include <cmath>
@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "tfm/cli/model_loading.h"
 #include "tfm/core/error.h"
 #include "tfm/core/threading.h"
 #include "tfm/data/vocab.h"
@@ -16,21 +15,23 @@
 #include "tfm/io/atomic_file.h"
 #include "tfm/io/text_lines.h"
 #include "tfm/model/parameters.h"
+#include "tfm/translation/model_loading.h"
+#include "tfm/translation/text_translation.h"
 
-namespace tfm::cli {
+namespace tfm::sweep {
 
 Table3Result evaluate_sweep_row(const SweepEvaluation& e) {
   const auto start = std::chrono::steady_clock::now();
   set_num_threads(e.threads);
-  const std::shared_ptr<const decode::InferenceModel> model =
-      decode::load_inference_model(e.model_dir, inference_options(e.precision, e.device));
+  const std::shared_ptr<const decode::InferenceModel> model = decode::load_inference_model(
+      e.model_dir, translation::inference_options(e.precision, e.device));
   const ModelConfig& config = model->config();
   TFM_CHECK(config == e.expected,
             "{}: the model's configuration is not the row's ({}): its run directory was trained "
             "with another one; remove the row's folder to train it again",
             e.model_dir.string(), config_to_json(e.expected).dump());
-  const data::Vocabulary vocab =
-      model_vocabulary(e.model_dir, config, "the sweep's averaged model needs its vocabulary");
+  const data::Vocabulary vocab = translation::model_vocabulary(
+      e.model_dir, config, "the sweep's averaged model needs its vocabulary");
 
   const std::vector<std::string> sources = read_text_lines(e.valid_source);
   const std::vector<std::string> targets = read_text_lines(e.valid_target);
@@ -39,7 +40,6 @@ Table3Result evaluate_sweep_row(const SweepEvaluation& e) {
   decode::TranslateOptions options;
   options.beam_size = e.beam_size;
   options.alpha = e.alpha;
-  const auto longest = static_cast<size_t>(decode::max_input_length(options, config));
   std::vector<std::vector<int32_t>> source_ids, target_ids;
   for (size_t i = 0; i < sources.size(); ++i) {
     source_ids.push_back(vocab.encode(sources[i]));
@@ -69,19 +69,18 @@ Table3Result evaluate_sweep_row(const SweepEvaluation& e) {
   // during training does); empty sources translate to empty lines.
   size_t count = sources.size();
   if (e.max_bleu_sentences > 0) count = std::min(count, static_cast<size_t>(e.max_bleu_sentences));
-  std::vector<std::vector<int32_t>> to_translate;
-  std::vector<size_t> positions;
-  for (size_t i = 0; i < count; ++i) {
-    if (source_ids[i].empty()) continue;
-    to_translate.push_back(source_ids[i]);
-    if (to_translate.back().size() > longest) to_translate.back().resize(longest);
-    positions.push_back(i);
-  }
+  const translation::LengthPolicy policy{decode::max_input_length(options, config),
+                                         translation::LongInputs::cut};
+  std::vector<std::vector<int32_t>> to_translate(
+      source_ids.begin(), source_ids.begin() + static_cast<std::ptrdiff_t>(count));
+  for (std::vector<int32_t>& ids : to_translate) translation::apply_length_policy(ids, policy, "");
   const decode::Translator translator(model, options, e.threads);
-  const auto results = translator.translate(to_translate);
-  std::vector<std::string> hypotheses(count);
-  for (size_t k = 0; k < positions.size(); ++k)
-    if (!results[k].empty()) hypotheses[positions[k]] = vocab.decode(results[k].front().tokens);
+  const std::vector<translation::NBest> results = translation::translate_nonempty(
+      to_translate,
+      [&](const std::vector<std::vector<int32_t>>& ids) { return translator.translate(ids); });
+  std::vector<std::string> hypotheses;
+  for (const translation::NBest& nbest : results)
+    hypotheses.push_back(translation::best_text(vocab, nbest));
   std::string text;
   for (const std::string& h : hypotheses) text += h + "\n";
   write_file_atomically(e.hypotheses, text);
@@ -102,4 +101,4 @@ Table3Result evaluate_sweep_row(const SweepEvaluation& e) {
   return result;
 }
 
-}  // namespace tfm::cli
+}  // namespace tfm::sweep
