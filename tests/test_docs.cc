@@ -14,13 +14,15 @@
 #include <string>
 #include <vector>
 
+#include "build_paths.h"
+
 namespace tfm::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
 const fs::path& root() {
-  static const fs::path path(TFM_SOURCE_DIR);
+  static const fs::path path(tfm_source_dir());
   return path;
 }
 
