@@ -104,7 +104,12 @@ TopK output_log_softmax_top(const Tensor& hidden, const Tensor& embedding, int64
   if (packed.empty()) {
     args.embedding = embedding.device_raw();
   } else {
-    for (const auto& p : packed) blocks.push_back(&p->form());
+    for (const auto& p : packed) {
+      // The form belongs to the backend that packed it.
+      TFM_CHECK(p->device() == device, "a weight packed on {} has no {} form",
+                device_name(p->device()), backend.name);
+      blocks.push_back(&p->form());
+    }
     args.packed_blocks = blocks.data();
   }
   args.rows = hidden.dim(0);
