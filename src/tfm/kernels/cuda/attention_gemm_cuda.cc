@@ -13,17 +13,18 @@ namespace {
 
 // Head `i` of a [B, T, h*d] projection as the 4-D view [B, h, T, d]: no copy, only strides (the
 // batch dims do not fold, so gemm runs one batched product over B per head).
-kernels::GemmOperand head_view(const float* data, int64_t batch, int64_t heads, int64_t t, int64_t d) {
+kernels::GemmOperand head_view(const float* data, int64_t batch, int64_t heads, int64_t t,
+                               int64_t d) {
   return kernels::GemmOperand::strided(data, DType::f32, {batch, heads, t, d},
-                                   {t * heads * d, d, heads * d, 1});
+                                       {t * heads * d, d, heads * d, 1});
 }
 
 kernels::GemmOperand probs_view(const float* data, const kernels::AttentionDims& dims) {
   return kernels::GemmOperand::dense(data, DType::f32, {dims.batch, dims.heads, dims.tq, dims.tk});
 }
 
-void run_gemm(const kernels::GemmOperand& a, const kernels::GemmOperand& b, const kernels::GemmOperand& c,
-              float alpha, bool accumulate) {
+void run_gemm(const kernels::GemmOperand& a, const kernels::GemmOperand& b,
+              const kernels::GemmOperand& c, float alpha, bool accumulate) {
   kernels::GemmArgs args;
   args.a = a;
   args.b = b;
