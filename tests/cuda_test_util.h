@@ -1,6 +1,7 @@
-// Helpers of the cross-device tests (tests/test_cuda_*.cc): every op on CUDA against the CPU on
-// the same random inputs. Without a usable GPU (a build without CUDA, or a machine without one)
-// each such test is skipped with a message that says why; GTest prints it and CTest counts it.
+// Helpers of the cross-device tests (tests/test_backend_ops.cc, tests/test_cuda_model.cc): every
+// op on another device against the CPU on the same random inputs. Without a usable GPU (a build
+// without CUDA, or a machine without one) each such test is skipped with a message that says why;
+// GTest prints it and CTest counts it.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -47,13 +48,13 @@ inline double relative_error(const Tensor& expected, const Tensor& actual) {
   return norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
 }
 
-// Expects the CUDA result to match the CPU's within `tolerance` in relative norm, and the CPU
-// result not to be all zeros (a test on zeros proves nothing).
+// Expects the result on `device` to match the CPU's within `tolerance` in relative norm, and the
+// CPU result not to be all zeros (a test on zeros proves nothing).
 inline void expect_matches_cpu(const Tensor& cpu, const Tensor& cuda, double tolerance,
-                               const std::string& what) {
+                               const std::string& what, Device device = Device::cuda) {
   ASSERT_TRUE(cpu.defined() && cuda.defined()) << what;
   EXPECT_EQ(cpu.shape(), cuda.shape()) << what;
-  EXPECT_EQ(cuda.device(), Device::cuda) << what;
+  EXPECT_EQ(cuda.device(), device) << what;
   double norm = 0;
   for (float x : cpu.to(Device::cpu).to_floats()) norm += static_cast<double>(x) * x;
   EXPECT_GT(norm, 0.0) << what << ": the CPU result is all zeros";

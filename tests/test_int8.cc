@@ -256,7 +256,7 @@ TEST(Int8PackedLinear, LogSoftmaxTopOverInt8Blocks) {
   const auto hidden = floats_of(random_values(rows * d, rng, -2, 2));
   const auto embedding = floats_of(random_values(vocab * d, rng));
   std::vector<std::unique_ptr<cpu::PackedWeight>> blocks;
-  std::vector<const cpu::PackedWeight*> pointers;
+  std::vector<const kernels::PackedForm*> pointers;
   for (int64_t first = 0; first < vocab; first += block) {
     const int64_t n = std::min(block, vocab - first);
     blocks.push_back(

@@ -3,19 +3,15 @@
 // keeps less for the backward: only the sum s (LayerNorm's input, which the unfused ops keep as
 // well), not the dropped branch that the unfused add holds on to.
 #include "tfm/autograd/tape.h"
-#include "tfm/kernels/cpu/layer_norm_cpu.h"
 #include "tfm/ops/argument_checks.h"
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/layer_norm_grads.h"
 #include "tfm/ops/ops.h"
 
-#ifdef TFM_HAVE_CUDA
-#include "tfm/kernels/cuda/layer_norm_cuda.h"
-#endif
-
 namespace tfm::ops {
 
 using detail::check_input;
+using detail::KernelTable;
 
 Tensor add_dropout_layer_norm(const Tensor& x, const Tensor& branch, float p, uint64_t seed,
                               const Tensor& gamma, const Tensor& beta, float eps) {
@@ -40,16 +36,10 @@ Tensor add_dropout_layer_norm(const Tensor& x, const Tensor& branch, float p, ui
   Tensor out = Tensor::empty(x.shape(), DType::f32, device);
   Tensor mean = Tensor::empty({rows}, DType::f32, device);
   Tensor rstd = Tensor::empty({rows}, DType::f32, device);
-  TFM_DISPATCH_CUDA(
-      kOp, device,
-      cpu::add_dropout_layer_norm(x.data<float>(), branch.data<float>(), p, seed,
-                                  gamma.data<float>(), beta.data<float>(), sum.data<float>(),
-                                  out.data<float>(), mean.data<float>(), rstd.data<float>(), rows,
-                                  d, eps),
-      cuda::add_dropout_layer_norm(
-          x.device_data<float>(), branch.device_data<float>(), p, seed, gamma.device_data<float>(),
-          beta.device_data<float>(), sum.device_data<float>(), out.device_data<float>(),
-          mean.device_data<float>(), rstd.device_data<float>(), rows, d, eps));
+  detail::kernel(kOp, device, &KernelTable::add_dropout_layer_norm)(
+      x.device_data<float>(), branch.device_data<float>(), p, seed, gamma.device_data<float>(),
+      beta.device_data<float>(), sum.device_data<float>(), out.device_data<float>(),
+      mean.device_data<float>(), rstd.device_data<float>(), rows, d, eps);
   if (!needs_grad({&x, &branch, &gamma, &beta})) return out;
 
   out.set_requires_grad(true);
@@ -59,7 +49,8 @@ Tensor add_dropout_layer_norm(const Tensor& x, const Tensor& branch, float p, ui
   record_backward(out, [x, branch, gamma, beta, sum, mean, rstd, out, p, seed, rows, d, device] {
     Tensor g = out.grad();
     if (!g.defined()) return;
-    cpu::LayerNormGrads grads = layer_norm_grad_targets(x, gamma, beta);
+    const KernelTable& backend = detail::kernels_for(kOp, device);
+    kernels::LayerNormGrads grads = layer_norm_grad_targets(x, gamma, beta);
     float* dbranch = nullptr;
     bool dbranch_accumulate = false;
     if (branch.requires_grad()) {
@@ -67,16 +58,11 @@ Tensor add_dropout_layer_norm(const Tensor& x, const Tensor& branch, float p, ui
       dbranch = t.tensor.device_data<float>();
       dbranch_accumulate = t.accumulate;
     }
-    Tensor workspace = layer_norm_workspace(grads, rows, d, device);
-    TFM_DISPATCH_CUDA(
-        kOp, device,
-        cpu::add_dropout_layer_norm_backward(
-            sum.data<float>(), gamma.data<float>(), mean.data<float>(), rstd.data<float>(),
-            g.data<float>(), rows, d, p, seed, grads, dbranch, dbranch_accumulate),
-        cuda::add_dropout_layer_norm_backward(
-            sum.device_data<float>(), gamma.device_data<float>(), mean.device_data<float>(),
-            rstd.device_data<float>(), g.device_data<float>(), rows, d, p, seed, grads, dbranch,
-            dbranch_accumulate, device_floats_or_null(workspace)));
+    Tensor workspace = layer_norm_workspace(backend, grads, rows, d, device);
+    detail::entry(kOp, device, backend.add_dropout_layer_norm_backward)(
+        sum.device_data<float>(), gamma.device_data<float>(), mean.device_data<float>(),
+        rstd.device_data<float>(), g.device_data<float>(), rows, d, p, seed, grads, dbranch,
+        dbranch_accumulate, detail::data_or_null<float>(workspace));
   });
   return out;
 }

@@ -1,26 +1,25 @@
-// ops::attention: shape and mask checks, then the CPU kernel (kernels/cpu/attention_cpu.h), whose
-// comments carry the gradient formulas, or the CUDA one (kernels/cuda/attention_cuda.h), the same
-// algorithm on the same buffers. The backward keeps P and the dropout seed (the dropped weights
-// are recomputed from the seed).
+// ops::attention: shape and mask checks, then the device's attention backend (the CPU's,
+// kernels/cpu/attention_cpu.h, carry the gradient formulas in their comments; every backend runs
+// the same algorithm on the same buffers). The backward keeps P and the dropout seed (the dropped
+// weights are recomputed from the seed).
 #include "tfm/autograd/tape.h"
-#include "tfm/kernels/cpu/attention_cpu.h"
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
-
-#ifdef TFM_HAVE_CUDA
-#include "tfm/kernels/cuda/attention_cuda.h"
-#endif
 
 namespace tfm::ops {
 
 namespace {
 
+using detail::KernelTable;
+using kernels::AttentionDims;
+using kernels::AttentionMaskSpec;
+
 // `keys` < 0: every position of k and v is a key; otherwise only the first `keys` are. `slotted`:
 // k and v are the rows of a slot table (any number of them), not one per batch of q.
 // `bf16_kv`: k and v may also both be bf16 (attention_cached).
-cpu::AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
-                                   const AttentionMask& mask, float dropout_p, int64_t keys = -1,
-                                   bool slotted = false, bool bf16_kv = false) {
+AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
+                              const AttentionMask& mask, float dropout_p, int64_t keys = -1,
+                              bool slotted = false, bool bf16_kv = false) {
   TFM_CHECK(q.defined() && k.defined() && v.defined(), "attention: an input is undefined");
   const bool kv_ok =
       k.dtype() == v.dtype() && (k.dtype() == DType::f32 || (bf16_kv && k.dtype() == DType::bf16));
@@ -37,7 +36,7 @@ cpu::AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tenso
       q.dim(2) == k.dim(2) && q.dim(2) % heads == 0 && v.dim(2) % heads == 0,
       "attention: q {} and k {} need equal widths, and they and v {} must split into {} heads",
       q.describe(), k.describe(), v.describe(), heads);
-  cpu::AttentionDims dims;
+  AttentionDims dims;
   dims.batch = q.dim(0);
   dims.heads = heads;
   dims.tq = q.dim(1);
@@ -68,15 +67,16 @@ cpu::AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tenso
   return dims;
 }
 
-// The kernels read the key lengths where they run: on CUDA a device copy (queued on the stream; the
-// host does not wait); undefined on the CPU or without key lengths.
-Tensor device_key_lengths(const AttentionMask& mask, Device device) {
-  if (device == Device::cpu || mask.key_lengths.empty()) return Tensor();
+// The backend read the key lengths where they run: on a device with memory of its own a device
+// copy (queued on the stream; the host does not wait); undefined in host memory or without key
+// lengths.
+Tensor device_key_lengths(const AttentionMask& mask, const KernelTable& backend, Device device) {
+  if (backend.host_memory || mask.key_lengths.empty()) return Tensor();
   return Tensor::from_ints({static_cast<int64_t>(mask.key_lengths.size())}, mask.key_lengths)
       .to(device);
 }
 
-cpu::AttentionMaskSpec mask_spec(const AttentionMask& mask, const Tensor& key_lengths) {
+AttentionMaskSpec mask_spec(const AttentionMask& mask, const Tensor& key_lengths) {
   const int32_t* lengths = nullptr;
   if (key_lengths.defined()) {
     lengths = key_lengths.device_data<int32_t>();
@@ -86,44 +86,32 @@ cpu::AttentionMaskSpec mask_spec(const AttentionMask& mask, const Tensor& key_le
   return {lengths, mask.causal, mask.query_offset};
 }
 
-void check_cuda_head_dims(const char* op, const cpu::AttentionDims& dims) {
-#ifdef TFM_HAVE_CUDA
-  TFM_CHECK(dims.dk <= cuda::kMaxHeadDim && dims.dv <= cuda::kMaxHeadDim,
-            "{}: heads of width dk = {}, dv = {}; the CUDA kernels take at most {}", op, dims.dk,
-            dims.dv, cuda::kMaxHeadDim);
-#else
-  (void)op;
-  (void)dims;
-#endif
+void check_head_dims(const char* op, const AttentionDims& dims, const KernelTable& backend) {
+  const int64_t limit = backend.max_head_dim;
+  TFM_CHECK(limit == 0 || (dims.dk <= limit && dims.dv <= limit),
+            "{}: heads of width dk = {}, dv = {}; the {} backend take at most {}", op, dims.dk,
+            dims.dv, backend.name, limit);
 }
 
 }  // namespace
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
                  const AttentionMask& mask, float dropout_p, uint64_t seed, Tensor* probs_out) {
-  cpu::AttentionDims dims = check_attention(q, k, v, heads, mask, dropout_p);
-  cpu::AttentionDropout dropout{dropout_p, seed};
+  AttentionDims dims = check_attention(q, k, v, heads, mask, dropout_p);
+  kernels::AttentionDropout dropout{dropout_p, seed};
   const Device device = detail::op_device("attention", q, k, v);
+  const KernelTable& backend = detail::kernels_for("attention", device);
 
   // P [B, h, Tq, Tk], kept for the backward; the dropped weights only for the forward's product.
   Tensor probs = Tensor::empty({dims.batch, dims.heads, dims.tq, dims.tk}, DType::f32, device);
   Tensor out = Tensor::empty({dims.batch, dims.tq, dims.heads * dims.dv}, DType::f32, device);
   Tensor dropped;
   if (dropout_p > 0.0f) dropped = Tensor::empty(probs.shape(), DType::f32, device);
-  const Tensor key_lengths = device_key_lengths(mask, device);
-  {
-    const cpu::AttentionMaskSpec spec = mask_spec(mask, key_lengths);
-    TFM_DISPATCH_CUDA(
-        "attention", device,
-        cpu::attention_forward(dims, spec, dropout, q.data<float>(), k.data<float>(),
-                               v.data<float>(), probs.data<float>(),
-                               dropped.defined() ? dropped.data<float>() : nullptr,
-                               out.data<float>()),
-        cuda::attention_forward(dims, spec, dropout, q.device_data<float>(), k.device_data<float>(),
-                                v.device_data<float>(), probs.device_data<float>(),
-                                dropped.defined() ? dropped.device_data<float>() : nullptr,
-                                out.device_data<float>()));
-  }
+  const Tensor key_lengths = device_key_lengths(mask, backend, device);
+  detail::entry("attention", device, backend.attention_forward)(
+      dims, mask_spec(mask, key_lengths), dropout, q.device_data<float>(), k.device_data<float>(),
+      v.device_data<float>(), probs.device_data<float>(), detail::data_or_null<float>(dropped),
+      out.device_data<float>());
   bool record = needs_grad({&q, &k, &v});
   // While recording, the backward owns P: the caller gets a copy it may change.
   if (probs_out) *probs_out = record ? probs.clone() : probs;
@@ -136,7 +124,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
     Tensor g = out.grad();
     if (!g.defined()) return;
     // Targets in the kernel's write order (v, q, k), so a tensor passed twice accumulates.
-    cpu::AttentionGrads grads;
+    kernels::AttentionGrads grads;
     GradTarget target;
     if (v.requires_grad()) {
       target = grad_target(v);
@@ -153,21 +141,16 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
       grads.dk = target.tensor.device_data<float>();
       grads.accumulate_k = target.accumulate;
     }
-    const cpu::AttentionMaskSpec spec = mask_spec(mask, key_lengths);
+    const KernelTable& kernels = detail::kernels_for("attention", device);
     Tensor d_probs = Tensor::empty(probs.shape(), DType::f32, device);
-    // The CPU recomputes the dropped weights into a scratch of their own; CUDA into d_probs.
-    Tensor dropped_again;
-    if (device == Device::cpu && dropout.p > 0.0f)
-      dropped_again = Tensor::empty(probs.shape(), DType::f32, device);
-    TFM_DISPATCH_CUDA("attention", device,
-                      cpu::attention_backward(
-                          dims, spec, dropout, q.data<float>(), k.data<float>(), v.data<float>(),
-                          probs.data<float>(), g.data<float>(), d_probs.data<float>(),
-                          dropped_again.defined() ? dropped_again.data<float>() : nullptr, grads),
-                      cuda::attention_backward(dims, spec, dropout, q.device_data<float>(),
-                                               k.device_data<float>(), v.device_data<float>(),
-                                               probs.device_data<float>(), g.device_data<float>(),
-                                               d_probs.device_data<float>(), grads));
+    // A backend may recompute the dropped weights into a scratch of their own (the CPU); others
+    // into d_probs.
+    Tensor dropped_again =
+        detail::workspace(kernels.attention_backward_workspace, DType::f32, device, dims, dropout);
+    detail::entry("attention", device, kernels.attention_backward)(
+        dims, mask_spec(mask, key_lengths), dropout, q.device_data<float>(), k.device_data<float>(),
+        v.device_data<float>(), probs.device_data<float>(), g.device_data<float>(),
+        d_probs.device_data<float>(), detail::data_or_null<float>(dropped_again), grads);
   });
   return out;
 }
@@ -175,13 +158,13 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
 Tensor attention_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64_t keys, int heads,
                         const AttentionMask& mask, Tensor* probs_out, const Tensor& slots) {
   const bool slotted = slots.defined();
-  cpu::AttentionDims dims = check_attention(q, k, v, heads, mask, 0.0f, keys, slotted, true);
+  AttentionDims dims = check_attention(q, k, v, heads, mask, 0.0f, keys, slotted, true);
   TFM_CHECK(!needs_grad({&q, &k, &v}),
             "attention_cached: inference only, but an input requires a gradient while a tape is "
             "recording");
   const Device device = detail::op_device("attention_cached", q, k, v);
-  const bool on_cpu = device == Device::cpu;
-  if (!on_cpu) check_cuda_head_dims("attention_cached", dims);
+  const KernelTable& backend = detail::kernels_for("attention_cached", device);
+  check_head_dims("attention_cached", dims, backend);
   // The slot table is host bookkeeping of the decoder: on the CPU, or on the device of q (where it
   // is not checked on the host; the kernel turns an out-of-range slot into NaN outputs).
   Tensor device_slots;
@@ -206,14 +189,13 @@ Tensor attention_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64
     device_slots = slots.to(device);  // queued on the stream; the host does not wait
   }
   Tensor probs;
-  if (on_cpu || probs_out)
+  if (backend.cached_attention_needs_probs || probs_out)
     probs = Tensor::empty({dims.batch, dims.heads, dims.tq, dims.tk}, DType::f32, device);
   Tensor out = Tensor::empty({dims.batch, dims.tq, dims.heads * dims.dv}, DType::f32, device);
-  const Tensor key_lengths = device_key_lengths(mask, device);
-  const cpu::AttentionMaskSpec spec = mask_spec(mask, key_lengths);
+  const Tensor key_lengths = device_key_lengths(mask, backend, device);
   // Row b of k and v starts capacity positions after row b - 1.
   const int64_t capacity = k.dim(1);
-  cpu::CachedKeyValues kv;
+  kernels::CachedKeyValues kv;
   kv.dtype = k.dtype();
   kv.k = k.device_raw();
   kv.k_batch_stride = capacity * k.dim(2);
@@ -223,13 +205,9 @@ Tensor attention_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64
     kv.slots = device_slots.device_data<int32_t>();
     kv.slots_stride = slots.dim(1);
   }
-  TFM_DISPATCH_CUDA(
-      "attention_cached", device,
-      cpu::attention_forward_cached(dims, spec, q.data<float>(), kv, probs.data<float>(),
-                                    out.data<float>()),
-      cuda::attention_forward_cached(dims, spec, q.device_data<float>(), kv, k.dim(0),
-                                     probs.defined() ? probs.device_data<float>() : nullptr,
-                                     out.device_data<float>()));
+  detail::entry("attention_cached", device, backend.attention_forward_cached)(
+      dims, mask_spec(mask, key_lengths), q.device_data<float>(), kv, k.dim(0),
+      detail::data_or_null<float>(probs), out.device_data<float>());
   if (probs_out) *probs_out = probs;
   return out;
 }

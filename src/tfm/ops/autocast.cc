@@ -3,13 +3,8 @@
 #include <fmt/format.h>
 
 #include "tfm/kernels/cpu/blocked_gemm_cpu.h"
-#include "tfm/kernels/cpu/convert_cpu.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/ops/dispatch.h"
-
-#ifdef TFM_HAVE_CUDA
-#include "tfm/kernels/cuda/convert_cuda.h"
-#endif
 
 namespace tfm::ops {
 
@@ -43,9 +38,8 @@ Tensor to_bf16(const Tensor& x) {
             x.defined() ? x.describe() : std::string("an undefined tensor"));
   const Device device = x.device();
   Tensor out = Tensor::empty(x.shape(), DType::bf16, device);
-  TFM_DISPATCH_CUDA("to_bf16", device,
-                    cpu::f32_to_bf16(x.data<float>(), out.data<bf16>(), x.numel()),
-                    cuda::f32_to_bf16(x.device_data<float>(), out.device_data<bf16>(), x.numel()));
+  detail::kernel("to_bf16", device, &kernels::KernelTable::f32_to_bf16)(
+      x.device_data<float>(), out.device_data<bf16>(), x.numel());
   return out;
 }
 

@@ -1,18 +1,16 @@
 // The key/value cache updates of incremental decoding (nn::KeyValueCache): copies of whole
 // positions between [rows, capacity, width] buffers. Inference only.
-#include "tfm/kernels/cpu/cache_cpu.h"
-#include "tfm/ops/dispatch.h"
-#include "tfm/ops/ops.h"
-
-#ifdef TFM_HAVE_CUDA
 #include <cstring>
 
-#include "tfm/kernels/cuda/cache_cuda.h"
-#endif
+#include "tfm/ops/dispatch.h"
+#include "tfm/ops/ops.h"
 
 namespace tfm::ops {
 
 namespace {
+
+using detail::KernelTable;
+
 void check_buffer(const Tensor& t, const char* op, const char* name) {
   TFM_CHECK(t.defined() && t.rank() == 3 && (t.dtype() == DType::f32 || t.dtype() == DType::bf16),
             "{}: {} must be an f32 or bf16 [rows, positions, width] buffer, got {}", op, name,
@@ -34,13 +32,10 @@ void cache_write(const Tensor& cache, const Tensor& values, int64_t position) {
             "cache_write: values {} do not fit cache {} at position {}", values.describe(),
             cache.describe(), position);
   const Device device = detail::op_device("cache_write", cache, values);
-  TFM_DISPATCH_CUDA("cache_write", device,
-                    cpu::cache_write(static_cast<char*>(cache.raw()), cache.dim(1),
-                                     static_cast<const char*>(values.raw()), values.dim(0),
-                                     values.dim(1), position_bytes(cache), position),
-                    cuda::cache_write(static_cast<char*>(cache.device_raw()), cache.dim(1),
-                                      static_cast<const char*>(values.device_raw()), values.dim(0),
-                                      values.dim(1), position_bytes(cache), position));
+  detail::kernel("cache_write", device, &KernelTable::cache_write)(
+      static_cast<char*>(cache.device_raw()), cache.dim(1),
+      static_cast<const char*>(values.device_raw()), values.dim(0), values.dim(1),
+      position_bytes(cache), position);
 }
 
 void cache_gather(const Tensor& src, const Tensor& slots, const std::vector<int64_t>& rows,
@@ -59,35 +54,27 @@ void cache_gather(const Tensor& src, const Tensor& slots, const std::vector<int6
     TFM_CHECK(slots.dtype() == DType::i32 && slots.rank() == 2 && slots.dim(1) >= positions,
               "cache_gather: slots {} must be i32 [rows, >= {}]", slots.describe(), positions);
   const Device device = detail::op_device("cache_gather", src, dst);
-  if (device == Device::cpu) {
-    TFM_CHECK(!slots.defined() || slots.device() == Device::cpu,
-              "cache_gather: slots {} are on {}, the buffers on the CPU", slots.describe(),
-              device_name(slots.device()));
-    cpu::cache_gather(
-        static_cast<char*>(dst.raw()), dst.dim(1), static_cast<const char*>(src.raw()), src.dim(1),
-        slots.defined() ? slots.data<int32_t>() : nullptr, slots.defined() ? slots.dim(1) : 0,
-        rows.data(), n, positions, position_bytes(src));
-    return;
+  const KernelTable& backend = detail::kernels_for("cache_gather", device);
+  const int64_t* row_list = rows.data();
+  Tensor device_rows, device_slots = slots;
+  if (backend.host_memory) {
+    TFM_CHECK(!slots.defined() || slots.device() == device,
+              "cache_gather: slots {} are on {}, the buffers on the {}", slots.describe(),
+              device_name(slots.device()), backend.name);
+  } else {
+    if (n == 0 || positions == 0) return;
+    // The row list (host bookkeeping) and a host slot table go to the device; each copy waits for
+    // the stream. int64 rows travel as pairs of i32 elements (tfm has no i64 dtype).
+    Tensor host_rows = Tensor::empty({2 * n}, DType::i32);
+    std::memcpy(host_rows.raw(), rows.data(), rows.size() * sizeof(int64_t));
+    device_rows = host_rows.to(device);
+    row_list = static_cast<const int64_t*>(device_rows.device_raw());
+    if (slots.defined()) device_slots = slots.to(device);
   }
-#ifdef TFM_HAVE_CUDA
-  if (n == 0 || positions == 0) return;
-  // The row list (host bookkeeping) and a host slot table go to the device; each copy waits for
-  // the stream. int64 rows travel as pairs of i32 elements (tfm has no i64 dtype).
-  Tensor host_rows = Tensor::empty({2 * n}, DType::i32);
-  std::memcpy(host_rows.raw(), rows.data(), rows.size() * sizeof(int64_t));
-  const Tensor device_rows = host_rows.to(device);
-  const Tensor device_slots = slots.defined() ? slots.to(device) : Tensor();
-  TFM_DISPATCH_CUDA(
-      "cache_gather", device, (void)0,
-      cuda::cache_gather(static_cast<char*>(dst.device_raw()), dst.dim(1),
-                         static_cast<const char*>(src.device_raw()), src.dim(1),
-                         slots.defined() ? device_slots.device_data<int32_t>() : nullptr,
-                         slots.defined() ? slots.dim(1) : 0,
-                         static_cast<const int64_t*>(device_rows.device_raw()), n, positions,
-                         position_bytes(src)));
-#else
-  detail::no_kernel("cache_gather", device);
-#endif
+  detail::entry("cache_gather", device, backend.cache_gather)(
+      static_cast<char*>(dst.device_raw()), dst.dim(1), static_cast<const char*>(src.device_raw()),
+      src.dim(1), detail::data_or_null<int32_t>(device_slots), slots.defined() ? slots.dim(1) : 0,
+      row_list, n, positions, position_bytes(src));
 }
 
 }  // namespace tfm::ops

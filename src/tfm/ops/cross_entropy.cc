@@ -1,47 +1,12 @@
 #include "tfm/autograd/tape.h"
-#include "tfm/kernels/cpu/cross_entropy_cpu.h"
 #include "tfm/ops/argument_checks.h"
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
-#ifdef TFM_HAVE_CUDA
-#include <cstring>
-
-#include "tfm/kernels/cuda/cross_entropy_cuda.h"
-#endif
-
 namespace tfm::ops {
 
 using detail::check_input;
-
-#ifdef TFM_HAVE_CUDA
-namespace {
-// The sums of cuda::cross_entropy, on the host: the one copy of the op, which waits for the
-// stream (the API returns tokens and nll_sum as host numbers). The kernels skip targets outside the
-// vocabulary and count them; tokens < 0 says there was one.
-cpu::CrossEntropySums device_cross_entropy(const Tensor& logits, const Tensor& targets,
-                                           float label_smoothing, int32_t ignore_index,
-                                           const Tensor& lse, Device device) {
-  const int64_t rows = logits.dim(0);
-  Tensor row_loss_nll = Tensor::empty({rows, 2}, DType::f32, device);
-  // cuda::kSumCount doubles, in an f32 tensor of twice as many elements (tfm has no f64).
-  Tensor device_sums = Tensor::empty({2 * cuda::kSumCount}, DType::f32, device);
-  TFM_DISPATCH_CUDA("cross_entropy", device, (void)0,
-                    cuda::cross_entropy(logits.device_data<float>(), targets.device_data<int32_t>(),
-                                        rows, logits.dim(1), label_smoothing, ignore_index,
-                                        lse.device_data<float>(), row_loss_nll.device_data<float>(),
-                                        static_cast<double*>(device_sums.device_raw())));
-  double host[cuda::kSumCount];
-  const Tensor host_sums = device_sums.to(Device::cpu);
-  std::memcpy(host, host_sums.raw(), sizeof(host));
-  cpu::CrossEntropySums sums;
-  sums.loss = host[cuda::kLossSum];
-  sums.nll = host[cuda::kNllSum];
-  sums.tokens = host[cuda::kBadTargets] > 0 ? -1 : static_cast<int64_t>(host[cuda::kTokens]);
-  return sums;
-}
-}  // namespace
-#endif
+using detail::KernelTable;
 
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, float label_smoothing,
                                  int32_t ignore_index, double normalizer) {
@@ -64,24 +29,21 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, fl
               y[r], r, vocab, ignore_index);
   };
 
+  const KernelTable& backend = detail::kernels_for("cross_entropy", device);
   Tensor lse = Tensor::empty({rows}, DType::f32, device);
-  cpu::CrossEntropySums sums;
-  if (device == Device::cpu) {
-    // The targets are checked on the host before the kernel reads them.
+  // In host memory the targets are checked before the kernel reads them; elsewhere the kernel
+  // skips and counts a bad one, then the host finds it for the message.
+  if (backend.host_memory) {
     const int32_t* y = targets.data<int32_t>();
     for (int64_t r = 0; r < rows; ++r) check_target(y, r);
-    sums = cpu::cross_entropy(logits.data<float>(), y, rows, vocab, label_smoothing, ignore_index,
-                              lse.data<float>());
-  } else {
-#ifdef TFM_HAVE_CUDA
-    sums = device_cross_entropy(logits, targets, label_smoothing, ignore_index, lse, device);
-    if (sums.tokens < 0) {  // a bad target: find it on the host for the message
-      const Tensor host_targets = targets.to(Device::cpu);
-      for (int64_t r = 0; r < rows; ++r) check_target(host_targets.data<int32_t>(), r);
-    }
-#else
-    detail::no_kernel("cross_entropy", device);
-#endif
+  }
+  const kernels::CrossEntropySums sums =
+      detail::entry("cross_entropy", device, backend.cross_entropy)(
+          logits.device_data<float>(), targets.device_data<int32_t>(), rows, vocab, label_smoothing,
+          ignore_index, lse.device_data<float>());
+  if (sums.tokens < 0) {
+    const Tensor host_targets = targets.to(Device::cpu);
+    for (int64_t r = 0; r < rows; ++r) check_target(host_targets.data<int32_t>(), r);
   }
   // The default normalizer is the mean over counted rows. With no counted row the loss is 0 (not
   // PyTorch's 0/0 = NaN), so a batch of padding cannot poison training.
@@ -101,22 +63,11 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, fl
       Tensor g = out.grad();
       if (!g.defined()) return;
       GradTarget target = grad_target(logits);
-      if (device == Device::cpu) {
-        const float scale = static_cast<float>(g.data<float>()[0] / norm);
-        cpu::cross_entropy_backward(logits.data<float>(), targets.data<int32_t>(),
-                                    lse.data<float>(), logits.dim(0), logits.dim(1),
-                                    label_smoothing, ignore_index, scale,
-                                    target.tensor.data<float>(), target.accumulate);
-        return;
-      }
-      // The upstream gradient stays on the device: the kernel scales by g / norm there.
-      TFM_DISPATCH_CUDA(
-          "cross_entropy", device, (void)0,
-          cuda::cross_entropy_backward(
-              logits.device_data<float>(), targets.device_data<int32_t>(), lse.device_data<float>(),
-              logits.dim(0), logits.dim(1), label_smoothing, ignore_index,
-              static_cast<float>(1.0 / norm), target.tensor.device_data<float>(), target.accumulate,
-              g.device_data<float>()));
+      // g stays where it is: the kernel scales by g / norm on its device.
+      detail::kernel("cross_entropy", device, &KernelTable::cross_entropy_backward)(
+          logits.device_data<float>(), targets.device_data<int32_t>(), lse.device_data<float>(),
+          logits.dim(0), logits.dim(1), label_smoothing, ignore_index, norm, g.device_data<float>(),
+          target.tensor.device_data<float>(), target.accumulate);
     });
   }
   return result;

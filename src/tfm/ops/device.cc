@@ -8,56 +8,41 @@
 #include <utility>
 
 #include "tfm/core/error.h"
-
-#ifdef TFM_HAVE_CUDA
-#include "tfm/kernels/cuda/runtime_cuda.h"
-#endif
+#include "tfm/kernels/kernel_table.h"
 
 namespace tfm::ops {
 
+using kernels::registered_kernels;
+
+// A device's runtime is its backend's (kernels/kernel_table.h): null entries have nothing to do
+// (the CPU); a device without a backend in this build says so.
 std::string device_unavailable_reason(Device device) {
-  if (device == Device::cpu) return "";
-#ifdef TFM_HAVE_CUDA
-  return cuda::unavailable_reason();
-#else
-  return "tfm was built without CUDA (configure with the CUDA toolkit installed, "
-         "TFM_ENABLE_CUDA=ON)";
-#endif
+  const kernels::KernelTable* backend = registered_kernels(device);
+  if (backend == nullptr) return std::string(kernels::not_built_reason(device));
+  return backend->unavailable_reason ? backend->unavailable_reason() : "";
 }
 
 void use_device(Device device) {
-  if (device == Device::cpu) return;
-#ifdef TFM_HAVE_CUDA
-  cuda::initialize();
-#else
-  fail("{}", device_unavailable_reason(device));
-#endif
+  const kernels::KernelTable* backend = registered_kernels(device);
+  if (backend == nullptr) fail("{}", device_unavailable_reason(device));
+  if (backend->initialize) backend->initialize();
 }
 
 bool device_ready(Device device) {
-  if (device == Device::cpu) return true;
-#ifdef TFM_HAVE_CUDA
-  return cuda::initialized();
-#else
-  return false;
-#endif
+  const kernels::KernelTable* backend = registered_kernels(device);
+  if (backend == nullptr) return false;
+  return backend->initialized ? backend->initialized() : true;
 }
 
 void synchronize(Device device) {
-#ifdef TFM_HAVE_CUDA
-  if (device == Device::cuda) cuda::synchronize();
-#else
-  (void)device;
-#endif
+  const kernels::KernelTable* backend = registered_kernels(device);
+  if (backend != nullptr && backend->synchronize) backend->synchronize();
 }
 
 std::string describe_device(Device device) {
-  if (device == Device::cpu) return "cpu";
-#ifdef TFM_HAVE_CUDA
-  return cuda::describe();
-#else
-  return "cuda (not built)";
-#endif
+  const kernels::KernelTable* backend = registered_kernels(device);
+  if (backend == nullptr) return fmt::format("{} (not built)", device_name(device));
+  return backend->describe ? backend->describe() : std::string(device_name(device));
 }
 
 namespace {
@@ -111,18 +96,16 @@ int64_t cgroup_memory_left() {
 
 MemoryAvailable memory_available(Device device) {
   MemoryAvailable result;
-  if (device == Device::cuda) {
-#ifdef TFM_HAVE_CUDA
+  const kernels::KernelTable* backend = registered_kernels(device);
+  if (backend == nullptr) fail("{}", device_unavailable_reason(device));
+  if (backend->memory_info) {  // a device with memory of its own
     use_device(device);
     size_t free_bytes = 0, total_bytes = 0;
-    cuda::memory_info(&free_bytes, &total_bytes);
+    backend->memory_info(&free_bytes, &total_bytes);
     result.bytes = static_cast<int64_t>(free_bytes);
-    result.source = fmt::format("cuda: free of {:.1f} GiB",
+    result.source = fmt::format("{}: free of {:.1f} GiB", device_name(device),
                                 static_cast<double>(total_bytes) / (1024.0 * 1024 * 1024));
     return result;
-#else
-    fail("{}", device_unavailable_reason(device));
-#endif
   }
   result.bytes = meminfo_bytes("MemAvailable");
   TFM_CHECK(result.bytes >= 0, "cannot read MemAvailable from /proc/meminfo");

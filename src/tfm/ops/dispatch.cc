@@ -6,20 +6,16 @@
 
 namespace tfm::ops::detail {
 
-std::string no_kernel_message(std::string_view op, Device device, bool built_with_cuda) {
-  if (device == Device::cuda && !built_with_cuda)
-    return fmt::format("tfm was built without CUDA; {} cannot run on cuda tensors", op);
+std::string no_kernel_message(std::string_view op, Device device, bool backend_built) {
+  if (!backend_built)
+    return fmt::format("tfm was built without {}; {} cannot run on {} tensors",
+                       kernels::backend_name(device), op, device_name(device));
   return fmt::format("{}: no {} kernel yet (its tensors are on {})", op,
-                     device == Device::cuda ? "CUDA" : device_name(device), device_name(device));
+                     kernels::backend_name(device), device_name(device));
 }
 
 void no_kernel(std::string_view op, Device device) {
-#ifdef TFM_HAVE_CUDA
-  constexpr bool kBuiltWithCuda = true;
-#else
-  constexpr bool kBuiltWithCuda = false;
-#endif
-  throw Error(no_kernel_message(op, device, kBuiltWithCuda));
+  throw Error(no_kernel_message(op, device, kernels::registered_kernels(device) != nullptr));
 }
 
 void device_not_ready(std::string_view op, Device device) {
@@ -27,13 +23,16 @@ void device_not_ready(std::string_view op, Device device) {
        device_name(device));
 }
 
-bool cuda_ready() {
-  return device_ready(Device::cuda);
-}
-
 void mixed_devices(std::string_view op, Device first, Device other) {
   fail("{}: tensors on different devices ({} and {}); move them to one with Tensor::to", op,
        device_name(first), device_name(other));
+}
+
+const KernelTable& kernels_for(std::string_view op, Device device) {
+  const KernelTable* table = kernels::registered_kernels(device);
+  if (table == nullptr) no_kernel(op, device);
+  if (table->initialized != nullptr && !table->initialized()) device_not_ready(op, device);
+  return *table;
 }
 
 }  // namespace tfm::ops::detail

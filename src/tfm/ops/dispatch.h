@@ -1,36 +1,54 @@
 // How an op front reaches a device's kernel (docs/ARCHITECTURE.md, "Op dispatch"). The front checks
 // its arguments, finds the one device of its tensors with op_device, allocates its outputs there
-// and calls the kernel through a dispatch macro:
+// and calls the kernel from that device's table (kernels/kernel_table.h), naming it and its
+// arguments once, with the tensors' device addresses:
 //
 //   const Device device = detail::op_device("add", a, b);
 //   Tensor out = Tensor::empty(a.shape(), DType::f32, device);
-//   TFM_DISPATCH_CUDA("add", device,
-//                     cpu::add(a.data<float>(), b.data<float>(), out.data<float>(), n),
-//                     cuda::add(a.device_data<float>(), b.device_data<float>(),
-//                               out.device_data<float>(), n));
+//   detail::kernel("add", device, &KernelTable::add)(a.device_data<float>(),
+//                                                    b.device_data<float>(),
+//                                                    out.device_data<float>(), n);
 //
-// TFM_DISPATCH_CUDA's CUDA body is compiled only in a build with the CUDA backend (TFM_HAVE_CUDA)
-// and runs only once ops::use_device made the GPU ready; without the backend the macro is
-// TFM_DISPATCH, which has a CPU body only and fails with a one-line error naming the op on any
-// other device. The dispatch is one comparison per op call: no table, no virtual call.
+// A device with no backend in this build, a device not made ready (ops::use_device), and a null
+// entry are one-line errors naming the op. The cost is a table lookup and one indirect call.
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "tfm/core/tensor.h"
+#include "tfm/kernels/kernel_table.h"
 
 namespace tfm::ops::detail {
 
+using kernels::KernelTable;
+
 // The message for an op that has no kernel on `device`: "tfm was built without CUDA; ..." when
-// the build has no CUDA backend, else "<op>: no CUDA kernel yet".
-std::string no_kernel_message(std::string_view op, Device device, bool built_with_cuda);
+// the build has no backend for the device, else "<op>: no CUDA kernel yet".
+std::string no_kernel_message(std::string_view op, Device device, bool backend_built);
 [[noreturn]] void no_kernel(std::string_view op, Device device);
-// A CUDA build's op on cuda tensors whose device use_device has not made ready (memory that a
-// test installed by hand): "<op>: the CUDA device is not initialised (...)".
+// An op on tensors of a device that use_device has not made ready (memory that a test installed
+// by hand): "<op>: the cuda device is not initialised (...)".
 [[noreturn]] void device_not_ready(std::string_view op, Device device);
-bool cuda_ready();
 [[noreturn]] void mixed_devices(std::string_view op, Device first, Device other);
+
+// The kernels of `device`, ready to run; a one-line error naming the op when the build has no
+// backend for it or it is not ready.
+const KernelTable& kernels_for(std::string_view op, Device device);
+
+// A kernel of that table; a one-line error when the backend has none.
+template <typename Fn>
+Fn entry(std::string_view op, Device device, Fn fn) {
+  if (fn == nullptr) no_kernel(op, device);
+  return fn;
+}
+
+// The kernel `member` of `device`'s table (&KernelTable::softmax), checked as above.
+template <typename Fn>
+Fn kernel(std::string_view op, Device device, Fn KernelTable::*member) {
+  return entry(op, device, kernels_for(op, device).*member);
+}
 
 inline Device device_of(std::string_view op, Device device, const Tensor& t) {
   if (t.defined() && t.device() != device) mixed_devices(op, device, t.device());
@@ -46,29 +64,19 @@ Device op_device(std::string_view op, const Tensor& first, const Rest&... rest) 
   return device;
 }
 
+// t's device address, or null for an undefined tensor (an absent scratch or bias).
+template <typename T>
+T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.device_data<T>() : nullptr;
+}
+
+// A scratch of `count` elements of `dtype` on `device`, undefined when count is 0 (a workspace
+// entry of kernels/kernel_table.h; a null entry wants none).
+template <typename... Args>
+Tensor workspace(int64_t (*size)(Args...), DType dtype, Device device,
+                 std::type_identity_t<Args>... args) {
+  const int64_t count = size != nullptr ? size(args...) : 0;
+  return count > 0 ? Tensor::empty({count}, dtype, device) : Tensor();
+}
+
 }  // namespace tfm::ops::detail
-
-// Runs cpu_call on the CPU; any other device: the op has no kernel there.
-#define TFM_DISPATCH(op, device, cpu_call)           \
-  do {                                               \
-    if ((device) == ::tfm::Device::cpu) {            \
-      cpu_call;                                      \
-    } else {                                         \
-      ::tfm::ops::detail::no_kernel((op), (device)); \
-    }                                                \
-  } while (false)
-
-// Runs cpu_call on the CPU and cuda_call on CUDA (compiled only with the CUDA backend).
-#ifdef TFM_HAVE_CUDA
-#define TFM_DISPATCH_CUDA(op, device, cpu_call, cuda_call)                                         \
-  do {                                                                                             \
-    if ((device) == ::tfm::Device::cpu) {                                                          \
-      cpu_call;                                                                                    \
-    } else {                                                                                       \
-      if (!::tfm::ops::detail::cuda_ready()) ::tfm::ops::detail::device_not_ready((op), (device)); \
-      cuda_call;                                                                                   \
-    }                                                                                              \
-  } while (false)
-#else
-#define TFM_DISPATCH_CUDA(op, device, cpu_call, cuda_call) TFM_DISPATCH(op, device, cpu_call)
-#endif

@@ -1,14 +1,11 @@
 #include "tfm/autograd/tape.h"
-#include "tfm/kernels/cpu/dropout_cpu.h"
 #include "tfm/ops/argument_checks.h"
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
-#ifdef TFM_HAVE_CUDA
-#include "tfm/kernels/cuda/dropout_cuda.h"
-#endif
-
 namespace tfm::ops {
+
+using detail::KernelTable;
 
 Tensor dropout(const Tensor& x, float p, uint64_t seed) {
   detail::check_input(x, "dropout", "x");
@@ -16,9 +13,8 @@ Tensor dropout(const Tensor& x, float p, uint64_t seed) {
   if (p == 0.0f) return x;
   const Device device = x.device();
   Tensor out = Tensor::empty(x.shape(), DType::f32, device);
-  TFM_DISPATCH_CUDA(
-      "dropout", device, cpu::dropout(x.data<float>(), out.data<float>(), out.numel(), p, seed),
-      cuda::dropout(x.device_data<float>(), out.device_data<float>(), out.numel(), p, seed));
+  detail::kernel("dropout", device, &KernelTable::dropout)(
+      x.device_data<float>(), out.device_data<float>(), out.numel(), p, seed);
   if (needs_grad({&x})) {
     out.set_requires_grad(true);
     // y = m * x / (1 - p) with the mask m recomputed from the seed: dx = m * g / (1 - p).
@@ -26,12 +22,9 @@ Tensor dropout(const Tensor& x, float p, uint64_t seed) {
       Tensor g = out.grad();
       if (!g.defined()) return;
       GradTarget target = grad_target(x);
-      TFM_DISPATCH_CUDA(
-          "dropout", device,
-          cpu::dropout_backward(g.data<float>(), target.tensor.data<float>(), g.numel(), p, seed,
-                                target.accumulate),
-          cuda::dropout_backward(g.device_data<float>(), target.tensor.device_data<float>(),
-                                 g.numel(), p, seed, target.accumulate));
+      detail::kernel("dropout", device, &KernelTable::dropout_backward)(
+          g.device_data<float>(), target.tensor.device_data<float>(), g.numel(), p, seed,
+          target.accumulate);
     });
   }
   return out;

@@ -1,17 +1,13 @@
 // add, relu and reshape: ops whose backward passes the gradient through element by element.
 #include "tfm/autograd/tape.h"
-#include "tfm/kernels/cpu/elementwise_cpu.h"
 #include "tfm/ops/argument_checks.h"
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
-#ifdef TFM_HAVE_CUDA
-#include "tfm/kernels/cuda/elementwise_cuda.h"
-#endif
-
 namespace tfm::ops {
 
 using detail::check_input;
+using detail::KernelTable;
 
 Tensor add(const Tensor& a, const Tensor& b) {
   check_input(a, "add", "a");
@@ -20,10 +16,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
             b.describe());
   const Device device = detail::op_device("add", a, b);
   Tensor out = Tensor::empty(a.shape(), DType::f32, device);
-  TFM_DISPATCH_CUDA("add", device,
-                    cpu::add(a.data<float>(), b.data<float>(), out.data<float>(), out.numel()),
-                    cuda::add(a.device_data<float>(), b.device_data<float>(),
-                              out.device_data<float>(), out.numel()));
+  detail::kernel("add", device, &KernelTable::add)(a.device_data<float>(), b.device_data<float>(),
+                                                   out.device_data<float>(), out.numel());
   if (needs_grad({&a, &b})) {
     // The closure copies `out`: it must carry its autograd record first, so that the copy sees the
     // gradient the tape writes into it.
@@ -35,11 +29,9 @@ Tensor add(const Tensor& a, const Tensor& b) {
       for (const Tensor* input : {&a, &b}) {
         if (!input->requires_grad()) continue;
         GradTarget target = grad_target(*input);
-        TFM_DISPATCH_CUDA("add", device,
-                          cpu::write_grad(target.tensor.data<float>(), g.data<float>(), g.numel(),
-                                          target.accumulate),
-                          cuda::write_grad(target.tensor.device_data<float>(),
-                                           g.device_data<float>(), g.numel(), target.accumulate));
+        detail::kernel("add", device, &KernelTable::write_grad)(target.tensor.device_data<float>(),
+                                                                g.device_data<float>(), g.numel(),
+                                                                target.accumulate, 1.0f);
       }
     });
   }
@@ -50,8 +42,8 @@ Tensor relu(const Tensor& x) {
   check_input(x, "relu", "x");
   const Device device = x.device();
   Tensor out = Tensor::empty(x.shape(), DType::f32, device);
-  TFM_DISPATCH_CUDA("relu", device, cpu::relu(x.data<float>(), out.data<float>(), out.numel()),
-                    cuda::relu(x.device_data<float>(), out.device_data<float>(), out.numel()));
+  detail::kernel("relu", device, &KernelTable::relu)(x.device_data<float>(),
+                                                     out.device_data<float>(), out.numel());
   if (needs_grad({&x})) {
     out.set_requires_grad(true);
     // y = max(x, 0): dx = g where y > 0 (the kink at 0 gets 0, as in PyTorch).
@@ -59,12 +51,9 @@ Tensor relu(const Tensor& x) {
       Tensor g = out.grad();
       if (!g.defined()) return;
       GradTarget target = grad_target(x);
-      TFM_DISPATCH_CUDA(
-          "relu", device,
-          cpu::relu_backward(out.data<float>(), g.data<float>(), target.tensor.data<float>(),
-                             g.numel(), target.accumulate),
-          cuda::relu_backward(out.device_data<float>(), g.device_data<float>(),
-                              target.tensor.device_data<float>(), g.numel(), target.accumulate));
+      detail::kernel("relu", device, &KernelTable::relu_backward)(
+          out.device_data<float>(), g.device_data<float>(), target.tensor.device_data<float>(),
+          g.numel(), target.accumulate);
     });
   }
   return out;
@@ -84,11 +73,9 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
       Tensor g = out.grad();
       if (!g.defined()) return;
       GradTarget target = grad_target(x);
-      TFM_DISPATCH_CUDA("reshape", device,
-                        cpu::write_grad(target.tensor.data<float>(), g.data<float>(), g.numel(),
-                                        target.accumulate),
-                        cuda::write_grad(target.tensor.device_data<float>(), g.device_data<float>(),
-                                         g.numel(), target.accumulate));
+      detail::kernel("reshape", device, &KernelTable::write_grad)(
+          target.tensor.device_data<float>(), g.device_data<float>(), g.numel(), target.accumulate,
+          1.0f);
     });
   }
   return out;

@@ -1,21 +1,13 @@
 // embedding and add_positions: the model's input layer.
-#include <limits>
-
 #include "tfm/autograd/tape.h"
-#include "tfm/kernels/cpu/elementwise_cpu.h"
-#include "tfm/kernels/cpu/embedding_cpu.h"
 #include "tfm/ops/argument_checks.h"
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
-#ifdef TFM_HAVE_CUDA
-#include "tfm/kernels/cuda/elementwise_cuda.h"
-#include "tfm/kernels/cuda/embedding_cuda.h"
-#endif
-
 namespace tfm::ops {
 
 using detail::check_input;
+using detail::KernelTable;
 
 Tensor embedding(const Tensor& ids, const Tensor& table, float scale) {
   check_input(ids, "embedding", "ids", DType::i32);
@@ -28,13 +20,14 @@ Tensor embedding(const Tensor& ids, const Tensor& table, float scale) {
   const int64_t d = table.dim(1);
   const int64_t n = ids.numel();
   const Device device = detail::op_device("embedding", ids, table);
-  // CPU ids are checked here. CUDA ids are not: reading them on the host would copy them back and
-  // wait for the GPU at every lookup. They are checked where they are made (the vocabulary's
-  // encode, the batcher), and the CUDA kernel reads nothing out of bounds for a bad id: it gives
-  // that row NaN (kernels/cuda/embedding_cuda.h), which the training's non-finite checks report.
-  TFM_CHECK(device == Device::cpu || n <= std::numeric_limits<int32_t>::max(),
-            "embedding: {} ids are more than the CUDA kernel takes (2^31 - 1)", n);
-  if (device == Device::cpu) {
+  const KernelTable& backend = detail::kernels_for("embedding", device);
+  // Ids in host memory are checked here. A GPU's are not: reading them on the host would copy
+  // them back and wait for the GPU at every lookup. They are checked where they are made (the
+  // vocabulary's encode, the batcher), and a device kernel reads nothing out of bounds for a bad
+  // id: it gives that row NaN, which the training's non-finite checks report.
+  TFM_CHECK(backend.max_embedding_ids == 0 || n <= backend.max_embedding_ids,
+            "embedding: {} ids are more than the {} kernel takes (2^31 - 1)", n, backend.name);
+  if (backend.host_memory) {
     const int32_t* id = ids.data<int32_t>();
     for (int64_t i = 0; i < n; ++i)
       TFM_CHECK(id[i] >= 0 && id[i] < vocab,
@@ -45,34 +38,24 @@ Tensor embedding(const Tensor& ids, const Tensor& table, float scale) {
   std::vector<int64_t> dims = ids.shape().to_vector();
   dims.push_back(d);
   Tensor out = Tensor::empty(Shape(dims), DType::f32, device);
-  TFM_DISPATCH_CUDA(
-      "embedding", device,
-      cpu::embedding(ids.data<int32_t>(), n, table.data<float>(), d, scale, out.data<float>()),
-      cuda::embedding(ids.device_data<int32_t>(), n, table.device_data<float>(), vocab, d, scale,
-                      out.device_data<float>()));
+  detail::entry("embedding", device, backend.embedding)(ids.device_data<int32_t>(), n,
+                                                        table.device_data<float>(), vocab, d, scale,
+                                                        out.device_data<float>());
   if (needs_grad({&table})) {
     out.set_requires_grad(true);
     // Formula in kernels/cpu/embedding_cpu.cc: rows hit by several ids sum their gradients.
     record_backward(out, [ids, table, out, scale, device] {
       Tensor g = out.grad();
       if (!g.defined()) return;
+      const KernelTable& kernels = detail::kernels_for("embedding", device);
       GradTarget target = grad_target(table);
-      Tensor workspace;  // the CUDA kernel's sort (kernels/cuda/embedding_cuda.h)
-#ifdef TFM_HAVE_CUDA
-      const int64_t workspace_size =
-          device == Device::cuda ? cuda::embedding_backward_workspace(ids.numel(), table.dim(0))
-                                 : 0;
-      if (workspace_size > 0) workspace = Tensor::empty({workspace_size}, DType::i32, device);
-#endif
-      TFM_DISPATCH_CUDA(
-          "embedding", device,
-          cpu::embedding_backward(ids.data<int32_t>(), ids.numel(), g.data<float>(), table.dim(0),
-                                  table.dim(1), scale, target.tensor.data<float>(),
-                                  target.accumulate),
-          cuda::embedding_backward(
-              ids.device_data<int32_t>(), ids.numel(), g.device_data<float>(), table.dim(0),
-              table.dim(1), scale, target.tensor.device_data<float>(), target.accumulate,
-              workspace.defined() ? workspace.device_data<int32_t>() : nullptr));
+      // A device kernel's scratch for its sort of the ids; none on the CPU.
+      Tensor workspace = detail::workspace(kernels.embedding_backward_workspace, DType::i32, device,
+                                           ids.numel(), table.dim(0));
+      detail::entry("embedding", device, kernels.embedding_backward)(
+          ids.device_data<int32_t>(), ids.numel(), g.device_data<float>(), table.dim(0),
+          table.dim(1), scale, target.tensor.device_data<float>(), target.accumulate,
+          detail::data_or_null<int32_t>(workspace));
     });
   }
   return out;
@@ -92,11 +75,9 @@ Tensor add_positions(const Tensor& x, const Tensor& table, int64_t offset) {
 
   const Device device = detail::op_device("add_positions", x, table);
   Tensor out = Tensor::empty(x.shape(), DType::f32, device);
-  TFM_DISPATCH_CUDA("add_positions", device,
-                    cpu::add_positions(x.data<float>(), table.data<float>(), batch, steps, d,
-                                       offset, out.data<float>()),
-                    cuda::add_positions(x.device_data<float>(), table.device_data<float>(), batch,
-                                        steps, d, offset, out.device_data<float>()));
+  detail::kernel("add_positions", device, &KernelTable::add_positions)(
+      x.device_data<float>(), table.device_data<float>(), batch, steps, d, offset,
+      out.device_data<float>());
   if (needs_grad({&x, &table})) {
     out.set_requires_grad(true);
     // out = x + table[offset + t]: dx = g; the table's formula is in kernels/cpu/embedding_cpu.cc.
@@ -105,21 +86,15 @@ Tensor add_positions(const Tensor& x, const Tensor& table, int64_t offset) {
       if (!g.defined()) return;
       if (x.requires_grad()) {
         GradTarget target = grad_target(x);
-        TFM_DISPATCH_CUDA("add_positions", device,
-                          cpu::write_grad(target.tensor.data<float>(), g.data<float>(), g.numel(),
-                                          target.accumulate),
-                          cuda::write_grad(target.tensor.device_data<float>(),
-                                           g.device_data<float>(), g.numel(), target.accumulate));
+        detail::kernel("add_positions", device, &KernelTable::write_grad)(
+            target.tensor.device_data<float>(), g.device_data<float>(), g.numel(),
+            target.accumulate, 1.0f);
       }
       if (table.requires_grad()) {
         GradTarget target = grad_target(table);
-        TFM_DISPATCH_CUDA("add_positions", device,
-                          cpu::add_positions_backward_table(
-                              g.data<float>(), batch, steps, d, offset, table.dim(0),
-                              target.tensor.data<float>(), target.accumulate),
-                          cuda::add_positions_backward_table(
-                              g.device_data<float>(), batch, steps, d, offset, table.dim(0),
-                              target.tensor.device_data<float>(), target.accumulate));
+        detail::kernel("add_positions", device, &KernelTable::add_positions_backward_table)(
+            g.device_data<float>(), batch, steps, d, offset, table.dim(0),
+            target.tensor.device_data<float>(), target.accumulate);
       }
     });
   }

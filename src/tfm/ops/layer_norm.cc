@@ -1,17 +1,13 @@
 #include "tfm/autograd/tape.h"
-#include "tfm/kernels/cpu/layer_norm_cpu.h"
 #include "tfm/ops/argument_checks.h"
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/layer_norm_grads.h"
 #include "tfm/ops/ops.h"
 
-#ifdef TFM_HAVE_CUDA
-#include "tfm/kernels/cuda/layer_norm_cuda.h"
-#endif
-
 namespace tfm::ops {
 
 using detail::check_input;
+using detail::KernelTable;
 
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
   check_input(x, "layer_norm", "x");
@@ -29,29 +25,22 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, floa
   Tensor out = Tensor::empty(x.shape(), DType::f32, device);
   Tensor mean = Tensor::empty({rows}, DType::f32, device);
   Tensor rstd = Tensor::empty({rows}, DType::f32, device);
-  TFM_DISPATCH_CUDA(
-      "layer_norm", device,
-      cpu::layer_norm(x.data<float>(), gamma.data<float>(), beta.data<float>(), out.data<float>(),
-                      mean.data<float>(), rstd.data<float>(), rows, d, eps),
-      cuda::layer_norm(x.device_data<float>(), gamma.device_data<float>(),
-                       beta.device_data<float>(), out.device_data<float>(),
-                       mean.device_data<float>(), rstd.device_data<float>(), rows, d, eps));
+  detail::kernel("layer_norm", device, &KernelTable::layer_norm)(
+      x.device_data<float>(), gamma.device_data<float>(), beta.device_data<float>(),
+      out.device_data<float>(), mean.device_data<float>(), rstd.device_data<float>(), rows, d, eps);
   if (needs_grad({&x, &gamma, &beta})) {
     out.set_requires_grad(true);
     // The gradient formulas are in kernels/cpu/layer_norm_cpu.cc, next to the code.
     record_backward(out, [x, gamma, beta, mean, rstd, out, rows, d, device] {
       Tensor g = out.grad();
       if (!g.defined()) return;
-      cpu::LayerNormGrads grads = layer_norm_grad_targets(x, gamma, beta);
-      Tensor workspace = layer_norm_workspace(grads, rows, d, device);
-      TFM_DISPATCH_CUDA(
-          "layer_norm", device,
-          cpu::layer_norm_backward(x.data<float>(), gamma.data<float>(), mean.data<float>(),
-                                   rstd.data<float>(), g.data<float>(), rows, d, grads),
-          cuda::layer_norm_backward(x.device_data<float>(), gamma.device_data<float>(),
-                                    mean.device_data<float>(), rstd.device_data<float>(),
-                                    g.device_data<float>(), rows, d, grads,
-                                    device_floats_or_null(workspace)));
+      const KernelTable& backend = detail::kernels_for("layer_norm", device);
+      kernels::LayerNormGrads grads = layer_norm_grad_targets(x, gamma, beta);
+      Tensor workspace = layer_norm_workspace(backend, grads, rows, d, device);
+      detail::entry("layer_norm", device, backend.layer_norm_backward)(
+          x.device_data<float>(), gamma.device_data<float>(), mean.device_data<float>(),
+          rstd.device_data<float>(), g.device_data<float>(), rows, d, grads,
+          detail::data_or_null<float>(workspace));
     });
   }
   return out;

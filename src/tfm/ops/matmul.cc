@@ -1,30 +1,23 @@
 // ops::matmul, ops::linear and ops::linear_relu: shape checks, the forward product, and the
-// backward products. Every product is one strided oneDNN matmul (kernels/cpu/matmul_cpu.h);
-// transposes are views, and gradients are written into their GradTarget directly, adding through
-// oneDNN's sum post-op when the buffer already holds a gradient from another use of the same
-// tensor.
+// backward products. Every product is one strided call of the device's gemm (oneDNN's matmul on
+// the CPU, kernels/cpu/matmul_cpu.h); transposes are views, and gradients are written into their
+// GradTarget directly, adding (GemmArgs::accumulate) when the buffer already holds a gradient from
+// another use of the same tensor.
 #include <algorithm>
 
 #include "tfm/autograd/tape.h"
-#include "tfm/kernels/cpu/elementwise_cpu.h"
-#include "tfm/kernels/cpu/matmul_cpu.h"
-#include "tfm/kernels/cpu/packed_matmul_cpu.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 #include "tfm/ops/packed_weight.h"
 
-#ifdef TFM_HAVE_CUDA
-#include "tfm/kernels/cuda/elementwise_cuda.h"
-#include "tfm/kernels/cuda/matmul_cuda.h"
-#endif
-
 namespace tfm::ops {
 
 namespace {
 
-using cpu::GemmArgs;
-using cpu::GemmOperand;
+using detail::KernelTable;
+using kernels::GemmArgs;
+using kernels::GemmOperand;
 
 // The product of the dimensions before the last two.
 int64_t batch_count(const Shape& shape) {
@@ -47,7 +40,7 @@ GemmOperand flat_rows(const Tensor& t, int64_t rows, int64_t cols) {
 
 // A product on the device whose memory the operands point into: oneDNN or cuBLASLt.
 void gemm_on(const char* op, Device device, const GemmArgs& args) {
-  TFM_DISPATCH_CUDA(op, device, cpu::gemm(args), cuda::gemm(args));
+  detail::kernel(op, device, &KernelTable::gemm)(args);
 }
 
 void run_gemm(Device device, const GemmOperand& a, const GemmOperand& b, const GemmOperand& c,
@@ -176,16 +169,17 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
 
 namespace {
 
-#ifdef TFM_HAVE_CUDA
-// db (+)= the column sums of g [rows, cols] on the GPU, with the scratch of the kernel's two
-// stages, kept alive until the kernels are queued.
-void cuda_bias_grad(const Tensor& g, int64_t rows, int64_t cols, Tensor& db, bool accumulate) {
-  const int64_t floats = cuda::sum_rows_workspace(rows, cols);
-  Tensor workspace = floats > 0 ? Tensor::empty({floats}, DType::f32, g.device()) : Tensor();
-  cuda::sum_rows(g.device_data<float>(), rows, cols, db.device_data<float>(), accumulate,
-                 floats > 0 ? workspace.device_data<float>() : nullptr);
+// db (+)= the column sums of g [rows, cols], with the scratch of a device kernel's two stages
+// (none on the CPU), kept alive until the kernels are queued.
+void bias_grad(const char* op, const Tensor& g, int64_t rows, int64_t cols, Tensor& db,
+               bool accumulate) {
+  const Device device = g.device();
+  const KernelTable& backend = detail::kernels_for(op, device);
+  Tensor workspace = detail::workspace(backend.sum_rows_workspace, DType::f32, device, rows, cols);
+  detail::entry(op, device, backend.sum_rows)(g.device_data<float>(), rows, cols,
+                                              db.device_data<float>(), accumulate,
+                                              detail::data_or_null<float>(workspace));
 }
-#endif
 
 // linear and linear_relu: y = x W^T + b, and y = max(0, x W^T + b) when `relu`.
 Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -226,20 +220,9 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
     TFM_CHECK(product.packed->device() == device, "{}: the packed weight is on {}, x on {}", op,
               device_name(product.packed->device()), device_name(device));
     Tensor x_op = product.packed->dtype() == DType::bf16 ? to_bf16(x) : x;
-    if (device == Device::cpu) {
-      cpu::packed_linear(x_op.raw(), rows, product.packed->cpu(),
-                         bias.defined() ? bias.data<float>() : nullptr, out.data<float>(), relu);
-      return out;
-    }
-    // On a GPU the packed weight is the weight in the product type; bias and ReLU are the
-    // product's epilogue.
-    GemmArgs args;
-    args.a = flat_rows(x_op, rows, in);
-    args.b = flat_rows(product.packed->device_weight(), out_features, in).transposed();
-    args.c = flat_rows(out, rows, out_features);
-    args.bias = bias.defined() ? bias.device_data<float>() : nullptr;
-    args.relu = relu;
-    gemm_on(op, device, args);
+    detail::kernel(op, device, &KernelTable::packed_linear)(
+        x_op.device_raw(), rows, product.packed->form(), detail::data_or_null<float>(bias),
+        out.device_data<float>(), relu);
     return out;
   }
 
@@ -269,11 +252,9 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
       // y = max(0, u): du = g where y > 0 (0 at the kink, as ops::relu), then u's
       // backward below.
       Tensor masked = Tensor::empty(g.shape(), DType::f32, g.device());
-      TFM_DISPATCH_CUDA("linear_relu", device,
-                        cpu::relu_backward(out.data<float>(), g.data<float>(), masked.data<float>(),
-                                           g.numel(), false),
-                        cuda::relu_backward(out.device_data<float>(), g.device_data<float>(),
-                                            masked.device_data<float>(), g.numel(), false));
+      detail::kernel("linear_relu", device, &KernelTable::relu_backward)(
+          out.device_data<float>(), g.device_data<float>(), masked.device_data<float>(), g.numel(),
+          false);
       g = masked;
     }
     // For bf16 products the incoming gradient is rounded to bf16 as well; results stay f32.
@@ -296,10 +277,7 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
       // db = sum over rows of g. Threads own blocks of columns, so no two write one
       // element.
       GradTarget db = grad_target(bias);
-      TFM_DISPATCH_CUDA("linear", device,
-                        cpu::sum_rows(g.data<float>(), rows, out_features, db.tensor.data<float>(),
-                                      db.accumulate),
-                        cuda_bias_grad(g, rows, out_features, db.tensor, db.accumulate));
+      bias_grad("linear", g, rows, out_features, db.tensor, db.accumulate);
     }
   });
   return out;

@@ -2,16 +2,13 @@
 #include <cmath>
 #include <cstring>
 
-#include "tfm/kernels/cpu/optimizer_cpu.h"
 #include "tfm/ops/argument_checks.h"
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
-#ifdef TFM_HAVE_CUDA
-#include "tfm/kernels/cuda/optimizer_cuda.h"
-#endif
-
 namespace tfm::ops {
+
+using detail::KernelTable;
 
 void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                const AdamStepOptions& options) {
@@ -21,31 +18,32 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const T
               t->describe(), param.describe());
   }
   const Device device = detail::op_device("adam_step", param, grad, m, v);
-  cpu::AdamStep step{options.beta1, options.beta2, options.step_size, options.inv_sqrt_bc2,
-                     options.eps};
-  TFM_DISPATCH_CUDA(
-      "adam_step", device,
-      cpu::adam_step(param.data<float>(), m.data<float>(), v.data<float>(), grad.data<float>(),
-                     param.numel(), step),
-      cuda::adam_step(param.device_data<float>(), m.device_data<float>(), v.device_data<float>(),
-                      grad.device_data<float>(), param.numel(), step));
+  kernels::AdamStep step{options.beta1, options.beta2, options.step_size, options.inv_sqrt_bc2,
+                         options.eps};
+  detail::kernel("adam_step", device, &KernelTable::adam_step)(
+      param.device_data<float>(), m.device_data<float>(), v.device_data<float>(),
+      grad.device_data<float>(), param.numel(), step);
 }
 
 double global_norm(const std::vector<Tensor>& tensors) {
   double sum = 0;
-  // The CUDA tensors' sums of squares add up on the device (in a double that `device_sum`'s 8
-  // bytes hold), read back once at the end: one wait for the GPU, not one per tensor.
+  // A GPU's tensors' sums of squares add up on the device (in a double that `device_sum`'s 8
+  // bytes hold; the table's sum_squares_async), read back once at the end: one wait for the GPU,
+  // not one per tensor.
   Tensor device_sum;
   for (const Tensor& t : tensors) {
     if (!t.defined()) continue;
     detail::check_input(t, "global_norm", "a tensor");
-    TFM_DISPATCH_CUDA(
-        "global_norm", t.device(), sum += cpu::sum_squares(t.data<float>(), t.numel()), {
-          const bool accumulate = device_sum.defined();
-          if (!accumulate) device_sum = Tensor::empty({2}, DType::f32, t.device());
-          cuda::sum_squares_async(t.device_data<float>(), t.numel(),
-                                  static_cast<double*>(device_sum.device_raw()), accumulate);
-        });
+    const KernelTable& backend = detail::kernels_for("global_norm", t.device());
+    if (backend.sum_squares_async == nullptr) {
+      sum += detail::entry("global_norm", t.device(), backend.sum_squares)(t.device_data<float>(),
+                                                                           t.numel());
+      continue;
+    }
+    const bool accumulate = device_sum.defined();
+    if (!accumulate) device_sum = Tensor::empty({2}, DType::f32, t.device());
+    backend.sum_squares_async(t.device_data<float>(), t.numel(),
+                              static_cast<double*>(device_sum.device_raw()), accumulate);
   }
   if (device_sum.defined()) {
     const Tensor host = device_sum.to(Device::cpu);  // waits for the sums
@@ -60,8 +58,8 @@ void scale_in_place(const std::vector<Tensor>& tensors, float scale) {
   for (const Tensor& t : tensors) {
     if (!t.defined()) continue;
     detail::check_input(t, "scale_in_place", "a tensor");
-    TFM_DISPATCH_CUDA("scale_in_place", t.device(), cpu::scale(t.data<float>(), t.numel(), scale),
-                      cuda::scale(t.device_data<float>(), t.numel(), scale));
+    detail::kernel("scale_in_place", t.device(), &KernelTable::scale)(t.device_data<float>(),
+                                                                      t.numel(), scale);
   }
 }
 
@@ -69,8 +67,8 @@ void fill_in_place(const std::vector<Tensor>& tensors, float value) {
   for (const Tensor& t : tensors) {
     if (!t.defined()) continue;
     detail::check_input(t, "fill_in_place", "a tensor");
-    TFM_DISPATCH_CUDA("fill_in_place", t.device(), cpu::fill(t.data<float>(), t.numel(), value),
-                      cuda::fill(t.device_data<float>(), t.numel(), value));
+    detail::kernel("fill_in_place", t.device(), &KernelTable::fill)(t.device_data<float>(),
+                                                                    t.numel(), value);
   }
 }
 

@@ -13,26 +13,18 @@
 #include <utility>
 
 #include "tfm/autograd/tape.h"
-#include "tfm/kernels/cpu/cross_entropy_cpu.h"
-#include "tfm/kernels/cpu/elementwise_cpu.h"
-#include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/ops/argument_checks.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
-#ifdef TFM_HAVE_CUDA
-#include "tfm/kernels/cuda/cross_entropy_cuda.h"
-#include "tfm/kernels/cuda/elementwise_cuda.h"
-#include "tfm/kernels/cuda/matmul_cuda.h"
-#endif
-
 namespace tfm::ops {
 
 namespace {
 
-using cpu::GemmArgs;
-using cpu::GemmOperand;
+using detail::KernelTable;
+using kernels::GemmArgs;
+using kernels::GemmOperand;
 
 // Rows per chunk by default: the most whose f32 logits fit in kChunkBytes, in multiples of 64 (512
 // rows for 37000 words: 76 MB, an eighth of the full logits for 4096 tokens). On 2 cores oneDNN's
@@ -65,7 +57,7 @@ void run_gemm(Device device, const GemmOperand& a, const GemmOperand& b, const G
   args.b = b;
   args.c = c;
   args.accumulate = accumulate;
-  TFM_DISPATCH_CUDA("output_cross_entropy", device, cpu::gemm(args), cuda::gemm(args));
+  detail::kernel("output_cross_entropy", device, &KernelTable::gemm)(args);
 }
 
 }  // namespace
@@ -101,10 +93,10 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
             chunk_rows);
   const Device device = detail::op_device(kOp, hidden, weight, targets);
   // The targets are checked and counted on the host (on a GPU this copy waits for the queued
-  // forward); the kernels read the device's copy.
+  // forward); the kernels read the device's copy (in host memory: the same).
   const Tensor host_targets = targets.to(Device::cpu);
   const int32_t* y = host_targets.data<int32_t>();
-  [[maybe_unused]] const int32_t* device_y = targets.device_data<int32_t>();  // CUDA only
+  const int32_t* device_y = targets.device_data<int32_t>();
   int64_t tokens = 0;
   for (int64_t r = 0; r < rows; ++r) {
     TFM_CHECK(y[r] == ignore_index || (y[r] >= 0 && y[r] < vocab),
@@ -148,23 +140,16 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
              rows_of(logits, 0, count, vocab), false);
     float* stats = row_stats.device_data<float>() + 2 * first;
     if (!want_grad) {
-      TFM_DISPATCH_CUDA(
-          kOp, device,
-          cpu::cross_entropy_rows(logits.data<float>(), y + first, count, vocab, label_smoothing,
-                                  ignore_index, stats),
-          cuda::cross_entropy_rows(logits.device_data<float>(), device_y + first, count, vocab,
-                                   label_smoothing, ignore_index, stats));
+      detail::kernel(kOp, device, &KernelTable::cross_entropy_rows)(
+          logits.device_data<float>(), device_y + first, count, vocab, label_smoothing,
+          ignore_index, stats, nullptr);
       continue;
     }
     // The chunk's logits become D (and its bf16 copy for bf16 products) row by row.
     bf16* dz_copy = bf16_product ? dz_bf16.device_data<bf16>() : nullptr;
-    TFM_DISPATCH_CUDA(kOp, device,
-                      cpu::cross_entropy_rows_with_grad(logits.data<float>(), y + first, count,
-                                                        vocab, label_smoothing, ignore_index,
-                                                        unit_scale, stats, dz_copy),
-                      cuda::cross_entropy_rows_with_grad(
-                          logits.device_data<float>(), device_y + first, count, vocab,
-                          label_smoothing, ignore_index, unit_scale, stats, dz_copy));
+    detail::kernel(kOp, device, &KernelTable::cross_entropy_rows_with_grad)(
+        logits.device_data<float>(), device_y + first, count, vocab, label_smoothing, ignore_index,
+        unit_scale, stats, dz_copy);
     GemmOperand dz_rows = rows_of(bf16_product ? dz_bf16 : logits, 0, count, vocab);
     if (want_dh) {
       // dH (chunk rows) = D W: [count, V] @ [V, d].
@@ -203,12 +188,9 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
     for (const auto& [input, unit] : {std::pair{&hidden, &dhidden}, std::pair{&weight, &dweight}}) {
       if (!unit->defined()) continue;
       GradTarget target = grad_target(*input);
-      TFM_DISPATCH_CUDA(
-          "output_cross_entropy", device,
-          cpu::write_grad(target.tensor.data<float>(), unit->data<float>(), unit->numel(),
-                          target.accumulate, scale),
-          cuda::write_grad(target.tensor.device_data<float>(), unit->device_data<float>(),
-                           unit->numel(), target.accumulate, scale));
+      detail::kernel("output_cross_entropy", device, &KernelTable::write_grad)(
+          target.tensor.device_data<float>(), unit->device_data<float>(), unit->numel(),
+          target.accumulate, scale);
     }
   });
   return result;

@@ -3,43 +3,40 @@
 // inference model packs every weight it multiplies with when it is loaded (decode::InferenceModel)
 // and passes the handle to ops::linear (ops::ProductOptions::packed); training never packs (its
 // weights change every step). Immutable after packing, so one handle serves every thread.
+//
+// The packed form belongs to the backend of the weight's device (KernelTable::pack_weight packs,
+// KernelTable::packed_linear multiplies): ops sees only its shape, type and size.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "tfm/core/device.h"
 #include "tfm/core/tensor.h"
-
-namespace tfm::cpu {
-class PackedWeight;
-}
+#include "tfm/kernels/kernel_args.h"
 
 namespace tfm::ops {
 
 class PackedWeight {
  public:
-  explicit PackedWeight(std::unique_ptr<const cpu::PackedWeight> cpu);
-  // A GPU's form: the weight [out, in] in the product type, in the device's memory (cuBLASLt
-  // reads it as it is).
-  explicit PackedWeight(Tensor device_weight);
+  PackedWeight(std::unique_ptr<const kernels::PackedForm> form, Device device);
   ~PackedWeight();
   PackedWeight(const PackedWeight&) = delete;
   PackedWeight& operator=(const PackedWeight&) = delete;
 
-  int64_t out_features() const;
-  int64_t in_features() const;
-  DType dtype() const;  // the product type it was packed in
-  Device device() const { return cpu_ ? Device::cpu : device_weight_.device(); }
-  size_t bytes() const;
-  // The CPU kernels' form (for ops, and the output layer's fused kernel call in decode/).
-  const cpu::PackedWeight& cpu() const;
-  // The GPU's form (device() != cpu).
-  const Tensor& device_weight() const { return device_weight_; }
+  int64_t out_features() const { return form_->out_features(); }
+  int64_t in_features() const { return form_->in_features(); }
+  DType dtype() const { return form_->dtype(); }  // the product type it was packed in
+  Device device() const { return device_; }
+  size_t bytes() const { return form_->bytes(); }
+  std::string describe() const { return form_->describe(); }
+  // The backend's form, for its kernels (ops::linear, ops::output_log_softmax_top).
+  const kernels::PackedForm& form() const { return *form_; }
 
  private:
-  std::unique_ptr<const cpu::PackedWeight> cpu_;
-  Tensor device_weight_;
+  std::unique_ptr<const kernels::PackedForm> form_;
+  Device device_;
 };
 
 // weight: f32 [out, in] (a matrix, or a block of rows of one); product: f32, bf16 (rounded to

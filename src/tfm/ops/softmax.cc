@@ -1,14 +1,11 @@
 #include "tfm/autograd/tape.h"
-#include "tfm/kernels/cpu/softmax_cpu.h"
 #include "tfm/ops/argument_checks.h"
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
-#ifdef TFM_HAVE_CUDA
-#include "tfm/kernels/cuda/softmax_cuda.h"
-#endif
-
 namespace tfm::ops {
+
+using detail::KernelTable;
 
 Tensor softmax(const Tensor& x) {
   detail::check_input(x, "softmax", "x");
@@ -18,8 +15,8 @@ Tensor softmax(const Tensor& x) {
   const int64_t rows = x.numel() / n;
   const Device device = x.device();
   Tensor out = Tensor::empty(x.shape(), DType::f32, device);
-  TFM_DISPATCH_CUDA("softmax", device, cpu::softmax(x.data<float>(), out.data<float>(), rows, n),
-                    cuda::softmax(x.device_data<float>(), out.device_data<float>(), rows, n));
+  detail::kernel("softmax", device, &KernelTable::softmax)(x.device_data<float>(),
+                                                           out.device_data<float>(), rows, n);
   if (needs_grad({&x})) {
     out.set_requires_grad(true);
     // dx = y * (g - sum(g * y)) per row (derived in kernels/cpu/softmax_cpu.cc); only y is needed.
@@ -27,12 +24,9 @@ Tensor softmax(const Tensor& x) {
       Tensor g = out.grad();
       if (!g.defined()) return;
       GradTarget target = grad_target(x);
-      TFM_DISPATCH_CUDA(
-          "softmax", device,
-          cpu::softmax_backward(out.data<float>(), g.data<float>(), target.tensor.data<float>(),
-                                rows, n, target.accumulate),
-          cuda::softmax_backward(out.device_data<float>(), g.device_data<float>(),
-                                 target.tensor.device_data<float>(), rows, n, target.accumulate));
+      detail::kernel("softmax", device, &KernelTable::softmax_backward)(
+          out.device_data<float>(), g.device_data<float>(), target.tensor.device_data<float>(),
+          rows, n, target.accumulate);
     });
   }
   return out;

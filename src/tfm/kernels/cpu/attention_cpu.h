@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "tfm/core/dtype.h"
+#include "tfm/kernels/kernel_args.h"
 
 namespace tfm::cpu {
 
@@ -35,30 +36,12 @@ inline bool attention_dropout_keep(uint64_t seed, uint64_t index, float p) {
 
 // ---- shapes and masks ----
 
-struct AttentionDims {
-  int64_t batch = 0, heads = 0, tq = 0, tk = 0, dk = 0, dv = 0;
-  int64_t prob_count() const { return batch * heads * tq * tk; }
-};
-
-// Both masks hide a suffix of each row: query t of batch b sees keys [0, visible_keys(b, t)).
-struct AttentionMaskSpec {
-  const int32_t* key_lengths = nullptr;  // [batch], or nullptr: every key is real
-  bool causal = false;
-  int64_t query_offset = 0;
-
-  int64_t visible_keys(int64_t b, int64_t t, int64_t tk) const {
-    int64_t n = key_lengths ? key_lengths[b] : tk;
-    if (causal) n = std::min(n, t + query_offset + 1);
-    return n;
-  }
-};
-
-// Dropout on the attention weights; element (b, head, t, j) of P has index ((b*h + head)*Tq + t)*Tk
-// + j.
-struct AttentionDropout {
-  float p = 0.0f;
-  uint64_t seed = 0;
-};
+// The argument structs (kernels/kernel_args.h).
+using kernels::AttentionDims;
+using kernels::AttentionDropout;
+using kernels::AttentionGrads;
+using kernels::AttentionMaskSpec;
+using kernels::CachedKeyValues;
 
 // q: [B, Tq, h*dk], k: [B, Tk, h*dk], v: [B, Tk, h*dv], out: [B, Tq, h*dv];
 // probs: [B, h, Tq, Tk] receives P = softmax(q k^T / sqrt(dk) + mask) (0 on masked keys);
@@ -67,22 +50,6 @@ void attention_forward(const AttentionDims& dims, const AttentionMaskSpec& mask,
                        const AttentionDropout& dropout, const float* q, const float* k,
                        const float* v, float* probs, float* dropped, float* out);
 
-// Where an incremental decoder keeps the keys and values of batch b (kernel of
-// ops::attention_cached): position j of batch b is in row r = slots ? slots[b * slots_stride + j] :
-// b of [rows, capacity, h*d] buffers, i.e. its key starts at k + r * k_batch_stride + j * h*dk
-// (values likewise). The slot table lets beam search reorder its hypotheses by rewriting indices
-// instead of copying the caches.
-struct CachedKeyValues {
-  DType dtype =
-      DType::f32;  // of k and v: f32 or bf16 (read as f32; the products accumulate in f32)
-  const void* k = nullptr;
-  int64_t k_batch_stride = 0;
-  const void* v = nullptr;
-  int64_t v_batch_stride = 0;
-  const int32_t* slots = nullptr;
-  int64_t slots_stride = 0;
-};
-
 // Inference attention over a key/value cache (incremental decoding): the first dims.tk positions of
 // each batch's keys and values, found through `kv`. q, probs and out are dense as in
 // attention_forward; no dropout. Row loops instead of oneDNN products: with the few queries of a
@@ -90,16 +57,6 @@ struct CachedKeyValues {
 // per shape would cost more to create than the loop costs to run.
 void attention_forward_cached(const AttentionDims& dims, const AttentionMaskSpec& mask,
                               const float* q, const CachedKeyValues& kv, float* probs, float* out);
-
-// Where the backward writes each gradient (nullptr: not needed), and whether it adds to what the
-// buffer holds. The kernel writes dv, then dq, then dk: targets must be taken in that order so
-// that one tensor passed as several inputs accumulates correctly.
-struct AttentionGrads {
-  float* dq = nullptr;
-  float* dk = nullptr;
-  float* dv = nullptr;
-  bool accumulate_q = false, accumulate_k = false, accumulate_v = false;
-};
 
 // d_out: [B, Tq, h*dv]; d_probs: [B, h, Tq, Tk] scratch; dropped: [B, h, Tq, Tk] scratch used only
 // when dropout.p > 0.

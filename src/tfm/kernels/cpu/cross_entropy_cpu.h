@@ -4,14 +4,11 @@
 #include <cstdint>
 
 #include "tfm/core/dtype.h"
+#include "tfm/kernels/kernel_args.h"
 
 namespace tfm::cpu {
 
-struct CrossEntropySums {
-  double loss = 0;     // sum over counted rows of -sum_j q_j log p_j
-  double nll = 0;      // sum over counted rows of -log p_target
-  int64_t tokens = 0;  // rows whose target is not ignore_index
-};
+using kernels::CrossEntropySums;  // kernels/kernel_args.h
 
 // Every target is ignore_index or in [0, vocab). Writes each row's log-sum-exp (lse) for the
 // backward; rows with target ignore_index get none.

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "tfm/kernels/kernel_args.h"
+
 namespace tfm::cpu {
 
 // y = (x - mean) * rstd * gamma + beta per row, rstd = 1 / sqrt(biased var + eps). Writes each
@@ -11,14 +13,7 @@ namespace tfm::cpu {
 void layer_norm(const float* x, const float* gamma, const float* beta, float* y, float* mean,
                 float* rstd, int64_t rows, int64_t d, float eps);
 
-struct LayerNormGrads {
-  float* dx = nullptr;  // null: not wanted
-  bool dx_accumulate = false;
-  float* dgamma = nullptr;
-  bool dgamma_accumulate = false;
-  float* dbeta = nullptr;
-  bool dbeta_accumulate = false;
-};
+using kernels::LayerNormGrads;  // kernels/kernel_args.h
 
 // Gradients of layer_norm given d(y) = g, from the forward's input and saved mean/rstd.
 void layer_norm_backward(const float* x, const float* gamma, const float* mean, const float* rstd,

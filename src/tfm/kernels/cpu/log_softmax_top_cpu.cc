@@ -95,10 +95,12 @@ void log_softmax_top(const LogSoftmaxTopArgs& args, float* values, int32_t* toke
     for (int64_t b = first; b < last; ++b) {
       const int64_t offset = b * block, n = std::min(block, vocab - offset);
       if (int8) {
-        packed_linear_quantized(quantised.data(), scales.data(), rows, *args.packed_blocks[b],
-                                nullptr, z);
+        packed_linear_quantized(quantised.data(), scales.data(), rows,
+                                static_cast<const PackedWeight&>(*args.packed_blocks[b]), nullptr,
+                                z);
       } else if (args.packed_blocks) {
-        packed_linear(args.hidden, rows, *args.packed_blocks[b], nullptr, z);
+        packed_linear(args.hidden, rows, static_cast<const PackedWeight&>(*args.packed_blocks[b]),
+                      nullptr, z);
       } else {
         GemmArgs gemm_args;
         gemm_args.a = GemmOperand::dense(args.hidden, args.dtype, {rows, d});

@@ -9,25 +9,11 @@
 #include <cstdint>
 
 #include "tfm/core/dtype.h"
+#include "tfm/kernels/kernel_args.h"
 
 namespace tfm::cpu {
 
-class PackedWeight;
-
-struct LogSoftmaxTopArgs {
-  const void* hidden = nullptr;  // [rows, d]
-  // Of hidden and the embedding: f32, or bf16 (f32 accumulation); an i8 packed embedding takes
-  // f32 hidden, quantised once per row (quantize_cpu.h).
-  DType dtype = DType::f32;
-  int64_t rows = 0, d = 0, vocab = 0;
-  // The embedding [vocab, d] (logits = hidden embedding^T), in column blocks of `block` tokens
-  // (the last one shorter): either plain, or as one packed weight per block.
-  int64_t block = 1024;
-  const void* embedding = nullptr;
-  const PackedWeight* const* packed_blocks = nullptr;
-  int64_t m = 1;          // best tokens kept per row
-  int64_t excluded = -1;  // a token never returned (its probability still counts in the normaliser)
-};
+using kernels::LogSoftmaxTopArgs;  // kernels/kernel_args.h
 
 // values/tokens: [rows, m], row r's best first (ties: the lower token); counts[r] <= m entries are
 // filled (fewer when fewer tokens have a finite log-probability). log_norms (optional, [rows]):

@@ -6,52 +6,16 @@
 // distinct descriptor and kept in a process-wide cache.
 #pragma once
 
-#include <array>
 #include <cstdint>
-#include <initializer_list>
 
-#include "tfm/core/dtype.h"
+#include "tfm/kernels/kernel_args.h"
 
 namespace tfm::cpu {
 
-// Rank of a product's operands: [rows, cols], [batch, rows, cols] or [b0, b1, rows, cols].
-inline constexpr int kMaxGemmRank = 4;
-
-// A (batch of) matrices viewed through dims and element strides. The element type is a field so
-// that bf16 operands with an f32 result need no change of interface.
-struct GemmOperand {
-  void* data = nullptr;
-  DType dtype = DType::f32;
-  int rank = 0;
-  std::array<int64_t, kMaxGemmRank> dims{};
-  std::array<int64_t, kMaxGemmRank> strides{};
-
-  // A view with the given dims and strides (same count, 2 to kMaxGemmRank).
-  static GemmOperand strided(const void* data, DType dtype, std::initializer_list<int64_t> dims,
-                             std::initializer_list<int64_t> strides);
-  // A row-major [..., rows, cols] block.
-  static GemmOperand dense(const void* data, DType dtype, std::initializer_list<int64_t> dims);
-  // The same elements seen as the transpose of each matrix: swaps the last two dims and strides.
-  GemmOperand transposed() const;
-
-  int64_t rows() const { return dims[rank - 2]; }
-  int64_t cols() const { return dims[rank - 1]; }
-};
-
-// c = alpha * (a @ b + bias), or c += alpha * (a @ b + bias) when `accumulate` (oneDNN applies its
-// output scale after the bias and before the sum post-op); with `relu`, c = max(c, 0) last.
-//   a: [batch..., M, K], b: [batch..., K, N], c: [batch..., M, N], all of one rank; a batch dim of
-//   a or b may be 1 where c's is larger (broadcast). bias: f32 [N] or nullptr.
-// f32 operands give an f32 result; a and b in bf16 may give f32 or bf16.
-struct GemmArgs {
-  GemmOperand a;
-  GemmOperand b;
-  GemmOperand c;
-  const float* bias = nullptr;
-  float alpha = 1.0f;
-  bool accumulate = false;
-  bool relu = false;
-};
+// The product's operands and arguments (kernels/kernel_args.h).
+using kernels::GemmArgs;
+using kernels::GemmOperand;
+using kernels::kMaxGemmRank;
 
 void gemm(const GemmArgs& args);
 

@@ -3,14 +3,11 @@
 
 #include <cstdint>
 
+#include "tfm/kernels/kernel_args.h"
+
 namespace tfm::cpu {
 
-struct AdamStep {
-  float beta1 = 0.9f, beta2 = 0.98f;
-  float step_size = 0.0f;     // lr / (1 - beta1^t)
-  float inv_sqrt_bc2 = 1.0f;  // 1 / sqrt(1 - beta2^t)
-  float eps = 1e-9f;
-};
+using kernels::AdamStep;  // kernels/kernel_args.h
 
 //   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  p -= step_size m / (sqrt(v) inv_sqrt_bc2 +
 //   eps)

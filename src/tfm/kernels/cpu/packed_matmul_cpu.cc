@@ -1,5 +1,6 @@
 #include "tfm/kernels/cpu/packed_matmul_cpu.h"
 
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <chrono>
@@ -123,6 +124,10 @@ Product product(const Key& key, const memory::desc& weights) {
 }
 
 }  // namespace
+
+std::string PackedWeight::describe() const {
+  return fmt::format("{}[{}, {}] packed for the CPU", dtype_name(dtype_), n_, k_);
+}
 
 PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
     : n_(n), k_(k), dtype_(dtype) {

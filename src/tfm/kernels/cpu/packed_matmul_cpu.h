@@ -10,25 +10,28 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "tfm/core/dtype.h"
 #include "tfm/core/tensor.h"
 #include "tfm/kernels/cpu/quantize_cpu.h"
+#include "tfm/kernels/kernel_args.h"
 
 namespace tfm::cpu {
 
-class PackedWeight {
+class PackedWeight final : public kernels::PackedForm {
  public:
   // Packs w, f32 row-major [n, k] (n output features), into `dtype`: f32; bf16 (rounded to
   // nearest even, as f32_to_bf16); or i8 (each row quantised with its own scale, quantize_cpu.h).
   PackedWeight(const float* w, int64_t n, int64_t k, DType dtype);
 
-  int64_t out_features() const { return n_; }
-  int64_t in_features() const { return k_; }
-  DType dtype() const { return dtype_; }
-  size_t bytes() const {
+  int64_t out_features() const override { return n_; }
+  int64_t in_features() const override { return k_; }
+  DType dtype() const override { return dtype_; }
+  size_t bytes() const override {
     return storage_.nbytes() + (int8_panels_.defined() ? int8_panels_.nbytes() : 0);
   }
+  std::string describe() const override;
 
   struct Layout;  // oneDNN's memory descriptor of the packed weight
   const Layout& layout() const { return *layout_; }

@@ -31,7 +31,7 @@ struct Mask {
   }
 };
 
-Mask device_mask(const cpu::AttentionMaskSpec& spec) {
+Mask device_mask(const kernels::AttentionMaskSpec& spec) {
   return {spec.key_lengths, spec.causal, spec.query_offset};
 }
 
@@ -114,7 +114,7 @@ __device__ inline float dot(const float* a, const float* b, int64_t n) {
 // e^{S_j - m} and acc = sum_j e^{S_j - m} v_j, a tile with new maximum m' rescales both by
 // e^{m - m'}. At the end O = acc / l (P = e^{S - m} / l, recomputed with lse = m + log l).
 template <int QW, typename T>
-__global__ void forward_kernel(cpu::AttentionDims d, Mask mask, float alpha, const float* q,
+__global__ void forward_kernel(kernels::AttentionDims d, Mask mask, float alpha, const float* q,
                                KeyValues<T> kv, float* probs, float* out) {
   extern __shared__ float smem[];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -206,7 +206,7 @@ __global__ void forward_kernel(cpu::AttentionDims d, Mask mask, float alpha, con
 }
 
 template <int QW, typename T>
-void launch_forward(const cpu::AttentionDims& dims, const Mask& mask, const float* q,
+void launch_forward(const kernels::AttentionDims& dims, const Mask& mask, const float* q,
                     const KeyValues<T>& kv, float* probs, float* out, int warps) {
   const int bq = warps * QW;
   if (dims.batch * dims.heads * dims.tq == 0) return;
@@ -222,8 +222,8 @@ void launch_forward(const cpu::AttentionDims& dims, const Mask& mask, const floa
 
 // The cache's buffers read as T (float, or uint16_t holding bf16), one query per warp.
 template <typename T>
-void launch_cached(const cpu::AttentionDims& dims, const cpu::AttentionMaskSpec& mask,
-                   const float* q, const cpu::CachedKeyValues& kv, int64_t kv_rows, float* probs,
+void launch_cached(const kernels::AttentionDims& dims, const kernels::AttentionMaskSpec& mask,
+                   const float* q, const kernels::CachedKeyValues& kv, int64_t kv_rows, float* probs,
                    float* out, int warps) {
   const KeyValues<T> cache{static_cast<const T*>(kv.k),
                            static_cast<const T*>(kv.v),
@@ -239,8 +239,8 @@ void launch_cached(const cpu::AttentionDims& dims, const cpu::AttentionMaskSpec&
 
 }  // namespace
 
-void attention_forward_cached(const cpu::AttentionDims& dims, const cpu::AttentionMaskSpec& mask,
-                              const float* q, const cpu::CachedKeyValues& kv, int64_t kv_rows,
+void attention_forward_cached(const kernels::AttentionDims& dims, const kernels::AttentionMaskSpec& mask,
+                              const float* q, const kernels::CachedKeyValues& kv, int64_t kv_rows,
                               float* probs, float* out) {
   // Few queries per step: one query per warp, up to four warps.
   const int warps = static_cast<int>(dims.tq < 4 ? dims.tq : 4);

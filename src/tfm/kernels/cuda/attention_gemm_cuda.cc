@@ -13,18 +13,19 @@ namespace {
 
 // Head `i` of a [B, T, h*d] projection as the 4-D view [B, h, T, d]: no copy, only strides (the
 // batch dims do not fold, so gemm runs one batched product over B per head).
-cpu::GemmOperand head_view(const float* data, int64_t batch, int64_t heads, int64_t t, int64_t d) {
-  return cpu::GemmOperand::strided(data, DType::f32, {batch, heads, t, d},
-                                   {t * heads * d, d, heads * d, 1});
+kernels::GemmOperand head_view(const float* data, int64_t batch, int64_t heads, int64_t t,
+                               int64_t d) {
+  return kernels::GemmOperand::strided(data, DType::f32, {batch, heads, t, d},
+                                       {t * heads * d, d, heads * d, 1});
 }
 
-cpu::GemmOperand probs_view(const float* data, const cpu::AttentionDims& dims) {
-  return cpu::GemmOperand::dense(data, DType::f32, {dims.batch, dims.heads, dims.tq, dims.tk});
+kernels::GemmOperand probs_view(const float* data, const kernels::AttentionDims& dims) {
+  return kernels::GemmOperand::dense(data, DType::f32, {dims.batch, dims.heads, dims.tq, dims.tk});
 }
 
-void run_gemm(const cpu::GemmOperand& a, const cpu::GemmOperand& b, const cpu::GemmOperand& c,
-              float alpha, bool accumulate) {
-  cpu::GemmArgs args;
+void run_gemm(const kernels::GemmOperand& a, const kernels::GemmOperand& b,
+              const kernels::GemmOperand& c, float alpha, bool accumulate) {
+  kernels::GemmArgs args;
   args.a = a;
   args.b = b;
   args.c = c;
@@ -33,14 +34,14 @@ void run_gemm(const cpu::GemmOperand& a, const cpu::GemmOperand& b, const cpu::G
   gemm(args, /*allow_tf32=*/false);
 }
 
-float score_scale(const cpu::AttentionDims& dims) {
+float score_scale(const kernels::AttentionDims& dims) {
   return 1.0f / std::sqrt(static_cast<float>(dims.dk));
 }
 
 }  // namespace
 
-void attention_forward(const cpu::AttentionDims& dims, const cpu::AttentionMaskSpec& mask,
-                       const cpu::AttentionDropout& dropout, const float* q, const float* k,
+void attention_forward(const kernels::AttentionDims& dims, const kernels::AttentionMaskSpec& mask,
+                       const kernels::AttentionDropout& dropout, const float* q, const float* k,
                        const float* v, float* probs, float* dropped, float* out) {
   const int64_t B = dims.batch, h = dims.heads;
   // S = q k^T / sqrt(dk) into probs, then P = masked softmax(S) in place (and D when dropping).
@@ -53,12 +54,12 @@ void attention_forward(const cpu::AttentionDims& dims, const cpu::AttentionMaskS
            head_view(out, B, h, dims.tq, dims.dv), 1.0f, false);
 }
 
-void attention_backward(const cpu::AttentionDims& dims, const cpu::AttentionMaskSpec& mask,
-                        const cpu::AttentionDropout& dropout, const float* q, const float* k,
+void attention_backward(const kernels::AttentionDims& dims, const kernels::AttentionMaskSpec& mask,
+                        const kernels::AttentionDropout& dropout, const float* q, const float* k,
                         const float* v, const float* probs, const float* d_out, float* d_probs,
-                        const cpu::AttentionGrads& grads) {
+                        const kernels::AttentionGrads& grads) {
   const int64_t B = dims.batch, h = dims.heads;
-  const cpu::GemmOperand d_out_heads = head_view(d_out, B, h, dims.tq, dims.dv);
+  const kernels::GemmOperand d_out_heads = head_view(d_out, B, h, dims.tq, dims.dv);
   // O = D v:  dv = D^T dO, with D recomputed into d_probs (free until dD) when dropping.
   if (grads.dv) {
     const float* weights = probs;

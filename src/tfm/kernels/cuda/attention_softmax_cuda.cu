@@ -24,13 +24,13 @@ __device__ inline bool dropout_keep(uint64_t seed, uint64_t index, float p) {
   return u >= p;
 }
 
-__device__ inline float keep_scale(const cpu::AttentionDropout& drop) {
+__device__ inline float keep_scale(const kernels::AttentionDropout& drop) {
   return drop.p > 0.0f ? 1.0f / (1.0f - drop.p) : 1.0f;
 }
 
-// Row r (batch r / (h*Tq), query r % Tq) sees keys [0, n): cpu::AttentionMaskSpec::visible_keys.
-__device__ inline int64_t visible_keys(const cpu::AttentionDims& d,
-                                       const cpu::AttentionMaskSpec& mask, int64_t r) {
+// Row r (batch r / (h*Tq), query r % Tq) sees keys [0, n): kernels::AttentionMaskSpec::visible_keys.
+__device__ inline int64_t visible_keys(const kernels::AttentionDims& d,
+                                       const kernels::AttentionMaskSpec& mask, int64_t r) {
   const int64_t b = r / (d.heads * d.tq), t = r % d.tq;
   int64_t n = mask.key_lengths ? mask.key_lengths[b] : d.tk;
   if (mask.causal && t + mask.query_offset + 1 < n) n = t + mask.query_offset + 1;
@@ -43,8 +43,8 @@ __device__ inline int64_t warp_row() {
 
 // P_j = e^{S_j - m} / sum_{i < n} e^{S_i - m} for j < n with m the row's maximum over the visible
 // keys (nothing overflows), P_j = 0 for j >= n; D_j = P_j keep_j / (1 - p).
-__global__ void softmax_kernel(cpu::AttentionDims d, cpu::AttentionMaskSpec mask,
-                               cpu::AttentionDropout drop, float* probs, float* dropped) {
+__global__ void softmax_kernel(kernels::AttentionDims d, kernels::AttentionMaskSpec mask,
+                               kernels::AttentionDropout drop, float* probs, float* dropped) {
   const int64_t r = warp_row();
   if (r >= d.batch * d.heads * d.tq) return;  // the whole warp
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -71,7 +71,7 @@ __global__ void softmax_kernel(cpu::AttentionDims d, cpu::AttentionMaskSpec mask
   }
 }
 
-__global__ void dropout_kernel(int64_t count, cpu::AttentionDropout drop, const float* probs,
+__global__ void dropout_kernel(int64_t count, kernels::AttentionDropout drop, const float* probs,
                                float* dropped) {
   const float scale = keep_scale(drop);
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -83,8 +83,8 @@ __global__ void dropout_kernel(int64_t count, cpu::AttentionDropout drop, const 
 
 // dP_j = dD_j keep_j / (1 - p), then dS_j = alpha P_j (dP_j - sum_{i < n} dP_i P_i) for j < n, 0
 // beyond (derived in kernels/cpu/attention_cpu.cc). The first pass leaves dP in grad.
-__global__ void softmax_backward_kernel(cpu::AttentionDims d, cpu::AttentionMaskSpec mask,
-                                        cpu::AttentionDropout drop, float alpha, const float* probs,
+__global__ void softmax_backward_kernel(kernels::AttentionDims d, kernels::AttentionMaskSpec mask,
+                                        kernels::AttentionDropout drop, float alpha, const float* probs,
                                         float* grad) {
   const int64_t r = warp_row();
   if (r >= d.batch * d.heads * d.tq) return;
@@ -107,22 +107,22 @@ __global__ void softmax_backward_kernel(cpu::AttentionDims d, cpu::AttentionMask
   for (int64_t j = lane; j < d.tk; j += 32) g[j] = j < n ? alpha * p[j] * (g[j] - dot) : 0.0f;
 }
 
-unsigned row_blocks(const cpu::AttentionDims& dims) {
+unsigned row_blocks(const kernels::AttentionDims& dims) {
   const int64_t rows = dims.batch * dims.heads * dims.tq;
   return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
 }
 
 }  // namespace
 
-void attention_softmax(const cpu::AttentionDims& dims, const cpu::AttentionMaskSpec& mask,
-                       const cpu::AttentionDropout& dropout, float* probs, float* dropped) {
+void attention_softmax(const kernels::AttentionDims& dims, const kernels::AttentionMaskSpec& mask,
+                       const kernels::AttentionDropout& dropout, float* probs, float* dropped) {
   if (dims.prob_count() == 0) return;
   softmax_kernel<<<row_blocks(dims), 32 * kRowsPerBlock, 0, stream()>>>(dims, mask, dropout, probs,
                                                                         dropped);
   TFM_CUDA_LAUNCHED(softmax_kernel);
 }
 
-void attention_dropout(const cpu::AttentionDims& dims, const cpu::AttentionDropout& dropout,
+void attention_dropout(const kernels::AttentionDims& dims, const kernels::AttentionDropout& dropout,
                        const float* probs, float* dropped) {
   const int64_t count = dims.prob_count();
   if (count == 0) return;
@@ -132,8 +132,8 @@ void attention_dropout(const cpu::AttentionDims& dims, const cpu::AttentionDropo
   TFM_CUDA_LAUNCHED(dropout_kernel);
 }
 
-void attention_softmax_backward(const cpu::AttentionDims& dims, const cpu::AttentionMaskSpec& mask,
-                                const cpu::AttentionDropout& dropout, float alpha,
+void attention_softmax_backward(const kernels::AttentionDims& dims, const kernels::AttentionMaskSpec& mask,
+                                const kernels::AttentionDropout& dropout, float alpha,
                                 const float* probs, float* grad) {
   if (dims.prob_count() == 0) return;
   softmax_backward_kernel<<<row_blocks(dims), 32 * kRowsPerBlock, 0, stream()>>>(

@@ -5,24 +5,25 @@
 // mask's key lengths are a device pointer. Queued on cuda::stream().
 #pragma once
 
-#include "tfm/kernels/cpu/attention_cpu.h"
+#include "tfm/kernels/kernel_args.h"
 
 namespace tfm::cuda {
 
 // In place over probs: the scores S become P = softmax over each row's visible keys, 0 on the
 // masked ones (a row without a visible key, which the op's checks rule out, becomes 0 as on the
 // CPU). dropped (nullptr: not needed) receives D = P * keep / (1 - p).
-void attention_softmax(const cpu::AttentionDims& dims, const cpu::AttentionMaskSpec& mask,
-                       const cpu::AttentionDropout& dropout, float* probs, float* dropped);
+void attention_softmax(const kernels::AttentionDims& dims, const kernels::AttentionMaskSpec& mask,
+                       const kernels::AttentionDropout& dropout, float* probs, float* dropped);
 
 // dropped = P * keep / (1 - p): the forward's D again, from P and the seed.
-void attention_dropout(const cpu::AttentionDims& dims, const cpu::AttentionDropout& dropout,
+void attention_dropout(const kernels::AttentionDims& dims, const kernels::AttentionDropout& dropout,
                        const float* probs, float* dropped);
 
 // In place over grad: dD becomes dS = alpha * P * (dP - sum_j dP_j P_j) with dP = dD * keep / (1 -
 // p) (dropout's backward), 0 on masked keys. alpha = 1/sqrt(dk) folds the scale of the scores in.
-void attention_softmax_backward(const cpu::AttentionDims& dims, const cpu::AttentionMaskSpec& mask,
-                                const cpu::AttentionDropout& dropout, float alpha,
+void attention_softmax_backward(const kernels::AttentionDims& dims,
+                                const kernels::AttentionMaskSpec& mask,
+                                const kernels::AttentionDropout& dropout, float alpha,
                                 const float* probs, float* grad);
 
 }  // namespace tfm::cuda

@@ -11,12 +11,12 @@
 
 #include <cstdint>
 
-#include "tfm/kernels/cpu/layer_norm_cpu.h"
+#include "tfm/kernels/kernel_args.h"
 
 namespace tfm::cuda {
 
 // Where the backwards write (null: not wanted) and whether they add: the CPU kernels' struct.
-using LayerNormGrads = cpu::LayerNormGrads;
+using LayerNormGrads = kernels::LayerNormGrads;
 
 // y = (x - mean) * rstd * gamma + beta per row, rstd = 1 / sqrt(biased var + eps); writes each
 // row's mean and rstd (arrays of `rows`) for the backward.

@@ -74,7 +74,7 @@ struct Layout {
 
 // The batch of an operand: the product of the dims before the last two; their strides must fold
 // into one (a dim of 1 broadcasts: stride 0).
-void batch_of(const cpu::GemmOperand& x, int* count, int64_t* stride) {
+void batch_of(const kernels::GemmOperand& x, int* count, int64_t* stride) {
   int64_t n = 1, s = 0;
   for (int i = 0; i < x.rank - 2; ++i) {
     if (x.dims[i] == 1) continue;
@@ -87,7 +87,7 @@ void batch_of(const cpu::GemmOperand& x, int* count, int64_t* stride) {
 }
 
 // Whether batch_of takes x: its batch dims fold into one stride.
-bool batch_folds(const cpu::GemmOperand& x) {
+bool batch_folds(const kernels::GemmOperand& x) {
   int64_t n = 1, s = 0;
   for (int i = 0; i < x.rank - 2; ++i) {
     if (x.dims[i] == 1) continue;
@@ -100,8 +100,8 @@ bool batch_folds(const cpu::GemmOperand& x) {
 
 // Matrix batch i1 of a rank-4 operand's second batch dim as a rank-3 operand [d0, rows, cols]
 // (a dim of 1 broadcasts: always its only matrix).
-cpu::GemmOperand second_batch_slice(const cpu::GemmOperand& x, int64_t i1) {
-  cpu::GemmOperand s = x;
+kernels::GemmOperand second_batch_slice(const kernels::GemmOperand& x, int64_t i1) {
+  kernels::GemmOperand s = x;
   const int64_t at = x.dims[1] == 1 ? 0 : i1;
   s.data =
       static_cast<char*>(x.data) + at * x.strides[1] * static_cast<int64_t>(dtype_size(x.dtype));
@@ -122,7 +122,7 @@ uint32_t alignment_of(const void* p) {
 
 // The layout of op(X) where the product wants X^T (our row-major operand as the library's
 // column-major one): x is [r, c] with strides (sr, sc).
-Layout transposed_layout(const cpu::GemmOperand& x) {
+Layout transposed_layout(const kernels::GemmOperand& x) {
   Layout l;
   const int64_t r = x.rows(), c = x.cols();
   const int64_t sr = x.strides[x.rank - 2], sc = x.strides[x.rank - 1];
@@ -219,8 +219,8 @@ bool tf32() {
   return g_tf32;
 }
 
-void gemm(const cpu::GemmArgs& args, bool allow_tf32) {
-  const cpu::GemmOperand &a = args.a, &b = args.b, &c = args.c;
+void gemm(const kernels::GemmArgs& args, bool allow_tf32) {
+  const kernels::GemmOperand &a = args.a, &b = args.b, &c = args.c;
   TFM_CHECK(a.rank == b.rank && a.rank == c.rank, "cuda gemm: operand ranks differ");
   const int64_t m = a.rows(), k = a.cols(), n = b.cols();
   TFM_CHECK(b.rows() == k && c.rows() == m && c.cols() == n,
@@ -236,7 +236,7 @@ void gemm(const cpu::GemmArgs& args, bool allow_tf32) {
     TFM_CHECK(
         (a.dims[1] == c.dims[1] || a.dims[1] == 1) && (b.dims[1] == c.dims[1] || b.dims[1] == 1),
         "cuda gemm: batch dims {} and {} do not give {}", a.dims[1], b.dims[1], c.dims[1]);
-    cpu::GemmArgs slice = args;
+    kernels::GemmArgs slice = args;
     for (int64_t i = 0; i < c.dims[1]; ++i) {
       slice.a = second_batch_slice(a, i);
       slice.b = second_batch_slice(b, i);

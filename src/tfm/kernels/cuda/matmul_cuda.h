@@ -2,7 +2,7 @@
 // (kernels/cpu/matmul_cpu.h: GemmArgs, GemmOperand), whose pointers here are device addresses.
 #pragma once
 
-#include "tfm/kernels/cpu/matmul_cpu.h"
+#include "tfm/kernels/kernel_args.h"
 
 namespace tfm::cuda {
 
@@ -13,7 +13,7 @@ namespace tfm::cuda {
 // Pointers need only the element's alignment. f32 products are exact f32 unless set_tf32(true) and
 // allow_tf32 (false: exact whatever the setting, as attention's products, which the tests compare
 // with the CPU).
-void gemm(const cpu::GemmArgs& args, bool allow_tf32 = true);
+void gemm(const kernels::GemmArgs& args, bool allow_tf32 = true);
 
 // Whether f32 products may round their operands to tf32 on the tensor cores (about 8x faster on
 // Hopper, ~1e-3 relative error). Off by default: results then match the CPU's to f32 rounding.

@@ -4,12 +4,12 @@
 
 #include <cstdint>
 
-#include "tfm/kernels/cpu/optimizer_cpu.h"
+#include "tfm/kernels/kernel_args.h"
 
 namespace tfm::cuda {
 
 // The Adam step's scalars: the CPU kernel's struct.
-using AdamStep = cpu::AdamStep;
+using AdamStep = kernels::AdamStep;
 
 //   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  p -= step_size m / (sqrt(v) inv_sqrt_bc2 +
 //   eps)

@@ -1,0 +1,10 @@
+// The CPU backend's kernel table (kernels/kernel_table.h), registered for Device::cpu.
+#pragma once
+
+#include "tfm/kernels/kernel_table.h"
+
+namespace tfm::cpu {
+
+const kernels::KernelTable& kernel_table();
+
+}  // namespace tfm::cpu
