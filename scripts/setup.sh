@@ -47,7 +47,8 @@ packages=(
 # only where no npm command exists.
 command -v npm >/dev/null || packages+=(npm)
 if [ "$with_torch" = 1 ]; then
-  # OpenBLAS: without it Debian's PyTorch runs f32 matrix products on the reference BLAS (~6 GFLOP/s).
+  # OpenBLAS: without it Debian's PyTorch runs f32 matrix products on the reference BLAS, about 100x
+  # slower than an optimised one.
   packages+=(python3-torch libgoogle-perftools4 libopenblas0-openmp)
 fi
 

@@ -84,8 +84,9 @@ bool blocked_gemm_bf16_applies(int64_t m, int64_t n, int64_t k) {
     case Bf16Products::dot:
       return blocked_gemm_bf16_available() && blocked_gemm_large_enough(m, n, k);
     case Bf16Products::widened:
-      // gemm_bench's training_product_bf16 on a Xeon without AMX (docs/BENCHMARKS.md): 1.5-1.9x
-      // oneDNN's vdpbf16ps products at every shape measured, the smallest 128 x 256 x 256.
+      // gemm_bench's training_product_bf16 on a Xeon without AMX: faster than oneDNN's vdpbf16ps
+      // products at every shape measured down to 128 x 256 x 256
+      // (docs/journal/2026-11-27-xeon-bf16-widened.md).
       return blocked_gemm_available() && std::min({m, n, k}) >= 128;
     case Bf16Products::onednn:
       break;

@@ -55,10 +55,10 @@ bool blocked_gemm_applies(int64_t m, int64_t n, int64_t k) {
 }
 
 bool blocked_gemm_large_enough(int64_t m, int64_t n, int64_t k) {
-  // Measured with gemm_bench's training_product_f32 (docs/BENCHMARKS.md): from about 2^30
-  // multiply-adds (the base model's 4096-token products, the output layers') the kernel ran
-  // 0.90-1.48x oneDNN's rate and a base step 5-8% faster; below, where the operands stay in cache
-  // (the Multi30k model's 2048 x 256 x 256), oneDNN ran up to 1.5x faster in some runs.
+  // Measured with gemm_bench's training_product_f32: from about 2^30 multiply-adds (the base
+  // model's 4096-token products, the output layers') the kernel is as fast as oneDNN or faster;
+  // below, where the operands stay in cache (the Multi30k model's 2048 x 256 x 256), oneDNN is
+  // faster (docs/journal/2026-11-27-blocked-f32-kernel.md).
   constexpr double kMinMultiplyAdds = 1073741824.0;  // 2^30
   return m >= 256 && n >= 256 && k >= 256 &&
          static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >=
@@ -111,7 +111,7 @@ struct FmaKernel {
   // block of b (kKc x kNc, 512 KiB) streams from L2 under it, 128 bytes per depth; a's block (kMc x
   // kKc, 336 KiB) is packed once per block of b. Measured on a Xeon (32 KiB L1, 1 MiB L2) against
   // kKc 192-512 and kNc 256-1024, and against the order that keeps b's micro-panel in L1 instead
-  // (10-35% slower there: a's stream evicted it).
+  // (slower: a's stream evicted it; docs/journal/2026-11-27-blocked-f32-kernel.md).
   static constexpr int64_t kKc = 256;
   static constexpr int64_t kMc = 24 * kMr;
   static constexpr int64_t kNc = 16 * kNr;
@@ -124,7 +124,7 @@ struct FmaKernel {
     if (a.col_stride != 1 && a.row_stride == 1) {
       // Columns contiguous (a = g^T): each depth's column read once from start to end, its pieces
       // copied to every panel (panel by panel, the reads jumped between `depth` lines: the weight
-      // gradients at 4096 tokens ran 1.05-1.2x slower).
+      // gradients at 4096 tokens ran slower; docs/journal/2026-11-27-blocked-f32-kernel.md).
       for (int64_t k = 0; k < depth; ++k) {
         const T* column = a.data + k * a.col_stride;
         for (int64_t i0 = 0; i0 < rows; i0 += kMr)

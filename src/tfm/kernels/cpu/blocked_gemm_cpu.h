@@ -5,9 +5,9 @@
 // from L2. Packing reads a and b in either layout (row- or
 // column-major: the forward's x W^T, the input gradient's g W and the weight gradient's g^T x).
 //
-// Why: oneDNN 2.6's brgemm ran a base training step's products at 68-81% of this machine's FMA
-// peak, below the 85% issue 19 asks for (docs/BENCHMARKS.md). cpu::gemm takes this kernel for
-// the shapes where it was measured faster (blocked_gemm_applies) and oneDNN's matmul otherwise.
+// Why: oneDNN 2.6's brgemm ran a base training step's products below the 85% of the FMA peak that
+// issue 19 asks for (docs/journal/2026-11-27-blocked-f32-kernel.md). cpu::gemm takes this kernel
+// for the shapes where it was measured faster (blocked_gemm_applies) and oneDNN's matmul otherwise.
 #pragma once
 
 #include <cstdint>
@@ -50,8 +50,9 @@ bool blocked_gemm_applies(int64_t m, int64_t n, int64_t k);
 // order vdpbf16ps multiplies them in: c's 14 x 32 tile gains two depths per instruction, each
 // product of two bf16 exact in f32 and added with f32 rounding. (Denormal operands and sums are
 // flushed to zero, as vdpbf16ps does, and as oneDNN's bf16 products on such a CPU do.)
-// Why: oneDNN 2.6's bf16 products ran a base step's products at ~71% of the EPYC's measured
-// vdpbf16ps peak (issue 19). Needs blocked_gemm_bf16_available().
+// Why: oneDNN 2.6's bf16 products ran a base step's products well below the EPYC's vdpbf16ps peak
+// (issue 19; docs/journal/2026-11-22-cpu-performance-suite.md). Needs
+// blocked_gemm_bf16_available().
 void blocked_gemm_bf16(int64_t m, int64_t n, int64_t k, StridedBf16Matrix a, StridedBf16Matrix b,
                        const float* bias, bool accumulate, bool relu, float* c, int64_t ldc);
 
@@ -62,7 +63,7 @@ bool blocked_gemm_bf16_available();
 // multiply-adds: the same products (each product of two bf16 is exact in f32) summed in f32. Why:
 // on a CPU whose vdpbf16ps does no more multiply-adds a cycle than its FMA (an Intel Xeon without
 // AMX: half as many), oneDNN's bf16 products are held to vdpbf16ps's rate, about half of what the
-// FMA gives f32 (docs/BENCHMARKS.md). Needs blocked_gemm_available().
+// FMA gives f32 (docs/journal/2026-11-27-xeon-bf16-widened.md). Needs blocked_gemm_available().
 void blocked_gemm_bf16_widened(int64_t m, int64_t n, int64_t k, StridedBf16Matrix a,
                                StridedBf16Matrix b, const float* bias, bool accumulate, bool relu,
                                float* c, int64_t ldc);

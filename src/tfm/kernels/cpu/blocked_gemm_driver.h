@@ -69,7 +69,7 @@ inline void transpose_16x16(__m512 r[16]) {
   }
 }
 
-// c's tile is needed only at the end: its lines arrive while the sums run (2-4% faster).
+// c's tile is needed only at the end: its lines arrive while the sums run.
 inline void prefetch_tile(const float* c, int64_t ldc, int64_t rows) {
   for (int64_t r = 0; r < rows; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
@@ -113,7 +113,7 @@ T* aligned_64(std::vector<T>& buffer, size_t count) {
 
 // The whole product for rows [0, m) and columns [0, n) of the given views, on this thread, with
 // its own packed blocks. (Threads that packed each block of b together and waited for one another
-// ran no faster here: gemm_bench, 2026-11-27.)
+// ran no faster: docs/journal/2026-11-27-blocked-f32-kernel.md.)
 template <class Kernel>
 void gemm_block(int64_t m, int64_t n, int64_t k, Strided<typename Kernel::Source> a,
                 Strided<typename Kernel::Source> b, const float* bias, bool accumulate, bool relu,

@@ -265,19 +265,16 @@ const void* widened_if_needed(const void* x, int64_t m, const PackedWeight& w) {
   return widened.data();
 }
 
-// The most rows of x for which packed_linear takes the panel kernel, from measurements on 2 cores
-// (docs/BENCHMARKS.md): against 512 x 512 weights the kernel is 1.4-1.9x oneDNN at 1-4 rows,
-// against 512 x 2048 within 0.85-1.04x of it at 1-8 rows (cache-hot weights). Whole decodes of one
-// sentence were 1.14-1.35x faster with 8 (2026-11-26). With the kernel's prefetching into L2, a
-// decoding step's products with weights streaming from memory (gemm_bench decoder_step_f32, 176
-// MB) ran at 1.4-1.5x oneDNN's rate at 32 rows, 1.2x at 64, 1.04-1.1x at 128 and 0.96-1.0x at 256
-// (cache-hot: 1.0x at 128, 0.95x at 256); whole decodes of beam 4 took 11% less time at 64 rows and
-// 2-5% less at 128 than with oneDNN there (2026-11-27, fourth session).
+// The most rows of x for which packed_linear takes the panel kernel. With weights streaming from
+// memory, as in a decoding step, its prefetching into L2 makes it faster than oneDNN up to 128
+// rows and no faster beyond (gemm_bench decoder_step_f32; the measurements:
+// docs/journal/2026-11-26-panel-kernel-int8-without-vnni.md,
+// docs/journal/2026-11-27-decode-weights-streamed.md).
 constexpr int64_t kPanelMaxRows = 128;
 
 // The same for the int8 panel kernel (a CPU without VNNI, where oneDNN packs the weight again in
-// every call): gemm_bench's packed_product_i8 on 2 cores, cache-hot weights, measured it 5-7.5x
-// oneDNN at 1 row, 2-3.4x at 4-8, 1.4-1.8x at 32, 1.1-1.4x at 64 and 0.93-1.26x at 128.
+// every call): faster than oneDNN up to 64 rows in gemm_bench's packed_product_i8
+// (docs/journal/2026-11-26-panel-kernel-int8-without-vnni.md, "int8 without VNNI").
 constexpr int64_t kInt8PanelMaxRows = 64;
 
 }  // namespace

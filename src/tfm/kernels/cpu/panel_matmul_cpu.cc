@@ -108,11 +108,10 @@ float* aligned_64(float* p) {
 // then again from L1: the memory is busy for a sixth of the slice's time and idle for the rest. So
 // the slice's tiles share out the prefetching of the slice kPrefetchSlices ahead (into the next
 // panel after the last), a few lines per k, into L2: the requests are spread evenly over the
-// slice's time. On the Xeon of 2026-11-27 a decoding step's products of 32 rows ran at 257
-// GFLOP/s with 176 MB of weights instead of 182-191 with the first tile prefetching the next slice
-// into L1 (gemm_bench decoder_step_f32; docs/BENCHMARKS.md). A single row reads each slice once, at
-// the memory's pace, and the hardware's prefetchers keep up: prefetching made it 4-12% slower
-// there. A prefetch past the weight's end is a hint and never faults.
+// slice's time, faster than the first tile prefetching the next slice into L1 (gemm_bench
+// decoder_step_f32 measures it: docs/journal/2026-11-27-decode-weights-streamed.md). A single row
+// reads each slice once, at the memory's pace, and the hardware's prefetchers keep up: software
+// prefetching only slowed it. A prefetch past the weight's end is a hint and never faults.
 void panel_rows(const float* x, int64_t k, const Panel& panel, int64_t r0, int64_t r1, float* y,
                 int64_t ldy, bool relu) {
   // The partial sums of these rows, [r1 - r0][64].

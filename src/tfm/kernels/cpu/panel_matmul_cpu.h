@@ -4,8 +4,8 @@
 // Decoding one sentence multiplies 1 row (greedy) or 4 (beam 4) with every weight at each step.
 // Such a product reads each weight once for a handful of multiply-adds, so its time is the time the
 // weights take to arrive plus the fixed cost of the call; oneDNN 2.6's brgemm spends about as long
-// again in its set-up and threading on the 512 x 512 projections (gemm_bench's packed_linear_f32:
-// half this kernel's rate at 1-2 rows). This kernel streams each 64-column panel of
+// again in its set-up and threading on the 512 x 512 projections (gemm_bench's packed_linear_f32
+// measures it). This kernel streams each 64-column panel of
 // the weight once, keeps a 64-deep slice of it in L1 while every row of x passes over it, and adds
 // the bias and ReLU as it stores. cpu::packed_linear takes it for up to 128 rows (measured there):
 // with the weights streaming in from memory, as in a decoding step, its prefetching into L2 makes
