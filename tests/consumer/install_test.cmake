@@ -6,6 +6,7 @@
 # Usage: cmake -DBUILD_DIR=... -DCOMPONENT=... [-DTARGET=...] -DKIND=static|shared
 #              -DGENERATOR=... -DCXX=... -DNM=... -DFIXTURE=... -P install_test.cmake
 # TARGET: a target of BUILD_DIR to build first (the libtfm of the kind the build does not install).
+cmake_policy(VERSION 3.25)
 set(work ${BUILD_DIR}/install-test-${KIND})
 file(REMOVE_RECURSE ${work})
 function(run)
@@ -31,13 +32,13 @@ foreach(file include/tfm/tfm.h include/tfm/export.h include/tfm/version.h)
 endforeach()
 file(GLOB_RECURSE config ${work}/prefix/*/cmake/tfm/tfmConfig.cmake)
 file(GLOB_RECURSE archive ${work}/prefix/*/libtfm.a)
-file(GLOB_RECURSE shared ${work}/prefix/*/libtfm.so)
+file(GLOB_RECURSE shared_library ${work}/prefix/*/libtfm.so)
 if(NOT config)
   message(FATAL_ERROR "no lib/cmake/tfm/tfmConfig.cmake was installed")
 endif()
-if(KIND STREQUAL "static" AND (NOT archive OR shared))
+if(KIND STREQUAL "static" AND (NOT archive OR shared_library))
   message(FATAL_ERROR "a static libtfm alone was expected")
-elseif(KIND STREQUAL "shared" AND (archive OR NOT shared))
+elseif(KIND STREQUAL "shared" AND (archive OR NOT shared_library))
   message(FATAL_ERROR "a shared libtfm alone was expected")
 endif()
 
@@ -53,7 +54,7 @@ endif()
 message(STATUS "consumer: ${output}")
 
 if(KIND STREQUAL "shared")
-  run(${NM} -D -C --defined-only ${shared})
+  run(${NM} -D -C --defined-only ${shared_library})
   string(REGEX MATCHALL "[^\n]*tfm::[a-z_]+::[^\n]*" internal "${output}")
   string(REGEX MATCHALL "[^\n]*tfm::[^\n]*" public "${output}")
   list(LENGTH public count)
