@@ -9,8 +9,8 @@
 # a layer's header may include them). A layer whose folder holds no source yet makes no target, and
 # a DEPENDS layer without a target is passed over, so that a folder can be added or removed without
 # touching this file. A layer is added after the layers it depends on. PROGRAM: the layer of a
-# program (cli): an object library, whose objects the program links; compiled with
-# TFM_DRIVER_FLAGS instead of TFM_LAYER_FLAGS.
+# program (cli): an object library, whose objects the program links. The programs' layers (those
+# in TFM_DRIVER_LAYERS) are compiled with TFM_DRIVER_FLAGS, the others with TFM_LAYER_FLAGS.
 #
 # Every layer's objects are position-independent and have hidden visibility: only what
 # include/tfm/export.h's TFM_API marks leaves a shared libtfm.
@@ -42,10 +42,12 @@ function(tfm_add_layer name)
   set(target tfm_${name})
   if(arg_PROGRAM)
     add_library(${target} OBJECT ${sources})
-    set(flags ${TFM_DRIVER_FLAGS})
   else()
     add_library(${target} STATIC ${sources})
-    set(flags ${TFM_LAYER_FLAGS})
+  endif()
+  set(flags ${TFM_LAYER_FLAGS})
+  if(name IN_LIST TFM_DRIVER_LAYERS)
+    set(flags ${TFM_DRIVER_FLAGS})
   endif()
   set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON
                         CXX_VISIBILITY_PRESET hidden CUDA_VISIBILITY_PRESET hidden
