@@ -20,6 +20,7 @@
 
 #include "bindings.h"
 #include "tfm/tfm.h"
+#include "tfm/version.h"
 
 namespace py = pybind11;
 

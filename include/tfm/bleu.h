@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "tfm/export.h"
+
 namespace tfm {
 
 struct BleuOptions {
@@ -34,8 +36,8 @@ struct BleuResult {
 
 // references[k] is the k-th set of references, one per hypothesis. A tfm::Error for unequal
 // lengths, no hypotheses, invalid UTF-8 or an unknown option name.
-BleuResult corpus_bleu(const std::vector<std::string>& hypotheses,
-                       const std::vector<std::vector<std::string>>& references,
-                       const BleuOptions& options = {});
+TFM_API BleuResult corpus_bleu(const std::vector<std::string>& hypotheses,
+                               const std::vector<std::vector<std::string>>& references,
+                               const BleuOptions& options = {});
 
 }  // namespace tfm

@@ -6,9 +6,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "tfm/export.h"
+
 namespace tfm {
 
-class Error : public std::runtime_error {
+class TFM_API Error : public std::runtime_error {
  public:
   // Control characters in `message` are escaped ("\n", "\x1b") so that it stays one line.
   explicit Error(const std::string& message);

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tfm/export.h"
 #include "tfm/options.h"
 
 namespace tfm {
@@ -20,7 +21,7 @@ struct LoadOptions {
   ComputeDevice device = ComputeDevice::cpu;  // ComputeDevice::cuda: a CUDA build and a GPU
 };
 
-class Model {
+class TFM_API Model {
  public:
   // Reads and checks the directory (configuration, shapes, checksums, finite weights, vocabulary);
   // a tfm::Error names the file and the problem.
@@ -44,10 +45,10 @@ class Model {
   std::vector<int32_t> token_ids(const std::vector<std::string>& tokens) const;
   std::string detokenize(const std::vector<std::string>& tokens) const;
 
-  struct Impl;  // src/tfm/api: the library's own view of the model
-  const Impl& impl() const { return *impl_; }
+  struct Impl;  // the library's own view of the model (src/tfm/api/model_impl.h)
 
  private:
+  friend struct ModelAccess;  // how tfm's own code reaches impl_ (src/tfm/api/model_impl.h)
   explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

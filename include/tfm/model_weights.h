@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tfm/export.h"
+
 namespace tfm {
 
 struct Weight {
@@ -29,7 +31,7 @@ struct ModelWeights {
 // Reads and checks a model directory's config.json and model.safetensors as Model::load does
 // (configuration, names, shapes, checksums, finite values); its vocabulary is not needed. Each
 // weight's data is the memory the file was read into, not a further copy.
-ModelWeights read_model_weights(const std::filesystem::path& dir);
+TFM_API ModelWeights read_model_weights(const std::filesystem::path& dir);
 
 // Writes a model directory that Model::load (and `tfm translate`) reads. `vocabulary` is a
 // SentencePiece model's bytes (what vocab.model holds). Everything is checked before anything is
@@ -38,7 +40,7 @@ ModelWeights read_model_weights(const std::filesystem::path& dir);
 // ids). Then the directory is written all or nothing (built beside `dir`, then renamed to it;
 // an existing `dir` of model files is replaced as a whole, one holding other files is refused);
 // model.safetensors records vocab.model's CRC-32 (docs/MODEL_FORMAT.md).
-void write_model_weights(const std::filesystem::path& dir, const ModelWeights& model,
-                         std::string_view vocabulary);
+TFM_API void write_model_weights(const std::filesystem::path& dir, const ModelWeights& model,
+                                 std::string_view vocabulary);
 
 }  // namespace tfm

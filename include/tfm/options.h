@@ -5,6 +5,8 @@
 
 #include <string_view>
 
+#include "tfm/export.h"
+
 namespace tfm {
 
 // Operand type of the matrix products, fixed when a model is loaded.
@@ -19,8 +21,8 @@ enum class Precision {
 
 // "f32", "bf16", "auto", "int8" or "int8-bf16"; another name is a tfm::Error
 // "<what>: '<name>' is not a precision (f32, bf16, auto, int8 or int8-bf16)".
-Precision parse_precision(std::string_view name, std::string_view what = "precision");
-std::string_view to_string(Precision precision);
+TFM_API Precision parse_precision(std::string_view name, std::string_view what = "precision");
+TFM_API std::string_view to_string(Precision precision);
 
 // Where a model computes.
 enum class ComputeDevice {
@@ -31,7 +33,7 @@ enum class ComputeDevice {
 
 // "cpu", "cuda" (or "gpu") or "auto"; another name is a tfm::Error
 // "unknown device '<name>' (expected cpu, cuda or auto)".
-ComputeDevice parse_device(std::string_view name);
-std::string_view to_string(ComputeDevice device);
+TFM_API ComputeDevice parse_device(std::string_view name);
+TFM_API std::string_view to_string(ComputeDevice device);
 
 }  // namespace tfm

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "tfm/export.h"
+
 namespace tfm {
 
 // What the trainer reports as it goes: the values of its log lines and of metrics.jsonl's records.
@@ -46,6 +48,6 @@ struct TrainingResult {
   std::filesystem::path last_checkpoint;  // a model directory (Model::load reads it)
 };
 
-TrainingResult train(const TrainingOptions& options);
+TFM_API TrainingResult train(const TrainingOptions& options);
 
 }  // namespace tfm

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tfm/export.h"
 #include "tfm/model.h"
 
 namespace tfm {
@@ -68,7 +69,7 @@ struct ScoringResult {
   double log_prob = 0;                 // their sum
 };
 
-class Translator {
+class TFM_API Translator {
  public:
   explicit Translator(std::shared_ptr<const Model> model, const TranslatorOptions& options = {});
   ~Translator();

@@ -26,4 +26,10 @@ struct Model::Impl {
   int64_t parameter_count = 0;
 };
 
+// Model::Impl is the library's business: include/tfm/model.h names this struct its friend, and
+// tfm's own code (the Translator) reaches a Model's Impl through it.
+struct ModelAccess {
+  static const Model::Impl& impl(const Model& model) { return *model.impl_; }
+};
+
 }  // namespace tfm

@@ -132,7 +132,7 @@ std::vector<TranslationResult> translate_ids(const Model::Impl& m, int threads,
 
 std::vector<TranslationResult> Translator::translate(const std::vector<std::string>& sources,
                                                      const TranslationOptions& options) {
-  const Model::Impl& m = impl_->model->impl();
+  const Model::Impl& m = ModelAccess::impl(*impl_->model);
   std::vector<std::vector<int32_t>> ids;
   ids.reserve(sources.size());
   for (const std::string& source : sources) ids.push_back(m.vocab.encode(source));
@@ -141,7 +141,7 @@ std::vector<TranslationResult> Translator::translate(const std::vector<std::stri
 
 std::vector<TranslationResult> Translator::translate_tokens(
     const std::vector<std::vector<std::string>>& sources, const TranslationOptions& options) {
-  const Model::Impl& m = impl_->model->impl();
+  const Model::Impl& m = ModelAccess::impl(*impl_->model);
   std::vector<std::vector<int32_t>> ids(sources.size());
   for (size_t i = 0; i < sources.size(); ++i)
     for (const std::string& piece : sources[i]) ids[i].push_back(m.vocab.id(piece));
@@ -152,7 +152,7 @@ int64_t Translator::translate_file(const std::filesystem::path& input,
                                    const std::filesystem::path& output,
                                    const TranslationOptions& options, bool n_best_output) {
   const std::vector<std::string> lines = read_text_lines(input);
-  const Model::Impl& m = impl_->model->impl();
+  const Model::Impl& m = ModelAccess::impl(*impl_->model);
   // Every line is encoded (and checked for length) before anything is translated or written.
   const translation::LengthPolicy policy{
       decode::max_input_length(decoding_options(options, m.config), m.config),
@@ -189,7 +189,7 @@ int64_t Translator::translate_file(const std::filesystem::path& input,
 std::vector<ScoringResult> Translator::score(const std::vector<std::string>& sources,
                                              const std::vector<std::string>& targets,
                                              int64_t batch_size) {
-  const Model::Impl& m = impl_->model->impl();
+  const Model::Impl& m = ModelAccess::impl(*impl_->model);
   TFM_CHECK(sources.size() == targets.size(), "score: {} sources but {} targets", sources.size(),
             targets.size());
   std::vector<std::vector<int32_t>> source_ids, target_ids;

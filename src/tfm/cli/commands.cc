@@ -46,7 +46,9 @@ void register_commands(CLI::App& app) {
   register_sweep(app);
   register_translate(app);
   register_attention(app);
+#ifdef TFM_HAVE_SERVE  // a build with the server's libraries (CMakeLists.txt)
   register_serve(app);
+#endif
   register_bleu(app);
   register_evalb(app);
   register_linearise(app);
