@@ -223,8 +223,8 @@ void launch_forward(const kernels::AttentionDims& dims, const Mask& mask, const 
 // The cache's buffers read as T (float, or uint16_t holding bf16), one query per warp.
 template <typename T>
 void launch_cached(const kernels::AttentionDims& dims, const kernels::AttentionMaskSpec& mask,
-                   const float* q, const kernels::CachedKeyValues& kv, int64_t kv_rows, float* probs,
-                   float* out, int warps) {
+                   const float* q, const kernels::CachedKeyValues& kv, int64_t kv_rows,
+                   float* probs, float* out, int warps) {
   const KeyValues<T> cache{static_cast<const T*>(kv.k),
                            static_cast<const T*>(kv.v),
                            kv.k_batch_stride,
@@ -239,9 +239,10 @@ void launch_cached(const kernels::AttentionDims& dims, const kernels::AttentionM
 
 }  // namespace
 
-void attention_forward_cached(const kernels::AttentionDims& dims, const kernels::AttentionMaskSpec& mask,
-                              const float* q, const kernels::CachedKeyValues& kv, int64_t kv_rows,
-                              float* probs, float* out) {
+void attention_forward_cached(const kernels::AttentionDims& dims,
+                              const kernels::AttentionMaskSpec& mask, const float* q,
+                              const kernels::CachedKeyValues& kv, int64_t kv_rows, float* probs,
+                              float* out) {
   // Few queries per step: one query per warp, up to four warps.
   const int warps = static_cast<int>(dims.tq < 4 ? dims.tq : 4);
   if (kv.dtype == DType::bf16) {

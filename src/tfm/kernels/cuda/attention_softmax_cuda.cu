@@ -28,7 +28,8 @@ __device__ inline float keep_scale(const kernels::AttentionDropout& drop) {
   return drop.p > 0.0f ? 1.0f / (1.0f - drop.p) : 1.0f;
 }
 
-// Row r (batch r / (h*Tq), query r % Tq) sees keys [0, n): kernels::AttentionMaskSpec::visible_keys.
+// Row r (batch r / (h*Tq), query r % Tq) sees keys [0, n):
+// kernels::AttentionMaskSpec::visible_keys.
 __device__ inline int64_t visible_keys(const kernels::AttentionDims& d,
                                        const kernels::AttentionMaskSpec& mask, int64_t r) {
   const int64_t b = r / (d.heads * d.tq), t = r % d.tq;
@@ -84,8 +85,8 @@ __global__ void dropout_kernel(int64_t count, kernels::AttentionDropout drop, co
 // dP_j = dD_j keep_j / (1 - p), then dS_j = alpha P_j (dP_j - sum_{i < n} dP_i P_i) for j < n, 0
 // beyond (derived in kernels/cpu/attention_cpu.cc). The first pass leaves dP in grad.
 __global__ void softmax_backward_kernel(kernels::AttentionDims d, kernels::AttentionMaskSpec mask,
-                                        kernels::AttentionDropout drop, float alpha, const float* probs,
-                                        float* grad) {
+                                        kernels::AttentionDropout drop, float alpha,
+                                        const float* probs, float* grad) {
   const int64_t r = warp_row();
   if (r >= d.batch * d.heads * d.tq) return;
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -132,7 +133,8 @@ void attention_dropout(const kernels::AttentionDims& dims, const kernels::Attent
   TFM_CUDA_LAUNCHED(dropout_kernel);
 }
 
-void attention_softmax_backward(const kernels::AttentionDims& dims, const kernels::AttentionMaskSpec& mask,
+void attention_softmax_backward(const kernels::AttentionDims& dims,
+                                const kernels::AttentionMaskSpec& mask,
                                 const kernels::AttentionDropout& dropout, float alpha,
                                 const float* probs, float* grad) {
   if (dims.prob_count() == 0) return;
