@@ -59,7 +59,7 @@ Tensor Tensor::from_floats(const Shape& shape, const std::vector<float>& values)
   TFM_CHECK(static_cast<int64_t>(values.size()) == shape.numel(),
             "{} values given for a tensor of shape {}", values.size(), shape.str());
   Tensor t = empty(shape);
-  std::memcpy(t.raw(), values.data(), t.nbytes());
+  if (t.nbytes() > 0) std::memcpy(t.raw(), values.data(), t.nbytes());  // no data() for none
   return t;
 }
 
@@ -67,7 +67,7 @@ Tensor Tensor::from_ints(const Shape& shape, const std::vector<int32_t>& values)
   TFM_CHECK(static_cast<int64_t>(values.size()) == shape.numel(),
             "{} values given for a tensor of shape {}", values.size(), shape.str());
   Tensor t = empty(shape, DType::i32);
-  std::memcpy(t.raw(), values.data(), t.nbytes());
+  if (t.nbytes() > 0) std::memcpy(t.raw(), values.data(), t.nbytes());  // no data() for none
   return t;
 }
 
