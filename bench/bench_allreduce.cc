@@ -30,7 +30,8 @@ struct Options {
 };
 
 // One all-reduce of `data` the way the options say; returns the slowest rank's seconds.
-double time_once(tfm::dist::Communicator& comm, std::span<float> data, const Options& options) {
+double time_once(tfm::internal::dist::Communicator& comm, std::span<float> data,
+                 const Options& options) {
   comm.barrier();
   const auto start = std::chrono::steady_clock::now();
   if (options.async) {
@@ -49,7 +50,7 @@ double time_once(tfm::dist::Communicator& comm, std::span<float> data, const Opt
   return static_cast<double>(*std::max_element(all.begin(), all.end())) / 1e9;
 }
 
-void run(tfm::dist::Communicator& comm, const Options& options) {
+void run(tfm::internal::dist::Communicator& comm, const Options& options) {
   if (comm.rank() == 0) std::fprintf(stderr, "bench_allreduce: %s\n", comm.describe().c_str());
   const double n = comm.size();
   for (double mb : options.sizes_mb) {
@@ -90,9 +91,9 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-mb", options.bucket_mb, "bucket size of --async in MB")
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
-  tfm::dist::Communicator* comm = nullptr;
+  tfm::internal::dist::Communicator* comm = nullptr;
   try {
-    comm = &tfm::dist::world();
+    comm = &tfm::internal::dist::world();
     run(*comm, options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_allreduce: %s\n", e.what());

@@ -45,7 +45,7 @@ std::vector<int64_t> parse_beams(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tfm::use_default_openmp_spin(argv);  // as the tfm command (core/openmp_wait.h)
+  tfm::internal::use_default_openmp_spin(argv);  // as the tfm command (core/openmp_wait.h)
   CLI::App app{"tfm decoding benchmark"};
   std::string preset = "base", beams_text = "4,1", model_dir, outputs_path, precision = "f32",
               device_option = "cpu";
@@ -70,10 +70,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    tfm::set_num_threads(threads);
-    tfm::ModelConfig config = tfm::preset(preset);
+    tfm::internal::set_num_threads(threads);
+    tfm::internal::ModelConfig config = tfm::internal::preset(preset);
     config.vocab_size = vocab;
-    tfm::nn::Transformer trained(config);
+    tfm::internal::nn::Transformer trained(config);
     trained.init(7);
 
     std::mt19937 rng(11);
@@ -85,37 +85,38 @@ int main(int argc, char** argv) {
       flat.insert(flat.end(), s.begin(), s.end());
     }
     if (!model_dir.empty()) {
-      tfm::save_model_dir(model_dir, config, trained.named_parameters());
-      tfm::write_safetensors(std::filesystem::path(model_dir) / "sources.safetensors",
-                             {{"sources", tfm::Tensor::from_ints({batch, src_len}, flat)}});
+      tfm::internal::save_model_dir(model_dir, config, trained.named_parameters());
+      tfm::internal::write_safetensors(
+          std::filesystem::path(model_dir) / "sources.safetensors",
+          {{"sources", tfm::internal::Tensor::from_ints({batch, src_len}, flat)}});
     }
 
     // As a translation service would (and `tfm translate` does): an inference model whose weights
     // are packed (and converted) once, before the timed runs, as loading them is. The packing is
     // timed on its own and reported as "pack_seconds".
-    tfm::decode::InferenceOptions inference;
-    tfm::decode::parse_inference_precision(precision, "--precision", inference);
+    tfm::internal::decode::InferenceOptions inference;
+    tfm::internal::decode::parse_inference_precision(precision, "--precision", inference);
     const auto pack_start = std::chrono::steady_clock::now();
-    inference.device = tfm::ops::parse_device(device_option);
-    const tfm::Device device = inference.device;
-    const tfm::decode::InferenceModel model(trained, inference);
+    inference.device = tfm::internal::ops::parse_device(device_option);
+    const tfm::internal::Device device = inference.device;
+    const tfm::internal::decode::InferenceModel model(trained, inference);
     const double pack_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - pack_start).count();
     nlohmann::json outputs = nlohmann::json::object();
     for (int64_t beam : parse_beams(beams_text)) {
-      tfm::decode::TranslateOptions options;
+      tfm::internal::decode::TranslateOptions options;
       options.beam_size = beam;
       options.alpha = alpha;
       options.max_length = out_len;
       options.min_length = out_len;
       options.batch_size = batch;
-      std::vector<std::vector<tfm::decode::Hypothesis>> result;
+      std::vector<std::vector<tfm::internal::decode::Hypothesis>> result;
       double total = 0, best = 1e30;
       for (int run = 0; run < warmup + runs; ++run) {
-        if (run == warmup) tfm::cpu::reset_gemm_stats();
+        if (run == warmup) tfm::internal::cpu::reset_gemm_stats();
         auto t0 = std::chrono::steady_clock::now();
-        result = tfm::decode::translate(model, sources, options);
-        tfm::ops::synchronize(device);
+        result = tfm::internal::decode::translate(model, sources, options);
+        tfm::internal::ops::synchronize(device);
         double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::fprintf(stderr, "tfm %s beam %lld run %d: %.3f s%s\n", precision.c_str(),
@@ -133,12 +134,12 @@ int main(int argc, char** argv) {
       TFM_CHECK(tokens == batch * out_len, "bench: {} output tokens, expected {}", tokens,
                 batch * out_len);
       const std::string mode = (beam == 1 ? "greedy" : "beam" + std::to_string(beam)) +
-                               (inference.int8 || inference.precision != tfm::DType::f32
-                                    ? "-" + tfm::decode::precision_name(inference)
+                               (inference.int8 || inference.precision != tfm::internal::DType::f32
+                                    ? "-" + tfm::internal::decode::precision_name(inference)
                                     : "");
       outputs[mode] = best_outputs;
       const double mean = total / runs;
-      const double gemm_seconds = tfm::cpu::gemm_stats().seconds / runs;
+      const double gemm_seconds = tfm::internal::cpu::gemm_stats().seconds / runs;
       std::printf(
           "{\"framework\": \"tfm\", \"device\": \"%s\", \"mode\": \"%s\", \"precision\": \"%s\", "
           "\"preset\": \"%s\", \"vocab\": %lld, "
@@ -146,7 +147,7 @@ int main(int argc, char** argv) {
           "\"warmup\": %d, \"seconds\": %.4f, \"best_seconds\": %.4f, "
           "\"target_tokens_per_second\": %.1f, \"pack_seconds\": %.4f, \"peak_rss_mb\": %.1f, "
           "\"gemm_seconds\": %.4f, \"outside_gemm_fraction\": %.4f}\n",
-          tfm::ops::describe_device(device).c_str(), mode.c_str(), precision.c_str(),
+          tfm::internal::ops::describe_device(device).c_str(), mode.c_str(), precision.c_str(),
           preset.c_str(), static_cast<long long>(vocab), static_cast<long long>(batch),
           static_cast<long long>(src_len), static_cast<long long>(out_len), threads, runs, warmup,
           mean, best, static_cast<double>(tokens) / mean, pack_seconds, peak_rss_mb(), gemm_seconds,

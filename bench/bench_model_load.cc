@@ -42,7 +42,7 @@ void strip_checksums(const fs::path& from, const fs::path& to) {
 
 double milliseconds_to_load(const fs::path& dir, bool expect_verified) {
   const auto start = std::chrono::steady_clock::now();
-  tfm::LoadedModel model = tfm::load_model_dir(dir);
+  tfm::internal::LoadedModel model = tfm::internal::load_model_dir(dir);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (model.checksums_verified != expect_verified) std::abort();
@@ -62,18 +62,19 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "0: the OpenMP default");
   app.add_option("--work-dir", work);
   CLI11_PARSE(app, argc, argv);
-  if (threads > 0) tfm::set_num_threads(static_cast<int>(threads));
+  if (threads > 0) tfm::internal::set_num_threads(static_cast<int>(threads));
 
-  tfm::ModelConfig config = tfm::preset(preset);
+  tfm::internal::ModelConfig config = tfm::internal::preset(preset);
   config.vocab_size = vocab;
   const fs::path checked = fs::path(work) / "checked", plain = fs::path(work) / "plain";
-  tfm::nn::Transformer model(config);
+  tfm::internal::nn::Transformer model(config);
   model.init(1);
-  tfm::save_model_dir(checked, config, model.named_parameters());
+  tfm::internal::save_model_dir(checked, config, model.named_parameters());
   fs::create_directories(plain);
-  fs::copy_file(checked / tfm::kConfigFileName, plain / tfm::kConfigFileName,
+  fs::copy_file(checked / tfm::internal::kConfigFileName, plain / tfm::internal::kConfigFileName,
                 fs::copy_options::overwrite_existing);
-  strip_checksums(checked / tfm::kWeightsFileName, plain / tfm::kWeightsFileName);
+  strip_checksums(checked / tfm::internal::kWeightsFileName,
+                  plain / tfm::internal::kWeightsFileName);
 
   std::vector<double> with, without;
   milliseconds_to_load(checked, true);  // warm the page cache
@@ -86,11 +87,11 @@ int main(int argc, char** argv) {
   // them (shares their storage: no copy, no random initialisation) against random initialisation
   // then load() (a copy), the old path.
   std::vector<double> build_loaded, build_random_then_load;
-  const tfm::LoadedModel loaded = tfm::load_model_dir(checked);
+  const tfm::internal::LoadedModel loaded = tfm::internal::load_model_dir(checked);
   for (int64_t r = 0; r < repeats; ++r) {
     auto start = std::chrono::steady_clock::now();
     {
-      const tfm::nn::Transformer built(loaded.config, loaded.parameters);
+      const tfm::internal::nn::Transformer built(loaded.config, loaded.parameters);
       if (!built.output_embedding().same_storage(loaded.parameter("embedding.weight")))
         std::abort();
     }
@@ -99,7 +100,7 @@ int main(int argc, char** argv) {
             .count());
     start = std::chrono::steady_clock::now();
     {
-      tfm::nn::Transformer built(loaded.config);
+      tfm::internal::nn::Transformer built(loaded.config);
       built.load(loaded.parameters);
     }
     build_random_then_load.push_back(
@@ -118,24 +119,26 @@ int main(int argc, char** argv) {
   }
   // The whole load of a model to translate with (decode::load_inference_model): read and check the
   // file, build the Transformer from its weights, pack every product's weight in the precision.
-  for (const tfm::DType precision : {tfm::DType::f32, tfm::DType::bf16}) {
+  for (const tfm::internal::DType precision :
+       {tfm::internal::DType::f32, tfm::internal::DType::bf16}) {
     std::vector<double> times;
     for (int64_t r = 0; r < repeats; ++r) {
       const auto start = std::chrono::steady_clock::now();
-      { const auto inference = tfm::decode::load_inference_model(checked, {precision}); }
+      { const auto inference = tfm::internal::decode::load_inference_model(checked, {precision}); }
       times.push_back(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
               .count());
     }
     std::sort(times.begin(), times.end());
     nlohmann::json line = {{"preset", preset},
-                           {"inference_model", std::string(tfm::dtype_name(precision))},
+                           {"inference_model", std::string(tfm::internal::dtype_name(precision))},
                            {"median_ms", times[times.size() / 2]},
                            {"min_ms", times.front()},
                            {"max_ms", times.back()}};
     std::printf("%s\n", line.dump().c_str());
   }
-  const double bytes = static_cast<double>(fs::file_size(checked / tfm::kWeightsFileName));
+  const double bytes =
+      static_cast<double>(fs::file_size(checked / tfm::internal::kWeightsFileName));
   for (auto* times : {&with, &without}) {
     std::sort(times->begin(), times->end());
     nlohmann::json line = {{"preset", preset},

@@ -31,8 +31,8 @@
 
 namespace {
 
-using tfm::bench::random_ids;
-using tfm::bench::rounded;
+using tfm::internal::bench::random_ids;
+using tfm::internal::bench::rounded;
 
 double median(std::vector<double> values) {
   if (values.empty()) return 0;
@@ -44,7 +44,7 @@ double median(std::vector<double> values) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tfm::use_default_openmp_spin(argv);  // as the tfm command (core/openmp_wait.h)
+  tfm::internal::use_default_openmp_spin(argv);  // as the tfm command (core/openmp_wait.h)
   CLI::App app{"tfm data-parallel training benchmark (run under mpirun for several ranks)"};
   std::string preset = "base", config_path, precision = "f32";
   int64_t vocab = 37000, batch_size = 128, src_len = 32, tgt_len = 32;
@@ -66,31 +66,32 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    tfm::dist::Communicator& comm = tfm::dist::world();
-    tfm::set_num_threads(threads);
-    tfm::ModelConfig config =
-        config_path.empty() ? tfm::preset(preset) : tfm::load_config(config_path);
+    tfm::internal::dist::Communicator& comm = tfm::internal::dist::world();
+    tfm::internal::set_num_threads(threads);
+    tfm::internal::ModelConfig config = config_path.empty()
+                                            ? tfm::internal::preset(preset)
+                                            : tfm::internal::load_config(config_path);
     if (config_path.empty() || vocab_option->count() > 0) config.vocab_size = vocab;
-    tfm::validate(config);
-    tfm::SessionOptions options;
-    options.schedule = tfm::NoamSchedule{config.d_model, 4000, 1.0};
-    options.precision = tfm::ops::parse_precision(precision, "--precision");
+    tfm::internal::validate(config);
+    tfm::internal::SessionOptions options;
+    options.schedule = tfm::internal::NoamSchedule{config.d_model, 4000, 1.0};
+    options.precision = tfm::internal::ops::parse_precision(precision, "--precision");
     options.communicator = &comm;
     options.bucket_bytes = static_cast<int64_t>(bucket_mb * (1 << 20));
-    tfm::TrainingSession session(config, options);
+    tfm::internal::TrainingSession session(config, options);
     session.broadcast_state(0);
 
     std::mt19937 rng(11 + static_cast<unsigned>(comm.rank()));
     const auto v = static_cast<int32_t>(config.vocab_size);
-    tfm::Tensor src = random_ids(batch_size, src_len, v, rng, -1);
-    tfm::Tensor tgt_out = random_ids(batch_size, tgt_len, v, rng, -1);
-    tfm::Tensor tgt_in = random_ids(batch_size, tgt_len, v, rng, config.bos_id);
-    const std::vector<tfm::nn::Batch> batches = {
-        tfm::nn::Batch::from_ids(src, tgt_in, tgt_out, config.pad_id)};
+    tfm::internal::Tensor src = random_ids(batch_size, src_len, v, rng, -1);
+    tfm::internal::Tensor tgt_out = random_ids(batch_size, tgt_len, v, rng, -1);
+    tfm::internal::Tensor tgt_in = random_ids(batch_size, tgt_len, v, rng, config.bos_id);
+    const std::vector<tfm::internal::nn::Batch> batches = {
+        tfm::internal::nn::Batch::from_ids(src, tgt_in, tgt_out, config.pad_id)};
 
     using clock = std::chrono::steady_clock;
     std::vector<double> step_seconds, exposed;
-    tfm::UpdateResult last;
+    tfm::internal::UpdateResult last;
     for (int step = 0; step < warmup + steps; ++step) {
       comm.barrier();
       const auto t0 = clock::now();
@@ -152,7 +153,7 @@ int main(int argc, char** argv) {
     std::printf("%s\n", row.dump().c_str());
   } catch (const tfm::Error& error) {
     std::fprintf(stderr, "bench_train_dist: %s\n", error.what());
-    if (tfm::dist::launch_info().size > 1) tfm::dist::world().abort(1);
+    if (tfm::internal::dist::launch_info().size > 1) tfm::internal::dist::world().abort(1);
     return 1;
   }
   return 0;

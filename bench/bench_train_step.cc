@@ -37,13 +37,13 @@
 
 namespace {
 
-using tfm::bench::random_ids;
-using tfm::bench::rounded;
+using tfm::internal::bench::random_ids;
+using tfm::internal::bench::rounded;
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  tfm::use_default_openmp_spin(argv);  // as the tfm command (core/openmp_wait.h)
+  tfm::internal::use_default_openmp_spin(argv);  // as the tfm command (core/openmp_wait.h)
   CLI::App app{"tfm training-step benchmark"};
   std::string preset = "base";
   std::string config_path, recipe_path, write_config_path, precision = "f32", device_option = "cpu";
@@ -77,27 +77,27 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "threads");
   CLI11_PARSE(app, argc, argv);
 
-  tfm::set_num_threads(threads);
+  tfm::internal::set_num_threads(threads);
   const bool from_file = !config_path.empty() || !recipe_path.empty();
-  tfm::ModelConfig config;
-  tfm::DType product = tfm::DType::f32;
-  tfm::Device device = tfm::Device::cpu;
+  tfm::internal::ModelConfig config;
+  tfm::internal::DType product = tfm::internal::DType::f32;
+  tfm::internal::Device device = tfm::internal::Device::cpu;
   try {
-    product = tfm::ops::parse_precision(precision, "--precision");
-    device = tfm::ops::parse_device(device_option);
-    tfm::ops::use_device(device);
+    product = tfm::internal::ops::parse_precision(precision, "--precision");
+    device = tfm::internal::ops::parse_device(device_option);
+    tfm::internal::ops::use_device(device);
     if (!recipe_path.empty()) {
-      const tfm::TrainRecipe recipe = tfm::load_recipe(recipe_path);
+      const tfm::internal::TrainRecipe recipe = tfm::internal::load_recipe(recipe_path);
       config = recipe.model_config(recipe.vocab_size);
     } else {
-      config = from_file ? tfm::load_config(config_path) : tfm::preset(preset);
+      config = from_file ? tfm::internal::load_config(config_path) : tfm::internal::preset(preset);
     }
     if (!from_file || vocab_option->count() > 0) config.vocab_size = vocab;
-    tfm::validate(config);
+    tfm::internal::validate(config);
     TFM_CHECK(std::max(src_len, tgt_len) <= config.max_positions,
               "--src-len/--tgt-len ({}) exceed the model's max_positions ({})",
               std::max(src_len, tgt_len), config.max_positions);
-    if (!write_config_path.empty()) tfm::save_config(write_config_path, config);
+    if (!write_config_path.empty()) tfm::internal::save_config(write_config_path, config);
   } catch (const tfm::Error& error) {
     std::fprintf(stderr, "bench_train_step: %s\n", error.what());
     return 1;
@@ -107,24 +107,26 @@ int main(int argc, char** argv) {
   // train/batch_size.h is compared with the peak above it.
   const double baseline_rss = rss_mb();
   // Initialised on the host (the same weights on every device), then copied to the device.
-  tfm::nn::Transformer initial(config);
+  tfm::internal::nn::Transformer initial(config);
   initial.init(7);
-  tfm::nn::NamedTensors on_device;
+  tfm::internal::nn::NamedTensors on_device;
   for (const auto& [name, tensor] : initial.named_parameters())
     on_device.emplace_back(name, tensor.to(device));
-  tfm::nn::Transformer model(config, on_device);
-  tfm::Adam adam(model.parameters());
-  tfm::NoamSchedule schedule{config.d_model, 4000, 1.0};
+  tfm::internal::nn::Transformer model(config, on_device);
+  tfm::internal::Adam adam(model.parameters());
+  tfm::internal::NoamSchedule schedule{config.d_model, 4000, 1.0};
 
   std::mt19937 rng(11);
-  tfm::Tensor src = random_ids(batch_size, src_len, static_cast<int32_t>(vocab), rng, -1);
-  tfm::Tensor tgt_out = random_ids(batch_size, tgt_len, static_cast<int32_t>(vocab), rng, -1);
-  tfm::Tensor tgt_in =
+  tfm::internal::Tensor src = random_ids(batch_size, src_len, static_cast<int32_t>(vocab), rng, -1);
+  tfm::internal::Tensor tgt_out =
+      random_ids(batch_size, tgt_len, static_cast<int32_t>(vocab), rng, -1);
+  tfm::internal::Tensor tgt_in =
       random_ids(batch_size, tgt_len, static_cast<int32_t>(vocab), rng, config.bos_id);
-  tfm::nn::Batch batch = tfm::nn::Batch::from_ids(src, tgt_in, tgt_out, config.pad_id).to(device);
+  tfm::internal::nn::Batch batch =
+      tfm::internal::nn::Batch::from_ids(src, tgt_in, tgt_out, config.pad_id).to(device);
   // On a GPU the clock is read after the queued work has finished.
   auto now = [device] {
-    tfm::ops::synchronize(device);
+    tfm::internal::ops::synchronize(device);
     return std::chrono::steady_clock::now();
   };
 
@@ -132,20 +134,22 @@ int main(int argc, char** argv) {
   double forward_s = 0, backward_s = 0, update_s = 0, loss = 0, min_step = 1e30, max_step = 0;
   int64_t allocations_before = 0;
   for (int step = 0; step < warmup + steps; ++step) {
-    int64_t allocations_at_start = tfm::CachingAllocator::cpu().stats().system_allocations;
+    int64_t allocations_at_start =
+        tfm::internal::CachingAllocator::cpu().stats().system_allocations;
     if (step == warmup) {
       forward_s = backward_s = update_s = 0;
-      allocations_before = tfm::CachingAllocator::cpu().stats().system_allocations;
-      tfm::cpu::reset_gemm_stats();
+      allocations_before = tfm::internal::CachingAllocator::cpu().stats().system_allocations;
+      tfm::internal::cpu::reset_gemm_stats();
     }
     clock::time_point t0, t1, t2;
-    tfm::ops::CrossEntropyResult result;
+    tfm::internal::ops::CrossEntropyResult result;
     {
       t0 = now();
-      tfm::Tape tape;
+      tfm::internal::Tape tape;
       {
-        tfm::TapeScope scope(tape);
-        auto ctx = tfm::nn::ForwardContext::training(static_cast<uint64_t>(step) + 1, product);
+        tfm::internal::TapeScope scope(tape);
+        auto ctx =
+            tfm::internal::nn::ForwardContext::training(static_cast<uint64_t>(step) + 1, product);
         result = model.loss(batch, ctx);
       }
       t1 = now();
@@ -164,28 +168,29 @@ int main(int argc, char** argv) {
       max_step = std::max(max_step, step_s);
     }
     loss = result.loss.to_floats()[0];
-    std::fprintf(stderr, "step %d: loss %.4f, %.2f s, %lld new blocks from the system\n", step,
-                 loss, std::chrono::duration<double>(t3 - t0).count(),
-                 static_cast<long long>(tfm::CachingAllocator::cpu().stats().system_allocations -
-                                        allocations_at_start));
+    std::fprintf(
+        stderr, "step %d: loss %.4f, %.2f s, %lld new blocks from the system\n", step, loss,
+        std::chrono::duration<double>(t3 - t0).count(),
+        static_cast<long long>(tfm::internal::CachingAllocator::cpu().stats().system_allocations -
+                               allocations_at_start));
   }
   double per_step = (forward_s + backward_s + update_s) / steps;
   double tokens = static_cast<double>(batch.src_tokens + batch.tgt_tokens);
   int64_t steady_allocations =
-      tfm::CachingAllocator::cpu().stats().system_allocations - allocations_before;
-  const tfm::cpu::GemmStats gemm = tfm::cpu::gemm_stats();
+      tfm::internal::CachingAllocator::cpu().stats().system_allocations - allocations_before;
+  const tfm::internal::cpu::GemmStats gemm = tfm::internal::cpu::gemm_stats();
   const double gemm_per_step = gemm.seconds / steps;
-  const tfm::TrainingMemory estimate =
-      tfm::estimate_training_memory(config, std::max(src_len, tgt_len), product, device);
+  const tfm::internal::TrainingMemory estimate =
+      tfm::internal::estimate_training_memory(config, std::max(src_len, tgt_len), product, device);
   nlohmann::ordered_json row = {
       {"framework", "tfm"},
-      {"device", tfm::ops::describe_device(device)},
+      {"device", tfm::internal::ops::describe_device(device)},
       {"mode", precision},
       {"precision", precision},
       {"preset", from_file ? "" : preset},
       {"config", config_path},
       {"recipe", recipe_path},
-      {"model", tfm::config_to_json(config)},
+      {"model", tfm::internal::config_to_json(config)},
       {"vocab", vocab},
       {"threads", threads},
       {"batch", batch_size},
@@ -213,10 +218,11 @@ int main(int argc, char** argv) {
       {"estimated_state_mb", rounded(static_cast<double>(estimate.state_bytes) / (1 << 20), 1)},
       {"estimated_kib_per_token", rounded(static_cast<double>(estimate.bytes_per_token) / 1024, 2)},
       {"peak_device_mb",
-       device == tfm::Device::cpu
+       device == tfm::internal::Device::cpu
            ? 0.0
-           : rounded(static_cast<double>(
-                         tfm::CachingAllocator::for_device(device).stats().peak_bytes_in_use) /
+           : rounded(static_cast<double>(tfm::internal::CachingAllocator::for_device(device)
+                                             .stats()
+                                             .peak_bytes_in_use) /
                          (1 << 20),
                      1)},
       {"steady_state_system_allocations", steady_allocations},

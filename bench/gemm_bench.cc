@@ -33,20 +33,20 @@
 
 namespace {
 
-using tfm::DType;
-using tfm::Tensor;
-using tfm::cpu::GemmArgs;
-using tfm::cpu::GemmOperand;
+using tfm::internal::DType;
+using tfm::internal::Tensor;
+using tfm::internal::cpu::GemmArgs;
+using tfm::internal::cpu::GemmOperand;
 
 constexpr int kThreads = 2;
 
-Tensor random_tensor(const tfm::Shape& shape, unsigned seed, DType dtype = DType::f32) {
+Tensor random_tensor(const tfm::internal::Shape& shape, unsigned seed, DType dtype = DType::f32) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   Tensor t = Tensor::empty(shape, dtype);
   for (int64_t i = 0; i < t.numel(); ++i) {
     if (dtype == DType::bf16) {
-      t.data<tfm::bf16>()[i] = tfm::float_to_bf16(dist(rng));
+      t.data<tfm::internal::bf16>()[i] = tfm::internal::float_to_bf16(dist(rng));
     } else {
       t.data<float>()[i] = dist(rng);
     }
@@ -55,8 +55,8 @@ Tensor random_tensor(const tfm::Shape& shape, unsigned seed, DType dtype = DType
 }
 
 void run(benchmark::State& state, const GemmArgs& args, double flops) {
-  tfm::cpu::gemm(args);  // creates and caches the primitive outside the timed loop
-  for (auto _ : state) tfm::cpu::gemm(args);
+  tfm::internal::cpu::gemm(args);  // creates and caches the primitive outside the timed loop
+  for (auto _ : state) tfm::internal::cpu::gemm(args);
   state.counters["FLOP/s"] =
       benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -260,20 +260,21 @@ BENCHMARK(peak_fma)->UseRealTime();
 void packed_linear_f32(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   const bool panels = state.range(3) == 1;
-  if (panels && !tfm::cpu::panel_kernel_available()) {
+  if (panels && !tfm::internal::cpu::panel_kernel_available()) {
     state.SkipWithError("this build has no panel kernel (no AVX-512)");
     return;
   }
   Tensor x = random_tensor({m, k}, 1), w = random_tensor({n, k}, 2), bias = random_tensor({n}, 3);
   Tensor y = Tensor::empty({m, n});
-  const tfm::cpu::PackedWeight packed(w.data<float>(), n, k, DType::f32);
+  const tfm::internal::cpu::PackedWeight packed(w.data<float>(), n, k, DType::f32);
   auto product = [&] {
     if (panels)
-      tfm::cpu::panel_linear_f32(x.data<float>(), m, n, k, static_cast<const float*>(packed.data()),
-                                 bias.data<float>(), false, y.data<float>());
+      tfm::internal::cpu::panel_linear_f32(x.data<float>(), m, n, k,
+                                           static_cast<const float*>(packed.data()),
+                                           bias.data<float>(), false, y.data<float>());
     else
-      tfm::cpu::packed_linear_onednn(x.data<float>(), m, packed, bias.data<float>(),
-                                     y.data<float>());
+      tfm::internal::cpu::packed_linear_onednn(x.data<float>(), m, packed, bias.data<float>(),
+                                               y.data<float>());
   };
   product();
   for (auto _ : state) product();
@@ -301,12 +302,12 @@ BENCHMARK(packed_linear_f32)
 void decoder_step_f32(benchmark::State& state) {
   const int64_t m = state.range(0), d = 512, ff = 2048, layers = state.range(2);
   const bool panels = state.range(1) == 1;
-  if (panels && !tfm::cpu::panel_kernel_available()) {
+  if (panels && !tfm::internal::cpu::panel_kernel_available()) {
     state.SkipWithError("this build has no panel kernel (no AVX-512)");
     return;
   }
   struct Product {
-    std::unique_ptr<tfm::cpu::PackedWeight> weight;
+    std::unique_ptr<tfm::internal::cpu::PackedWeight> weight;
     Tensor bias;
   };
   std::vector<Product> products;
@@ -316,7 +317,7 @@ void decoder_step_f32(benchmark::State& state) {
       const int64_t n = i == 6 ? ff : d, k = i == 7 ? ff : d;
       Tensor w = random_tensor({n, k}, static_cast<unsigned>(10 * layer + i));
       products.push_back(
-          {std::make_unique<tfm::cpu::PackedWeight>(w.data<float>(), n, k, DType::f32),
+          {std::make_unique<tfm::internal::cpu::PackedWeight>(w.data<float>(), n, k, DType::f32),
            random_tensor({n}, 3)});
       flops += 2.0 * static_cast<double>(m * n * k);
     }
@@ -324,14 +325,14 @@ void decoder_step_f32(benchmark::State& state) {
   Tensor x = random_tensor({m, ff}, 1), y = Tensor::empty({m, ff});
   auto step = [&] {
     for (const Product& p : products) {
-      const tfm::cpu::PackedWeight& w = *p.weight;
+      const tfm::internal::cpu::PackedWeight& w = *p.weight;
       if (panels)
-        tfm::cpu::panel_linear_f32(x.data<float>(), m, w.out_features(), w.in_features(),
-                                   static_cast<const float*>(w.data()), p.bias.data<float>(), false,
-                                   y.data<float>());
+        tfm::internal::cpu::panel_linear_f32(x.data<float>(), m, w.out_features(), w.in_features(),
+                                             static_cast<const float*>(w.data()),
+                                             p.bias.data<float>(), false, y.data<float>());
       else
-        tfm::cpu::packed_linear_onednn(x.data<float>(), m, w, p.bias.data<float>(),
-                                       y.data<float>());
+        tfm::internal::cpu::packed_linear_onednn(x.data<float>(), m, w, p.bias.data<float>(),
+                                                 y.data<float>());
     }
   };
   step();
@@ -358,14 +359,16 @@ void training_product(benchmark::State& state, DType type) {
   const int64_t kernel = state.range(4);
   const bool ours = kernel >= 1;
   const bool available = type == DType::f32 || kernel == 2
-                             ? tfm::cpu::blocked_gemm_available()
-                             : tfm::cpu::blocked_gemm_bf16_available();
+                             ? tfm::internal::cpu::blocked_gemm_available()
+                             : tfm::internal::cpu::blocked_gemm_bf16_available();
   if (ours && !available) {
     state.SkipWithError("this build has no blocked kernel for this type");
     return;
   }
-  Tensor a = random_tensor(layout == 2 ? tfm::Shape{k, m} : tfm::Shape{m, k}, 1, type);
-  Tensor b = random_tensor(layout == 0 ? tfm::Shape{n, k} : tfm::Shape{k, n}, 2, type);
+  Tensor a =
+      random_tensor(layout == 2 ? tfm::internal::Shape{k, m} : tfm::internal::Shape{m, k}, 1, type);
+  Tensor b =
+      random_tensor(layout == 0 ? tfm::internal::Shape{n, k} : tfm::internal::Shape{k, n}, 2, type);
   Tensor bias = random_tensor({n}, 3), c = random_tensor({m, n}, 4);
   GemmArgs args;
   args.a = layout == 2 ? GemmOperand::dense(a.raw(), type, {k, m}).transposed()
@@ -378,10 +381,11 @@ void training_product(benchmark::State& state, DType type) {
   const double flops = 2.0 * static_cast<double>(m * k * n);
   if (ours && type == DType::bf16) {
     auto view = [](const GemmOperand& op) {
-      return tfm::cpu::StridedBf16Matrix{static_cast<const tfm::bf16*>(op.data), op.strides[0],
-                                         op.strides[1]};
+      return tfm::internal::cpu::StridedBf16Matrix{static_cast<const tfm::internal::bf16*>(op.data),
+                                                   op.strides[0], op.strides[1]};
     };
-    auto product = kernel == 2 ? tfm::cpu::blocked_gemm_bf16_widened : tfm::cpu::blocked_gemm_bf16;
+    auto product = kernel == 2 ? tfm::internal::cpu::blocked_gemm_bf16_widened
+                               : tfm::internal::cpu::blocked_gemm_bf16;
     for (auto _ : state)
       product(m, n, k, view(args.a), view(args.b), args.bias, args.accumulate, false,
               c.data<float>(), n);
@@ -389,10 +393,11 @@ void training_product(benchmark::State& state, DType type) {
         benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
     return;
   }
-  const bool was_enabled = tfm::cpu::blocked_gemm_enabled();  // TFM_CPU_GEMM=onednn stays in force
-  tfm::cpu::set_blocked_gemm_enabled(ours);
+  const bool was_enabled =
+      tfm::internal::cpu::blocked_gemm_enabled();  // TFM_CPU_GEMM=onednn stays in force
+  tfm::internal::cpu::set_blocked_gemm_enabled(ours);
   run(state, args, flops);
-  tfm::cpu::set_blocked_gemm_enabled(was_enabled);
+  tfm::internal::cpu::set_blocked_gemm_enabled(was_enabled);
 }
 
 void training_product_f32(benchmark::State& state) {
@@ -446,9 +451,9 @@ BENCHMARK(training_product_bf16)
 void packed_product_i8(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   Tensor w = random_tensor({n, k}, 2);
-  const tfm::cpu::PackedWeight packed(w.data<float>(), n, k, DType::i8);
+  const tfm::internal::cpu::PackedWeight packed(w.data<float>(), n, k, DType::i8);
   const bool ours = state.range(3) == 1;
-  if (ours && !tfm::cpu::int8_panel_kernel_available()) {
+  if (ours && !tfm::internal::cpu::int8_panel_kernel_available()) {
     state.SkipWithError("this build has no int8 panel kernel (no AVX512BW)");
     return;
   }
@@ -457,8 +462,8 @@ void packed_product_i8(benchmark::State& state) {
   if (ours && panels == nullptr) {
     std::vector<int8_t> q(static_cast<size_t>(n * k));
     for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<int8_t>(i * 31 % 255 - 127);
-    own_panels.resize(static_cast<size_t>(tfm::cpu::int8_panel_bytes(n, k)));
-    tfm::cpu::pack_int8_panels(q.data(), n, k, own_panels.data());
+    own_panels.resize(static_cast<size_t>(tfm::internal::cpu::int8_panel_bytes(n, k)));
+    tfm::internal::cpu::pack_int8_panels(q.data(), n, k, own_panels.data());
     panels = own_panels.data();
   }
   std::vector<uint8_t> u(static_cast<size_t>(m * k));
@@ -466,9 +471,9 @@ void packed_product_i8(benchmark::State& state) {
   std::vector<int32_t> acc(static_cast<size_t>(m * n));
   auto product = [&] {
     if (ours)
-      tfm::cpu::panel_product_u8s8(u.data(), m, n, k, panels, acc.data());
+      tfm::internal::cpu::panel_product_u8s8(u.data(), m, n, k, panels, acc.data());
     else
-      tfm::cpu::packed_product_u8s8_onednn(u.data(), m, packed, acc.data());
+      tfm::internal::cpu::packed_product_u8s8_onednn(u.data(), m, packed, acc.data());
   };
   product();
   for (auto _ : state) product();
@@ -495,17 +500,17 @@ BENCHMARK(packed_product_i8)
 void output_blocks_f32(benchmark::State& state) {
   const int64_t m = state.range(0), k = 512, vocab = 32000, block = 1024;
   const bool panels = state.range(1) == 1;
-  if (panels && !tfm::cpu::panel_kernel_available()) {
+  if (panels && !tfm::internal::cpu::panel_kernel_available()) {
     state.SkipWithError("this build has no panel kernel (no AVX-512)");
     return;
   }
   const int64_t blocks = (vocab + block - 1) / block;
   Tensor x = random_tensor({m, k}, 1), w = random_tensor({vocab, k}, 2);
-  std::vector<std::unique_ptr<tfm::cpu::PackedWeight>> packed;
+  std::vector<std::unique_ptr<tfm::internal::cpu::PackedWeight>> packed;
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t n = std::min(block, vocab - b * block);
-    packed.push_back(std::make_unique<tfm::cpu::PackedWeight>(w.data<float>() + b * block * k, n, k,
-                                                              DType::f32));
+    packed.push_back(std::make_unique<tfm::internal::cpu::PackedWeight>(
+        w.data<float>() + b * block * k, n, k, DType::f32));
   }
   Tensor y = Tensor::empty({kThreads, m, block});
   auto product = [&] {
@@ -514,12 +519,13 @@ void output_blocks_f32(benchmark::State& state) {
       const int thread = omp_get_thread_num(), threads = omp_get_num_threads();
       float* z = y.data<float>() + thread * m * block;
       for (int64_t b = blocks * thread / threads; b < blocks * (thread + 1) / threads; ++b) {
-        const tfm::cpu::PackedWeight& p = *packed[static_cast<size_t>(b)];
+        const tfm::internal::cpu::PackedWeight& p = *packed[static_cast<size_t>(b)];
         if (panels)
-          tfm::cpu::panel_linear_f32(x.data<float>(), m, p.out_features(), k,
-                                     static_cast<const float*>(p.data()), nullptr, false, z);
+          tfm::internal::cpu::panel_linear_f32(x.data<float>(), m, p.out_features(), k,
+                                               static_cast<const float*>(p.data()), nullptr, false,
+                                               z);
         else
-          tfm::cpu::packed_linear_onednn(x.data<float>(), m, p, nullptr, z);
+          tfm::internal::cpu::packed_linear_onednn(x.data<float>(), m, p, nullptr, z);
       }
     }
   };
@@ -558,7 +564,7 @@ BENCHMARK(peak_dot_int8)->UseRealTime();
 }  // namespace
 
 int main(int argc, char** argv) {
-  tfm::set_num_threads(kThreads);
+  tfm::internal::set_num_threads(kThreads);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -9,7 +9,7 @@
 
 #include "tfm/core/tensor.h"
 
-namespace tfm::bench {
+namespace tfm::internal::bench {
 
 // [rows, cols] ids drawn from [4, vocab) (past the special ids); column 0 is `first` when >= 0
 // (bos of the decoder's input).
@@ -28,4 +28,4 @@ inline double rounded(double value, int decimals) {
   return std::round(value * scale) / scale;
 }
 
-}  // namespace tfm::bench
+}  // namespace tfm::internal::bench

@@ -1,5 +1,6 @@
-// Fuzz target: config.json (tfm::load_config: JSON syntax, key names, types, ranges), then the
-// parameter list of the configuration it accepted (sizes that overflow are its problem too).
+// Fuzz target: config.json (tfm::internal::load_config: JSON syntax, key names, types, ranges),
+// then the parameter list of the configuration it accepted (sizes that overflow are its problem
+// too).
 #include <nlohmann/json.hpp>
 
 #include "fuzz_util.h"
@@ -7,14 +8,14 @@
 #include "tfm/model/parameters.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::filesystem::path file = tfm::fuzz::scratch_dir() / "config.json";
-  tfm::fuzz::write_file(file, {reinterpret_cast<const char*>(data), size});
-  tfm::fuzz::expect_only_tfm_errors([&] {
-    tfm::ModelConfig config = tfm::load_config(file);
-    (void)tfm::parameter_specs(config);
-    (void)tfm::parameter_count(config);
+  const std::filesystem::path file = tfm::internal::fuzz::scratch_dir() / "config.json";
+  tfm::internal::fuzz::write_file(file, {reinterpret_cast<const char*>(data), size});
+  tfm::internal::fuzz::expect_only_tfm_errors([&] {
+    tfm::internal::ModelConfig config = tfm::internal::load_config(file);
+    (void)tfm::internal::parameter_specs(config);
+    (void)tfm::internal::parameter_count(config);
     // What is accepted must survive a round trip.
-    if (tfm::config_from_json(tfm::config_to_json(config)) != config) {
+    if (tfm::internal::config_from_json(tfm::internal::config_to_json(config)) != config) {
       std::fprintf(stderr, "fuzz: config.json round trip changed the configuration\n");
       std::abort();
     }

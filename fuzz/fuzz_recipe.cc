@@ -1,4 +1,5 @@
-// Fuzz target: the YAML training recipe (tfm::load_recipe: YAML syntax, sections, keys, types,
+// Fuzz target: the YAML training recipe (tfm::internal::load_recipe: YAML syntax, sections, keys,
+// types,
 // ${VAR}), then validate() and the model configuration it describes, as `tfm train` does.
 #include "fuzz_util.h"
 #include "tfm/model/parameters.h"
@@ -11,12 +12,12 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::filesystem::path file = tfm::fuzz::scratch_dir() / "recipe.yaml";
-  tfm::fuzz::write_file(file, {reinterpret_cast<const char*>(data), size});
-  tfm::fuzz::expect_only_tfm_errors([&] {
-    tfm::TrainRecipe recipe = tfm::load_recipe(file);
-    tfm::validate(recipe);
-    (void)tfm::parameter_specs(recipe.model_config(recipe.vocab_size));
+  const std::filesystem::path file = tfm::internal::fuzz::scratch_dir() / "recipe.yaml";
+  tfm::internal::fuzz::write_file(file, {reinterpret_cast<const char*>(data), size});
+  tfm::internal::fuzz::expect_only_tfm_errors([&] {
+    tfm::internal::TrainRecipe recipe = tfm::internal::load_recipe(file);
+    tfm::internal::validate(recipe);
+    (void)tfm::internal::parameter_specs(recipe.model_config(recipe.vocab_size));
   });
   return 0;
 }

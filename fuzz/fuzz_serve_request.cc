@@ -25,7 +25,7 @@ template <typename Parse>
 void expect_accepted_or_400(Parse&& parse) {
   try {
     parse();
-  } catch (const tfm::serve::RequestError& e) {
+  } catch (const tfm::internal::serve::RequestError& e) {
     if (e.status() != 400 || std::string_view(e.what()).empty())
       finding("a request body refused with another status than 400, or without a message");
   } catch (const std::exception& e) {
@@ -36,8 +36,9 @@ void expect_accepted_or_400(Parse&& parse) {
 
 void check_frame(std::string_view bytes) {
   constexpr size_t kMaxHeader = 512, kMaxBody = 1024;
-  const tfm::serve::RequestFrame frame = tfm::serve::frame_request(bytes, kMaxHeader, kMaxBody);
-  using State = tfm::serve::RequestFrame::State;
+  const tfm::internal::serve::RequestFrame frame =
+      tfm::internal::serve::frame_request(bytes, kMaxHeader, kMaxBody);
+  using State = tfm::internal::serve::RequestFrame::State;
   if (frame.state == State::kRefused) {
     if (frame.status != 400 && frame.status != 411 && frame.status != 413 && frame.status != 431)
       finding("a request refused by its framing with an unexpected status");
@@ -61,8 +62,8 @@ void check_frame(std::string_view bytes) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
-  expect_accepted_or_400([&] { (void)tfm::serve::parse_libretranslate(input); });
-  expect_accepted_or_400([&] { (void)tfm::serve::parse_opennmt(input); });
+  expect_accepted_or_400([&] { (void)tfm::internal::serve::parse_libretranslate(input); });
+  expect_accepted_or_400([&] { (void)tfm::internal::serve::parse_opennmt(input); });
   check_frame(input);
   return 0;
 }

@@ -20,7 +20,7 @@ namespace {
   std::abort();
 }
 
-void check_trees(const std::vector<tfm::data::Tree>& trees) {
+void check_trees(const std::vector<tfm::internal::data::Tree>& trees) {
   using namespace tfm;
   std::vector<data::Tree> normalised, repaired;
   for (const data::Tree& tree : trees) {
@@ -52,12 +52,12 @@ void check_trees(const std::vector<tfm::data::Tree>& trees) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::filesystem::path file = tfm::fuzz::scratch_dir() / "trees.mrg";
-  tfm::fuzz::write_file(file, {reinterpret_cast<const char*>(data), size});
-  std::vector<tfm::data::Tree> trees;
+  const std::filesystem::path file = tfm::internal::fuzz::scratch_dir() / "trees.mrg";
+  tfm::internal::fuzz::write_file(file, {reinterpret_cast<const char*>(data), size});
+  std::vector<tfm::internal::data::Tree> trees;
   bool read = false;
-  tfm::fuzz::expect_only_tfm_errors([&] {
-    trees = tfm::data::read_tree_file(file);
+  tfm::internal::fuzz::expect_only_tfm_errors([&] {
+    trees = tfm::internal::data::read_tree_file(file);
     read = true;
   });
   if (!read) return 0;

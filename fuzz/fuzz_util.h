@@ -24,7 +24,7 @@
 #include "tfm/model/config.h"
 #include "tfm/model/parameters.h"
 
-namespace tfm::fuzz {
+namespace tfm::internal::fuzz {
 
 // /dev/shm/tfm-fuzz-<pid> (memory, not disk), or the system temp folder; removed at exit.
 inline const std::filesystem::path& scratch_dir() {
@@ -136,4 +136,4 @@ inline std::vector<std::pair<std::string, Tensor>> tiny_parameters(const ModelCo
   return out;
 }
 
-}  // namespace tfm::fuzz
+}  // namespace tfm::internal::fuzz

@@ -4,8 +4,8 @@
 
 #include <pybind11/pybind11.h>
 
-namespace tfm::python {
+namespace tfm::internal::python {
 
 void bind_translator(pybind11::module_& m);  // python/translator.cc
 
-}  // namespace tfm::python
+}  // namespace tfm::internal::python

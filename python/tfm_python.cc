@@ -24,7 +24,7 @@
 
 namespace py = pybind11;
 
-namespace tfm::python {
+namespace tfm::internal::python {
 
 namespace {
 
@@ -149,10 +149,10 @@ void write_weights(const std::filesystem::path& dir, const std::string& config_j
 
 }  // namespace
 
-}  // namespace tfm::python
+}  // namespace tfm::internal::python
 
 PYBIND11_MODULE(_tfm, m) {
-  using namespace tfm::python;
+  using namespace tfm::internal::python;
   using tfm::BleuResult;
   using tfm::TrainingProgress;
   using tfm::TrainingResult;

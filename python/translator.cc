@@ -20,7 +20,7 @@
 
 namespace py = pybind11;
 
-namespace tfm::python {
+namespace tfm::internal::python {
 
 namespace {
 
@@ -306,4 +306,4 @@ void bind_translator(py::module_& m) {
       });
 }
 
-}  // namespace tfm::python
+}  // namespace tfm::internal::python

@@ -15,14 +15,15 @@
 #include "tfm/ops/device.h"
 
 // Skips the test, saying why, unless a CUDA device can be used; else makes it ready.
-#define TFM_REQUIRE_CUDA()                                                                   \
-  do {                                                                                       \
-    const std::string tfm_why_ = ::tfm::ops::device_unavailable_reason(::tfm::Device::cuda); \
-    if (!tfm_why_.empty()) GTEST_SKIP() << "needs a CUDA GPU: " << tfm_why_;                 \
-    ::tfm::ops::use_device(::tfm::Device::cuda);                                             \
+#define TFM_REQUIRE_CUDA()                                                              \
+  do {                                                                                  \
+    const std::string tfm_why_ =                                                        \
+        ::tfm::internal::ops::device_unavailable_reason(::tfm::internal::Device::cuda); \
+    if (!tfm_why_.empty()) GTEST_SKIP() << "needs a CUDA GPU: " << tfm_why_;            \
+    ::tfm::internal::ops::use_device(::tfm::internal::Device::cuda);                    \
   } while (false)
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 
 // Uniform values in [lo, hi) from a fixed seed, as an f32 CPU tensor.
 inline Tensor uniform_tensor(const Shape& shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
@@ -62,4 +63,4 @@ inline void expect_matches_cpu(const Tensor& cpu, const Tensor& cuda, double tol
   EXPECT_LE(error, tolerance) << what << ": relative error " << error;  // NaN fails too
 }
 
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

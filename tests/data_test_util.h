@@ -21,7 +21,7 @@
 #include "temp_dir.h"
 #include "tfm/data/vocab.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 
 // `count` sentences of 3..14 words drawn from a small word list; `german` picks the list with
 // umlauts and sharp s, so the text is multi-byte UTF-8.
@@ -127,4 +127,4 @@ inline CommandResult run_tfm_command(const std::string& arguments, const TempDir
   return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(out), read_text(err)};
 }
 
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

@@ -16,7 +16,7 @@
 #include "build_paths.h"
 #include "data_test_util.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 
 // `tfm arguments...` with files limited to `limit_bytes` (standard output and error go to
 // dir/stdout and dir/stderr, opened before the limit: they stay small); stdout_path, when given,
@@ -49,4 +49,4 @@ inline CommandResult run_tfm_with_file_limit(const std::vector<std::string>& arg
           stdout_path.empty() ? read_text(out) : std::string(), read_text(err)};
 }
 
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

@@ -17,7 +17,7 @@
 #include "tfm/autograd/tape.h"
 #include "tfm/core/tensor.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 
 using Values = std::vector<double>;
 
@@ -120,4 +120,4 @@ inline void check_op(const std::vector<Input>& inputs,
   }
 }
 
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

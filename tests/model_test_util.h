@@ -3,7 +3,7 @@
 
 #include "tfm/model/config.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 
 inline ModelConfig small_model_config() {
   ModelConfig c;
@@ -18,4 +18,4 @@ inline ModelConfig small_model_config() {
   return c;
 }
 
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

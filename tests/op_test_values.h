@@ -11,7 +11,7 @@
 #include "tfm/autograd/tape.h"
 #include "tfm/core/tensor.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 
 // Uniform random values that are exact f32 numbers, so that the double reference sees the very
 // inputs the f32 op sees (to_tensor would otherwise round them, an error of up to half an ulp of
@@ -38,4 +38,4 @@ inline Tensor forward_backward(const std::function<Tensor()>& op, const Values& 
   return out;
 }
 
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

@@ -7,7 +7,7 @@
 
 #include "build_paths.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 
 // $TFM_DATA_DIR/ptb-sample, else ../shared/data/ptb-sample beside the source tree; "" when absent.
 inline std::filesystem::path ptb_sample_dir() {
@@ -20,4 +20,4 @@ inline std::filesystem::path ptb_sample_dir() {
   return {};
 }
 
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

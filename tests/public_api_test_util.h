@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 
 inline std::vector<std::string> api_sentences(int count, const std::vector<std::string>& words,
                                               unsigned seed) {
@@ -61,4 +61,4 @@ inline tfm::TrainingResult train_api_model(const std::filesystem::path& dir) {
   return tfm::train(options);
 }
 
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

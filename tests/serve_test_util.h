@@ -18,7 +18,7 @@
 #include "tfm/decode/inference_model.h"
 #include "tfm/serve/http_server.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 
 struct ServeSettings {
   serve::ServerOptions server;
@@ -159,4 +159,4 @@ inline std::string http_exchange(int port, const std::string& bytes,
   return reply;
 }
 
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

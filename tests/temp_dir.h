@@ -13,7 +13,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 
 class TempDir {
  public:
@@ -66,4 +66,4 @@ std::string error_of(Call&& call) {
   return "";
 }
 
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

@@ -5,7 +5,7 @@
 #include "temp_dir.h"
 #include "tfm/decode/alignment.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using decode::Alignment;
@@ -84,4 +84,4 @@ TEST(Alignment, AnUnknownCharacterStaysInsideItsSourceWord) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

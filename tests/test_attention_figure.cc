@@ -15,7 +15,7 @@
 #include "temp_dir.h"
 #include "tfm/viz/attention_view.h"
 
-namespace tfm::viz {
+namespace tfm::internal::viz {
 namespace {
 
 using testing::error_of;
@@ -371,4 +371,4 @@ TEST(AttentionFigure, ErrorsNameTheFlagAndTheValue) {
 }
 
 }  // namespace
-}  // namespace tfm::viz
+}  // namespace tfm::internal::viz

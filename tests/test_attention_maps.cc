@@ -18,7 +18,7 @@
 #include "tfm/model/model_dir.h"
 #include "tfm/nn/context.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 const std::string kFixture = std::string(tfm_source_dir()) + "/tests/fixtures/tiny";
@@ -227,4 +227,4 @@ TEST(AttentionMaps, AnOverflowingModelIsAnErrorNamingTheLayer) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

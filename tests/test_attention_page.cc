@@ -15,7 +15,7 @@
 #include "tfm/viz/assets.h"
 #include "tfm/viz/attention_view.h"
 
-namespace tfm::viz {
+namespace tfm::internal::viz {
 namespace {
 
 // Softmax rows of seeded random scores; a causal kind's row q covers keys 0..q, with exact zeros
@@ -207,4 +207,4 @@ TEST(AttentionPage, AViewWhoseWeightsDoNotFitItsTokensIsAnError) {
 }
 
 }  // namespace
-}  // namespace tfm::viz
+}  // namespace tfm::internal::viz

@@ -16,7 +16,7 @@
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::random_values;
@@ -173,4 +173,4 @@ TEST(Autocast, ThreadsWithDifferentProductTypesGetTheResultsOfOne) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -34,7 +34,7 @@
 #include "tfm/ops/ops.h"
 #include "tfm/ops/packed_weight.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::uniform_tensor;
@@ -1146,4 +1146,4 @@ TEST_P(BackendOutputCrossEntropy, TargetOutsideTheVocabularyIsAnError) {
 }  // namespace products
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -8,7 +8,7 @@
 #include "tfm/ops/ops.h"
 #include "tfm/train/batch_size.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::expect_error;
@@ -180,4 +180,4 @@ TEST(RecipeBatchSize, TheDeviceReportsItsMemory) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

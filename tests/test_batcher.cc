@@ -10,7 +10,7 @@
 #include "tfm/data/batcher.h"
 #include "tfm/train/model_batch.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 namespace {
 
 using data::Batcher;
@@ -303,4 +303,4 @@ TEST(Batcher, RestoredStateContinuesWithTheSameBatches) {
 }
 
 }  // namespace
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

@@ -14,7 +14,7 @@
 #include "temp_dir.h"
 #include "tfm/eval/bleu.h"
 
-namespace tfm::eval {
+namespace tfm::internal::eval {
 namespace {
 
 using Lines = std::vector<std::string>;
@@ -497,4 +497,4 @@ TEST(BleuSignature, NamesEveryOption) {
 }
 
 }  // namespace
-}  // namespace tfm::eval
+}  // namespace tfm::internal::eval

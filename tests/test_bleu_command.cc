@@ -15,7 +15,7 @@
 #include "build_paths.h"
 #include "temp_dir.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::TempDir;
@@ -279,4 +279,4 @@ TEST(BleuCommand, ErrorsAreOneLineAndExitOne) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

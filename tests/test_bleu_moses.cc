@@ -12,7 +12,7 @@
 #include "tfm/eval/bleu.h"
 #include "tfm/eval/moses_tokenizer.h"
 
-namespace tfm::eval {
+namespace tfm::internal::eval {
 namespace {
 
 std::string en(std::string_view line) {
@@ -191,4 +191,4 @@ TEST(BleuMoses, RefusesWhatMultiBleuDoesNotDo) {
 }
 
 }  // namespace
-}  // namespace tfm::eval
+}  // namespace tfm::internal::eval

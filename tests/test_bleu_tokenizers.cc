@@ -9,7 +9,7 @@
 #include "tfm/eval/bleu_tokenizers.h"
 #include "tfm/io/text_reader.h"
 
-namespace tfm::eval {
+namespace tfm::internal::eval {
 namespace {
 
 TEST(Tokenizer13a, SeparatesAsciiPunctuationAndSymbols) {
@@ -149,4 +149,4 @@ TEST(Utf8, FindsTheFirstInvalidByte) {
 }
 
 }  // namespace
-}  // namespace tfm::eval
+}  // namespace tfm::internal::eval

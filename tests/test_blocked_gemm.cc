@@ -19,7 +19,7 @@
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/ops/autocast.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::random_values;
@@ -402,4 +402,4 @@ TEST(BlockedGemmBf16, GemmTakesTheChosenKernelAndOneDnnOtherwise) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

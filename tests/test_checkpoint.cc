@@ -12,7 +12,7 @@
 #include "tfm/nn/transformer.h"
 #include "tfm/train/checkpoint.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 namespace fs = std::filesystem;
@@ -257,4 +257,4 @@ TEST(Average, OfCopiesIsTheModelAndOfTwoIsTheMean) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -18,7 +18,7 @@
 #include "tfm/model/model_dir.h"
 #include "tfm/nn/transformer.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::CommandResult;
@@ -242,4 +242,4 @@ TEST(CliAlignment, BadFlagsAreErrors) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

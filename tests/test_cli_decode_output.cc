@@ -18,7 +18,7 @@
 #include "tfm/model/model_dir.h"
 #include "tfm/nn/transformer.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::CommandResult;
@@ -201,4 +201,4 @@ TEST(CliDecodeOutput, AlignmentsStayWithinTheSourceWordsWhateverTheirCharacters)
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -13,7 +13,7 @@
 #include "data_test_util.h"
 #include "temp_dir.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::quoted;
@@ -68,4 +68,4 @@ TEST(CliOutput, AFullOrClosedStandardOutputFailsTheCommand) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

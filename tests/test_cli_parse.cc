@@ -19,7 +19,7 @@
 #include "tfm/model/model_dir.h"
 #include "tfm/nn/transformer.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::CommandResult;
@@ -247,4 +247,4 @@ TEST(CliLinearise, AGzippedTreeNestedTooDeepIsAOneLineError) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -16,7 +16,7 @@
 #include "serve_test_util.h"
 #include "text_model_test_util.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 namespace {
 
 using namespace std::chrono_literals;
@@ -251,4 +251,4 @@ TEST(CliServe, APortInUseIsAnError) {
 }
 
 }  // namespace
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

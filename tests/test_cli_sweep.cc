@@ -19,7 +19,7 @@
 #include "tfm/train/checkpoint.h"
 #include "train_test_util.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 namespace fs = std::filesystem;
@@ -270,4 +270,4 @@ TEST(CliSweep, BadInputIsAOneLineError) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

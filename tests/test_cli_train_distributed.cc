@@ -17,7 +17,7 @@
 #include "tfm/train/checkpoint.h"
 #include "train_test_util.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 namespace fs = std::filesystem;
@@ -239,4 +239,4 @@ TEST(CliTrainDistributed, NeedsMpi) {
 #endif
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

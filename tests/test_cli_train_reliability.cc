@@ -20,7 +20,7 @@
 #include "tfm/train/run_lock.h"
 #include "train_test_util.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 namespace fs = std::filesystem;
@@ -315,4 +315,4 @@ TEST(CliTrainReliability, NonFiniteFloatOptionsAreUsageErrorsInEveryCommand) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

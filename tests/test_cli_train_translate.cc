@@ -16,7 +16,7 @@
 #include "tfm/train/checkpoint.h"
 #include "train_test_util.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::run_tfm_command;
@@ -99,9 +99,9 @@ TEST(CliTrainTranslate, TrainResumeAverageTranslate) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 // On a GPU: train there (validation BLEU included), resume the run on the CPU from the GPU's
@@ -168,9 +168,9 @@ TEST(CliTrainTranslate, OneEpochValidatesOnceAtItsEnd) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 // The learning rate of each logged update in metrics.jsonl.
@@ -306,9 +306,9 @@ TEST(CliTrainTranslate, WithoutAWarmupFractionATimeBudgetKeepsTheRecipesWarmup) 
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 // data.max_tokens and data.accumulate `auto` with data.update_tokens (train/batch_size.h): the log
@@ -368,4 +368,4 @@ TEST(CliTrainTranslate, BatchSizeFromTheMemoryOfTheDevice) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -14,7 +14,7 @@
 #include "tfm/nn/transformer.h"
 #include "tfm/ops/device.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::CommandResult;
@@ -250,4 +250,4 @@ TEST(CliTranslateInput, AnUnknownDeviceIsAUsageError) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

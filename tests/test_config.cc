@@ -10,7 +10,7 @@
 #include "tfm/model/config.h"
 #include "tfm/model/parameters.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::expect_error;
@@ -335,7 +335,7 @@ TEST(ModelConfig, FileErrorsNameTheFile) {
   std::ofstream(invalid) << R"({"layers": 6, "norm": "sideways"})";
   expect_error([&] { load_config(invalid); }, {invalid.string(), "'norm'", "sideways"});
   // Numbers beyond double (nlohmann throws out_of_range) and integers beyond int64 (read as
-  // doubles): tfm::Errors naming the file and the problem.
+  // doubles): tfm::internal::Errors naming the file and the problem.
   const auto overflow = dir / "overflow.json";
   std::ofstream(overflow) << R"({"layers": 6, "d_model": 1e400})";
   expect_error([&] { load_config(overflow); }, {overflow.string(), "not valid JSON", "1e400"});
@@ -364,4 +364,4 @@ TEST(ModelConfig, FileErrorsNameTheFile) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

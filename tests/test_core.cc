@@ -7,7 +7,7 @@
 #include "tfm/core/allocator.h"
 #include "tfm/core/tensor.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 TEST(Shape, NumelRankAndNegativeIndex) {
@@ -90,9 +90,9 @@ TEST(Tape, GradTargetOverwritesThenAccumulates) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 TEST(Error, MessagesAreOneLineWhateverTheQuotedTextHolds) {
@@ -101,9 +101,9 @@ TEST(Error, MessagesAreOneLineWhateverTheQuotedTextHolds) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 // With a limit, blocks cached in other size classes go back to the system before the allocator
@@ -137,4 +137,4 @@ TEST(CachingAllocator, ACacheLimitReturnsCachedBlocksOfOtherSizes) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -7,7 +7,7 @@
 #include "tfm/io/text_lines.h"
 #include "tfm/io/text_reader.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 namespace {
 
 using data::Corpus;
@@ -357,4 +357,4 @@ TEST(Corpus, CommandLineReportsCorpusAndBatches) {
 }
 
 }  // namespace
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

@@ -12,7 +12,7 @@
 #include "tfm/data/corpus_cache.h"
 #include "tfm/io/progress_meter.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 namespace {
 
 using data::Corpus;
@@ -225,4 +225,4 @@ TEST(ProgressMeter, ReportsCountRateShareAndTimeLeft) {
 }
 
 }  // namespace
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

@@ -23,7 +23,7 @@
 #include "tfm/train/schedule.h"
 #include "tfm/train/session.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 const std::string kFixture = std::string(tfm_source_dir()) + "/tests/fixtures/tiny";
@@ -205,4 +205,4 @@ TEST(CudaModelDir, IsTheSameWhicheverDeviceHeldTheWeights) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

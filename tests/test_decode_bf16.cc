@@ -13,7 +13,7 @@
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/device.h"
 
-namespace tfm::decode {
+namespace tfm::internal::decode {
 namespace {
 
 using testing::random_sources;
@@ -165,4 +165,4 @@ TEST(Bf16Decoding, RejectsOtherPrecisions) {
 }
 
 }  // namespace
-}  // namespace tfm::decode
+}  // namespace tfm::internal::decode

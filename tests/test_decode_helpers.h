@@ -10,7 +10,7 @@
 #include "tfm/decode/search.h"
 #include "tfm/model/config.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 
 // d_v != d_k so that key and value widths cannot be confused; dropout 0 (decoding is inference).
 inline ModelConfig tiny_decoder_config(const char* norm = "post",
@@ -68,4 +68,4 @@ inline Agreement agreement(const std::vector<std::vector<decode::Hypothesis>>& g
   return r;
 }
 
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

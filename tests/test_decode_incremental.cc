@@ -15,7 +15,7 @@
 #include "tfm/decode/transformer_scorer.h"
 #include "tfm/nn/transformer.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::random_sources;
@@ -287,4 +287,4 @@ TEST(IncrementalDecoding, SelectRejectsRowsThatMixSources) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

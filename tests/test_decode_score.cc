@@ -10,7 +10,7 @@
 #include "tfm/decode/score.h"
 #include "tfm/decode/translate.h"
 
-namespace tfm::decode {
+namespace tfm::internal::decode {
 namespace {
 
 using testing::random_sources;
@@ -111,4 +111,4 @@ TEST_F(Score, AnOverflowingModelIsAnError) {
 }
 
 }  // namespace
-}  // namespace tfm::decode
+}  // namespace tfm::internal::decode

@@ -11,7 +11,7 @@
 #include "temp_dir.h"
 #include "tfm/decode/search.h"
 
-namespace tfm::decode {
+namespace tfm::internal::decode {
 namespace {
 
 constexpr int32_t kBos = 2, kEos = 3;
@@ -321,4 +321,4 @@ TEST(BeamSearch, RejectsInconsistentOptions) {
 }
 
 }  // namespace
-}  // namespace tfm::decode
+}  // namespace tfm::internal::decode

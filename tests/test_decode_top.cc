@@ -16,7 +16,7 @@
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::random_sources;
@@ -368,4 +368,4 @@ TEST(AttentionCached, HeadsOf64EqualTheDenseAttention) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -15,7 +15,7 @@
 #include "tfm/decode/translate.h"
 #include "tfm/model/model_dir.h"
 
-namespace tfm::decode {
+namespace tfm::internal::decode {
 namespace {
 
 using testing::random_sources;
@@ -378,4 +378,4 @@ TEST_F(Translate, SourcesLongerThanTheMaximumInputLengthAreErrors) {
 }
 
 }  // namespace
-}  // namespace tfm::decode
+}  // namespace tfm::internal::decode

@@ -14,7 +14,7 @@
 #include "tfm/core/error.h"
 #include "tfm/dist/communicator.h"
 
-namespace tfm::dist {
+namespace tfm::internal::dist {
 namespace {
 
 // Every launcher variable launch_info() reads, unset for the test and restored after it.
@@ -148,4 +148,4 @@ TEST(DistSingleProcess, EveryCollectiveIsTheIdentity) {
 }
 
 }  // namespace
-}  // namespace tfm::dist
+}  // namespace tfm::internal::dist

@@ -16,7 +16,7 @@
 
 #include "build_paths.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 namespace {
 
 namespace fs = std::filesystem;
@@ -169,4 +169,4 @@ TEST(Docs, BenchResultsSummaryIsCurrent) {
 }
 
 }  // namespace
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

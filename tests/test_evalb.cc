@@ -17,7 +17,7 @@
 #include "tfm/data/trees.h"
 #include "tfm/eval/evalb.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using data::Tree;
@@ -388,4 +388,4 @@ TEST(CliEvalb, StopsLikeEvalbAfterTooManyErrors) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

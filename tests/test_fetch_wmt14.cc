@@ -17,7 +17,7 @@
 #include "build_paths.h"
 #include "data_test_util.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 namespace fs = std::filesystem;
@@ -363,4 +363,4 @@ TEST(FetchWmt14, UsageErrorsExitWithTwo) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -13,7 +13,7 @@
 #include "tfm/nn/transformer.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 ModelConfig tiny_config(const std::string& norm) {
@@ -206,4 +206,4 @@ TEST(FusedModel, TrainingStepWithBf16ProductsEqualsTheUnfusedComposition) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -10,7 +10,7 @@
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using cpu::GemmArgs;
@@ -109,4 +109,4 @@ TEST(GemmStats, RecordedProductsCountTheirShareOfAParallelRegion) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -12,7 +12,7 @@
 #include "tfm/ops/ops.h"
 #include "tfm/train/gradient_buckets.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 // Rank 0 of 2 whose partner adds zeros: records each bucket as it was when its all-reduce started.
@@ -143,4 +143,4 @@ TEST(GradientBuckets, OneRankReducesNothing) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -18,7 +18,7 @@
 #include "tfm/ops/ops.h"
 #include "tfm/ops/packed_weight.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::random_values;
@@ -354,4 +354,4 @@ TEST(Int8Decoding, TranslationsAgreeWithF32) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

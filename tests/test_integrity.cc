@@ -21,7 +21,7 @@
 #include "tfm/train/checkpoint.h"
 #include "tfm/train/run_lock.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 namespace fs = std::filesystem;
@@ -314,4 +314,4 @@ TEST(RunLock, ADirectoryThatCannotBeCreatedIsNamedWithTheReason) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

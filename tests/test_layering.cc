@@ -11,7 +11,7 @@
 
 #include "build_paths.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 namespace {
 
 // "file: line" for every #include of `forbidden` (e.g. "tfm/nn/") in the files of src/tfm/<folder>.
@@ -89,6 +89,31 @@ TEST(Layering, EveryFolderIncludesOnlyTheLayersBelowIt) {
   EXPECT_EQ(broken, "");
 }
 
+// tfm:: holds only what include/tfm declares (docs/ARCHITECTURE.md, "Namespaces"): every layer
+// opens tfm::internal or a namespace below it; only api/, which implements the public names,
+// opens tfm.
+TEST(Layering, InternalsLiveInTfmInternal) {
+  const std::filesystem::path root = std::filesystem::path(tfm_source_dir()) / "src/tfm";
+  std::string broken;
+  int internal_openings = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+    if (!entry.is_regular_file()) continue;
+    const bool api = entry.path().parent_path().filename() == "api";
+    std::ifstream in(entry.path());
+    std::string line;
+    for (int number = 1; std::getline(in, line); ++number) {
+      if (!line.starts_with("namespace tfm")) continue;
+      const bool internal = line.starts_with("namespace tfm::internal {") ||
+                            line.starts_with("namespace tfm::internal::");
+      internal_openings += internal;
+      if (api ? line != "namespace tfm {" : !internal)
+        broken += entry.path().string() + ":" + std::to_string(number) + ": " + line + "\n";
+    }
+  }
+  EXPECT_EQ(broken, "");
+  EXPECT_GT(internal_openings, 250);  // the scan saw the layers' files
+}
+
 TEST(Layering, DataAndNnDoNotIncludeEachOther) {
   EXPECT_EQ(includes_of("data", "tfm/nn/"), "");
   EXPECT_EQ(includes_of("nn", "tfm/data/"), "");
@@ -137,4 +162,4 @@ TEST(Layering, CliOnlyParsesCallsAndPrints) {
 }
 
 }  // namespace
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

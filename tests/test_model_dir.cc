@@ -19,7 +19,7 @@
 #include "tfm/model/model_dir.h"
 #include "tfm/model/parameters.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::expect_error;
@@ -388,4 +388,4 @@ TEST(InfoCommand, AnInvalidConfigurationIsOneErrorNamingTheKey) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -10,7 +10,7 @@
 #include "data_test_util.h"
 #include "temp_dir.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 // libgomp's report of its settings at the start of `tfm translate --help`, run with `environment`
@@ -49,4 +49,4 @@ TEST(OpenMPWait, TfmSpinsBrieflyUnlessTheUserChose) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -8,7 +8,7 @@
 #include "tfm/kernels/cpu/attention_cpu.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::check_op;
@@ -222,4 +222,4 @@ TEST(OpsAttention, BadShapesAndMasksThrow) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

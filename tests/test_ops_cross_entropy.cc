@@ -6,7 +6,7 @@
 #include "op_test_values.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::random_f32_values;
@@ -205,4 +205,4 @@ TEST(OpsCrossEntropy, BadArgumentsThrow) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -11,7 +11,7 @@
 #include "tfm/ops/ops.h"
 #include "tfm/ops/packed_weight.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 std::vector<float> random_floats(int64_t n, unsigned seed, float lo = -3.0f, float hi = 3.0f) {
@@ -222,4 +222,4 @@ TEST(OpsCache, RefusesValuesThatDoNotFit) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

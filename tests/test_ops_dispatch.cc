@@ -14,7 +14,7 @@
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::error_of;
@@ -144,4 +144,4 @@ TEST_F(FakeCuda, MixedDevicesAreRefused) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -8,7 +8,7 @@
 #include "tfm/kernels/cpu/dropout_cpu.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::random_f32_values;
@@ -118,4 +118,4 @@ TEST(OpsDropout, BadArgumentsThrow) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

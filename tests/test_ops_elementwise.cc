@@ -7,7 +7,7 @@
 #include "op_test_values.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::check_op;
@@ -220,4 +220,4 @@ TEST(OpsElementwise, BadArgumentsThrow) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -8,7 +8,7 @@
 #include "tfm/core/threading.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::random_f32_values;
@@ -191,4 +191,4 @@ TEST(OpsAddPositions, BadArgumentsThrow) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -12,7 +12,7 @@
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::Input;
@@ -274,4 +274,4 @@ TEST(OpsAddDropoutLayerNorm, BadArgumentsThrow) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

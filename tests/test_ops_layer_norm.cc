@@ -7,7 +7,7 @@
 #include "tfm/core/threading.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::random_f32_values;
@@ -148,4 +148,4 @@ TEST(OpsLayerNorm, BadArgumentsThrow) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -6,7 +6,7 @@
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::check_op;
@@ -219,4 +219,4 @@ TEST(GemmCpu, Bf16OperandsWithF32Result) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -7,7 +7,7 @@
 
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 std::vector<float> random_floats(int64_t n, unsigned seed) {
@@ -79,4 +79,4 @@ TEST(OpsOptimizer, FillOverwritesEvenNaN) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -10,7 +10,7 @@
 #include "tfm/core/allocator.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::random_f32_values;
@@ -276,4 +276,4 @@ TEST(OpsOutputCrossEntropy, BadArgumentsThrow) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

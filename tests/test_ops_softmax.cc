@@ -11,7 +11,7 @@
 #include "tfm/kernels/cpu/vector_math.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::random_f32_values;
@@ -175,4 +175,4 @@ TEST(OpsSoftmax, BadArgumentsThrow) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

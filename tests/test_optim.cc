@@ -6,7 +6,7 @@
 #include "tfm/train/adam.h"
 #include "tfm/train/schedule.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 TEST(NoamSchedule, FollowsEquationThree) {
@@ -65,4 +65,4 @@ TEST(Adam, MatchesTheUpdateFormulaOverSeveralSteps) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -14,7 +14,7 @@
 #include "tfm/ops/ops.h"
 #include "tfm/ops/packed_weight.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::random_values;
@@ -117,4 +117,4 @@ TEST(PackedLinear, APackedCopyIsASnapshotUsedOnlyWithoutAGradient) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -12,7 +12,7 @@
 #include "tfm/kernels/cpu/panel_int8_cpu.h"
 #include "tfm/kernels/cpu/quantize_cpu.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 // acc [m, n] = u [m, k] q^T, exactly.
@@ -165,4 +165,4 @@ TEST(PanelInt8, PackedLinearGivesOneDnnsNumbersForFewRows) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -17,7 +17,7 @@
 #include "tfm/kernels/cpu/packed_matmul_cpu.h"
 #include "tfm/kernels/cpu/panel_matmul_cpu.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::random_values;
@@ -229,4 +229,4 @@ TEST(PackedBf16, AWidenedWeightGivesTheF32ProductsOfTheBf16Values) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -9,7 +9,7 @@
 
 #include "tfm/kernels/cpu/primitive_cache.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 namespace {
 
 using Cache = cpu::PrimitiveCache<int, std::string, std::hash<int>>;
@@ -55,4 +55,4 @@ TEST(PrimitiveCache, OneDnnsOwnCacheIsOffUnlessTheEnvironmentSetsIt) {
 }
 
 }  // namespace
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

@@ -23,7 +23,7 @@ class PublicApi : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = fs::temp_directory_path() / ("tfm_public_api_" + std::to_string(getpid()));
     fs::create_directories(dir_);
-    result_ = tfm::testing::train_api_model(dir_);
+    result_ = tfm::internal::testing::train_api_model(dir_);
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 

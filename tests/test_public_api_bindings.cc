@@ -26,7 +26,7 @@ class ApiForBindings : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = fs::temp_directory_path() / ("tfm_api_for_bindings_" + std::to_string(getpid()));
     fs::remove_all(dir_);
-    model_dir_ = tfm::testing::train_api_model(dir_).last_checkpoint;
+    model_dir_ = tfm::internal::testing::train_api_model(dir_).last_checkpoint;
     model_ = tfm::Model::load(model_dir_);
   }
   static void TearDownTestSuite() {
@@ -155,7 +155,7 @@ TEST_F(ApiForBindings, AnExceptionFromProgressCancelsTheCall) {
   EXPECT_EQ(calls, 2);
   // A file translation cancelled midway leaves no output behind.
   const fs::path input = dir_ / "cancel.en", output = dir_ / "cancel.de";
-  tfm::testing::api_write_lines(input, kSources);
+  tfm::internal::testing::api_write_lines(input, kSources);
   calls = 0;
   EXPECT_THROW(translator.translate_file(input, output, options), std::runtime_error);
   EXPECT_FALSE(fs::exists(output));
@@ -165,7 +165,7 @@ TEST_F(ApiForBindings, TranslatesAFileLineByLine) {
   tfm::Translator translator(model_, {1});
   const std::vector<std::string> lines{kSources[0], "", kSources[1], kSources[2]};
   const fs::path input = dir_ / "input.en", output = dir_ / "output.de";
-  tfm::testing::api_write_lines(input, lines);
+  tfm::internal::testing::api_write_lines(input, lines);
   const auto expected = translator.translate(lines, short_options());
   std::vector<int64_t> progress;
   tfm::TranslationOptions options = short_options();

@@ -14,7 +14,7 @@
 #include "temp_dir.h"
 #include "tfm/train/recipe.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::error_of;
@@ -368,4 +368,4 @@ TEST(Recipe, VocabularySample) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -11,7 +11,7 @@
 #include "tfm/model/parameters.h"
 #include "tfm/train/recipe.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::TempDir;
@@ -124,4 +124,4 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

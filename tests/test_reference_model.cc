@@ -17,7 +17,7 @@
 #include "tfm/train/adam.h"
 #include "tfm/train/schedule.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 const std::string kFixture = std::string(tfm_source_dir()) + "/tests/fixtures/tiny";
@@ -114,4 +114,4 @@ TEST_F(ReferenceModel, FiveAdamStepsMatchPyTorch) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -12,7 +12,7 @@
 #include "tfm/io/safetensors.h"
 #include "tfm/io/strict_json.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::expect_error;
@@ -317,4 +317,4 @@ TEST(SafeTensors, WriteRejectsBadNames) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -11,7 +11,7 @@
 #include "serve_test_util.h"
 #include "tfm/decode/alignment.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 namespace {
 
 using namespace std::chrono_literals;
@@ -552,4 +552,4 @@ TEST(ServeHttp, SlowClientsDoNotBlockHealthAndAreCutAtTheDeadline) {
 }
 
 }  // namespace
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

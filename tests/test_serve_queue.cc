@@ -16,7 +16,7 @@
 #include "tfm/serve/host_cache_bound.h"
 #include "tfm/serve/request_error.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 namespace {
 
 using namespace std::chrono_literals;
@@ -214,9 +214,9 @@ TEST_F(ServeQueue, RejectsBadOptions) {
 }
 
 }  // namespace
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 namespace {
 
 // The bound after a batch: what was in use when it was made (the models) plus twice the largest
@@ -246,4 +246,4 @@ TEST(HostCacheBound, IsTheModelsPlusTwiceTheLargestWorkingSet) {
 }
 
 }  // namespace
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

@@ -6,7 +6,7 @@
 #include "temp_dir.h"
 #include "tfm/train/session.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 ModelConfig session_config(double dropout) {
@@ -144,9 +144,9 @@ TEST(TrainingSession, EvaluationIsTheMeanLossPerTargetToken) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 TEST(TrainingSession, Bf16UpdatesFollowTheF32LossCurve) {
@@ -184,4 +184,4 @@ TEST(TrainingSession, Bf16UpdatesFollowTheF32LossCurve) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -18,7 +18,7 @@
 #include "tfm/model/table3.h"
 #include "tfm/train/recipe.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::expect_error;
@@ -311,4 +311,4 @@ TEST(Table3, ResultsRoundTripThroughJson) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -11,7 +11,7 @@
 #include "tfm/train/run_cadence.h"
 #include "tfm/train/run_progress.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::expect_error;
@@ -199,4 +199,4 @@ TEST(TrainRunProgress, TimeLeftIsTheSoonerOfTheBudgets) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

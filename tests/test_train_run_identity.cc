@@ -14,7 +14,7 @@
 #include "tfm/train/train_loop.h"
 #include "train_test_util.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 namespace fs = std::filesystem;
@@ -67,4 +67,4 @@ TEST(TrainRunIdentity, AResumedRunWritesTheCheckpointOfAnUninterruptedOne) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

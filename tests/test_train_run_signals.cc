@@ -13,7 +13,7 @@
 #include "tfm/train/run_metrics.h"
 #include "tfm/train/stop_signals.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::TempDir;
@@ -146,4 +146,4 @@ TEST(TrainRunMetrics, AResumeDropsTheRecordsOfTheUpdatesItRepeats) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -15,7 +15,7 @@
 #include "tfm/train/run_data.h"
 #include "tfm/train/run_state.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 namespace fs = std::filesystem;
@@ -215,4 +215,4 @@ TEST(TrainRunData, ValidationBatchesHoldEveryPairOnce) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

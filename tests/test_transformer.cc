@@ -13,7 +13,7 @@
 #include "tfm/nn/transformer.h"
 #include "tfm/train/adam.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using testing::expect_error;
@@ -184,4 +184,4 @@ TEST(Transformer, TrainingStepAllocatesNothingInSteadyState) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -16,7 +16,7 @@
 #include "tfm/data/trees.h"
 #include "tfm/tasks/parsing.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using data::parse_tree;
@@ -223,4 +223,4 @@ TEST(TreeSequences, TheBestWellFormedHypothesisWinsAndRepairIsTheLastResort) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -16,7 +16,7 @@
 #include "tfm/eval/evalb.h"
 #include "tfm/io/text_lines.h"
 
-namespace tfm {
+namespace tfm::internal {
 namespace {
 
 using data::parse_tree;
@@ -214,4 +214,4 @@ TEST(Trees, SequencesNestedTooDeepAreNotTreesAndRepairDropsTheExtraLevels) {
 }
 
 }  // namespace
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -8,7 +8,7 @@
 #include "tfm/data/vocab.h"
 #include "tfm/io/text_reader.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 namespace {
 
 using data::Vocabulary;
@@ -168,4 +168,4 @@ TEST(Vocabulary, CommandLine) {
 }
 
 }  // namespace
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

@@ -10,7 +10,7 @@
 #include "tfm/data/word_encoder.h"
 #include "tfm/io/text_reader.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 namespace {
 
 std::filesystem::path shared_data() {
@@ -112,4 +112,4 @@ TEST(WordEncoder, MatchesReportsEquality) {
 }
 
 }  // namespace
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

@@ -10,7 +10,7 @@
 #include "tfm/model/model_dir.h"
 #include "tfm/nn/transformer.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 
 // Writes dir/model (with `heads` heads, weights from `seed`) and returns its path.
 inline std::filesystem::path write_tiny_text_model(const std::filesystem::path& dir, int heads = 2,
@@ -32,4 +32,4 @@ inline std::filesystem::path write_tiny_text_model(const TempDir& dir, int heads
   return write_tiny_text_model(dir.path(), heads, seed);
 }
 
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

@@ -9,7 +9,7 @@
 
 #include "data_test_util.h"
 
-namespace tfm::testing {
+namespace tfm::internal::testing {
 
 // Writes en.txt, de.txt and recipe.yaml (run directory `dir`/run) into `dir`.
 inline void write_recipe(const TempDir& dir) {
@@ -28,4 +28,4 @@ inline void write_recipe(const TempDir& dir) {
                   (dir / "en.txt").string(), (dir / "de.txt").string(), (dir / "run").string()));
 }
 
-}  // namespace tfm::testing
+}  // namespace tfm::internal::testing

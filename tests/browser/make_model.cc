@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   }
   try {
     std::filesystem::create_directories(argv[1]);
-    tfm::testing::write_tiny_text_model(argv[1], /*heads=*/4, /*seed=*/7);
+    tfm::internal::testing::write_tiny_text_model(argv[1], /*heads=*/4, /*seed=*/7);
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "tfm_browser_fixture: %s\n", error.what());

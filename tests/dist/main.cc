@@ -37,7 +37,7 @@ class FailurePrinter : public testing::EmptyTestEventListener {
   std::string test_ = "(outside a test)";
 };
 
-int abort_from_rank_1(tfm::dist::Communicator& comm) {
+int abort_from_rank_1(tfm::internal::dist::Communicator& comm) {
   if (comm.rank() == 1) {
     // No newline flush by hand: abort() must flush stdio itself before the launcher kills us.
     std::printf("rank 1 aborts the job with exit code 3\n");
@@ -52,9 +52,9 @@ int abort_from_rank_1(tfm::dist::Communicator& comm) {
 
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
-  tfm::dist::Communicator* comm = nullptr;
+  tfm::internal::dist::Communicator* comm = nullptr;
   try {
-    comm = &tfm::dist::world();
+    comm = &tfm::internal::dist::world();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tfm_dist_tests: %s\n", e.what());
     return 1;

@@ -23,7 +23,7 @@
 #include "tfm/dist/communicator.h"
 #include "tfm/dist/mpi_communicator.h"
 
-namespace tfm::dist {
+namespace tfm::internal::dist {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -220,4 +220,4 @@ TEST(DistMpi, BuffersLongerThanOneMpiMessageGoInSeveralCalls) {
 }
 
 }  // namespace
-}  // namespace tfm::dist
+}  // namespace tfm::internal::dist

@@ -5,6 +5,8 @@
 
 namespace tfm {
 
+using namespace internal;  // the library's layers, which these public calls wrap
+
 BleuResult corpus_bleu(const std::vector<std::string>& hypotheses,
                        const std::vector<std::vector<std::string>>& references,
                        const BleuOptions& options) {

@@ -9,6 +9,8 @@
 
 namespace tfm {
 
+using namespace internal;  // the library's layers, which these public calls wrap
+
 std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir,
                                          const LoadOptions& options) {
   // The options first: a bad setting is reported before any file is read.

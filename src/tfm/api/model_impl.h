@@ -1,5 +1,5 @@
 // The library's side of tfm::Model (include/tfm/model.h): the inference model built once at load
-// (precision and device fixed, weights packed, immutable: decode::InferenceModel) and the
+// (precision and device fixed, weights packed, immutable: internal::decode::InferenceModel) and the
 // vocabulary. Every tfm::Translator shares it.
 #pragma once
 
@@ -18,11 +18,11 @@ namespace tfm {
 
 struct Model::Impl {
   std::filesystem::path dir;
-  ModelConfig config;
+  internal::ModelConfig config;
   std::string precision;  // decode::precision_name: "f32", "bf16", "int8" or "int8-bf16"
-  Device device = Device::cpu;
-  data::Vocabulary vocab;
-  std::shared_ptr<const decode::InferenceModel> model;
+  internal::Device device = internal::Device::cpu;
+  internal::data::Vocabulary vocab;
+  std::shared_ptr<const internal::decode::InferenceModel> model;
   int64_t parameter_count = 0;
 };
 

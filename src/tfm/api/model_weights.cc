@@ -14,6 +14,8 @@
 
 namespace tfm {
 
+using namespace internal;  // the library's layers, which these public calls wrap
+
 ModelWeights read_model_weights(const std::filesystem::path& dir) {
   LoadedModel loaded = load_model_dir(dir);
   ModelWeights model;

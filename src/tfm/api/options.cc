@@ -9,6 +9,8 @@
 
 namespace tfm {
 
+using namespace internal;  // the library's layers, which these public calls wrap
+
 namespace {
 
 constexpr std::array<std::pair<Precision, std::string_view>, 5> kPrecisionNames = {{

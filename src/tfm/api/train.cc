@@ -11,6 +11,8 @@
 
 namespace tfm {
 
+using namespace internal;  // the library's layers, which these public calls wrap
+
 namespace {
 
 // The options' own numbers: -1 is "not given", anything else must be a valid budget (the

@@ -18,6 +18,8 @@
 
 namespace tfm {
 
+using namespace internal;  // the library's layers, which these public calls wrap
+
 struct Translator::Impl {
   std::shared_ptr<const Model> model;
   int threads = 0;

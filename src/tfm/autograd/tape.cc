@@ -1,6 +1,6 @@
 #include "tfm/autograd/tape.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 thread_local Tape* g_current_tape = nullptr;
@@ -78,4 +78,4 @@ void Tape::backward(const Tensor& output, const Tensor& seed) {
   observer_ = nullptr;
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -13,7 +13,7 @@
 
 #include "tfm/core/tensor.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 // Watches a tape for gradient bucketing (train/gradient_buckets.h): which tape entry first used
 // each tensor in the forward pass, how far a backward pass has come, and each gradient written. An
@@ -85,4 +85,4 @@ struct GradTarget {
 };
 GradTarget grad_target(const Tensor& t);
 
-}  // namespace tfm
+}  // namespace tfm::internal

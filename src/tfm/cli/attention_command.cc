@@ -24,7 +24,7 @@
 #include "tfm/viz/attention_view.h"
 #include "tfm/viz/view_from_maps.h"
 
-namespace tfm::cli {
+namespace tfm::internal::cli {
 
 namespace {
 
@@ -196,4 +196,4 @@ void register_attention(CLI::App& app) {
   });
 }
 
-}  // namespace tfm::cli
+}  // namespace tfm::internal::cli

@@ -10,7 +10,7 @@
 #include "tfm/core/error.h"
 #include "tfm/train/checkpoint.h"
 
-namespace tfm::cli {
+namespace tfm::internal::cli {
 
 namespace {
 
@@ -48,4 +48,4 @@ void register_average(CLI::App& app) {
   cmd->callback([options] { run_average(*options); });
 }
 
-}  // namespace tfm::cli
+}  // namespace tfm::internal::cli

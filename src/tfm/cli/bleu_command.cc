@@ -20,7 +20,7 @@
 #include "tfm/eval/bleu.h"
 #include "tfm/io/text_lines.h"
 
-namespace tfm::cli {
+namespace tfm::internal::cli {
 
 namespace {
 
@@ -207,4 +207,4 @@ void register_bleu(CLI::App& app) {
   });
 }
 
-}  // namespace tfm::cli
+}  // namespace tfm::internal::cli

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-namespace tfm::cli {
+namespace tfm::internal::cli {
 
 namespace {
 
@@ -56,4 +56,4 @@ void register_commands(CLI::App& app) {
   require_finite_numbers(app);
 }
 
-}  // namespace tfm::cli
+}  // namespace tfm::internal::cli

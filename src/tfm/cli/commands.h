@@ -4,7 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-namespace tfm::cli {
+namespace tfm::internal::cli {
 
 void register_commands(CLI::App& app);
 
@@ -22,4 +22,4 @@ void register_attention(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_sweep(CLI::App& app);
 
-}  // namespace tfm::cli
+}  // namespace tfm::internal::cli

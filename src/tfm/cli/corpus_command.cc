@@ -10,7 +10,7 @@
 #include "tfm/data/corpus.h"
 #include "tfm/data/vocab.h"
 
-namespace tfm::cli {
+namespace tfm::internal::cli {
 
 namespace {
 
@@ -93,4 +93,4 @@ void register_corpus(CLI::App& app) {
   cmd->callback([options] { run_corpus(*options); });
 }
 
-}  // namespace tfm::cli
+}  // namespace tfm::internal::cli

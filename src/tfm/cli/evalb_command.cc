@@ -11,7 +11,7 @@
 #include "tfm/data/trees.h"
 #include "tfm/eval/evalb.h"
 
-namespace tfm::cli {
+namespace tfm::internal::cli {
 
 namespace {
 
@@ -52,4 +52,4 @@ void register_evalb(CLI::App& app) {
   cmd->callback([options] { run_evalb(*options); });
 }
 
-}  // namespace tfm::cli
+}  // namespace tfm::internal::cli

@@ -13,7 +13,7 @@
 #include "tfm/model/model_dir.h"
 #include "tfm/model/parameters.h"
 
-namespace tfm::cli {
+namespace tfm::internal::cli {
 
 namespace {
 
@@ -246,4 +246,4 @@ void register_info(CLI::App& app) {
   });
 }
 
-}  // namespace tfm::cli
+}  // namespace tfm::internal::cli

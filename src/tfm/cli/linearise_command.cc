@@ -15,7 +15,7 @@
 #include "tfm/data/trees.h"
 #include "tfm/tasks/parsing.h"
 
-namespace tfm::cli {
+namespace tfm::internal::cli {
 
 namespace {
 
@@ -80,4 +80,4 @@ void register_linearise(CLI::App& app) {
   cmd->callback([o] { run_linearise(*o); });
 }
 
-}  // namespace tfm::cli
+}  // namespace tfm::internal::cli

@@ -40,13 +40,13 @@ std::vector<std::string> translate_arguments(int argc, char** argv) {
 // One rank of a multi-process job that fails ends the whole job at once (MPI_Abort), so that no
 // other rank waits for it in a collective; a process alone just returns the code.
 int fail_job(int code) {
-  if (tfm::dist::launch_info().size > 1) tfm::dist::world().abort(code);
+  if (tfm::internal::dist::launch_info().size > 1) tfm::internal::dist::world().abort(code);
   return code;
 }
 
 // "rank 1 of 2: " before an error of a multi-process job's rank (mpirun mixes their outputs).
 std::string rank_prefix() {
-  const tfm::dist::LaunchInfo launch = tfm::dist::launch_info();
+  const tfm::internal::dist::LaunchInfo launch = tfm::internal::dist::launch_info();
   return launch.size > 1 ? fmt::format("rank {} of {}: ", launch.rank, launch.size) : "";
 }
 
@@ -65,13 +65,13 @@ void check_standard_output() {
     reason = std::strerror(error);
   else if (::fcntl(STDOUT_FILENO, F_GETFD) == -1)
     reason = "it is closed";
-  tfm::fail("cannot write the results to standard output: {}", reason);
+  tfm::internal::fail("cannot write the results to standard output: {}", reason);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (computes_on_threads(argc, argv)) tfm::use_default_openmp_spin(argv);
+  if (computes_on_threads(argc, argv)) tfm::internal::use_default_openmp_spin(argv);
   std::vector<std::string> arguments = translate_arguments(argc, argv);
   std::vector<char*> translated;
   for (std::string& arg : arguments) translated.push_back(arg.data());
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return "tfm: error: " + std::string(e.what()) + " (see --help)\n";
   });
-  tfm::cli::register_commands(app);
+  tfm::internal::cli::register_commands(app);
   try {
     app.parse(argc, translated.data());
     check_standard_output();

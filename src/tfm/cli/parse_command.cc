@@ -25,7 +25,7 @@
 #include "tfm/tasks/parsing.h"
 #include "tfm/translation/model_loading.h"
 
-namespace tfm::cli {
+namespace tfm::internal::cli {
 
 namespace {
 
@@ -162,4 +162,4 @@ void register_parse(CLI::App& app) {
   cmd->callback([o] { run_parse(*o); });
 }
 
-}  // namespace tfm::cli
+}  // namespace tfm::internal::cli

@@ -24,7 +24,7 @@
 #include "tfm/serve/http_server.h"
 #include "tfm/translation/model_loading.h"
 
-namespace tfm::cli {
+namespace tfm::internal::cli {
 
 namespace {
 
@@ -256,4 +256,4 @@ void register_serve(CLI::App& app) {
   cmd->callback([o] { run_serve(*o); });
 }
 
-}  // namespace tfm::cli
+}  // namespace tfm::internal::cli

@@ -7,7 +7,7 @@
 #include "tfm/cli/commands.h"
 #include "tfm/sweep/sweep.h"
 
-namespace tfm::cli {
+namespace tfm::internal::cli {
 
 void register_sweep(CLI::App& app) {
   auto o = std::make_shared<sweep::SweepOptions>();
@@ -54,4 +54,4 @@ void register_sweep(CLI::App& app) {
   });
 }
 
-}  // namespace tfm::cli
+}  // namespace tfm::internal::cli

@@ -11,7 +11,7 @@
 #include "tfm/core/error.h"
 #include "tfm/io/text_lines.h"
 
-namespace tfm::cli {
+namespace tfm::internal::cli {
 
 bool is_standard_stream(const std::string& path) {
   return path.empty() || path == "-";
@@ -93,4 +93,4 @@ void TextOutput::commit() {
   if (file_) file_->commit();
 }
 
-}  // namespace tfm::cli
+}  // namespace tfm::internal::cli

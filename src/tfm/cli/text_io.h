@@ -10,7 +10,7 @@
 
 #include "tfm/io/atomic_file.h"
 
-namespace tfm::cli {
+namespace tfm::internal::cli {
 
 // Whether `path` names a standard stream ("" or "-").
 bool is_standard_stream(const std::string& path);
@@ -51,4 +51,4 @@ class TextOutput {
   bool close_fd_ = false;
 };
 
-}  // namespace tfm::cli
+}  // namespace tfm::internal::cli

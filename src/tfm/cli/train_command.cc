@@ -10,7 +10,7 @@
 #include "tfm/dist/communicator.h"
 #include "tfm/train.h"
 
-namespace tfm::cli {
+namespace tfm::internal::cli {
 
 namespace {
 
@@ -37,7 +37,7 @@ void run_train(const TrainOptions& options) {
   training.resume = options.resume;
   training.device = options.device;
   if (tfm::train(training).interrupted) {
-    const tfm::dist::LaunchInfo launch = tfm::dist::launch_info();
+    const tfm::internal::dist::LaunchInfo launch = tfm::internal::dist::launch_info();
     if (launch.size == 1) throw tfm::Error("training interrupted; continue it with --resume");
     // Every rank agreed to stop and rank 0 saved: the job ends normally, with one message.
     if (launch.rank == 0)
@@ -70,4 +70,4 @@ void register_train(CLI::App& app) {
   cmd->callback([options] { run_train(*options); });
 }
 
-}  // namespace tfm::cli
+}  // namespace tfm::internal::cli

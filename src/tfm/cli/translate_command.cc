@@ -27,7 +27,7 @@
 #include "tfm/translation/model_loading.h"
 #include "tfm/translation/text_translation.h"
 
-namespace tfm::cli {
+namespace tfm::internal::cli {
 
 namespace {
 
@@ -237,4 +237,4 @@ void register_translate(CLI::App& app) {
   cmd->callback([o] { run_translate(*o); });
 }
 
-}  // namespace tfm::cli
+}  // namespace tfm::internal::cli

@@ -9,7 +9,7 @@
 #include "tfm/core/error.h"
 #include "tfm/data/vocab.h"
 
-namespace tfm::cli {
+namespace tfm::internal::cli {
 
 namespace {
 
@@ -73,4 +73,4 @@ void register_vocab(CLI::App& app) {
   cmd->callback([options] { run_vocab(*options); });
 }
 
-}  // namespace tfm::cli
+}  // namespace tfm::internal::cli

@@ -15,7 +15,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 constexpr size_t kAlignment = 64;
@@ -201,4 +201,4 @@ CachingAllocator::~CachingAllocator() {
   empty_cache();
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -10,7 +10,7 @@
 
 #include "tfm/core/device.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 // How a device's memory is obtained, returned and copied. The host's is built in; a device backend
 // (kernels/cuda: cudaMalloc, cudaFree, cudaMemcpy) installs its own with set_device_memory, so
@@ -85,4 +85,4 @@ class CachingAllocator {
   size_t cache_limit_ = 0;
 };
 
-}  // namespace tfm
+}  // namespace tfm::internal

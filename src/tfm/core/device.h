@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace tfm {
+namespace tfm::internal {
 
 enum class Device : uint8_t { cpu, cuda };
 
@@ -16,4 +16,4 @@ constexpr std::string_view device_name(Device device) {
   return kDeviceNames[static_cast<size_t>(device)];
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string_view>
 
-namespace tfm {
+namespace tfm::internal {
 
 // i8: symmetric int8, only as the packed weights of int8 inference products (no arithmetic on
 // i8 tensors).
@@ -74,4 +74,4 @@ constexpr DType dtype_of<int32_t>() {
   return DType::i32;
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -1,6 +1,6 @@
 #include "tfm/core/error.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 std::string one_line(const std::string& text) {
   std::string out;
@@ -19,6 +19,10 @@ std::string one_line(const std::string& text) {
   return out;
 }
 
-Error::Error(const std::string& message) : std::runtime_error(one_line(message)) {}
+}  // namespace tfm::internal
+
+namespace tfm {
+
+Error::Error(const std::string& message) : std::runtime_error(internal::one_line(message)) {}
 
 }  // namespace tfm

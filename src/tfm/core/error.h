@@ -7,7 +7,7 @@
 
 #include "tfm/error.h"  // the public tfm::Error (include/tfm)
 
-namespace tfm {
+namespace tfm::internal {
 
 // Control characters of quoted user text (a line break in a YAML key, a carriage return in a
 // parser's message) as escapes, so that a message stays one line: "\n", "\r", "\x1b".
@@ -18,12 +18,12 @@ template <typename... Args>
   throw Error(fmt::format(format, std::forward<Args>(args)...));
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal
 
 // TFM_CHECK(condition, "format {}", args...) throws tfm::Error when the condition is false.
-#define TFM_CHECK(condition, ...) \
-  do {                            \
-    if (!(condition)) {           \
-      ::tfm::fail(__VA_ARGS__);   \
-    }                             \
+#define TFM_CHECK(condition, ...)         \
+  do {                                    \
+    if (!(condition)) {                   \
+      ::tfm::internal::fail(__VA_ARGS__); \
+    }                                     \
   } while (false)

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-namespace tfm {
+namespace tfm::internal {
 
 void use_default_openmp_spin(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
@@ -12,4 +12,4 @@ void use_default_openmp_spin(char** argv) {
   execv("/proc/self/exe", argv);  // returns only on failure: libgomp keeps its default then
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -7,7 +7,7 @@
 // process").
 #pragma once
 
-namespace tfm {
+namespace tfm::internal {
 
 inline constexpr const char* kDefaultOpenMPSpinCount = "3000";
 
@@ -19,4 +19,4 @@ inline constexpr const char* kDefaultOpenMPSpinCount = "3000";
 // default). The Python package sets the default in its __init__.py, before the module loads.
 void use_default_openmp_spin(char** argv);
 
-}  // namespace tfm
+}  // namespace tfm::internal

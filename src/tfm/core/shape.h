@@ -9,7 +9,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 class Shape {
  public:
@@ -66,4 +66,4 @@ class Shape {
   int rank_ = 0;
 };
 
-}  // namespace tfm
+}  // namespace tfm::internal

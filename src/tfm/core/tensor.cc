@@ -5,7 +5,7 @@
 
 #include "tfm/core/allocator.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 Storage::Storage(size_t size, Device dev) : bytes(size), device(dev) {
   data = CachingAllocator::for_device(dev).allocate(size);
@@ -227,4 +227,4 @@ int64_t first_non_finite(const Tensor& tensor) {
   return -1;
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -17,7 +17,7 @@
 #include "tfm/core/error.h"
 #include "tfm/core/shape.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 // Owns one block from the device's caching allocator.
 struct Storage {
@@ -122,4 +122,4 @@ struct AutogradMeta {
   bool grad_valid = false;  // false: the buffer holds nothing yet (zero_grad is free)
 };
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -4,7 +4,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 void check_thread_count(int n, const char* what) {
   TFM_CHECK(n <= kMaxThreads, "{} {} is more than the maximum of {}", what, n, kMaxThreads);
@@ -28,4 +28,4 @@ ThreadCountScope::~ThreadCountScope() {
   if (previous_ > 0) omp_set_num_threads(previous_);
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -5,7 +5,7 @@
 // decoding workers that share one model each run with their own number of threads.
 #pragma once
 
-namespace tfm {
+namespace tfm::internal {
 
 // The most threads a caller may ask for (the CLI's --threads range): OpenMP starts every thread
 // asked for, and a runtime asked for 100000 ends the process instead of failing.
@@ -32,4 +32,4 @@ class ThreadCountScope {
   int previous_;
 };
 
-}  // namespace tfm
+}  // namespace tfm::internal

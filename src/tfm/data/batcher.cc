@@ -5,7 +5,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm::data {
+namespace tfm::internal::data {
 
 namespace {
 
@@ -247,4 +247,4 @@ uint64_t Batcher::compute_fingerprint() const {
   return h;
 }
 
-}  // namespace tfm::data
+}  // namespace tfm::internal::data

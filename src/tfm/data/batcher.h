@@ -29,7 +29,7 @@
 
 #include "tfm/data/corpus.h"
 
-namespace tfm::data {
+namespace tfm::internal::data {
 
 struct BatcherOptions {
   // Budget of padded source + padded target tokens per batch. The paper's batches held about
@@ -136,4 +136,4 @@ class Batcher {
   uint64_t fingerprint_ = 0;
 };
 
-}  // namespace tfm::data
+}  // namespace tfm::internal::data

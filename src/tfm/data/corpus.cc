@@ -11,7 +11,7 @@
 #include "tfm/data/word_encoder.h"
 #include "tfm/io/progress_meter.h"
 
-namespace tfm::data {
+namespace tfm::internal::data {
 
 namespace {
 
@@ -372,4 +372,4 @@ std::string CorpusStats::summary() const {
                             id_bytes, seconds);
 }
 
-}  // namespace tfm::data
+}  // namespace tfm::internal::data

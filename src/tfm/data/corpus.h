@@ -18,7 +18,7 @@
 #include "tfm/io/mapped_file.h"
 #include "tfm/io/text_reader.h"
 
-namespace tfm::data {
+namespace tfm::internal::data {
 
 struct CorpusOptions {
   // A line longer than this (in bytes) is an error naming file and line; <= 0: no limit.
@@ -123,4 +123,4 @@ class Corpus {
   CorpusStats stats_;
 };
 
-}  // namespace tfm::data
+}  // namespace tfm::internal::data

@@ -10,7 +10,7 @@
 #include "tfm/core/error.h"
 #include "tfm/io/text_reader.h"
 
-namespace tfm::data {
+namespace tfm::internal::data {
 
 namespace {
 
@@ -180,4 +180,4 @@ void CorpusCacheWriter::commit(int64_t lines, int64_t empty_skipped, int64_t inv
   writer_->commit();
 }
 
-}  // namespace tfm::data
+}  // namespace tfm::internal::data

@@ -28,7 +28,7 @@
 #include "tfm/io/atomic_file.h"
 #include "tfm/io/mapped_file.h"
 
-namespace tfm::data {
+namespace tfm::internal::data {
 
 struct CorpusCacheTrailer {
   uint64_t key = 0;
@@ -90,4 +90,4 @@ class CorpusCacheWriter {
   std::vector<uint64_t> offset_buffer_;
 };
 
-}  // namespace tfm::data
+}  // namespace tfm::internal::data

@@ -5,7 +5,7 @@
 #include <regex>
 #include <utility>
 
-namespace tfm::data {
+namespace tfm::internal::data {
 
 namespace {
 
@@ -252,4 +252,4 @@ std::vector<std::string> ptb_tokenize(std::string_view text) {
   return split_words(line);
 }
 
-}  // namespace tfm::data
+}  // namespace tfm::internal::data

@@ -16,7 +16,7 @@
 
 #include "tfm/data/trees.h"
 
-namespace tfm::data {
+namespace tfm::internal::data {
 
 inline constexpr std::string_view kPreterminalPlaceholder = "XX";
 // The tag written where the input gives none and the word is not punctuation (see guess_tag).
@@ -67,4 +67,4 @@ std::vector<std::string> split_words(std::string_view text);
 // punctuation split off, quotes as `` and '', clitics ('s 'll n't ...) split, brackets escaped.
 std::vector<std::string> ptb_tokenize(std::string_view text);
 
-}  // namespace tfm::data
+}  // namespace tfm::internal::data

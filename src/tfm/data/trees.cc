@@ -7,7 +7,7 @@
 #include "tfm/core/error.h"
 #include "tfm/io/text_lines.h"
 
-namespace tfm::data {
+namespace tfm::internal::data {
 
 Tree Tree::leaf(std::string word) {
   Tree tree;
@@ -261,4 +261,4 @@ Tree normalise(const Tree& tree) {
   return Tree::node("TOP", {std::move(*kept)});
 }
 
-}  // namespace tfm::data
+}  // namespace tfm::internal::data

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tfm::data {
+namespace tfm::internal::data {
 
 // The deepest nesting of brackets a tree may have (a preterminal is one level). The walks over a
 // tree (writing, normalising, linearising, EVALB, even freeing it) recurse once per level, so the
@@ -68,4 +68,4 @@ std::string strip_function_tags(std::string_view label);
 // with nothing left is the empty tree.
 Tree normalise(const Tree& tree);
 
-}  // namespace tfm::data
+}  // namespace tfm::internal::data

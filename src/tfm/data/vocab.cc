@@ -13,7 +13,7 @@
 #include "tfm/io/progress_meter.h"
 #include "tfm/io/text_reader.h"
 
-namespace tfm::data {
+namespace tfm::internal::data {
 
 namespace {
 
@@ -288,4 +288,4 @@ void Vocabulary::check_config(const ModelConfig& config,
               s.piece);
 }
 
-}  // namespace tfm::data
+}  // namespace tfm::internal::data

@@ -16,7 +16,7 @@ namespace sentencepiece {
 class SentencePieceProcessor;
 }
 
-namespace tfm::data {
+namespace tfm::internal::data {
 
 inline constexpr int32_t kPadId = 0;
 inline constexpr int32_t kUnkId = 1;
@@ -93,4 +93,4 @@ class Vocabulary {
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
 };
 
-}  // namespace tfm::data
+}  // namespace tfm::internal::data

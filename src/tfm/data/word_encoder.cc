@@ -1,6 +1,6 @@
 #include "tfm/data/word_encoder.h"
 
-namespace tfm::data {
+namespace tfm::internal::data {
 
 WordEncoder::WordEncoder(const Vocabulary& vocab, size_t max_words)
     : vocab_(vocab), max_words_(max_words) {
@@ -49,4 +49,4 @@ bool WordEncoder::matches(std::string_view line) {
   return scratch_ == vocab_.encode(line);
 }
 
-}  // namespace tfm::data
+}  // namespace tfm::internal::data

@@ -20,7 +20,7 @@
 
 #include "tfm/data/vocab.h"
 
-namespace tfm::data {
+namespace tfm::internal::data {
 
 class WordEncoder {
  public:
@@ -54,4 +54,4 @@ class WordEncoder {
   int64_t misses_ = 0;
 };
 
-}  // namespace tfm::data
+}  // namespace tfm::internal::data

@@ -4,7 +4,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm::decode {
+namespace tfm::internal::decode {
 
 namespace {
 
@@ -124,4 +124,4 @@ std::string pharaoh(const Alignment& alignment) {
   return text;
 }
 
-}  // namespace tfm::decode
+}  // namespace tfm::internal::decode

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-namespace tfm::decode {
+namespace tfm::internal::decode {
 
 // The word of each piece: SentencePiece marks the first piece of a word with "▁" (U+2581); a piece
 // without it continues the word before it. Special tokens ("<s>", "</s>", "<unk>", anything in
@@ -55,4 +55,4 @@ Alignment align_translation(const std::vector<std::vector<float>>& attention,
 // separated by spaces.
 std::string pharaoh(const Alignment& alignment);
 
-}  // namespace tfm::decode
+}  // namespace tfm::internal::decode

@@ -7,7 +7,7 @@
 #include "tfm/decode/translate.h"
 #include "tfm/nn/context.h"
 
-namespace tfm::decode {
+namespace tfm::internal::decode {
 
 namespace {
 
@@ -104,4 +104,4 @@ AttentionMaps attention_maps(const InferenceModel& inference, const std::vector<
   return maps;
 }
 
-}  // namespace tfm::decode
+}  // namespace tfm::internal::decode

@@ -11,7 +11,7 @@
 #include "tfm/core/tensor.h"
 #include "tfm/decode/inference_model.h"
 
-namespace tfm::decode {
+namespace tfm::internal::decode {
 
 struct AttentionMaps {
   int64_t layers = 0, heads = 0;
@@ -30,4 +30,4 @@ struct AttentionMaps {
 AttentionMaps attention_maps(const InferenceModel& model, const std::vector<int32_t>& source,
                              const std::vector<int32_t>& target);
 
-}  // namespace tfm::decode
+}  // namespace tfm::internal::decode

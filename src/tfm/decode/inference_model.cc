@@ -9,7 +9,7 @@
 #include "tfm/ops/device.h"
 #include "tfm/ops/packed_weight.h"
 
-namespace tfm::decode {
+namespace tfm::internal::decode {
 
 namespace {
 // The model with its weights copied to `device` (itself on its own device).
@@ -65,4 +65,4 @@ std::shared_ptr<const InferenceModel> load_inference_model(const std::filesystem
                                                 options);
 }
 
-}  // namespace tfm::decode
+}  // namespace tfm::internal::decode

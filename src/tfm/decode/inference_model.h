@@ -18,11 +18,11 @@
 #include "tfm/model/config.h"
 #include "tfm/nn/transformer.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 class PackedWeight;
 }
 
-namespace tfm::decode {
+namespace tfm::internal::decode {
 
 // Tokens per block of the output projection: the decoding step multiplies with the embedding in
 // blocks of this many rows, so that a [128, 1024] f32 block of logits (512 KiB) stays in the core's
@@ -81,4 +81,4 @@ class InferenceModel {
 std::shared_ptr<const InferenceModel> load_inference_model(const std::filesystem::path& dir,
                                                            const InferenceOptions& options);
 
-}  // namespace tfm::decode
+}  // namespace tfm::internal::decode

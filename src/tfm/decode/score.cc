@@ -7,7 +7,7 @@
 #include "tfm/decode/translate.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm::decode {
+namespace tfm::internal::decode {
 
 namespace {
 
@@ -110,4 +110,4 @@ std::vector<TargetScore> score(const InferenceModel& inference,
   return results;
 }
 
-}  // namespace tfm::decode
+}  // namespace tfm::internal::decode

@@ -9,7 +9,7 @@
 #include "tfm/core/dtype.h"
 #include "tfm/decode/inference_model.h"
 
-namespace tfm::decode {
+namespace tfm::internal::decode {
 
 struct ScoreOptions {
   int64_t batch_size = 32;  // sentence pairs per batch
@@ -29,4 +29,4 @@ std::vector<TargetScore> score(const InferenceModel& model,
                                const std::vector<std::vector<int32_t>>& targets,
                                const ScoreOptions& options = {});
 
-}  // namespace tfm::decode
+}  // namespace tfm::internal::decode

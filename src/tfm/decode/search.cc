@@ -7,7 +7,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm::decode {
+namespace tfm::internal::decode {
 
 double length_penalty(int64_t length, double alpha) {
   return std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
@@ -317,4 +317,4 @@ std::vector<std::vector<Hypothesis>> greedy_search(StepScorer& scorer,
   return best_of(searches, 1);
 }
 
-}  // namespace tfm::decode
+}  // namespace tfm::internal::decode

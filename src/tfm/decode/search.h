@@ -16,7 +16,7 @@
 #include "tfm/core/tensor.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm::decode {
+namespace tfm::internal::decode {
 
 // lp(length) = ((5 + length) / 6)^alpha.
 double length_penalty(int64_t length, double alpha);
@@ -113,4 +113,4 @@ std::vector<std::vector<Hypothesis>> greedy_search(StepScorer& scorer,
                                                    const std::vector<int64_t>& max_lengths,
                                                    const SearchOptions& options);
 
-}  // namespace tfm::decode
+}  // namespace tfm::internal::decode

@@ -8,7 +8,7 @@
 #include "tfm/ops/ops.h"
 #include "tfm/ops/packed_weight.h"
 
-namespace tfm::decode {
+namespace tfm::internal::decode {
 
 TransformerScorer::TransformerScorer(const InferenceModel& model, const Tensor& memory,
                                      const std::vector<int32_t>& source_lengths, int64_t beam,
@@ -150,4 +150,4 @@ void TransformerScorer::keep_attention(const std::vector<Tensor>& layers) {
   }
 }
 
-}  // namespace tfm::decode
+}  // namespace tfm::internal::decode

@@ -12,7 +12,7 @@
 #include "tfm/decode/search.h"
 #include "tfm/nn/transformer.h"
 
-namespace tfm::decode {
+namespace tfm::internal::decode {
 
 // Which encoder-decoder attention weights to keep per output token.
 struct AttentionProbe {
@@ -81,4 +81,4 @@ class TransformerScorer final : public StepScorer {
   int64_t steps_ = 0;  // step_top calls so far: the decoding step errors name
 };
 
-}  // namespace tfm::decode
+}  // namespace tfm::internal::decode

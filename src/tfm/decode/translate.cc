@@ -7,7 +7,7 @@
 #include "tfm/core/error.h"
 #include "tfm/core/threading.h"
 
-namespace tfm::decode {
+namespace tfm::internal::decode {
 
 SearchOptions search_options(const TranslateOptions& options, const ModelConfig& config) {
   SearchOptions search;
@@ -132,4 +132,4 @@ std::vector<std::vector<Hypothesis>> Translator::translate(
   return decode::translate(*model_, sources, options_);
 }
 
-}  // namespace tfm::decode
+}  // namespace tfm::internal::decode

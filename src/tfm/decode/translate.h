@@ -19,7 +19,7 @@
 #include "tfm/decode/transformer_scorer.h"
 #include "tfm/nn/transformer.h"
 
-namespace tfm::decode {
+namespace tfm::internal::decode {
 
 struct TranslateOptions {
   int64_t beam_size = 4;           // 1: greedy search
@@ -96,4 +96,4 @@ class Translator {
   int threads_;
 };
 
-}  // namespace tfm::decode
+}  // namespace tfm::internal::decode

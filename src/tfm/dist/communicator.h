@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace tfm::dist {
+namespace tfm::internal::dist {
 
 class Communicator {
  public:
@@ -65,4 +65,4 @@ struct LaunchInfo {
 };
 LaunchInfo launch_info();
 
-}  // namespace tfm::dist
+}  // namespace tfm::internal::dist

@@ -21,7 +21,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm::dist {
+namespace tfm::internal::dist {
 
 namespace {
 
@@ -272,4 +272,4 @@ std::unique_ptr<Communicator> make_mpi(size_t max_count) {
   return std::make_unique<MpiCommunicator>(mpi, max_count);
 }
 
-}  // namespace tfm::dist
+}  // namespace tfm::internal::dist

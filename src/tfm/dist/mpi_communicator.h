@@ -8,7 +8,7 @@
 
 #include "tfm/dist/communicator.h"
 
-namespace tfm::dist {
+namespace tfm::internal::dist {
 
 // Initialises MPI on the first call, at MPI_THREAD_SERIALIZED: the thread that made the first
 // communicator (the main thread) and the communicator's own bucket thread call MPI, never at the
@@ -20,4 +20,4 @@ namespace tfm::dist {
 // several calls. Tests make it small to exercise that split.
 std::unique_ptr<Communicator> make_mpi(size_t max_count = INT_MAX);
 
-}  // namespace tfm::dist
+}  // namespace tfm::internal::dist

@@ -3,7 +3,7 @@
 
 #include "tfm/dist/communicator.h"
 
-namespace tfm::dist {
+namespace tfm::internal::dist {
 
 namespace {
 
@@ -29,4 +29,4 @@ std::unique_ptr<Communicator> make_single_process() {
   return std::make_unique<SingleProcess>();
 }
 
-}  // namespace tfm::dist
+}  // namespace tfm::internal::dist

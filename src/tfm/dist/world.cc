@@ -13,7 +13,7 @@
 #include "tfm/dist/mpi_communicator.h"
 #endif
 
-namespace tfm::dist {
+namespace tfm::internal::dist {
 
 namespace {
 
@@ -124,4 +124,4 @@ Communicator& world() {
   return *job;
 }
 
-}  // namespace tfm::dist
+}  // namespace tfm::internal::dist

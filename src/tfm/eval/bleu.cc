@@ -12,7 +12,7 @@
 #include "tfm/core/error.h"
 #include "tfm/io/text_reader.h"
 
-namespace tfm::eval {
+namespace tfm::internal::eval {
 
 namespace {
 
@@ -382,4 +382,4 @@ nlohmann::ordered_json BleuScore::to_json() const {
           {"ref_len", ref_len}};
 }
 
-}  // namespace tfm::eval
+}  // namespace tfm::internal::eval

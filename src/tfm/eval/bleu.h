@@ -17,7 +17,7 @@
 #include "tfm/eval/bleu_tokenizers.h"
 #include "tfm/eval/moses_tokenizer.h"
 
-namespace tfm::eval {
+namespace tfm::internal::eval {
 
 // The sacreBLEU release whose BLEU tfm follows, as the signature's `version:` field names it. The
 // semantics are those of sacreBLEU since 2.2 (an empty reference line is a reference of length 0);
@@ -140,4 +140,4 @@ BleuScore compute_bleu(const BleuStatistics& statistics, const BleuOptions& opti
 // "nrefs:1|case:mixed|eff:no|tok:moses-de|split:compounds|smooth:none|bleu:multi-bleu.perl".
 std::string bleu_signature(const BleuOptions& options, int nrefs);
 
-}  // namespace tfm::eval
+}  // namespace tfm::internal::eval

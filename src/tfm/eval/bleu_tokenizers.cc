@@ -6,7 +6,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm::eval {
+namespace tfm::internal::eval {
 
 namespace {
 
@@ -311,4 +311,4 @@ std::string lowercase_unicode(std::string_view line) {
   return out;
 }
 
-}  // namespace tfm::eval
+}  // namespace tfm::internal::eval

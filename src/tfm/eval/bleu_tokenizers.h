@@ -2,7 +2,7 @@
 // tokenizers ("13a", "intl", "none"), Python's notion of whitespace (str.split / str.rstrip) and
 // Python's str.lower(); and Moses tokenizer.perl ("moses", moses_tokenizer.h) for tokenized BLEU.
 // Every function takes and returns UTF-8; input must be valid UTF-8 (check with
-// tfm::find_invalid_utf8 of io/text_reader.h), except where noted.
+// tfm::internal::find_invalid_utf8 of io/text_reader.h), except where noted.
 #pragma once
 
 #include <cstddef>
@@ -13,7 +13,7 @@
 
 #include "tfm/eval/moses_tokenizer.h"
 
-namespace tfm::eval {
+namespace tfm::internal::eval {
 
 enum class BleuTokenizer {
   k13a,    // mteval-v13a.pl, sacreBLEU's default
@@ -58,4 +58,4 @@ std::string_view rstrip_python_whitespace(std::string_view line);
 // like Python maps U+0130 to "i\u0307" and a word-final capital sigma to final sigma).
 std::string lowercase_unicode(std::string_view line);
 
-}  // namespace tfm::eval
+}  // namespace tfm::internal::eval

@@ -11,7 +11,7 @@
 #include "tfm/core/error.h"
 #include "tfm/io/text_reader.h"
 
-namespace tfm::eval {
+namespace tfm::internal::eval {
 
 namespace {
 
@@ -455,4 +455,4 @@ std::string format_evalb_errors(const EvalbResult& result) {
   return out;
 }
 
-}  // namespace tfm::eval
+}  // namespace tfm::internal::eval

@@ -13,7 +13,7 @@
 
 #include "tfm/data/trees.h"
 
-namespace tfm::eval {
+namespace tfm::internal::eval {
 
 // The settings of a .prm file. The defaults are evalb's without -p (nothing deleted).
 struct EvalbParams {
@@ -77,4 +77,4 @@ std::string format_evalb(const EvalbResult& result);
 // What evalb writes to standard error: "ID : message" for every error sentence.
 std::string format_evalb_errors(const EvalbResult& result);
 
-}  // namespace tfm::eval
+}  // namespace tfm::internal::eval

@@ -8,7 +8,7 @@
 //     0f279d5c7f0ffa96b33d13d5f5b96b21d13ff290 (nonbreaking_prefixes/nonbreaking_prefix.fr).
 #include "tfm/eval/moses_nonbreaking_prefixes.h"
 
-namespace tfm::eval {
+namespace tfm::internal::eval {
 
 namespace {
 
@@ -636,4 +636,4 @@ std::string_view moses_nonbreaking_prefix_file(MosesLanguage language) {
   return {};
 }
 
-}  // namespace tfm::eval
+}  // namespace tfm::internal::eval

@@ -6,10 +6,10 @@
 
 #include "tfm/eval/moses_tokenizer.h"
 
-namespace tfm::eval {
+namespace tfm::internal::eval {
 
 // The text of nonbreaking_prefix.LANG: one prefix a line, '#' comments, "WORD #NUMERIC_ONLY#" for
 // a prefix that does not break only before a number.
 std::string_view moses_nonbreaking_prefix_file(MosesLanguage language);
 
-}  // namespace tfm::eval
+}  // namespace tfm::internal::eval

@@ -17,7 +17,7 @@
 #include "tfm/core/error.h"
 #include "tfm/eval/moses_nonbreaking_prefixes.h"
 
-namespace tfm::eval {
+namespace tfm::internal::eval {
 
 namespace {
 
@@ -407,4 +407,4 @@ std::string split_compounds(std::string_view text) {
   return out;
 }
 
-}  // namespace tfm::eval
+}  // namespace tfm::internal::eval

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace tfm::eval {
+namespace tfm::internal::eval {
 
 // tokenizer.perl -l: the language picks the nonbreaking prefixes (nonbreaking_prefix.LANG of
 // scripts/share/nonbreaking_prefixes, compiled in) and the apostrophe rules (English splits
@@ -31,4 +31,4 @@ std::string moses_tokenize(std::string_view line, MosesLanguage language);
 // "a ##AT##-##AT## b-c"; a hyphen at either end of a token, or alone, stays.
 std::string split_compounds(std::string_view text);
 
-}  // namespace tfm::eval
+}  // namespace tfm::internal::eval

@@ -11,7 +11,7 @@
 #include "tfm/tasks/parsing.h"
 #include "tfm/translation/text_translation.h"
 
-namespace tfm::eval {
+namespace tfm::internal::eval {
 
 double greedy_validation_bleu(const nn::Transformer& model, const data::Vocabulary& vocab,
                               const std::vector<std::string>& sources,
@@ -64,4 +64,4 @@ double greedy_validation_score(const nn::Transformer& model, const data::Vocabul
   return greedy_validation_bleu(model, vocab, sources, references);
 }
 
-}  // namespace tfm::eval
+}  // namespace tfm::internal::eval

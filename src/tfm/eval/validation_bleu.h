@@ -8,16 +8,16 @@
 #include <string>
 #include <vector>
 
-namespace tfm {
+namespace tfm::internal {
 namespace data {
 class Vocabulary;
 }
 namespace nn {
 class Transformer;
 }
-}  // namespace tfm
+}  // namespace tfm::internal
 
-namespace tfm::eval {
+namespace tfm::internal::eval {
 
 double greedy_validation_bleu(const nn::Transformer& model, const data::Vocabulary& vocab,
                               const std::vector<std::string>& sources,
@@ -36,4 +36,4 @@ double greedy_validation_score(const nn::Transformer& model, const data::Vocabul
                                const std::vector<std::string>& sources,
                                const std::vector<std::string>& references);
 
-}  // namespace tfm::eval
+}  // namespace tfm::internal::eval

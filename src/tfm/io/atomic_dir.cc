@@ -7,7 +7,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace fs = std::filesystem;
 
@@ -47,4 +47,4 @@ void replace_directory(const fs::path& built, const fs::path& target) {
   }
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

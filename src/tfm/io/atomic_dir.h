@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string_view>
 
-namespace tfm {
+namespace tfm::internal {
 
 // "<dir>.<tag>-<pid>" beside `dir` (e.g. "model.partial-4242"): a name of this process's own.
 std::filesystem::path sibling_path(const std::filesystem::path& dir, std::string_view tag);
@@ -20,4 +20,4 @@ void replace_directory(const std::filesystem::path& built, const std::filesystem
 // fsync of a directory, making renames in it durable. Ignores failures: some file systems cannot.
 void sync_directory(const std::filesystem::path& dir);
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -9,7 +9,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 
@@ -78,4 +78,4 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
   writer.commit();
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

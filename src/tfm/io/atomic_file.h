@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string_view>
 
-namespace tfm {
+namespace tfm::internal {
 
 // Writes to "<path>.tmp.<pid>", and on commit() flushes, fsyncs, renames it over `path` and fsyncs
 // the directory. Destroyed without commit() (an exception on the way), it removes the temporary
@@ -37,4 +37,4 @@ class AtomicFileWriter {
 // The whole of `contents` into `path`, atomically.
 void write_file_atomically(const std::filesystem::path& path, std::string_view contents);
 
-}  // namespace tfm
+}  // namespace tfm::internal

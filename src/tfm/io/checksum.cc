@@ -11,7 +11,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 // Small enough to spread a 75 MB embedding over many threads, large enough that combining the
@@ -56,4 +56,4 @@ std::string crc32_hex(uint32_t crc) {
   return fmt::format("{:08x}", crc);
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

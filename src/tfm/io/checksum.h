@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-namespace tfm {
+namespace tfm::internal {
 
 // CRC-32 of `bytes` bytes at `data`. Large inputs are split into chunks checksummed on all
 // threads and joined with crc32_combine, so the result equals zlib's crc32 of the whole.
@@ -19,4 +19,4 @@ uint32_t crc32_of_file(const std::filesystem::path& path);
 // As 8 lower-case hex digits, the form stored in files.
 std::string crc32_hex(uint32_t crc);
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 
@@ -41,4 +41,4 @@ std::optional<std::string> nearest_name(const std::vector<std::string>& names,
   return best;
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

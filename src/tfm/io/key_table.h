@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-namespace tfm {
+namespace tfm::internal {
 
 // `Value` is what a reader hands over: a JSON value for config.json, the scalar's text for a
 // YAML recipe or a --set option.
@@ -67,4 +67,4 @@ std::string joined_names(const std::vector<std::string>& names);
 std::optional<std::string> nearest_name(const std::vector<std::string>& names,
                                         const std::string& name, size_t below);
 
-}  // namespace tfm
+}  // namespace tfm::internal

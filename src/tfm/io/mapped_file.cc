@@ -10,7 +10,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -38,4 +38,4 @@ MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

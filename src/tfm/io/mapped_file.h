@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <filesystem>
 
-namespace tfm {
+namespace tfm::internal {
 
 class MappedFile {
  public:
@@ -27,4 +27,4 @@ class MappedFile {
   size_t size_ = 0;
 };
 
-}  // namespace tfm
+}  // namespace tfm::internal

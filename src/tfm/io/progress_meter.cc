@@ -4,7 +4,7 @@
 
 #include <utility>
 
-namespace tfm {
+namespace tfm::internal {
 
 std::string duration_text(double seconds) {
   const auto s = static_cast<int64_t>(seconds + 0.5);
@@ -36,4 +36,4 @@ void ProgressMeter::update(int64_t count, double fraction) {
   report_(text);
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-namespace tfm {
+namespace tfm::internal {
 
 // "42 s", "3 min 05 s", "2 h 10 min".
 std::string duration_text(double seconds);
@@ -30,4 +30,4 @@ class ProgressMeter {
   Clock::time_point started_, last_;
 };
 
-}  // namespace tfm
+}  // namespace tfm::internal

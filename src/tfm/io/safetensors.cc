@@ -15,7 +15,7 @@
 #include "tfm/io/strict_json.h"
 #include "tfm/io/text_reader.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 // The data area is copied as is: the format is little-endian, and so is every machine tfm targets.
 static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes little-endian");
@@ -315,4 +315,4 @@ void write_safetensors(const std::filesystem::path& path,
   writer.commit();
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -17,7 +17,7 @@
 
 #include "tfm/core/tensor.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 struct SafeTensors {
   std::vector<std::string> names;               // in the order of their data in the file
@@ -48,4 +48,4 @@ void write_safetensors(const std::filesystem::path& path,
                        const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
-}  // namespace tfm
+}  // namespace tfm::internal

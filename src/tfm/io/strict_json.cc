@@ -5,7 +5,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 
@@ -61,4 +61,4 @@ nlohmann::ordered_json parse_strict_ordered_json(std::string_view text, const st
   return parse_strict<nlohmann::ordered_json>(text, what);
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

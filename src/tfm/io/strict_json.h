@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace tfm {
+namespace tfm::internal {
 
 // Parses `text`. Throws tfm::Error "<what>: not valid JSON: <reason>" (syntax, or a number beyond
 // double such as 1e400) or "<what>: duplicate key \"k\"" (with ` in "parent"` for a key of a nested
@@ -16,4 +16,4 @@ nlohmann::json parse_strict_json(std::string_view text, const std::string& what)
 // The same, keeping the keys in the order of the text.
 nlohmann::ordered_json parse_strict_ordered_json(std::string_view text, const std::string& what);
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -8,7 +8,7 @@
 #include "tfm/core/error.h"
 #include "tfm/io/text_reader.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 
@@ -57,4 +57,4 @@ std::vector<std::string> read_text_lines(std::istream& in, std::string_view name
   return split_and_check(bytes, name);
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

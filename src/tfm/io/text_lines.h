@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tfm {
+namespace tfm::internal {
 
 // The lines of a file (io/text_reader.h's LineReader: split at '\n', a '\r' before it removed), a
 // last line without '\n' counts; an empty file has no lines. Throws tfm::Error naming the file when
@@ -21,4 +21,4 @@ std::vector<std::string> read_text_lines(const std::filesystem::path& path);
 // `name` is what error messages call it.
 std::vector<std::string> read_text_lines(std::istream& in, std::string_view name);
 
-}  // namespace tfm
+}  // namespace tfm::internal

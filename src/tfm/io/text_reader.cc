@@ -11,7 +11,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 constexpr size_t kChunkBytes = 1 << 18;
@@ -284,4 +284,4 @@ std::string read_file_bytes(const std::filesystem::path& path) {
   return std::move(contents).str();
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -15,7 +15,7 @@
 
 struct z_stream_s;
 
-namespace tfm {
+namespace tfm::internal {
 
 inline constexpr int64_t kDefaultMaxLineBytes = 64 * 1024;
 
@@ -96,4 +96,4 @@ std::optional<std::string> file_type_problem(const std::filesystem::path& path,
 // would read as empty, a device as endless) or cannot be read.
 std::string read_file_bytes(const std::filesystem::path& path);
 
-}  // namespace tfm
+}  // namespace tfm::internal

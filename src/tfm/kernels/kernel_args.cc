@@ -2,7 +2,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm::kernels {
+namespace tfm::internal::kernels {
 
 GemmOperand GemmOperand::strided(const void* data, DType dtype, std::initializer_list<int64_t> dims,
                                  std::initializer_list<int64_t> strides) {
@@ -35,4 +35,4 @@ GemmOperand GemmOperand::transposed() const {
   return op;
 }
 
-}  // namespace tfm::kernels
+}  // namespace tfm::internal::kernels

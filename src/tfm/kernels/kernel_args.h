@@ -11,7 +11,7 @@
 
 #include "tfm/core/dtype.h"
 
-namespace tfm::kernels {
+namespace tfm::internal::kernels {
 
 // ---- attention ----
 
@@ -166,4 +166,4 @@ struct AdamStep {
   float eps = 1e-9f;
 };
 
-}  // namespace tfm::kernels
+}  // namespace tfm::internal::kernels

@@ -21,7 +21,7 @@
 #include "tfm/core/tensor.h"
 #include "tfm/kernels/kernel_args.h"
 
-namespace tfm::kernels {
+namespace tfm::internal::kernels {
 
 struct KernelTable {
   // ---- the backend ----
@@ -174,4 +174,4 @@ const KernelTable* registered_kernels(Device device);
 std::string_view backend_name(Device device);
 std::string_view not_built_reason(Device device);
 
-}  // namespace tfm::kernels
+}  // namespace tfm::internal::kernels

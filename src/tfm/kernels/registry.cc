@@ -9,7 +9,7 @@
 #include "tfm/kernels/cuda/cuda_kernels.h"
 #endif
 
-namespace tfm::kernels {
+namespace tfm::internal::kernels {
 
 namespace {
 
@@ -56,4 +56,4 @@ std::string_view not_built_reason(Device device) {
   return kBackends[static_cast<size_t>(device)].not_built;
 }
 
-}  // namespace tfm::kernels
+}  // namespace tfm::internal::kernels

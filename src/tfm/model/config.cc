@@ -14,7 +14,7 @@
 #include "tfm/io/key_table.h"
 #include "tfm/io/text_reader.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 
@@ -320,4 +320,4 @@ void save_config(const std::filesystem::path& path, const ModelConfig& config) {
   write_file_atomically(path, config_to_json(config).dump(2) + "\n");
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tfm {
+namespace tfm::internal {
 
 struct ModelConfig {
   int64_t layers = 6;  // N: encoder layers, and as many decoder layers
@@ -79,4 +79,4 @@ ModelConfig config_from_json(const nlohmann::ordered_json& json, const ModelConf
 ModelConfig load_config(const std::filesystem::path& path);
 void save_config(const std::filesystem::path& path, const ModelConfig& config);
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -7,7 +7,7 @@
 #include "tfm/io/safetensors.h"
 #include "tfm/model/parameters.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 
@@ -176,4 +176,4 @@ LoadedModel load_model_dir(const std::filesystem::path& dir) {
   return model;
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -14,7 +14,7 @@
 #include "tfm/core/tensor.h"
 #include "tfm/model/config.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 inline constexpr const char* kConfigFileName = "config.json";
 inline constexpr const char* kWeightsFileName = "model.safetensors";
@@ -65,4 +65,4 @@ void check_finite(const std::filesystem::path& file,
 // file is there); every error names the file and the problem.
 LoadedModel load_model_dir(const std::filesystem::path& dir);
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -2,7 +2,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 
@@ -116,4 +116,4 @@ double forward_flops_per_token(const ModelConfig& config, int64_t source_length,
   return forward_flops(config, source_length, target_length).per_token();
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -9,7 +9,7 @@
 #include "tfm/core/shape.h"
 #include "tfm/model/config.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 struct ParameterSpec {
   std::string name;
@@ -68,4 +68,4 @@ ForwardFlops forward_flops(const ModelConfig& config, int64_t source_length, int
 double forward_flops_per_token(const ModelConfig& config, int64_t source_length,
                                int64_t target_length);
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -9,7 +9,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 
@@ -302,4 +302,4 @@ std::string table3_csv(const std::vector<Table3Result>& results) {
   return text;
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -14,7 +14,7 @@
 
 #include "tfm/model/config.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 // One row of Table 3: the preset of the same name (model/config.h) and the paper's dev figures
 // (newstest2013, English-German, beam search, no checkpoint averaging).
@@ -94,4 +94,4 @@ const std::vector<std::string>& table3_columns();
 std::string table3_markdown(const std::vector<Table3Result>& results);
 std::string table3_csv(const std::vector<Table3Result>& results);
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -5,7 +5,7 @@
 
 #include "tfm/ops/autocast.h"
 
-namespace tfm::nn {
+namespace tfm::internal::nn {
 
 MultiHeadAttention::MultiHeadAttention(int64_t d_model, int num_heads, int64_t d_k, int64_t d_v,
                                        bool bias, float dropout, const ParameterSource& source,
@@ -177,4 +177,4 @@ KeyValueCache KeyValueCache::gather(const std::vector<int64_t>& rows_to_keep) co
   return out;
 }
 
-}  // namespace tfm::nn
+}  // namespace tfm::internal::nn

@@ -12,7 +12,7 @@
 #include "tfm/nn/layers.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm::nn {
+namespace tfm::internal::nn {
 
 // Projected keys and values kept between the steps of incremental decoding (inference only).
 // Positions [0, length) of every row hold projections; the buffers have room for capacity()
@@ -78,4 +78,4 @@ struct MultiHeadAttention {
   float attention_dropout = 0.0f;
 };
 
-}  // namespace tfm::nn
+}  // namespace tfm::internal::nn

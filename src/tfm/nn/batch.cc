@@ -1,6 +1,6 @@
 #include "tfm/nn/batch.h"
 
-namespace tfm::nn {
+namespace tfm::internal::nn {
 
 namespace {
 // Number of tokens before the first pad; every token after it must be pad too.
@@ -48,4 +48,4 @@ Batch Batch::to(Device device) const {
   return moved;
 }
 
-}  // namespace tfm::nn
+}  // namespace tfm::internal::nn

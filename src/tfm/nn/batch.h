@@ -6,7 +6,7 @@
 
 #include "tfm/core/tensor.h"
 
-namespace tfm::nn {
+namespace tfm::internal::nn {
 
 struct Batch {
   Tensor src;      // i32 [B, S]
@@ -23,4 +23,4 @@ struct Batch {
   Batch to(Device device) const;
 };
 
-}  // namespace tfm::nn
+}  // namespace tfm::internal::nn

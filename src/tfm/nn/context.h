@@ -10,7 +10,7 @@
 #include "tfm/core/dtype.h"
 #include "tfm/core/tensor.h"
 
-namespace tfm::nn {
+namespace tfm::internal::nn {
 
 class ForwardContext {
  public:
@@ -50,4 +50,4 @@ class ForwardContext {
   std::vector<Tensor>* attention_out_ = nullptr;
 };
 
-}  // namespace tfm::nn
+}  // namespace tfm::internal::nn

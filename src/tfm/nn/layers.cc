@@ -5,7 +5,7 @@
 #include "tfm/ops/ops.h"
 #include "tfm/ops/packed_weight.h"
 
-namespace tfm::nn {
+namespace tfm::internal::nn {
 
 Tensor make_parameter(const Shape& shape) {
   Tensor t = Tensor::zeros(shape);
@@ -130,4 +130,4 @@ Tensor sinusoidal_positions(int64_t positions, int64_t d_model, int64_t first) {
   return table;
 }
 
-}  // namespace tfm::nn
+}  // namespace tfm::internal::nn

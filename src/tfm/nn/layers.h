@@ -13,11 +13,11 @@
 #include "tfm/core/tensor.h"
 #include "tfm/nn/context.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 class PackedWeight;
 }
 
-namespace tfm::nn {
+namespace tfm::internal::nn {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
@@ -89,4 +89,4 @@ struct FeedForward {
 // from position `first` on (a row's values do not depend on the table it is in).
 Tensor sinusoidal_positions(int64_t positions, int64_t d_model, int64_t first = 0);
 
-}  // namespace tfm::nn
+}  // namespace tfm::internal::nn

@@ -6,7 +6,7 @@
 
 #include "tfm/ops/ops.h"
 
-namespace tfm::nn {
+namespace tfm::internal::nn {
 
 template <typename Sublayer>
 Tensor ResidualNorm::apply(const Tensor& x, ForwardContext& ctx, Sublayer&& sublayer) const {
@@ -426,4 +426,4 @@ ops::CrossEntropyResult Transformer::loss(const Batch& batch, ForwardContext& ct
                                    normalizer, 0, ctx.precision());
 }
 
-}  // namespace tfm::nn
+}  // namespace tfm::internal::nn

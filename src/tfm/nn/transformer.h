@@ -14,7 +14,7 @@
 #include "tfm/nn/batch.h"
 #include "tfm/nn/layers.h"
 
-namespace tfm::nn {
+namespace tfm::internal::nn {
 
 // x -> x + Dropout(Sublayer(x)) with the LayerNorm after (post-norm, the paper's) or before
 // (pre-norm).
@@ -187,4 +187,4 @@ class Transformer {
   LayerNorm encoder_final_norm_, decoder_final_norm_;  // pre-norm only
 };
 
-}  // namespace tfm::nn
+}  // namespace tfm::internal::nn

@@ -8,7 +8,7 @@
 #include "tfm/ops/layer_norm_grads.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 using detail::check_input;
 using detail::KernelTable;
@@ -67,4 +67,4 @@ Tensor add_dropout_layer_norm(const Tensor& x, const Tensor& branch, float p, ui
   return out;
 }
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

@@ -5,7 +5,7 @@
 
 #include "tfm/core/tensor.h"
 
-namespace tfm::ops::detail {
+namespace tfm::internal::ops::detail {
 
 // `t` is defined and has dtype `dtype` (its device is checked by the dispatch: ops/dispatch.h).
 inline void check_input(const Tensor& t, std::string_view op, std::string_view name,
@@ -15,4 +15,4 @@ inline void check_input(const Tensor& t, std::string_view op, std::string_view n
             t.describe());
 }
 
-}  // namespace tfm::ops::detail
+}  // namespace tfm::internal::ops::detail

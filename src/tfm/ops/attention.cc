@@ -6,7 +6,7 @@
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 namespace {
 
@@ -212,4 +212,4 @@ Tensor attention_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64
   return out;
 }
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

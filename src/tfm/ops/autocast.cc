@@ -6,7 +6,7 @@
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/ops/dispatch.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 bool native_bf16_products() {
   if (__builtin_cpu_supports("amx-bf16")) return true;
@@ -43,4 +43,4 @@ Tensor to_bf16(const Tensor& x) {
   return out;
 }
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

@@ -9,7 +9,7 @@
 
 #include "tfm/core/tensor.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 // Whether this CPU multiplies bf16 faster than f32: AMX-BF16, or AVX512-BF16 unless its vdpbf16ps
 // measured no faster than its FMA (cpu::vdpbf16ps_to_fma_rate(): an Intel Xeon without AMX, where
@@ -31,4 +31,4 @@ std::string describe_products(DType precision, Device device);
 // x (f32) converted to bf16, a fresh tensor with no autograd link.
 Tensor to_bf16(const Tensor& x);
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

@@ -5,7 +5,7 @@
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 namespace {
 
@@ -77,4 +77,4 @@ void cache_gather(const Tensor& src, const Tensor& slots, const std::vector<int6
       row_list, n, positions, position_bytes(src));
 }
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

@@ -3,7 +3,7 @@
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 using detail::check_input;
 using detail::KernelTable;
@@ -73,4 +73,4 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, fl
   return result;
 }
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

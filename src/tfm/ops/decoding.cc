@@ -5,7 +5,7 @@
 #include "tfm/ops/ops.h"
 #include "tfm/ops/packed_weight.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 namespace {
 
@@ -122,4 +122,4 @@ TopK output_log_softmax_top(const Tensor& hidden, const Tensor& embedding, int64
   return out;
 }
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

@@ -10,7 +10,7 @@
 #include "tfm/core/error.h"
 #include "tfm/kernels/kernel_table.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 using kernels::registered_kernels;
 
@@ -127,4 +127,4 @@ Device parse_device(const std::string& name) {
   fail("unknown device '{}' (expected cpu, cuda or auto)", name);
 }
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

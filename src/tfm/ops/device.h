@@ -7,7 +7,7 @@
 
 #include "tfm/core/device.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 // Empty when ops can run on `device`; else why not, in one line ("tfm was built without CUDA",
 // "cuda: no usable CUDA device: ...").
@@ -42,4 +42,4 @@ MemoryAvailable memory_available(Device device);
 // one-line error naming the value otherwise.
 Device parse_device(const std::string& name);
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

@@ -4,7 +4,7 @@
 
 #include "tfm/ops/device.h"
 
-namespace tfm::ops::detail {
+namespace tfm::internal::ops::detail {
 
 std::string no_kernel_message(std::string_view op, Device device, bool backend_built) {
   if (!backend_built)
@@ -35,4 +35,4 @@ const KernelTable& kernels_for(std::string_view op, Device device) {
   return *table;
 }
 
-}  // namespace tfm::ops::detail
+}  // namespace tfm::internal::ops::detail

@@ -20,7 +20,7 @@
 #include "tfm/core/tensor.h"
 #include "tfm/kernels/kernel_table.h"
 
-namespace tfm::ops::detail {
+namespace tfm::internal::ops::detail {
 
 using kernels::KernelTable;
 
@@ -79,4 +79,4 @@ Tensor workspace(int64_t (*size)(Args...), DType dtype, Device device,
   return count > 0 ? Tensor::empty({count}, dtype, device) : Tensor();
 }
 
-}  // namespace tfm::ops::detail
+}  // namespace tfm::internal::ops::detail

@@ -3,7 +3,7 @@
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 using detail::KernelTable;
 
@@ -30,4 +30,4 @@ Tensor dropout(const Tensor& x, float p, uint64_t seed) {
   return out;
 }
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

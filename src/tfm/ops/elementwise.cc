@@ -4,7 +4,7 @@
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 using detail::check_input;
 using detail::KernelTable;
@@ -81,4 +81,4 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   return out;
 }
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

@@ -4,7 +4,7 @@
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 using detail::check_input;
 using detail::KernelTable;
@@ -101,4 +101,4 @@ Tensor add_positions(const Tensor& x, const Tensor& table, int64_t offset) {
   return out;
 }
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

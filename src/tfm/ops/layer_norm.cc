@@ -4,7 +4,7 @@
 #include "tfm/ops/layer_norm_grads.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 using detail::check_input;
 using detail::KernelTable;
@@ -46,4 +46,4 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, floa
   return out;
 }
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

@@ -7,7 +7,7 @@
 #include "tfm/kernels/kernel_args.h"
 #include "tfm/ops/dispatch.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 inline kernels::LayerNormGrads layer_norm_grad_targets(const Tensor& x, const Tensor& gamma,
                                                        const Tensor& beta) {
@@ -40,4 +40,4 @@ inline Tensor layer_norm_workspace(const kernels::KernelTable& backend,
   return detail::workspace(backend.layer_norm_backward_workspace, DType::f32, device, rows, d);
 }
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

@@ -11,7 +11,7 @@
 #include "tfm/ops/ops.h"
 #include "tfm/ops/packed_weight.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 namespace {
 
@@ -295,4 +295,4 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
   return linear_product(x, weight, bias, product, true);
 }
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

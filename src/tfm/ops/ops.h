@@ -9,11 +9,11 @@
 
 #include "tfm/core/tensor.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 class PackedWeight;
 }
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 class PackedWeight;  // ops/packed_weight.h
 
@@ -196,4 +196,4 @@ void scale_in_place(const std::vector<Tensor>& tensors, float scale);
 // x = value for each defined tensor (f32), whatever it held (NaN included).
 void fill_in_place(const std::vector<Tensor>& tensors, float value);
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

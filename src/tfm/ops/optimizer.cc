@@ -6,7 +6,7 @@
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 using detail::KernelTable;
 
@@ -72,4 +72,4 @@ void fill_in_place(const std::vector<Tensor>& tensors, float value) {
   }
 }
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

@@ -18,7 +18,7 @@
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 namespace {
 
@@ -196,4 +196,4 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
   return result;
 }
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

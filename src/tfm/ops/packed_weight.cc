@@ -6,7 +6,7 @@
 #include "tfm/core/error.h"
 #include "tfm/ops/dispatch.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 PackedWeight::PackedWeight(std::unique_ptr<const kernels::PackedForm> form, Device device)
     : form_(std::move(form)), device_(device) {}
@@ -28,4 +28,4 @@ std::shared_ptr<const PackedWeight> pack_weight(const Tensor& weight, DType prod
       device);
 }
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

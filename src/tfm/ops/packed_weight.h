@@ -16,7 +16,7 @@
 #include "tfm/core/tensor.h"
 #include "tfm/kernels/kernel_args.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 class PackedWeight {
  public:
@@ -45,4 +45,4 @@ class PackedWeight {
 // may change or go afterwards.
 std::shared_ptr<const PackedWeight> pack_weight(const Tensor& weight, DType product);
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

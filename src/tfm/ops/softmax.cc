@@ -3,7 +3,7 @@
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm::ops {
+namespace tfm::internal::ops {
 
 using detail::KernelTable;
 
@@ -32,4 +32,4 @@ Tensor softmax(const Tensor& x) {
   return out;
 }
 
-}  // namespace tfm::ops
+}  // namespace tfm::internal::ops

@@ -6,7 +6,7 @@
 #include "tfm/core/error.h"
 #include "tfm/serve/request_error.h"
 
-namespace tfm::serve {
+namespace tfm::internal::serve {
 
 bool Job::wait_until(Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
@@ -188,4 +188,4 @@ void BatchingQueue::decode(std::vector<Pending>& batch) {
   }
 }
 
-}  // namespace tfm::serve
+}  // namespace tfm::internal::serve

@@ -22,7 +22,7 @@
 #include "tfm/decode/search.h"
 #include "tfm/decode/translate.h"
 
-namespace tfm::serve {
+namespace tfm::internal::serve {
 
 using Clock = std::chrono::steady_clock;
 
@@ -126,4 +126,4 @@ class BatchingQueue {
   std::vector<std::thread> workers_;
 };
 
-}  // namespace tfm::serve
+}  // namespace tfm::internal::serve

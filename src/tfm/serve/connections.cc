@@ -17,7 +17,7 @@
 #include "tfm/serve/json_api.h"
 #include "tfm/serve/request_framing.h"
 
-namespace tfm::serve {
+namespace tfm::internal::serve {
 
 namespace {
 
@@ -344,4 +344,4 @@ void Connections::close(int sock) {
   open_.erase(sock);
 }
 
-}  // namespace tfm::serve
+}  // namespace tfm::internal::serve

@@ -26,7 +26,7 @@
 
 #include "tfm/serve/batching_queue.h"
 
-namespace tfm::serve {
+namespace tfm::internal::serve {
 
 struct Connection {
   enum class Phase { kIdle, kReading, kHandling, kLingering };
@@ -115,4 +115,4 @@ class Connections {
   std::thread reader_;
 };
 
-}  // namespace tfm::serve
+}  // namespace tfm::internal::serve

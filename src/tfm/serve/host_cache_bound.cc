@@ -4,7 +4,7 @@
 
 #include "tfm/core/allocator.h"
 
-namespace tfm::serve {
+namespace tfm::internal::serve {
 
 HostCacheBound::HostCacheBound(QueueObserver* next) : next_(next) {
   CachingAllocator& host = CachingAllocator::cpu();
@@ -30,4 +30,4 @@ size_t HostCacheBound::limit() const {
   return limit_;
 }
 
-}  // namespace tfm::serve
+}  // namespace tfm::internal::serve

@@ -11,7 +11,7 @@
 
 #include "tfm/serve/batching_queue.h"
 
-namespace tfm::serve {
+namespace tfm::internal::serve {
 
 class HostCacheBound final : public QueueObserver {
  public:
@@ -31,4 +31,4 @@ class HostCacheBound final : public QueueObserver {
   size_t limit_ = 0;
 };
 
-}  // namespace tfm::serve
+}  // namespace tfm::internal::serve

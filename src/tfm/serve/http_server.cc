@@ -14,7 +14,7 @@
 #include "tfm/serve/json_api.h"
 #include "tfm/serve/request_error.h"
 
-namespace tfm::serve {
+namespace tfm::internal::serve {
 
 namespace {
 
@@ -359,4 +359,4 @@ void HttpServer::stop() {
   http_->stop();
 }
 
-}  // namespace tfm::serve
+}  // namespace tfm::internal::serve

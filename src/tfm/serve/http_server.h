@@ -22,7 +22,7 @@
 #include "tfm/serve/metrics.h"
 #include "tfm/serve/translation_service.h"
 
-namespace tfm::serve {
+namespace tfm::internal::serve {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -77,4 +77,4 @@ class HttpServer {
   std::exception_ptr load_error_;
 };
 
-}  // namespace tfm::serve
+}  // namespace tfm::internal::serve

@@ -6,7 +6,7 @@
 
 #include "tfm/serve/request_error.h"
 
-namespace tfm::serve {
+namespace tfm::internal::serve {
 
 namespace {
 
@@ -208,4 +208,4 @@ std::string error_body(const std::string& message) {
   return json{{"error", message}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-}  // namespace tfm::serve
+}  // namespace tfm::internal::serve

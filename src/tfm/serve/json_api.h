@@ -16,7 +16,7 @@
 
 #include "tfm/serve/translation_service.h"
 
-namespace tfm::serve {
+namespace tfm::internal::serve {
 
 struct LibreTranslateRequest {
   TranslationRequest request;
@@ -45,4 +45,4 @@ nlohmann::json opennmt_response(const OpenNmtRequest& request, const Translation
 // {"error": message}: the body of every error answer.
 std::string error_body(const std::string& message);
 
-}  // namespace tfm::serve
+}  // namespace tfm::internal::serve

@@ -8,7 +8,7 @@
 
 #include "tfm/core/allocator.h"
 
-namespace tfm::serve {
+namespace tfm::internal::serve {
 
 namespace {
 
@@ -110,4 +110,4 @@ std::string Metrics::text(int64_t queued_sentences) const {
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
 
-}  // namespace tfm::serve
+}  // namespace tfm::internal::serve

@@ -15,7 +15,7 @@
 
 #include "tfm/serve/batching_queue.h"
 
-namespace tfm::serve {
+namespace tfm::internal::serve {
 
 class Metrics final : public QueueObserver {
  public:
@@ -50,4 +50,4 @@ class Metrics final : public QueueObserver {
   prometheus::Gauge& malloc_free_;
 };
 
-}  // namespace tfm::serve
+}  // namespace tfm::internal::serve

@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-namespace tfm::serve {
+namespace tfm::internal::serve {
 
 class RequestError : public std::runtime_error {
  public:
@@ -36,4 +36,4 @@ RequestError request_error(int status, fmt::format_string<Args...> format, Args&
   return RequestError(status, fmt::format(format, std::forward<Args>(args)...));
 }
 
-}  // namespace tfm::serve
+}  // namespace tfm::internal::serve

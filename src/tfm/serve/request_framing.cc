@@ -6,7 +6,7 @@
 #include <cctype>
 #include <vector>
 
-namespace tfm::serve {
+namespace tfm::internal::serve {
 
 namespace {
 
@@ -122,4 +122,4 @@ RequestFrame frame_request(std::string_view bytes, size_t max_header_bytes, size
   return frame;
 }
 
-}  // namespace tfm::serve
+}  // namespace tfm::internal::serve

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-namespace tfm::serve {
+namespace tfm::internal::serve {
 
 struct RequestFrame {
   enum class State { kIncomplete, kComplete, kRefused };
@@ -31,4 +31,4 @@ struct RequestFrame {
 // in (for a chunked body: the headers).
 RequestFrame frame_request(std::string_view bytes, size_t max_header_bytes, size_t max_body_bytes);
 
-}  // namespace tfm::serve
+}  // namespace tfm::internal::serve

@@ -7,7 +7,7 @@
 #include "tfm/serve/request_error.h"
 #include "tfm/translation/text_translation.h"
 
-namespace tfm::serve {
+namespace tfm::internal::serve {
 
 TranslationService::TranslationService(std::vector<ServedModel> models,
                                        decode::TranslateOptions search, QueueOptions queue,
@@ -113,4 +113,4 @@ TranslationResult TranslationService::translate(const TranslationRequest& reques
   return result;
 }
 
-}  // namespace tfm::serve
+}  // namespace tfm::internal::serve

@@ -17,7 +17,7 @@
 #include "tfm/serve/batching_queue.h"
 #include "tfm/serve/host_cache_bound.h"
 
-namespace tfm::serve {
+namespace tfm::internal::serve {
 
 struct ServedModel {
   std::string name;
@@ -84,4 +84,4 @@ class TranslationService {
   RequestLimits limits_;
 };
 
-}  // namespace tfm::serve
+}  // namespace tfm::internal::serve

@@ -18,7 +18,7 @@
 #include "tfm/translation/model_loading.h"
 #include "tfm/translation/text_translation.h"
 
-namespace tfm::sweep {
+namespace tfm::internal::sweep {
 
 Table3Result evaluate_sweep_row(const SweepEvaluation& e) {
   const auto start = std::chrono::steady_clock::now();
@@ -101,4 +101,4 @@ Table3Result evaluate_sweep_row(const SweepEvaluation& e) {
   return result;
 }
 
-}  // namespace tfm::sweep
+}  // namespace tfm::internal::sweep

@@ -10,7 +10,7 @@
 #include "tfm/model/config.h"
 #include "tfm/model/table3.h"
 
-namespace tfm::sweep {
+namespace tfm::internal::sweep {
 
 struct SweepEvaluation {
   std::filesystem::path model_dir;  // the averaged model, with its vocab.model
@@ -28,4 +28,4 @@ struct SweepEvaluation {
 // Fills config, parameters, perplexity, ppl_tokens, bleu, bleu_sentences and eval_seconds.
 Table3Result evaluate_sweep_row(const SweepEvaluation& evaluation);
 
-}  // namespace tfm::sweep
+}  // namespace tfm::internal::sweep

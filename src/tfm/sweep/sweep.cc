@@ -26,7 +26,7 @@
 
 namespace fs = std::filesystem;
 
-namespace tfm::sweep {
+namespace tfm::internal::sweep {
 
 namespace {
 
@@ -323,4 +323,4 @@ std::string run_sweep(const SweepOptions& o) {
   return "";
 }
 
-}  // namespace tfm::sweep
+}  // namespace tfm::internal::sweep

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace tfm::sweep {
+namespace tfm::internal::sweep {
 
 using Say = std::function<void(const std::string&)>;
 
@@ -46,4 +46,4 @@ struct SweepOptions {
 // under its directory's RunDirectoryLock, so that shards never train one row twice.
 std::string run_sweep(const SweepOptions& options);
 
-}  // namespace tfm::sweep
+}  // namespace tfm::internal::sweep

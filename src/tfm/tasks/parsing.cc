@@ -8,7 +8,7 @@
 #include "tfm/core/error.h"
 #include "tfm/data/tree_sequences.h"
 
-namespace tfm::tasks {
+namespace tfm::internal::tasks {
 
 using decode::Hypothesis;
 using decode::TranslateOptions;
@@ -117,4 +117,4 @@ std::vector<ParseResult> parse(const nn::Transformer& model, const TranslateOpti
       n_best, counts);
 }
 
-}  // namespace tfm::tasks
+}  // namespace tfm::internal::tasks

@@ -14,7 +14,7 @@
 #include "tfm/data/vocab.h"
 #include "tfm/decode/translate.h"
 
-namespace tfm::tasks {
+namespace tfm::internal::tasks {
 
 // The paper's decoding for parsing: beam 21, alpha 0.3, at most input + 300 output tokens.
 decode::TranslateOptions paper_parse_options();
@@ -67,4 +67,4 @@ ParseResult choose_trees(const std::vector<std::string>& sequences,
 // The source text of a sentence, as the model was trained on it: the words joined by spaces.
 std::string parse_source(const std::vector<std::string>& words);
 
-}  // namespace tfm::tasks
+}  // namespace tfm::internal::tasks

@@ -4,7 +4,7 @@
 
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 Adam::Adam(std::vector<Tensor> parameters, AdamOptions options)
     : parameters_(std::move(parameters)), options_(options) {
@@ -48,4 +48,4 @@ void Adam::restore(int64_t steps, const std::vector<Tensor>& m, const std::vecto
   steps_ = steps;
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -7,7 +7,7 @@
 
 #include "tfm/core/tensor.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 struct AdamOptions {
   double beta1 = 0.9;
@@ -41,4 +41,4 @@ class Adam {
   int64_t steps_ = 0;
 };
 
-}  // namespace tfm
+}  // namespace tfm::internal

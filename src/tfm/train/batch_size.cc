@@ -10,7 +10,7 @@
 #include "tfm/model/parameters.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 
@@ -156,4 +156,4 @@ std::string describe_batch_size(const BatchSizeRequest& r, const BatchSize& chos
   return line;
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -38,7 +38,7 @@
 #include "tfm/core/dtype.h"
 #include "tfm/model/config.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 // data.max_tokens and data.accumulate given as `auto`.
 inline constexpr int64_t kAutoBatch = -1;
@@ -108,4 +108,4 @@ std::string describe_batch_size(const BatchSizeRequest& request, const BatchSize
 // "17.9 GiB", "301 KiB", "812 B".
 std::string bytes_text(int64_t bytes);
 
-}  // namespace tfm
+}  // namespace tfm::internal

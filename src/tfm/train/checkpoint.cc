@@ -20,7 +20,7 @@
 
 namespace fs = std::filesystem;
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 
@@ -393,4 +393,4 @@ void average_models(const std::vector<fs::path>& inputs, const fs::path& out) {
       fs::exists(vocab) ? std::optional<std::string>(read_file_bytes(vocab)) : std::nullopt);
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -21,7 +21,7 @@
 #include "tfm/nn/layers.h"
 #include "tfm/train/adam.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 struct TrainingState {
   int64_t step = 0;            // optimizer updates done
@@ -82,4 +82,4 @@ void prune_checkpoints(const std::filesystem::path& folder, int keep);
 void average_models(const std::vector<std::filesystem::path>& inputs,
                     const std::filesystem::path& out);
 
-}  // namespace tfm
+}  // namespace tfm::internal

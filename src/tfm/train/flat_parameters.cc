@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace tfm {
+namespace tfm::internal {
 
 FlatParameters flatten(const nn::NamedTensors& parameters, Device device) {
   int64_t total = 0;
@@ -22,4 +22,4 @@ FlatParameters flatten(const nn::NamedTensors& parameters, Device device) {
   return result;
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -5,7 +5,7 @@
 #include "tfm/core/tensor.h"
 #include "tfm/nn/layers.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 struct FlatParameters {
   Tensor flat;             // f32 [total]
@@ -15,4 +15,4 @@ struct FlatParameters {
 // Copies `parameters` into a new flat buffer on `device` (the parameters may be on any device).
 FlatParameters flatten(const nn::NamedTensors& parameters, Device device = Device::cpu);
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -8,7 +8,7 @@
 #include "tfm/core/error.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 constexpr size_t kUnused = std::numeric_limits<size_t>::max();
@@ -123,4 +123,4 @@ void GradientBuckets::finish() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -18,7 +18,7 @@
 #include "tfm/core/tensor.h"
 #include "tfm/dist/communicator.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 struct AllReduceStats {
   int64_t bytes = 0;             // per update
@@ -76,4 +76,4 @@ class GradientBuckets final : public TapeObserver {
   AllReduceStats stats_;
 };
 
-}  // namespace tfm
+}  // namespace tfm::internal

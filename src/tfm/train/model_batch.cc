@@ -2,7 +2,7 @@
 
 #include "tfm/data/vocab.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 nn::Batch model_batch(const data::TokenBatch& batch) {
   return nn::Batch::from_ids(Tensor::from_ints({batch.rows, batch.source_width}, batch.src),
@@ -11,4 +11,4 @@ nn::Batch model_batch(const data::TokenBatch& batch) {
                              data::kPadId);
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -5,10 +5,10 @@
 #include "tfm/data/batcher.h"
 #include "tfm/nn/batch.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 // nn::Batch::from_ids of the batch's three id matrices (pad = data::kPadId): checks that padding
 // only ends rows and counts the tokens.
 nn::Batch model_batch(const data::TokenBatch& batch);
 
-}  // namespace tfm
+}  // namespace tfm::internal

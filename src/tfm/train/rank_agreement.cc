@@ -11,7 +11,7 @@
 #include "tfm/core/error.h"
 #include "tfm/io/atomic_file.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace fs = std::filesystem;
 
@@ -80,4 +80,4 @@ int default_threads_per_rank() {
   return std::max(1, cores / local_ranks());
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

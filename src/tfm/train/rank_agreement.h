@@ -9,7 +9,7 @@
 #include "tfm/data/vocab.h"
 #include "tfm/dist/communicator.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 // Rank 0's vocabulary on every rank: rank 0 passes its own (`vocab`), the others get a copy of
 // its file's bytes (no shared file system needed).
@@ -34,4 +34,4 @@ int local_ranks();
 // by the ranks on this host (from the launcher's local rank count), at least 1.
 int default_threads_per_rank();
 
-}  // namespace tfm
+}  // namespace tfm::internal

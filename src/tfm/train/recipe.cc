@@ -16,7 +16,7 @@
 #include "tfm/io/text_reader.h"
 #include "tfm/ops/autocast.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 
@@ -249,7 +249,7 @@ ModelConfig TrainRecipe::model_config(int64_t vocab_size_) const {
       json[key] = value;
     }
   }
-  ModelConfig base = tfm::preset(preset);
+  ModelConfig base = tfm::internal::preset(preset);
   base.vocab_size = vocab_size_;
   return config_from_json(json, base);  // validates
 }
@@ -551,4 +551,4 @@ void validate(const TrainRecipe& r) {
   validate_model(r);  // the model section's keys and values
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

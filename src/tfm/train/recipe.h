@@ -14,7 +14,7 @@
 #include "tfm/model/config.h"
 #include "tfm/train/batch_size.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 struct TrainRecipe {
   // model: a preset, then any ModelConfig key (vocab_size comes from the vocabulary).
@@ -108,4 +108,4 @@ std::vector<std::string> recipe_keys();
 // key was set (recipe.yaml:LINE, --set) and the value.
 void validate(const TrainRecipe& recipe);
 
-}  // namespace tfm
+}  // namespace tfm::internal

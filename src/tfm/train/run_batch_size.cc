@@ -14,7 +14,7 @@
 
 namespace fs = std::filesystem;
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 
@@ -122,4 +122,4 @@ BatchSize run_batch_size(const TrainRecipe& recipe, const ModelConfig& config, D
   return result;
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

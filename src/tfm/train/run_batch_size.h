@@ -15,7 +15,7 @@
 #include "tfm/train/batch_size.h"
 #include "tfm/train/recipe.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 // Rank 0 decides (it alone reads the run directory: `has_checkpoints`), says so through `note`
 // and tells the others. The recipe's numbers as they are when none is `auto` and
@@ -32,4 +32,4 @@ BatchSize run_batch_size(const TrainRecipe& recipe, const ModelConfig& config, D
 std::string keep_recorded_batch_size(const TrainRecipe& recipe, const nlohmann::json& extra,
                                      const std::string& checkpoint_name, BatchSize& chosen);
 
-}  // namespace tfm
+}  // namespace tfm::internal

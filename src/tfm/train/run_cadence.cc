@@ -7,7 +7,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 int64_t fitted_warmup(const TrainRecipe& recipe, double expected_updates) {
   const auto fitted = static_cast<int64_t>(std::llround(recipe.warmup_fraction * expected_updates));
@@ -107,4 +107,4 @@ void NonFiniteUpdates::check(int64_t step, double lr_scale,
             step, in_a_row_, lr_scale, last_checkpoint.empty() ? "none" : last_checkpoint);
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -12,7 +12,7 @@
 
 #include "tfm/train/recipe.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 // Updates timed to estimate the speed of a run with a time budget, after its first update (which
 // also pays for start-up). Until then the recipe's warmup applies: its ramp starts lower than the
@@ -99,4 +99,4 @@ class NonFiniteUpdates {
   int64_t in_a_row_ = 0;
 };
 
-}  // namespace tfm
+}  // namespace tfm::internal

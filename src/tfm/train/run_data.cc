@@ -12,7 +12,7 @@
 
 namespace fs = std::filesystem;
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 
@@ -96,4 +96,4 @@ std::vector<nn::Batch> validation_batches(const data::Corpus& valid, int64_t max
   return batches;
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

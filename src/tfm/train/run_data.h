@@ -15,7 +15,7 @@
 #include "tfm/nn/batch.h"
 #include "tfm/train/recipe.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 // How the run reads its corpora: pairs longer than the model's positions are skipped and counted,
 // as over data.max_length; the encoded corpus is cached in run_dir/cache; progress through `note`.
@@ -49,4 +49,4 @@ void check_validation_lengths(const data::Corpus& valid, const TrainRecipe& reci
 // shuffled.
 std::vector<nn::Batch> validation_batches(const data::Corpus& valid, int64_t max_tokens);
 
-}  // namespace tfm
+}  // namespace tfm::internal

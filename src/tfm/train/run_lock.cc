@@ -10,7 +10,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 
@@ -52,4 +52,4 @@ RunDirectoryLock::~RunDirectoryLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

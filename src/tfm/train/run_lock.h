@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-namespace tfm {
+namespace tfm::internal {
 
 // What a lock held by another process means: an error (two training runs into one directory), or
 // a wait until it is released (sweep processes that learn one shared vocabulary once).
@@ -26,4 +26,4 @@ class RunDirectoryLock {
   int fd_ = -1;
 };
 
-}  // namespace tfm
+}  // namespace tfm::internal

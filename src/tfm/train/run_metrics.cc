@@ -8,7 +8,7 @@
 #include "tfm/core/error.h"
 #include "tfm/io/atomic_file.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 MetricsLog::MetricsLog(const std::filesystem::path& path,
                        std::function<void(const nlohmann::json&)> on_record)
@@ -42,4 +42,4 @@ void drop_replayed_metrics(const std::filesystem::path& path, int64_t resumed_st
   write_file_atomically(path, kept);
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-namespace tfm {
+namespace tfm::internal {
 
 // Appends records to metrics.jsonl and hands each, once written, to `on_record` (when given).
 // Default-constructed, it writes nothing and calls nothing (ranks other than 0).
@@ -30,4 +30,4 @@ class MetricsLog {
 // record says how many. Nothing happens when the file does not exist.
 void drop_replayed_metrics(const std::filesystem::path& path, int64_t resumed_step);
 
-}  // namespace tfm
+}  // namespace tfm::internal

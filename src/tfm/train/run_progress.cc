@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace tfm {
+namespace tfm::internal {
 
 std::string clock_text(double seconds) {
   auto s = static_cast<int64_t>(seconds);
@@ -57,4 +57,4 @@ std::string progress_line(const ProgressPoint& at, const ProgressWindow::Totals&
       at.remaining >= 0 ? " | " + clock_text(at.remaining) + " left" : "");
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

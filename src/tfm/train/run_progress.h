@@ -9,7 +9,7 @@
 #include "tfm/train/recipe.h"
 #include "tfm/train/session.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 // "1:02:03" (hours, minutes, seconds).
 std::string clock_text(double seconds);
@@ -59,4 +59,4 @@ struct ProgressPoint {
 // | 0:00:05 left".
 std::string progress_line(const ProgressPoint& at, const ProgressWindow::Totals& totals);
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -8,7 +8,7 @@
 
 namespace fs = std::filesystem;
 
-namespace tfm {
+namespace tfm::internal {
 
 bool prepare_run_directory(const TrainRecipe& recipe, bool resume,
                            const std::function<void(const std::string&)>& note) {
@@ -69,4 +69,4 @@ void check_parameters_finite(const nn::NamedTensors& parameters, int64_t step,
               step, name, last_checkpoint.empty() ? "none" : last_checkpoint);
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

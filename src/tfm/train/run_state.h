@@ -14,7 +14,7 @@
 #include "tfm/train/checkpoint.h"
 #include "tfm/train/recipe.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 // Rank 0's view of the run directory: "checkpoints" must be a folder (or not exist yet), damaged
 // checkpoints are set aside (said through `note`), and a new run (`resume` false) must not
@@ -56,4 +56,4 @@ TrainingState checkpoint_state(const TrainRecipe& recipe, const RunPosition& at,
 void check_parameters_finite(const nn::NamedTensors& parameters, int64_t step,
                              const std::string& last_checkpoint);
 
-}  // namespace tfm
+}  // namespace tfm::internal

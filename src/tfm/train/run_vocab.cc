@@ -10,7 +10,7 @@
 
 namespace fs = std::filesystem;
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 
@@ -144,4 +144,4 @@ void check_checkpoint_vocabulary(const data::Vocabulary& vocab, const fs::path& 
             vocab.path().string(), theirs.string());
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -11,7 +11,7 @@
 #include "tfm/data/vocab.h"
 #include "tfm/train/recipe.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 // The run's vocabulary: data.vocab when given; else run_dir/vocab.model, learned when missing.
 // An existing one whose record differs from the recipe (or that has no record) is learned again
@@ -26,4 +26,4 @@ data::Vocabulary prepare_run_vocabulary(const TrainRecipe& recipe,
 void check_checkpoint_vocabulary(const data::Vocabulary& vocab,
                                  const std::filesystem::path& checkpoint_dir);
 
-}  // namespace tfm
+}  // namespace tfm::internal

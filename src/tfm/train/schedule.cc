@@ -5,7 +5,7 @@
 
 #include "tfm/core/error.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 double NoamSchedule::learning_rate(int64_t step) const {
   TFM_CHECK(step >= 1, "learning-rate step must be >= 1, got {}", step);
@@ -25,4 +25,4 @@ NoamSchedule NoamSchedule::with_warmup_at_same_peak(int64_t shorter_warmup) cons
           scale * std::sqrt(static_cast<double>(shorter_warmup) / static_cast<double>(warmup))};
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

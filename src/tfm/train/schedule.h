@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace tfm {
+namespace tfm::internal {
 
 struct NoamSchedule {
   int64_t d_model = 512;
@@ -26,4 +26,4 @@ struct NoamSchedule {
   NoamSchedule with_warmup_at_same_peak(int64_t shorter_warmup) const;
 };
 
-}  // namespace tfm
+}  // namespace tfm::internal

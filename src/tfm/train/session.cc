@@ -7,7 +7,7 @@
 #include "tfm/ops/device.h"
 #include "tfm/ops/ops.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 // A distinct dropout seed per (run seed, update, batch within the update): reproducible, the same
@@ -172,4 +172,4 @@ EvalResult TrainingSession::evaluate(const std::vector<nn::Batch>& batches) cons
   return result;
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -26,7 +26,7 @@
 #include "tfm/train/gradient_buckets.h"
 #include "tfm/train/schedule.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 struct SessionOptions {
   NoamSchedule schedule;
@@ -113,4 +113,4 @@ class TrainingSession {
   std::unique_ptr<GradientBuckets> buckets_;
 };
 
-}  // namespace tfm
+}  // namespace tfm::internal

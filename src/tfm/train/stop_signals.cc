@@ -6,7 +6,7 @@
 #include <csignal>
 #include <span>
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 
@@ -75,4 +75,4 @@ bool RunClock::stop_between_batches() {
   return asked > 0;
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

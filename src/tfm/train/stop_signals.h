@@ -6,7 +6,7 @@
 
 #include "tfm/dist/communicator.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 // Installs SIGINT/SIGTERM handlers for the run's lifetime: the loop stops after the update in
 // progress, or between two of its accumulated batches (abandoning it), saves a checkpoint and
@@ -55,4 +55,4 @@ class RunClock {
   bool agreed_stop_ = false;
 };
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -2,11 +2,11 @@
 
 #include "tfm/train/training_run.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& options) {
   TrainingRun run(recipe, options);
   return run.run();
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -13,7 +13,7 @@
 #include "tfm/dist/communicator.h"
 #include "tfm/train/recipe.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace data {
 class Vocabulary;
@@ -53,4 +53,4 @@ struct TrainRunOptions {
 
 TrainSummary run_training(const TrainRecipe& recipe, const TrainRunOptions& options);
 
-}  // namespace tfm
+}  // namespace tfm::internal

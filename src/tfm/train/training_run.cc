@@ -19,7 +19,7 @@
 
 namespace fs = std::filesystem;
 
-namespace tfm {
+namespace tfm::internal {
 
 namespace {
 
@@ -375,4 +375,4 @@ void TrainingRun::finish() {
                     clock_text(summary_.elapsed_seconds), summary_.last_checkpoint));
 }
 
-}  // namespace tfm
+}  // namespace tfm::internal

@@ -34,7 +34,7 @@
 #include "tfm/train/stop_signals.h"
 #include "tfm/train/train_loop.h"
 
-namespace tfm {
+namespace tfm::internal {
 
 class TrainingRun {
  public:
@@ -100,4 +100,4 @@ class TrainingRun {
   NonFiniteUpdates non_finite_;
 };
 
-}  // namespace tfm
+}  // namespace tfm::internal

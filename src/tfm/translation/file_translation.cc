@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-namespace tfm::translation {
+namespace tfm::internal::translation {
 
 void translate_chunks(const data::Vocabulary& vocab, std::vector<std::vector<int32_t>> encoded,
                       const Search& search, const std::function<void(std::string_view)>& write,
@@ -27,4 +27,4 @@ void translate_chunks(const data::Vocabulary& vocab, std::vector<std::vector<int
   }
 }
 
-}  // namespace tfm::translation
+}  // namespace tfm::internal::translation

@@ -13,7 +13,7 @@
 #include "tfm/data/vocab.h"
 #include "tfm/translation/text_translation.h"
 
-namespace tfm::translation {
+namespace tfm::internal::translation {
 
 // Lines per chunk: tfm translate's progress unit (its --chunk) and translate_file's.
 inline constexpr size_t kDefaultChunk = 512;
@@ -34,4 +34,4 @@ void translate_chunks(const data::Vocabulary& vocab, std::vector<std::vector<int
                       const Search& search, const std::function<void(std::string_view)>& write,
                       const ChunkedTranslation& options);
 
-}  // namespace tfm::translation
+}  // namespace tfm::internal::translation

@@ -4,7 +4,7 @@
 #include "tfm/model/model_dir.h"
 #include "tfm/ops/device.h"
 
-namespace tfm::translation {
+namespace tfm::internal::translation {
 
 decode::InferenceOptions inference_options(const std::string& precision,
                                            const std::string& device) {
@@ -24,4 +24,4 @@ data::Vocabulary model_vocabulary(const std::filesystem::path& dir, const ModelC
   return vocab;
 }
 
-}  // namespace tfm::translation
+}  // namespace tfm::internal::translation

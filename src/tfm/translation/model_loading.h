@@ -9,7 +9,7 @@
 #include "tfm/decode/inference_model.h"
 #include "tfm/model/config.h"
 
-namespace tfm::translation {
+namespace tfm::internal::translation {
 
 // --precision and --device as InferenceOptions; the device is made current here, so that a
 // missing GPU is reported before the model is read.
@@ -20,4 +20,4 @@ decode::InferenceOptions inference_options(const std::string& precision, const s
 data::Vocabulary model_vocabulary(const std::filesystem::path& dir, const ModelConfig& config,
                                   const std::string& why);
 
-}  // namespace tfm::translation
+}  // namespace tfm::internal::translation

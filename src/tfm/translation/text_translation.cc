@@ -6,7 +6,7 @@
 #include "tfm/core/error.h"
 #include "tfm/decode/alignment.h"
 
-namespace tfm::translation {
+namespace tfm::internal::translation {
 
 std::string too_long_message(const std::string& where, size_t tokens, int64_t max_input) {
   return fmt::format("{} {} subword tokens, more than the maximum input length {}", where, tokens,
@@ -98,4 +98,4 @@ std::string output_lines(const data::Vocabulary& vocab, size_t line,
   return out.str();
 }
 
-}  // namespace tfm::translation
+}  // namespace tfm::internal::translation

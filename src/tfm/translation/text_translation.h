@@ -14,7 +14,7 @@
 #include "tfm/data/vocab.h"
 #include "tfm/decode/search.h"
 
-namespace tfm::translation {
+namespace tfm::internal::translation {
 
 // A source's n best hypotheses, best first (empty for an empty source).
 using NBest = std::vector<decode::Hypothesis>;
@@ -84,4 +84,4 @@ std::string output_lines(const data::Vocabulary& vocab, size_t line,
                          const std::vector<int32_t>& source, const NBest* nbest,
                          const LineFormat& format);
 
-}  // namespace tfm::translation
+}  // namespace tfm::internal::translation

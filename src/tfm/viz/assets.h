@@ -3,10 +3,10 @@
 // time by cmake/embed_assets.cmake, one constant per file, named after it.
 #pragma once
 
-namespace tfm::viz::assets {
+namespace tfm::internal::viz::assets {
 
 extern const char* const attention_page_html;  // the template, with {{TFM_...}} placeholders
 extern const char* const attention_page_css;
 extern const char* const attention_page_js;
 
-}  // namespace tfm::viz::assets
+}  // namespace tfm::internal::viz::assets

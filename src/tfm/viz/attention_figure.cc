@@ -17,7 +17,7 @@
 #include "tfm/viz/attention_view.h"
 #include "tfm/viz/markup.h"
 
-namespace tfm::viz {
+namespace tfm::internal::viz {
 namespace {
 
 // Sizes in pixels. Every token gets a column of the same width whatever the sentence's length, so a
@@ -276,4 +276,4 @@ std::string figure_svg(const AttentionView& view, const FigureOptions& options) 
   return svg;
 }
 
-}  // namespace tfm::viz
+}  // namespace tfm::internal::viz

@@ -12,7 +12,7 @@
 #include "tfm/viz/attention_view.h"
 #include "tfm/viz/markup.h"
 
-namespace tfm::viz {
+namespace tfm::internal::viz {
 namespace {
 
 // A weight with 6 decimals: |written - w| <= 5e-7, and a page a third the size of full floats.
@@ -148,4 +148,4 @@ std::string markup_escaped(std::string_view text) {
   return out;
 }
 
-}  // namespace tfm::viz
+}  // namespace tfm::internal::viz

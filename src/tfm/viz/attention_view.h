@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace tfm::viz {
+namespace tfm::internal::viz {
 
 // One kind of attention (encoder self-attention, decoder self-attention, encoder-decoder attention)
 // in every layer and head. weights[((layer * heads + head) * queries + q) * keys + k] is the weight
@@ -68,4 +68,4 @@ nlohmann::json page_data(const AttentionView& view);
 // it.
 std::string page_html(const AttentionView& view, const FigureOptions& figure);
 
-}  // namespace tfm::viz
+}  // namespace tfm::internal::viz

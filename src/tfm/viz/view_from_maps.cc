@@ -5,7 +5,7 @@
 #include "tfm/core/error.h"
 #include "tfm/decode/alignment.h"
 
-namespace tfm::viz {
+namespace tfm::internal::viz {
 
 namespace {
 
@@ -59,4 +59,4 @@ AttentionView view_from_maps(const decode::AttentionMaps& maps,
   return view;
 }
 
-}  // namespace tfm::viz
+}  // namespace tfm::internal::viz

@@ -9,7 +9,7 @@
 #include "tfm/decode/attention_maps.h"
 #include "tfm/viz/attention_view.h"
 
-namespace tfm::viz {
+namespace tfm::internal::viz {
 
 // The three kinds, labelled:
 //   encoder: queries and keys the source pieces x1..xS;
@@ -20,4 +20,4 @@ AttentionView view_from_maps(const decode::AttentionMaps& maps,
                              const std::vector<std::string>& source_pieces,
                              const std::vector<std::string>& target_pieces, bool merge_words);
 
-}  // namespace tfm::viz
+}  // namespace tfm::internal::viz

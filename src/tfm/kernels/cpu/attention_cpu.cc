@@ -13,7 +13,7 @@
 #include "tfm/kernels/cpu/softmax_cpu.h"
 #include "tfm/kernels/cpu/vector_math.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 namespace {
 
@@ -402,4 +402,4 @@ void attention_backward(const AttentionDims& dims, const AttentionMaskSpec& mask
   }
 }
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

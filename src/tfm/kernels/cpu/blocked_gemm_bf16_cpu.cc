@@ -21,7 +21,7 @@
 #include "tfm/kernels/cpu/blocked_gemm_driver.h"
 #endif
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 namespace {
 
@@ -298,4 +298,4 @@ void blocked_gemm_bf16(int64_t, int64_t, int64_t, StridedBf16Matrix, StridedBf16
 
 #endif
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

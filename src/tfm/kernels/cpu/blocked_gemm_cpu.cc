@@ -16,7 +16,7 @@
 #include "tfm/kernels/cpu/blocked_gemm_driver.h"
 #endif
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 namespace {
 
@@ -241,4 +241,4 @@ void blocked_gemm_bf16_widened(int64_t, int64_t, int64_t, StridedBf16Matrix, Str
 
 #endif
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

@@ -15,7 +15,7 @@
 
 #include "tfm/core/dtype.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 // One matrix operand: element (i, j) at data[i * row_stride + j * col_stride].
 template <class T>
@@ -114,4 +114,4 @@ const char* environment_choice(const char* name, std::initializer_list<const cha
 void set_blocked_gemm_enabled(bool enabled);
 bool blocked_gemm_enabled();
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

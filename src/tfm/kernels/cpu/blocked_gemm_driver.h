@@ -26,7 +26,7 @@
 #include "tfm/kernels/cpu/blocked_gemm_cpu.h"
 #include "tfm/kernels/cpu/vector_math.h"
 
-namespace tfm::cpu::blocked {
+namespace tfm::internal::cpu::blocked {
 
 // What a tile does with its sums: add them to c (a later depth block, or `accumulate`) or write
 // them, add the bias (first depth block), apply ReLU (last).
@@ -193,4 +193,4 @@ void product(const char* name, int64_t m, int64_t n, int64_t k, Strided<typename
   for (int block = 0; block < threads; ++block) run(block);
 }
 
-}  // namespace tfm::cpu::blocked
+}  // namespace tfm::internal::cpu::blocked

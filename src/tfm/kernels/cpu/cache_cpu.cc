@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 void cache_write(char* dst, int64_t dst_capacity, const char* src, int64_t rows, int64_t n,
                  int64_t width, int64_t position) {
@@ -29,4 +29,4 @@ void cache_gather(char* dst, int64_t dst_capacity, const char* src, int64_t src_
   }
 }
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

@@ -6,7 +6,7 @@
 
 #include "tfm/core/dtype.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 // The bits of float_to_bf16(value), without branches so that loops over it vectorise. Round to
 // nearest even on the bit pattern: add 0x7fff plus the lowest kept bit, then truncate; NaNs are
@@ -26,4 +26,4 @@ void f32_to_bf16(const float* src, bf16* dst, int64_t n);
 // dst[i] = src[i] as f32, exactly (a bf16 is the high half of its f32).
 void bf16_to_f32(const bf16* src, float* dst, int64_t n);
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

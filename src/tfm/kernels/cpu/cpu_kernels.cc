@@ -18,7 +18,7 @@
 #include "tfm/kernels/cpu/softmax_cpu.h"
 #include "tfm/kernels/cpu/top_k_cpu.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 namespace {
 
@@ -126,4 +126,4 @@ const kernels::KernelTable& kernel_table() {
   return table;
 }
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

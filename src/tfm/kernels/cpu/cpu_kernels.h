@@ -3,8 +3,8 @@
 
 #include "tfm/kernels/kernel_table.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 const kernels::KernelTable& kernel_table();
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

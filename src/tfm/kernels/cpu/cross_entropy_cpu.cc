@@ -8,7 +8,7 @@
 #include "tfm/kernels/cpu/parallel.h"
 #include "tfm/kernels/cpu/vector_math.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 namespace {
 
@@ -154,4 +154,4 @@ void cross_entropy_backward(const float* logits, const int32_t* targets, const f
   }
 }
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

@@ -6,7 +6,7 @@
 #include "tfm/core/dtype.h"
 #include "tfm/kernels/kernel_args.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 using kernels::CrossEntropySums;  // kernels/kernel_args.h
 
@@ -37,4 +37,4 @@ void cross_entropy_backward(const float* logits, const int32_t* targets, const f
                             int64_t rows, int64_t vocab, float label_smoothing,
                             int32_t ignore_index, float scale, float* dlogits, bool accumulate);
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

@@ -4,7 +4,7 @@
 
 #include "tfm/kernels/cpu/parallel.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed) {
   const float scale = 1.0f / (1.0f - p);
@@ -40,4 +40,4 @@ void dropout_backward(const float* g, float* dx, int64_t n, float p, uint64_t se
   }
 }
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

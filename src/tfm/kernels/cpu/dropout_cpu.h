@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 // splitmix64's finaliser: a bijection of 64-bit words whose output bits each depend on every input
 // bit, so consecutive counters give independent-looking words.
@@ -33,4 +33,4 @@ void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed);
 void dropout_backward(const float* g, float* dx, int64_t n, float p, uint64_t seed,
                       bool accumulate);
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

@@ -4,7 +4,7 @@
 
 #include "tfm/kernels/cpu/parallel.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 void write_grad(float* dst, const float* src, int64_t n, bool accumulate, float scale) {
   if (accumulate) {
@@ -49,4 +49,4 @@ void relu_backward(const float* y, const float* g, float* dx, int64_t n, bool ac
   }
 }
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 // dst = scale * src when !accumulate (the first gradient written this pass), dst += scale * src
 // afterwards: a tensor used by several ops sums the gradients from each of them.
@@ -18,4 +18,4 @@ void relu(const float* x, float* y, int64_t n);
 // dx (+)= g where y > 0 (y is relu's output).
 void relu_backward(const float* y, const float* g, float* dx, int64_t n, bool accumulate);
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

@@ -7,7 +7,7 @@
 
 #include "tfm/kernels/cpu/parallel.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 void embedding(const int32_t* ids, int64_t n, const float* table, int64_t d, float scale,
                float* out) {
@@ -88,4 +88,4 @@ void add_positions_backward_table(const float* g, int64_t batch, int64_t steps, 
   }
 }
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

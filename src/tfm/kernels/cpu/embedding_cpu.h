@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 // out[i, :] = scale * table[ids[i], :] for i < n. The ids must already be in range.
 void embedding(const int32_t* ids, int64_t n, const float* table, int64_t d, float scale,
@@ -23,4 +23,4 @@ void add_positions_backward_table(const float* g, int64_t batch, int64_t steps, 
                                   int64_t offset, int64_t table_rows, float* dtable,
                                   bool accumulate);
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

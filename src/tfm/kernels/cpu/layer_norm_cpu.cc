@@ -7,7 +7,7 @@
 #include "tfm/kernels/cpu/dropout_cpu.h"
 #include "tfm/kernels/cpu/parallel.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 namespace {
 
@@ -216,4 +216,4 @@ void add_dropout_layer_norm_backward(const float* sum, const float* gamma, const
                 BranchGrad{dbranch, dbranch_accumulate, p, seed});
 }
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

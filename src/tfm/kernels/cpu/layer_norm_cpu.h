@@ -6,7 +6,7 @@
 
 #include "tfm/kernels/kernel_args.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 // y = (x - mean) * rstd * gamma + beta per row, rstd = 1 / sqrt(biased var + eps). Writes each
 // row's mean and rstd (arrays of `rows`) for the backward.
@@ -34,4 +34,4 @@ void add_dropout_layer_norm_backward(const float* sum, const float* gamma, const
                                      float p, uint64_t seed, const LayerNormGrads& grads,
                                      float* dbranch, bool dbranch_accumulate);
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

@@ -15,7 +15,7 @@
 #include "tfm/kernels/cpu/top_k_cpu.h"
 #include "tfm/kernels/cpu/vector_math.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 namespace {
 
@@ -144,4 +144,4 @@ void log_softmax_top(const LogSoftmaxTopArgs& args, float* values, int32_t* toke
   }
 }
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

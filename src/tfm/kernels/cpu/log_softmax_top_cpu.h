@@ -11,7 +11,7 @@
 #include "tfm/core/dtype.h"
 #include "tfm/kernels/kernel_args.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 using kernels::LogSoftmaxTopArgs;  // kernels/kernel_args.h
 
@@ -21,4 +21,4 @@ using kernels::LogSoftmaxTopArgs;  // kernels/kernel_args.h
 void log_softmax_top(const LogSoftmaxTopArgs& args, float* values, int32_t* tokens, int32_t* counts,
                      float* log_norms = nullptr);
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

@@ -16,7 +16,7 @@
 #include "tfm/kernels/cpu/blocked_gemm_cpu.h"
 #include "tfm/kernels/cpu/primitive_cache.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 namespace {
 
@@ -415,4 +415,4 @@ size_t gemm_cache_size() {
   return gemm_cache().size();
 }
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

@@ -10,7 +10,7 @@
 
 #include "tfm/kernels/kernel_args.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 // The product's operands and arguments (kernels/kernel_args.h).
 using kernels::GemmArgs;
@@ -44,4 +44,4 @@ void reset_gemm_stats();
 // a parallel region each thread counts seconds / threads.
 void record_gemm(double seconds, double flops);
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

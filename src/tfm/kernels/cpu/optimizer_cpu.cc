@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 void adam_step(float* p, float* m, float* v, const float* g, int64_t n, const AdamStep& step) {
   const float b1 = step.beta1, b2 = step.beta2, step_size = step.step_size;
@@ -31,4 +31,4 @@ void fill(float* x, int64_t n, float value) {
   std::fill(x, x + n, value);
 }
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

@@ -5,7 +5,7 @@
 
 #include "tfm/kernels/kernel_args.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 using kernels::AdamStep;  // kernels/kernel_args.h
 
@@ -22,4 +22,4 @@ void scale(float* x, int64_t n, float scale);
 // x = value (also over NaN, which scale(x, 0) would keep).
 void fill(float* x, int64_t n, float value);
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

@@ -19,7 +19,7 @@
 #include "tfm/kernels/cpu/primitive_cache.h"
 #include "tfm/kernels/cpu/quantize_cpu.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 struct PackedWeight::Layout {
   dnnl::memory::desc md;  // of W^T, [k, n]
@@ -336,4 +336,4 @@ void packed_linear_quantized(const uint8_t* u, const float* x_scales, int64_t m,
                      zero_point);
 }
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

@@ -17,7 +17,7 @@
 #include "tfm/kernels/cpu/quantize_cpu.h"
 #include "tfm/kernels/kernel_args.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 class PackedWeight final : public kernels::PackedForm {
  public:
@@ -85,4 +85,4 @@ void packed_linear_quantized(const uint8_t* u, const float* x_scales, int64_t m,
                              const PackedWeight& w, const float* bias, float* y, bool relu = false,
                              int32_t zero_point = activation_zero_point());
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

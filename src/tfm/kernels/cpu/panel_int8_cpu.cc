@@ -11,7 +11,7 @@
 #include <immintrin.h>
 #endif
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 namespace {
 
@@ -152,4 +152,4 @@ void panel_product_u8s8(const uint8_t*, int64_t, int64_t, int64_t, const int8_t*
 
 #endif
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

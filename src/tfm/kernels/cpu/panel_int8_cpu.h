@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 // The panels' column count and the k values of a column stored together.
 constexpr int64_t kInt8PanelColumns = 64;
@@ -42,4 +42,4 @@ void pack_int8_panels(const int8_t* q, int64_t n, int64_t k, int8_t* panels);
 void panel_product_u8s8(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t* panels,
                         int32_t* acc);
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

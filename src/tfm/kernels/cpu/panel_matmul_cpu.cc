@@ -12,7 +12,7 @@
 #include <immintrin.h>
 #endif
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 #ifdef __AVX512F__
 
@@ -194,4 +194,4 @@ void panel_linear_f32(const float*, int64_t, int64_t, int64_t, const float*, con
 
 #endif
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 // The panels' column count and the rounding of k in the layout above.
 constexpr int64_t kPanelColumns = 64;
@@ -34,4 +34,4 @@ bool panel_kernel_available();
 void panel_linear_f32(const float* x, int64_t m, int64_t n, int64_t k, const float* panels,
                       const float* bias, bool relu, float* y);
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

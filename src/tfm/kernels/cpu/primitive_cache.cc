@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <oneapi/dnnl/dnnl.hpp>
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 void use_only_tfm_primitive_caches() {
   static const bool done = [] {
@@ -14,4 +14,4 @@ void use_only_tfm_primitive_caches() {
   (void)done;
 }
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

@@ -18,7 +18,7 @@
 #include <unordered_map>
 #include <utility>
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 // Switches oneDNN's own primitive cache off (once, unless the environment sets its capacity).
 void use_only_tfm_primitive_caches();
@@ -64,4 +64,4 @@ class PrimitiveCache {
   std::unordered_map<Key, typename std::list<Entry>::iterator, Hash> index_;
 };
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

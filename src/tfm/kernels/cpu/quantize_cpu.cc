@@ -12,7 +12,7 @@
 #include "tfm/kernels/cpu/parallel.h"
 #include "tfm/kernels/cpu/vector_math.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 namespace {
 
@@ -161,4 +161,4 @@ void dequantize_product(const int32_t* acc, int64_t rows, int64_t n, const float
   }
 }
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 inline constexpr int32_t kWeightLevels = 127;
 inline constexpr int32_t kNativeZeroPoint = 128;     // 8-bit activations
@@ -44,4 +44,4 @@ void dequantize_product(const int32_t* acc, int64_t rows, int64_t n, const float
                         const float* w_scales, const int32_t* w_row_sums, const float* bias,
                         bool relu, float* y, int32_t zero_point = activation_zero_point());
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

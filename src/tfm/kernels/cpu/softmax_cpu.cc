@@ -6,7 +6,7 @@
 #include "tfm/kernels/cpu/parallel.h"
 #include "tfm/kernels/cpu/vector_math.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 void softmax_row(const float* x, float* y, int64_t n) {
   const float max = max_of(x, n);
@@ -56,4 +56,4 @@ void log_softmax(const float* x, float* y, int64_t rows, int64_t n) {
   }
 }
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

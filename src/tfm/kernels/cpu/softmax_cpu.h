@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 // One row, on the calling thread (for fused kernels such as attention). Subtracts the row's
 // maximum first, so large inputs do not overflow; -inf entries get exactly 0 (a row of only -inf
@@ -19,4 +19,4 @@ void softmax_backward(const float* y, const float* g, float* dx, int64_t rows, i
 // y = x - log(sum_j exp(x_j)) per row (log-softmax); y may equal x.
 void log_softmax(const float* x, float* y, int64_t rows, int64_t n);
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

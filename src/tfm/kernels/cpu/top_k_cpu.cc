@@ -1,6 +1,6 @@
 #include "tfm/kernels/cpu/top_k_cpu.h"
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 void top_k_rows(const float* x, int64_t rows, int64_t n, int64_t k, int64_t excluded, float* values,
                 int32_t* indices, int32_t* counts) {
@@ -12,4 +12,4 @@ void top_k_rows(const float* x, int64_t rows, int64_t n, int64_t k, int64_t excl
   }
 }
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

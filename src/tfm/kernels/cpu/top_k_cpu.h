@@ -12,7 +12,7 @@
 #include <immintrin.h>
 #endif
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 struct TopK {
   float* values = nullptr;     // [m]
@@ -76,4 +76,4 @@ struct TopK {
 void top_k_rows(const float* x, int64_t rows, int64_t n, int64_t k, int64_t excluded, float* values,
                 int32_t* indices, int32_t* counts);
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

@@ -10,7 +10,7 @@
 #include <immintrin.h>
 #endif
 
-namespace tfm::cpu {
+namespace tfm::internal::cpu {
 
 // The constants of exp_f32 and exp16 (Cephes expf).
 namespace exp_constants {
@@ -160,4 +160,4 @@ inline float sum_exp(const float* x, int64_t n, float shift, float* y = nullptr)
 #endif
 }
 
-}  // namespace tfm::cpu
+}  // namespace tfm::internal::cpu

@@ -9,7 +9,7 @@
 #include "tfm/kernels/cuda/attention_cuda.h"
 #include "tfm/kernels/cuda/launch.cuh"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 namespace {
 
@@ -252,4 +252,4 @@ void attention_forward_cached(const kernels::AttentionDims& dims,
   }
 }
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

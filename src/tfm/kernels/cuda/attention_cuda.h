@@ -11,7 +11,7 @@
 
 #include "tfm/kernels/kernel_args.h"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 constexpr int64_t kMaxHeadDim = 128;
 
@@ -38,4 +38,4 @@ void attention_forward_cached(const kernels::AttentionDims& dims,
                               const kernels::CachedKeyValues& kv, int64_t kv_rows, float* probs,
                               float* out);
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

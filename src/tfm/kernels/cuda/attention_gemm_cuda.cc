@@ -7,7 +7,7 @@
 #include "tfm/kernels/cuda/attention_softmax_cuda.h"
 #include "tfm/kernels/cuda/matmul_cuda.h"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 namespace {
 
@@ -87,4 +87,4 @@ void attention_backward(const kernels::AttentionDims& dims, const kernels::Atten
   }
 }
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

@@ -4,7 +4,7 @@
 #include "tfm/kernels/cuda/launch.cuh"
 #include "tfm/kernels/cuda/reduce.cuh"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 namespace {
 
@@ -143,4 +143,4 @@ void attention_softmax_backward(const kernels::AttentionDims& dims,
   TFM_CUDA_LAUNCHED(softmax_backward_kernel);
 }
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

@@ -7,7 +7,7 @@
 
 #include "tfm/kernels/kernel_args.h"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 // In place over probs: the scores S become P = softmax over each row's visible keys, 0 on the
 // masked ones (a row without a visible key, which the op's checks rule out, becomes 0 as on the
@@ -26,4 +26,4 @@ void attention_softmax_backward(const kernels::AttentionDims& dims,
                                 const kernels::AttentionDropout& dropout, float alpha,
                                 const float* probs, float* grad);
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

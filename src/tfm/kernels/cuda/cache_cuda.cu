@@ -4,7 +4,7 @@
 #include "tfm/kernels/cuda/cache_cuda.h"
 #include "tfm/kernels/cuda/launch.cuh"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 namespace {
 
@@ -70,4 +70,4 @@ void cache_gather(char* dst, int64_t dst_capacity, const char* src, int64_t src_
   }
 }
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

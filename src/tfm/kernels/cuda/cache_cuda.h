@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 // As cpu::cache_write: dst[r, position + j, :] = src[r, j, :] (one strided copy on the stream).
 void cache_write(char* dst, int64_t dst_capacity, const char* src, int64_t rows, int64_t n,
@@ -15,4 +15,4 @@ void cache_gather(char* dst, int64_t dst_capacity, const char* src, int64_t src_
                   const int32_t* slots, int64_t slots_stride, const int64_t* rows, int64_t n_rows,
                   int64_t positions, int64_t width);
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

@@ -1,7 +1,7 @@
 #include "tfm/kernels/cuda/convert_cuda.h"
 #include "tfm/kernels/cuda/launch.cuh"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 namespace {
 
@@ -32,4 +32,4 @@ void f32_to_bf16(const float* src, bf16* dst, int64_t n) {
   TFM_CUDA_LAUNCHED(f32_to_bf16_kernel);
 }
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

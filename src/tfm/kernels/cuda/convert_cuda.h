@@ -5,10 +5,10 @@
 
 #include "tfm/core/dtype.h"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 // dst[i] = src[i] rounded to the nearest bf16 (ties to even; NaN stays NaN, made quiet): the bits
 // of cpu::f32_to_bf16_bits, so both devices give the same bf16 values.
 void f32_to_bf16(const float* src, bf16* dst, int64_t n);
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

@@ -10,7 +10,7 @@
 #include "tfm/kernels/cuda/launch.cuh"
 #include "tfm/kernels/cuda/reduce.cuh"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 namespace {
 
@@ -348,4 +348,4 @@ void cross_entropy_backward(const float* logits, const int32_t* targets, const f
   TFM_CUDA_LAUNCHED(backward_kernel);
 }
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

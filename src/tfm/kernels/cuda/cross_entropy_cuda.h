@@ -7,7 +7,7 @@
 
 #include "tfm/core/dtype.h"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 // What cross_entropy leaves in `sums` (device doubles): the CPU's CrossEntropySums, and the number
 // of targets that are neither ignore_index nor in [0, vocab) (their rows count nothing; the op
@@ -43,4 +43,4 @@ void cross_entropy_backward(const float* logits, const int32_t* targets, const f
                             int32_t ignore_index, float scale, float* dlogits, bool accumulate,
                             const float* scale_by = nullptr);
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

@@ -24,7 +24,7 @@
 #include "tfm/kernels/cuda/softmax_cuda.h"
 #include "tfm/kernels/cuda/top_k_cuda.h"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 namespace {
 
@@ -178,4 +178,4 @@ const kernels::KernelTable& kernel_table() {
   return table;
 }
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

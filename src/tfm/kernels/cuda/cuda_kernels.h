@@ -4,8 +4,8 @@
 
 #include "tfm/kernels/kernel_table.h"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 const kernels::KernelTable& kernel_table();
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

@@ -2,7 +2,7 @@
 #include "tfm/kernels/cuda/dropout_mask.cuh"
 #include "tfm/kernels/cuda/launch.cuh"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 namespace {
 
@@ -46,4 +46,4 @@ void dropout_backward(const float* g, float* dx, int64_t n, float p, uint64_t se
   TFM_CUDA_LAUNCHED(dropout_backward_kernel);
 }
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

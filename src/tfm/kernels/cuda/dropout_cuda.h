@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 // y[i] = x[i] / (1 - p) when element i is kept, else 0. 0 <= p < 1.
 void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed);
@@ -12,4 +12,4 @@ void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed);
 void dropout_backward(const float* g, float* dx, int64_t n, float p, uint64_t seed,
                       bool accumulate);
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 // splitmix64's finaliser (cpu::mix64).
 __host__ __device__ inline uint64_t mix64(uint64_t z) {
@@ -24,4 +24,4 @@ __host__ __device__ inline bool dropout_keep(uint64_t seed, uint64_t index, floa
   return dropout_uniform(seed, index) >= p;
 }
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

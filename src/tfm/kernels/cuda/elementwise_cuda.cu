@@ -3,7 +3,7 @@
 #include "tfm/kernels/cuda/elementwise_cuda.h"
 #include "tfm/kernels/cuda/launch.cuh"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 namespace {
 
@@ -161,4 +161,4 @@ void relu_backward(const float* y, const float* g, float* dx, int64_t n, bool ac
   TFM_CUDA_LAUNCHED(relu_backward_kernel);
 }
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

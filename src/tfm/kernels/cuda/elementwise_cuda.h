@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 // dst = scale * src when !accumulate, dst += scale * src afterwards.
 void write_grad(float* dst, const float* src, int64_t n, bool accumulate, float scale = 1.0f);
@@ -23,4 +23,4 @@ void relu(const float* x, float* y, int64_t n);
 // dx (+)= g where y > 0 (y is relu's output).
 void relu_backward(const float* y, const float* g, float* dx, int64_t n, bool accumulate);
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

@@ -3,7 +3,7 @@
 #include "tfm/kernels/cuda/embedding_cuda.h"
 #include "tfm/kernels/cuda/launch.cuh"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 namespace {
 
@@ -164,4 +164,4 @@ void add_positions_backward_table(const float* g, int64_t batch, int64_t steps, 
   TFM_CUDA_LAUNCHED(add_positions_backward_table_kernel);
 }
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 // out[i, :] = scale * table[ids[i], :] for i < n (NaN for an id outside [0, vocab)).
 void embedding(const int32_t* ids, int64_t n, const float* table, int64_t vocab, int64_t d,
@@ -34,4 +34,4 @@ void add_positions_backward_table(const float* g, int64_t batch, int64_t steps, 
                                   int64_t offset, int64_t table_rows, float* dtable,
                                   bool accumulate);
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 // The stream every kernel and copy of tfm runs on (created by initialize()).
 cudaStream_t stream();
@@ -23,13 +23,13 @@ inline unsigned grid_for(int64_t n, int threads) {
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks));
 }
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda
 
-#define TFM_CUDA_CHECK(call)                                         \
-  do {                                                               \
-    const cudaError_t tfm_cuda_error_ = (call);                      \
-    if (tfm_cuda_error_ != cudaSuccess)                              \
-      ::tfm::cuda::fail(tfm_cuda_error_, #call, __FILE__, __LINE__); \
+#define TFM_CUDA_CHECK(call)                                                   \
+  do {                                                                         \
+    const cudaError_t tfm_cuda_error_ = (call);                                \
+    if (tfm_cuda_error_ != cudaSuccess)                                        \
+      ::tfm::internal::cuda::fail(tfm_cuda_error_, #call, __FILE__, __LINE__); \
   } while (false)
 
 // After a kernel launch: a bad configuration (too many threads, too much shared memory) is

@@ -3,7 +3,7 @@
 #include "tfm/kernels/cuda/layer_norm_cuda.h"
 #include "tfm/kernels/cuda/reduce.cuh"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 namespace {
 
@@ -251,4 +251,4 @@ void add_dropout_layer_norm_backward(const float* sum, const float* gamma, const
            workspace);
 }
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

@@ -13,7 +13,7 @@
 
 #include "tfm/kernels/kernel_args.h"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 // Where the backwards write (null: not wanted) and whether they add: the CPU kernels' struct.
 using LayerNormGrads = kernels::LayerNormGrads;
@@ -44,4 +44,4 @@ void add_dropout_layer_norm_backward(const float* sum, const float* gamma, const
                                      float p, uint64_t seed, const LayerNormGrads& grads,
                                      float* dbranch, bool dbranch_accumulate, float* workspace);
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

@@ -20,7 +20,7 @@
 #include "tfm/kernels/cuda/launch.cuh"
 #include "tfm/kernels/cuda/runtime_cuda.h"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 namespace {
 
@@ -57,7 +57,7 @@ cudaDataType_t data_type(DType dtype) {
     case DType::bf16:
       return CUDA_R_16BF;
     default:
-      ::tfm::fail("cuda gemm: operands of type {} are not supported", dtype_name(dtype));
+      ::tfm::internal::fail("cuda gemm: operands of type {} are not supported", dtype_name(dtype));
   }
 }
 
@@ -370,4 +370,4 @@ void gemm(const kernels::GemmArgs& args, bool allow_tf32) {
         "cublasLtMatmul");
 }
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

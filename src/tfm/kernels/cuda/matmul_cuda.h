@@ -4,7 +4,7 @@
 
 #include "tfm/kernels/kernel_args.h"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 // c = a @ b (+ bias) (+ c when accumulate), relu last; as cpu::gemm. Operands: f32, or bf16 a and
 // b with an f32 (or bf16) c, accumulating in f32. Each matrix must have one unit stride (row- or
@@ -20,4 +20,4 @@ void gemm(const kernels::GemmArgs& args, bool allow_tf32 = true);
 void set_tf32(bool enabled);
 bool tf32();
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

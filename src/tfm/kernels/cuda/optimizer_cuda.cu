@@ -2,7 +2,7 @@
 #include "tfm/kernels/cuda/optimizer_cuda.h"
 #include "tfm/kernels/cuda/reduce.cuh"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 namespace {
 
@@ -104,4 +104,4 @@ void fill(float* x, int64_t n, float value) {
   TFM_CUDA_LAUNCHED(fill_kernel);
 }
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

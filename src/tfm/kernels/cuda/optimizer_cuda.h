@@ -6,7 +6,7 @@
 
 #include "tfm/kernels/kernel_args.h"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 // The Adam step's scalars: the CPU kernel's struct.
 using AdamStep = kernels::AdamStep;
@@ -28,4 +28,4 @@ void scale(float* x, int64_t n, float scale);
 // x = value (also over NaN, which scale(x, 0) would keep).
 void fill(float* x, int64_t n, float value);
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

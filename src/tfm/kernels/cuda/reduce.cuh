@@ -6,7 +6,7 @@
 
 #include <cuda_runtime.h>
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 template <typename T>
 __device__ inline T warp_sum(T v) {
@@ -45,4 +45,4 @@ __device__ inline float block_max(float v, float* scratch) {
   return warp_max(v);
 }
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

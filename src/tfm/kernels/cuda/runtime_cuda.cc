@@ -9,7 +9,7 @@
 #include "tfm/core/error.h"
 #include "tfm/kernels/cuda/launch.cuh"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 namespace {
 
@@ -125,4 +125,4 @@ std::string describe() {
                      driver / 1000, (driver % 1000) / 10);
 }
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <string>
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 // Empty when a CUDA device can be used; else why not, in one line ("no CUDA driver", "no
 // device", ...).
@@ -29,4 +29,4 @@ void memory_info(size_t* free_bytes, size_t* total_bytes);
 // "NVIDIA H100 80GB HBM3, sm_90, 132 multiprocessors, 79.1 GiB, CUDA driver 13.0"
 std::string describe();
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

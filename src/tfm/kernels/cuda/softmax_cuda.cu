@@ -2,7 +2,7 @@
 #include "tfm/kernels/cuda/reduce.cuh"
 #include "tfm/kernels/cuda/softmax_cuda.h"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 namespace {
 
@@ -90,4 +90,4 @@ void log_softmax(const float* x, float* y, int64_t rows, int64_t n) {
   TFM_CUDA_LAUNCHED(log_softmax_kernel);
 }
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

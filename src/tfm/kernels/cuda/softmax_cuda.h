@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 // y = exp(x - max) / sum exp(x - max) per row; -inf entries get 0, a row of only -inf gives NaN.
 // y may equal x.
@@ -16,4 +16,4 @@ void softmax_backward(const float* y, const float* g, float* dx, int64_t rows, i
 // y = x - max - log(sum_j exp(x_j - max)) per row; y may equal x.
 void log_softmax(const float* x, float* y, int64_t rows, int64_t n);
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

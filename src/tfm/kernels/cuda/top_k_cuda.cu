@@ -8,7 +8,7 @@
 #include "tfm/kernels/cuda/launch.cuh"
 #include "tfm/kernels/cuda/top_k_cuda.h"
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 namespace {
 
@@ -94,4 +94,4 @@ void top_k_rows(const float* x, int64_t rows, int64_t n, int64_t k, int64_t excl
   TFM_CUDA_LAUNCHED(top_k_kernel);
 }
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace tfm::cuda {
+namespace tfm::internal::cuda {
 
 constexpr int64_t kMaxTopK = 64;
 
@@ -13,4 +13,4 @@ constexpr int64_t kMaxTopK = 64;
 void top_k_rows(const float* x, int64_t rows, int64_t n, int64_t k, int64_t excluded, float* values,
                 int32_t* indices, int32_t* counts);
 
-}  // namespace tfm::cuda
+}  // namespace tfm::internal::cuda
