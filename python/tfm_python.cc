@@ -89,7 +89,7 @@ TrainingResult train(const std::optional<std::filesystem::path>& recipe,
   options.max_minutes = max_minutes;
   options.threads = threads;
   options.resume = resume;
-  options.device = device.value_or("");
+  if (device) options.device = parse_device(*device);
   // The callback is called with the GIL taken back; it lives in this frame, so copies of the
   // std::function never copy a Python object without the GIL.
   if (!progress.is_none())

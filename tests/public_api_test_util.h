@@ -58,6 +58,7 @@ inline tfm::TrainingResult train_api_model(const std::filesystem::path& dir) {
   options.recipe = write_api_recipe(dir);
   options.run_dir = dir / "run";
   options.max_steps = 8;
+  options.device = tfm::ComputeDevice::cpu;  // the enum, over the recipe's default
   return tfm::train(options);
 }
 

@@ -91,7 +91,7 @@ TEST(Layering, EveryFolderIncludesOnlyTheLayersBelowIt) {
 
 // tfm:: holds only what include/tfm declares (docs/ARCHITECTURE.md, "Namespaces"): every layer
 // opens tfm::internal or a namespace below it; only api/, which implements the public names,
-// opens tfm.
+// opens tfm, and core/error.cc, which defines the constructor of the tfm::Error every layer throws.
 TEST(Layering, InternalsLiveInTfmInternal) {
   const std::filesystem::path root = std::filesystem::path(tfm_source_dir()) / "src/tfm";
   std::string broken;
@@ -99,6 +99,7 @@ TEST(Layering, InternalsLiveInTfmInternal) {
   for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
     if (!entry.is_regular_file()) continue;
     const bool api = entry.path().parent_path().filename() == "api";
+    const bool may_open_tfm = api || entry.path().lexically_relative(root) == "core/error.cc";
     std::ifstream in(entry.path());
     std::string line;
     for (int number = 1; std::getline(in, line); ++number) {
@@ -106,7 +107,7 @@ TEST(Layering, InternalsLiveInTfmInternal) {
       const bool internal = line.starts_with("namespace tfm::internal {") ||
                             line.starts_with("namespace tfm::internal::");
       internal_openings += internal;
-      if (api ? line != "namespace tfm {" : !internal)
+      if (!(internal && !api) && !(may_open_tfm && line == "namespace tfm {"))
         broken += entry.path().string() + ":" + std::to_string(number) + ": " + line + "\n";
     }
   }

@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "tfm/export.h"
+#include "tfm/options.h"
 
 namespace tfm {
 
@@ -26,14 +28,14 @@ struct TrainingProgress {
 };
 
 struct TrainingOptions {
-  std::filesystem::path recipe;        // the YAML recipe; empty: the defaults
-  std::vector<std::string> overrides;  // "section.key=value", as `tfm train --set`
-  std::filesystem::path run_dir;       // empty: the recipe's training.run_dir
-  int64_t max_steps = -1;              // >= 0: stop after this many updates
-  double max_minutes = -1;             // >= 0: stop after this many minutes
-  int threads = -1;                    // >= 0: the recipe's training.threads (0: all cores)
-  bool resume = false;                 // continue from the run directory's newest checkpoint
-  std::string device;                  // "cpu" | "cuda"; empty: the recipe's training.device
+  std::filesystem::path recipe;         // the YAML recipe; empty: the defaults
+  std::vector<std::string> overrides;   // "section.key=value", as `tfm train --set`
+  std::filesystem::path run_dir;        // empty: the recipe's training.run_dir
+  int64_t max_steps = -1;               // >= 0: stop after this many updates
+  double max_minutes = -1;              // >= 0: stop after this many minutes
+  int threads = -1;                     // >= 0: the recipe's training.threads (0: all cores)
+  bool resume = false;                  // continue from the run directory's newest checkpoint
+  std::optional<ComputeDevice> device;  // none: the recipe's training.device
   // Called on the training thread with each report. An exception it throws ends the run and
   // propagates (without a further checkpoint: the last one stays, and --resume continues from it).
   std::function<void(const TrainingProgress&)> progress;

@@ -49,7 +49,8 @@ TrainingResult train(const TrainingOptions& options) {
     recipe.threads = options.threads;
     recipe.origins["training.threads"] = "threads";
   }
-  if (!options.device.empty()) apply_override(recipe, "training.device=" + options.device);
+  if (options.device)
+    apply_override(recipe, "training.device=" + std::string(to_string(*options.device)));
   TrainRunOptions run;
   run.resume = options.resume;
   run.bleu = eval::greedy_validation_score;

@@ -35,7 +35,7 @@ void run_train(const TrainOptions& options) {
   training.max_minutes = options.max_minutes;
   training.threads = options.threads;
   training.resume = options.resume;
-  training.device = options.device;
+  if (!options.device.empty()) training.device = tfm::parse_device(options.device);
   if (tfm::train(training).interrupted) {
     const tfm::internal::dist::LaunchInfo launch = tfm::internal::dist::launch_info();
     if (launch.size == 1) throw tfm::Error("training interrupted; continue it with --resume");

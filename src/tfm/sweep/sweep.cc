@@ -179,7 +179,7 @@ bool run_row(const SweepOptions& o, const TrainRecipe& recipe, const fs::path& v
   training.max_steps = o.budget_steps >= 0 ? o.budget_steps : 0;
   training.max_minutes = o.budget_minutes >= 0 ? o.budget_minutes : 0;
   training.threads = o.threads;
-  training.device = o.device;
+  if (!o.device.empty()) training.device = tfm::parse_device(o.device);
   training.resume = true;  // a row killed before continues from its newest checkpoint
   if (tfm::train(training).interrupted) return false;
 
