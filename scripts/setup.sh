@@ -29,6 +29,7 @@ packages=(
   libfmt-dev libspdlog-dev
   libyaml-cpp-dev        # training recipes
   zlib1g-dev             # gzipped corpora
+  libminizip-dev         # tfm convert: Marian's .npz models are zip archives (zlib's minizip)
   libicu-dev             # Unicode properties and lower-casing (BLEU's intl tokenizer)
   libopenmpi-dev openmpi-bin  # MPI for data-parallel training over several processes (mpirun)
   iproute2               # `ip`: the network-namespace script that runs ranks over a real TCP link
