@@ -1,8 +1,9 @@
-// tfm parse and tfm linearise through the built binary. The parser is a tiny random model (its
-// outputs are rarely trees, so most are repaired): what is checked is what holds for any model,
-// that every output line is a tree over exactly its input line's words, in input order, with empty
-// lines kept; that bad input is a one-line error naming the file and line; and that parsers and
-// translation models are not mixed up.
+// tfm parse and tfm linearise through the built binary. The parser is a tiny random model (without
+// the tree constraint its outputs are rarely trees, so most are repaired; with it, the default,
+// none is): what is checked is what holds for any model, that every output line is a tree over
+// exactly its input line's words, in input order, with empty lines kept; that the constraint
+// leaves nothing to repair; that bad input is a one-line error naming the file and line; and that
+// parsers and translation models are not mixed up.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -96,7 +97,10 @@ TEST(CliParse, EveryLineBecomesATreeOverItsWordsInOrderAndEmptyLinesStay) {
   EXPECT_EQ(data::tree_tags(data::parse_tree(output[2])),
             (std::vector<std::string>{"XX", "XX", "."}));
   EXPECT_NE(run.err.find("parsed 6 sentences"), std::string::npos) << run.err;
-  EXPECT_NE(run.err.find("repaired (no tree in the beam): "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("(tree constraint on); best hypothesis not a tree: 0, repaired (no tree "
+                         "in the beam): 0\n"),
+            std::string::npos)
+      << run.err;
 
   // The same from standard input, and raw text tokenised first.
   const CommandResult piped =
@@ -109,6 +113,38 @@ TEST(CliParse, EveryLineBecomesATreeOverItsWordsInOrderAndEmptyLinesStay) {
   ASSERT_EQ(raw.status, 0) << raw.err;
   EXPECT_EQ(data::tree_words(data::parse_tree(lines_of(raw.out).at(0))),
             (std::vector<std::string>{"He", "left", "."}));
+}
+
+// The model alone (--no-constraints) writes sequences that are not trees, which are repaired into
+// trees over the words and counted; the constraint's n-best lists hold trees needing no repair.
+TEST(CliParse, WithoutConstraintsTheModelsNonTreesAreRepairedAndCounted) {
+  ParserFixture f;
+  const std::vector<std::string> input = {"The cat sat on the mat .", "He left .", "a dog , a mat"};
+  write_text(f.dir / "in.txt", fmt::format("{}\n", fmt::join(input, "\n")));
+  const CommandResult free = f.parse("--no-constraints -i " + quoted(f.dir / "in.txt"));
+  ASSERT_EQ(free.status, 0) << free.err;
+  const std::vector<std::string> output = lines_of(free.out);
+  ASSERT_EQ(output.size(), input.size()) << free.out;
+  for (size_t i = 0; i < input.size(); ++i)
+    EXPECT_EQ(data::tree_words(data::parse_tree(output[i])), data::split_words(input[i]));
+  EXPECT_NE(free.err.find("(tree constraint off)"), std::string::npos) << free.err;
+  // This random model's best hypothesis is never a tree over the words (checked: 3 of 3).
+  EXPECT_NE(free.err.find("best hypothesis not a tree: 3,"), std::string::npos) << free.err;
+
+  for (const char* constraint : {"", "--no-constraints "}) {
+    const CommandResult n_best =
+        f.parse(fmt::format("{}--n-best 3 -i {}", constraint, quoted(f.dir / "in.txt")));
+    ASSERT_EQ(n_best.status, 0) << n_best.err;
+    int64_t repaired = 0;
+    for (const std::string& row : lines_of(n_best.out))
+      repaired += std::stoll(row.substr(row.rfind(" ||| ") + 5)) > 0;
+    if (*constraint == '\0') {
+      EXPECT_EQ(lines_of(n_best.out).size(), 9u) << n_best.out;
+      EXPECT_EQ(repaired, 0) << n_best.out;
+    } else {
+      EXPECT_GT(repaired, 0) << n_best.out;
+    }
+  }
 }
 
 TEST(CliParse, TreesGiveTheirWordsAndTagsAndNBestListsEachTree) {

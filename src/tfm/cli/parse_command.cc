@@ -36,7 +36,8 @@ struct ParseCommandOptions {
   std::string input_format = "tokens";
   decode::TranslateOptions decoding = tasks::paper_parse_options();
   int64_t n_best = 1;
-  int64_t chunk = 256;  // sentences per progress report
+  bool no_constraints = false;  // the model alone: its hypotheses need not be trees
+  int64_t chunk = 256;          // sentences per progress report
   int threads = 0;
   std::string precision = "f32";
   std::string device = "cpu";
@@ -103,7 +104,7 @@ void run_parse(const ParseCommandOptions& options) {
     const std::vector<tasks::ParseInput> chunk(inputs.begin() + static_cast<ptrdiff_t>(begin),
                                                inputs.begin() + static_cast<ptrdiff_t>(end));
     const std::vector<tasks::ParseResult> results =
-        tasks::parse(translator, vocab, chunk, options.n_best, &counts);
+        tasks::parse(translator, vocab, chunk, options.n_best, !options.no_constraints, &counts);
     std::ostringstream out;  // the chunk's lines
     for (size_t k = 0; k < results.size(); ++k) {
       if (options.n_best == 1) {
@@ -122,9 +123,10 @@ void run_parse(const ParseCommandOptions& options) {
   }
   output.commit();
   std::fprintf(stderr,
-               "parsed %zu sentences in %.2f s, %.2f sentences/s; best hypothesis not a tree: "
-               "%lld, repaired (no tree in the beam): %lld\n",
+               "parsed %zu sentences in %.2f s, %.2f sentences/s (tree constraint %s); best "
+               "hypothesis not a tree: %lld, repaired (no tree in the beam): %lld\n",
                inputs.size(), seconds(), static_cast<double>(inputs.size()) / seconds(),
+               options.no_constraints ? "off" : "on",
                static_cast<long long>(counts.best_ill_formed),
                static_cast<long long>(counts.repaired));
 }
@@ -153,6 +155,9 @@ void register_parse(CLI::App& app) {
   cmd->add_option("--n-best", o->n_best,
                   "trees per sentence; above 1 the lines are 'line ||| tree ||| score ||| repairs'")
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  cmd->add_flag("--no-constraints", o->no_constraints,
+                "search without the tree constraint (the model alone: hypotheses that are not "
+                "trees over the input's words are repaired afterwards)");
   cmd->add_option("--batch-size", o->decoding.batch_size, "sentences per batch (default 32)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--threads", o->threads, "threads (0: all cores)")->check(CLI::Range(0, 4096));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <utility>
 
 #include "tfm/core/error.h"
@@ -49,6 +50,56 @@ void StepScorer::step_top(const std::vector<int32_t>& last_tokens, int64_t m, in
   out.assign(ops::top_k(log_probs, m, excluded), rows());
 }
 
+void constrained_step_top(StepScorer& scorer, const std::vector<int32_t>& last_tokens,
+                          const std::vector<const ConstraintState*>& states, int64_t m,
+                          int32_t excluded, int32_t eos_id, int64_t step, StepTop& out) {
+  const int64_t rows = scorer.rows(), vocab = scorer.vocab_size();
+  TFM_CHECK(static_cast<int64_t>(states.size()) == rows, "search: {} constraint states for {} rows",
+            states.size(), rows);
+  const Tensor log_probs = scorer.step(last_tokens);
+  TFM_CHECK(log_probs.rank() == 2 && log_probs.dim(0) == rows && log_probs.dim(1) == vocab &&
+                log_probs.dtype() == DType::f32,
+            "search: the scorer returned {}, expected f32 [{}, {}]", log_probs.describe(), rows,
+            vocab);
+  // The mask is applied where the allowed tokens are known, on the host: the row's allowed
+  // entries are gathered and ranked, which is masking every other entry to -inf before the top-k.
+  const Tensor host = log_probs.to(Device::cpu);
+  const float* values = host.data<float>();
+  out.resize(rows, m);
+  std::vector<int32_t> allowed;
+  std::vector<std::pair<float, int32_t>> ranked;
+  for (int64_t row = 0; row < rows; ++row) {
+    const ConstraintState* state = states[static_cast<size_t>(row)];
+    if (state == nullptr) continue;
+    allowed.clear();
+    state->allowed(allowed);
+    if (state->may_end()) allowed.push_back(eos_id);
+    std::sort(allowed.begin(), allowed.end());
+    allowed.erase(std::unique(allowed.begin(), allowed.end()), allowed.end());
+    ranked.clear();
+    for (int32_t token : allowed) {
+      TFM_CHECK(token >= 0 && token < vocab,
+                "search: the constraint allows token {}, outside the vocabulary of {}", token,
+                vocab);
+      const float value = values[row * vocab + token];
+      if (std::isnan(value) || value == std::numeric_limits<float>::infinity())
+        fail_non_finite(step);
+      if (token != excluded && value != -std::numeric_limits<float>::infinity())
+        ranked.emplace_back(value, token);
+    }
+    const auto count = std::min<int64_t>(m, static_cast<int64_t>(ranked.size()));
+    std::partial_sort(ranked.begin(), ranked.begin() + count, ranked.end(),
+                      [](const auto& a, const auto& b) {
+                        return a.first > b.first || (a.first == b.first && a.second < b.second);
+                      });
+    for (int64_t i = 0; i < count; ++i) {
+      out.log_probs[static_cast<size_t>(row * m + i)] = ranked[static_cast<size_t>(i)].first;
+      out.tokens[static_cast<size_t>(row * m + i)] = ranked[static_cast<size_t>(i)].second;
+    }
+    out.counts[static_cast<size_t>(row)] = static_cast<int32_t>(count);
+  }
+}
+
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
@@ -59,6 +110,7 @@ struct Partial {
   std::vector<int32_t> tokens;
   double log_prob = kNegInf;
   std::vector<std::vector<float>> attention;
+  std::unique_ptr<ConstraintState> constraint;  // with constraints: what it allows next
 };
 
 struct SourceSearch {
@@ -90,6 +142,45 @@ void check_options(const StepScorer& scorer, const std::vector<int64_t>& max_len
 // The token a step must not produce: eos before min_length.
 int32_t excluded_token(int64_t step, const SearchOptions& options) {
   return step < options.min_length ? options.eos_id : -1;
+}
+
+// The sources' searches, each with one live hypothesis (and `beam` rows), their start states
+// given (constraints empty: unconstrained).
+std::vector<SourceSearch> start_searches(const std::vector<int64_t>& max_lengths, int64_t beam,
+                                         std::vector<std::unique_ptr<ConstraintState>> constraints,
+                                         const char* search) {
+  TFM_CHECK(constraints.empty() || constraints.size() == max_lengths.size(),
+            "{}: {} constraint states for {} sources", search, constraints.size(),
+            max_lengths.size());
+  std::vector<SourceSearch> searches(max_lengths.size());
+  for (size_t s = 0; s < searches.size(); ++s) {
+    searches[s].max_length = max_lengths[s];
+    searches[s].alive.resize(static_cast<size_t>(beam));
+    searches[s].alive[0].log_prob = 0.0;
+    if (!constraints.empty()) {
+      TFM_CHECK(constraints[s] != nullptr, "{}: source {} has no constraint state", search, s);
+      searches[s].alive[0].constraint = std::move(constraints[s]);
+    }
+  }
+  return searches;
+}
+
+// A step's best tokens: the scorer's own (unconstrained), or masked by the live hypotheses'
+// states (an empty slot's row, log_prob -inf, has none).
+void best_tokens(StepScorer& scorer, const std::vector<int32_t>& last_tokens,
+                 const std::vector<SourceSearch>& searches, const std::vector<int64_t>& active,
+                 bool constrained, int64_t m, int64_t step, const SearchOptions& options,
+                 StepTop& top) {
+  const int32_t excluded = excluded_token(step, options);
+  if (!constrained) {
+    scorer.step_top(last_tokens, m, excluded, top);
+    return;
+  }
+  std::vector<const ConstraintState*> states;
+  for (int64_t source : active)
+    for (const Partial& p : searches[static_cast<size_t>(source)].alive)
+      states.push_back(p.log_prob == kNegInf ? nullptr : p.constraint.get());
+  constrained_step_top(scorer, last_tokens, states, m, excluded, options.eos_id, step, top);
 }
 
 // The shape of a step's best tokens, and their log-probabilities: every one the search reads must
@@ -151,9 +242,9 @@ std::vector<std::vector<Hypothesis>> best_of(std::vector<SourceSearch>& searches
 
 }  // namespace
 
-std::vector<std::vector<Hypothesis>> beam_search(StepScorer& scorer,
-                                                 const std::vector<int64_t>& max_lengths,
-                                                 const SearchOptions& options) {
+std::vector<std::vector<Hypothesis>> beam_search(
+    StepScorer& scorer, const std::vector<int64_t>& max_lengths, const SearchOptions& options,
+    std::vector<std::unique_ptr<ConstraintState>> constraints) {
   const int64_t k = options.beam_size;
   check_options(scorer, max_lengths, options, k, "beam search");
   const int64_t vocab = scorer.vocab_size();
@@ -162,14 +253,11 @@ std::vector<std::vector<Hypothesis>> beam_search(StepScorer& scorer,
   // them all (the kernels take at most `vocab` per row).
   const int64_t per_row = std::min(2 * k, vocab);
 
-  std::vector<SourceSearch> searches(max_lengths.size());
-  std::vector<int64_t> active;  // the sources being searched, in the scorer's row order
-  for (size_t s = 0; s < searches.size(); ++s) {
-    searches[s].max_length = max_lengths[s];
-    searches[s].alive.resize(static_cast<size_t>(k));
-    searches[s].alive[0].log_prob = 0.0;
-    active.push_back(static_cast<int64_t>(s));
-  }
+  const bool constrained = !constraints.empty();
+  std::vector<SourceSearch> searches =
+      start_searches(max_lengths, k, std::move(constraints), "beam search");
+  std::vector<int64_t> active(searches.size());  // the sources being searched, in row order
+  std::iota(active.begin(), active.end(), int64_t{0});
   std::vector<int32_t> last_tokens(static_cast<size_t>(scorer.rows()), options.bos_id);
   StepTop top;
 
@@ -181,7 +269,7 @@ std::vector<std::vector<Hypothesis>> beam_search(StepScorer& scorer,
 
   for (int64_t step = 0; !active.empty(); ++step) {
     // The 2k best tokens of every row: the 2k best extensions of a source are among them.
-    scorer.step_top(last_tokens, per_row, excluded_token(step, options), top);
+    best_tokens(scorer, last_tokens, searches, active, constrained, per_row, step, options, top);
     check_top(top, scorer, per_row, step);
     Tensor attention = scorer.last_attention();
 
@@ -228,6 +316,10 @@ std::vector<std::vector<Hypothesis>> beam_search(StepScorer& scorer,
           p.attention = from.attention;
           if (attention.defined())
             p.attention.push_back(attention_row(attention, first_row + parent));
+          if (constrained) {
+            p.constraint = from.constraint->clone();
+            p.constraint->advance(token);
+          }
           next.push_back(std::move(p));
           parents.push_back(parent);
         }
@@ -265,24 +357,20 @@ std::vector<std::vector<Hypothesis>> beam_search(StepScorer& scorer,
   return best_of(searches, options.n_best);
 }
 
-std::vector<std::vector<Hypothesis>> greedy_search(StepScorer& scorer,
-                                                   const std::vector<int64_t>& max_lengths,
-                                                   const SearchOptions& options) {
+std::vector<std::vector<Hypothesis>> greedy_search(
+    StepScorer& scorer, const std::vector<int64_t>& max_lengths, const SearchOptions& options,
+    std::vector<std::unique_ptr<ConstraintState>> constraints) {
   check_options(scorer, max_lengths, options, 1, "greedy search");
-
-  std::vector<SourceSearch> searches(max_lengths.size());
-  std::vector<int64_t> active;
-  for (size_t s = 0; s < searches.size(); ++s) {
-    searches[s].max_length = max_lengths[s];
-    searches[s].alive.resize(1);
-    searches[s].alive[0].log_prob = 0.0;
-    active.push_back(static_cast<int64_t>(s));
-  }
+  const bool constrained = !constraints.empty();
+  std::vector<SourceSearch> searches =
+      start_searches(max_lengths, 1, std::move(constraints), "greedy search");
+  std::vector<int64_t> active(searches.size());
+  std::iota(active.begin(), active.end(), int64_t{0});
   std::vector<int32_t> last_tokens(static_cast<size_t>(scorer.rows()), options.bos_id);
   StepTop best;
 
   for (int64_t step = 0; !active.empty(); ++step) {
-    scorer.step_top(last_tokens, 1, excluded_token(step, options), best);
+    best_tokens(scorer, last_tokens, searches, active, constrained, 1, step, options, best);
     check_top(best, scorer, 1, step);
     Tensor attention = scorer.last_attention();
 
@@ -304,6 +392,7 @@ std::vector<std::vector<Hypothesis>> greedy_search(StepScorer& scorer,
       }
       hypothesis.tokens.push_back(token);
       hypothesis.log_prob = log_prob;
+      if (constrained) hypothesis.constraint->advance(token);
       if (attention.defined()) hypothesis.attention.push_back(attention_row(attention, r));
       next_rows.push_back(r);
       next_tokens.push_back(token);

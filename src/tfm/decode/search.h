@@ -8,12 +8,18 @@
 // - Its score is log_prob / lp(length) with lp(n) = ((5 + n) / 6)^alpha (Wu et al. 2016, eq. 14),
 //   where length counts the generated tokens including eos, and log_prob sums their log p.
 // - eos is not allowed as one of the first min_length tokens (its log-probability is set to -inf).
+// - With constraints (decode/constraint.h, one start state per source), a row's log-probabilities
+//   are masked before its best tokens are chosen: only the tokens its hypothesis' state allows
+//   (eos when it may end) stay. The scorer's full rows (step()) are read on the host for that; a
+//   hypothesis with nothing allowed drops out. Without constraints nothing of this runs.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "tfm/core/tensor.h"
+#include "tfm/decode/constraint.h"
 #include "tfm/ops/ops.h"
 
 namespace tfm::internal::decode {
@@ -100,17 +106,27 @@ struct Hypothesis {
 // dividing a non-positive L by the largest lp gives the largest value). The bound uses the best L.
 // This is tensor2tensor's bound (best alive log p / lp(max_length)) made valid for alpha < 0 too;
 // because the n_best-th finished score already beats it, stopping never changes the output.
-std::vector<std::vector<Hypothesis>> beam_search(StepScorer& scorer,
-                                                 const std::vector<int64_t>& max_lengths,
-                                                 const SearchOptions& options);
+//
+// constraints: empty (none), or one start state per source (the search owns them).
+std::vector<std::vector<Hypothesis>> beam_search(
+    StepScorer& scorer, const std::vector<int64_t>& max_lengths, const SearchOptions& options,
+    std::vector<std::unique_ptr<ConstraintState>> constraints = {});
 
 // Greedy search (beam size 1 without the second-best bookkeeping): one row per source, the most
 // probable token at every step (ties: the lower id). Same conventions and output as beam_search
 // with n_best = 1. Equal to beam_search with beam_size 1 when alpha = 0; with alpha > 0 that beam
 // search may continue past an eos the greedy search stops at, when the live hypothesis could still
-// overtake it under the length penalty.
-std::vector<std::vector<Hypothesis>> greedy_search(StepScorer& scorer,
-                                                   const std::vector<int64_t>& max_lengths,
-                                                   const SearchOptions& options);
+// overtake it under the length penalty. constraints as for beam_search.
+std::vector<std::vector<Hypothesis>> greedy_search(
+    StepScorer& scorer, const std::vector<int64_t>& max_lengths, const SearchOptions& options,
+    std::vector<std::unique_ptr<ConstraintState>> constraints = {});
+
+// A constrained step: scorer.step()'s rows on the host, and of row r only the tokens states[r]
+// allows (eos when it may end; never `excluded`) ranked into `out` (m per row, best first, ties:
+// the lower id). A row without a state (an empty beam slot) gets none. A NaN or +inf among the
+// allowed log-probabilities is fail_non_finite(step); a -inf one is never chosen.
+void constrained_step_top(StepScorer& scorer, const std::vector<int32_t>& last_tokens,
+                          const std::vector<const ConstraintState*>& states, int64_t m,
+                          int32_t excluded, int32_t eos_id, int64_t step, StepTop& out);
 
 }  // namespace tfm::internal::decode

@@ -85,6 +85,7 @@ std::vector<std::vector<Hypothesis>> translate(const InferenceModel& model,
     std::vector<int32_t> ids(static_cast<size_t>(batch * width), config.pad_id);
     std::vector<int32_t> lengths;
     std::vector<int64_t> max_lengths;
+    std::vector<std::unique_ptr<ConstraintState>> constraints;
     for (size_t i = begin; i < end; ++i) {
       const auto& source = sources[order[i]];
       std::copy(source.begin(), source.end(),
@@ -92,14 +93,18 @@ std::vector<std::vector<Hypothesis>> translate(const InferenceModel& model,
       lengths.push_back(static_cast<int32_t>(source.size()));
       max_lengths.push_back(
           max_output_length(static_cast<int64_t>(source.size()), options, config));
+      if (options.constraint)
+        constraints.push_back(
+            options.constraint->start(static_cast<int64_t>(order[i]), max_lengths.back()));
     }
     Tensor memory = model.transformer().encode(
         Tensor::from_ints({batch, width}, ids).to(model.device()), lengths, ctx);
     const int64_t capacity = *std::max_element(max_lengths.begin(), max_lengths.end());
     TransformerScorer scorer(model, memory, lengths, options.beam_size, capacity,
                              options.attention);
-    auto found = options.beam_size == 1 ? greedy_search(scorer, max_lengths, search)
-                                        : beam_search(scorer, max_lengths, search);
+    auto found = options.beam_size == 1
+                     ? greedy_search(scorer, max_lengths, search, std::move(constraints))
+                     : beam_search(scorer, max_lengths, search, std::move(constraints));
     for (size_t i = begin; i < end; ++i) {
       auto& hypotheses = found[i - begin];
       for (auto& h : hypotheses)

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tfm/decode/constraint.h"
 #include "tfm/decode/inference_model.h"
 #include "tfm/decode/search.h"
 #include "tfm/decode/transformer_scorer.h"
@@ -33,6 +34,9 @@ struct TranslateOptions {
   bool sort_by_length = true;      // batch sentences of similar length together
   bool early_stopping = true;      // see beam_search
   AttentionProbe attention;        // encoder-decoder weights to return per output token
+  // What each hypothesis may continue with (decode/constraint.h); its start() gets the source's
+  // index in translate()'s sources. None: the search as without constraints, byte for byte.
+  std::shared_ptr<const Constraint> constraint;
   // Longest source accepted, in tokens (a longer one is an error: the encoder's attention grows
   // with the square of the length); 0: the model's max_positions.
   int64_t max_input_length = 0;

@@ -48,7 +48,8 @@ double greedy_validation_f1(const nn::Transformer& model, const data::Vocabulary
     inputs.push_back(std::move(input));
   }
   std::vector<data::Tree> test;
-  for (tasks::ParseResult& result : tasks::parse(model, options, vocab, inputs, 1))
+  // The model alone, without the tree constraint: what training has learnt (tfm parse adds it).
+  for (tasks::ParseResult& result : tasks::parse(model, options, vocab, inputs, 1, false))
     test.push_back(std::move(result.trees.front().tree));
   EvalbParams params = evalb_params("collins");
   params.max_error = static_cast<int>(gold.size()) + 1;

@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <memory>
 #include <optional>
 #include <utility>
 
 #include "tfm/core/error.h"
 #include "tfm/data/tree_sequences.h"
+#include "tfm/tasks/tree_constraint.h"
 
 namespace tfm::internal::tasks {
 
@@ -63,14 +65,15 @@ ParseResult choose_trees(const std::vector<std::string>& sequences,
 
 namespace {
 
-// Encodes the inputs with words, searches them with `search` (all finished hypotheses of each),
-// and chooses each sentence's trees.
+// Encodes the inputs with words, searches them with `search` (all finished hypotheses of each,
+// under the tree constraint when `constrained`), and chooses each sentence's trees.
 template <typename Search>
 std::vector<ParseResult> parse_inputs(const Search& search, const data::Vocabulary& vocab,
                                       const std::vector<ParseInput>& inputs, int64_t n_best,
-                                      ParseCounts* counts) {
+                                      bool constrained, ParseCounts* counts) {
   TFM_CHECK(n_best >= 1, "parse: n-best {} must be at least 1", n_best);
   std::vector<std::vector<int32_t>> sources;
+  std::vector<int64_t> word_counts;
   std::vector<size_t> positions;
   for (size_t i = 0; i < inputs.size(); ++i) {
     TFM_CHECK(inputs[i].tags.empty() || inputs[i].tags.size() == inputs[i].words.size(),
@@ -78,11 +81,16 @@ std::vector<ParseResult> parse_inputs(const Search& search, const data::Vocabula
               inputs[i].tags.size());
     if (inputs[i].words.empty()) continue;
     sources.push_back(vocab.encode(parse_source(inputs[i].words)));
+    word_counts.push_back(static_cast<int64_t>(inputs[i].words.size()));
     positions.push_back(i);
   }
   std::vector<ParseResult> results(inputs.size());
   if (sources.empty()) return results;
-  const std::vector<std::vector<Hypothesis>> hypotheses = search(sources);
+  std::shared_ptr<const decode::Constraint> constraint;
+  if (constrained)
+    constraint = std::make_shared<TreeConstraint>(
+        std::make_shared<TreeTokens>(TreeTokens::from_vocabulary(vocab)), std::move(word_counts));
+  const std::vector<std::vector<Hypothesis>> hypotheses = search(sources, constraint);
   for (size_t k = 0; k < positions.size(); ++k) {
     std::vector<std::string> sequences;
     std::vector<double> scores;
@@ -99,22 +107,28 @@ std::vector<ParseResult> parse_inputs(const Search& search, const data::Vocabula
 
 std::vector<ParseResult> parse(const Translator& translator, const data::Vocabulary& vocab,
                                const std::vector<ParseInput>& inputs, int64_t n_best,
-                               ParseCounts* counts) {
-  TranslateOptions options = translator.options();
-  options.n_best = options.beam_size;
-  const Translator all_hypotheses(translator.shared_model(), options, translator.threads());
-  return parse_inputs([&](const auto& sources) { return all_hypotheses.translate(sources); }, vocab,
-                      inputs, n_best, counts);
+                               bool constrained, ParseCounts* counts) {
+  auto search = [&](const auto& sources, std::shared_ptr<const decode::Constraint> constraint) {
+    TranslateOptions options = translator.options();
+    options.n_best = options.beam_size;
+    options.constraint = std::move(constraint);
+    const Translator all_hypotheses(translator.shared_model(), options, translator.threads());
+    return all_hypotheses.translate(sources);
+  };
+  return parse_inputs(search, vocab, inputs, n_best, constrained, counts);
 }
 
 std::vector<ParseResult> parse(const nn::Transformer& model, const TranslateOptions& options,
                                const data::Vocabulary& vocab, const std::vector<ParseInput>& inputs,
-                               int64_t n_best, ParseCounts* counts, DType precision) {
-  TranslateOptions all = options;
-  all.n_best = all.beam_size;
-  return parse_inputs(
-      [&](const auto& sources) { return translate(model, sources, all, precision); }, vocab, inputs,
-      n_best, counts);
+                               int64_t n_best, bool constrained, ParseCounts* counts,
+                               DType precision) {
+  auto search = [&](const auto& sources, std::shared_ptr<const decode::Constraint> constraint) {
+    TranslateOptions all = options;
+    all.n_best = all.beam_size;
+    all.constraint = std::move(constraint);
+    return translate(model, sources, all, precision);
+  };
+  return parse_inputs(search, vocab, inputs, n_best, constrained, counts);
 }
 
 }  // namespace tfm::internal::tasks

@@ -1,9 +1,11 @@
 // The parsing task: constituency parsing as translation (the paper's section 6.3), over decode/'s
 // translation and data/'s trees (a layer above both, below eval/, api/ and cli/): the words go in
 // as the source, the model writes the linearised tree (data/tree_sequences.h), and the words and
-// tags are put back. Among a sentence's finished beam hypotheses the best well-formed one wins;
-// when the beam holds none, the best is repaired into a tree over the input's words (data::repair),
-// and counted.
+// tags are put back. With the tree constraint (tasks/tree_constraint.h, the default) the search
+// writes nothing but trees over the input's words. Among a sentence's finished beam hypotheses the
+// best well-formed one wins; when the beam holds none (without the constraint, or when no tree fits
+// the maximum length), the best is repaired into a tree over the input's words (data::repair), and
+// counted.
 #pragma once
 
 #include <cstdint>
@@ -44,17 +46,18 @@ struct ParseCounts {
 };
 
 // Parses every input (in order) with `translator` (its options' n_best is raised to its beam size
-// so that every finished hypothesis is seen). A sentence of more source tokens than the model
+// so that every finished hypothesis is seen), under the tree constraint when `constrained` (then
+// the vocabulary must hold "XX" as a piece). A sentence of more source tokens than the model
 // accepts is an error naming its index.
 std::vector<ParseResult> parse(const decode::Translator& translator, const data::Vocabulary& vocab,
                                const std::vector<ParseInput>& inputs, int64_t n_best,
-                               ParseCounts* counts = nullptr);
+                               bool constrained, ParseCounts* counts = nullptr);
 
 // The same with a training model (validation): translate()'s one-off form, in `precision`.
 std::vector<ParseResult> parse(const nn::Transformer& model,
                                const decode::TranslateOptions& options,
                                const data::Vocabulary& vocab, const std::vector<ParseInput>& inputs,
-                               int64_t n_best, ParseCounts* counts = nullptr,
+                               int64_t n_best, bool constrained, ParseCounts* counts = nullptr,
                                DType precision = DType::f32);
 
 // A sentence's trees from its beam's finished hypotheses (sequences and scores, best first): the
