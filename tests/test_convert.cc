@@ -32,7 +32,8 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path kFixtures = fs::path(tfm_source_dir()) / "tests/fixtures/convert";
-constexpr int64_t kMarianVocab = 54;  // the fixtures' id table, <pad> (54) not counted
+constexpr int64_t kMarianVocab =
+    54;  // the fixtures' id table, the appended <pad> and <s> not counted
 
 const SafeTensors& reference() {
   static const SafeTensors file = read_safetensors(kFixtures / "reference.safetensors");
@@ -63,13 +64,13 @@ Tensor converted_logits(const fs::path& dir, const std::string& name) {
   return model.forward(batch, ctx);
 }
 
-// The converted model's logits against the reference's over its `vocab` tokens; a Marian model's
-// appended <pad> (column `vocab`, when `pad_column`) is never a candidate.
+// The converted model's logits against the reference's over its `vocab` tokens; the `appended`
+// tokens after them (Marian's <pad> and <s>, fairseq's <start>) are never candidates.
 void expect_logits_match(const fs::path& dir, const std::string& name, int64_t vocab,
-                         bool pad_column) {
+                         int64_t appended) {
   const Tensor logits = converted_logits(dir, name);
   const Tensor expected = reference().get(name + ".logits");
-  const int64_t width = vocab + (pad_column ? 1 : 0);
+  const int64_t width = vocab + appended;
   ASSERT_EQ(logits.dim(0), expected.dim(0));
   ASSERT_EQ(logits.dim(1), expected.dim(1));
   ASSERT_EQ(logits.dim(2), width);
@@ -82,9 +83,8 @@ void expect_logits_match(const fs::path& dir, const std::string& name, int64_t v
       max_diff = std::max(max_diff, std::fabs(a[static_cast<size_t>(row * width + v)] - want));
       scale = std::max(scale, std::fabs(want));
     }
-    if (pad_column) {
-      EXPECT_LT(a[static_cast<size_t>(row * width + vocab)], -1e8);
-    }
+    for (int64_t v = vocab; v < width; ++v)
+      EXPECT_LT(a[static_cast<size_t>(row * width + v)], -1e8);
   }
   EXPECT_GT(scale, 1.0);
   EXPECT_LE(max_diff / scale, 2e-5) << name;
@@ -128,7 +128,7 @@ void expect_greedy_match(const fs::path& dir, const std::string& name) {
 TEST(ConvertMarian, PostNormSwishTiedMatchesTheReference) {
   TempDir tmp;
   convert::write_imported_model(convert::import_marian(kFixtures / "marian"), tmp / "m", "marian");
-  expect_logits_match(tmp / "m", "marian", kMarianVocab, true);
+  expect_logits_match(tmp / "m", "marian", kMarianVocab, 2);
   expect_greedy_match(tmp / "m", "marian");
 }
 
@@ -138,7 +138,7 @@ TEST(ConvertMarian, PreNormReluUntiedMatchesTheReference) {
   EXPECT_EQ(model.config["tie_embeddings"], "none");
   EXPECT_EQ(model.config["norm"], "pre");
   convert::write_imported_model(model, tmp / "m", "marian_prenorm");
-  expect_logits_match(tmp / "m", "marian_prenorm", kMarianVocab, true);
+  expect_logits_match(tmp / "m", "marian_prenorm", kMarianVocab, 2);
   expect_greedy_match(tmp / "m", "marian_prenorm");
 }
 
@@ -150,7 +150,7 @@ TEST(ConvertFairseq, PostNormReluSharedSinusoidsMatchTheReference) {
   TempDir tmp;
   const auto model = convert::import_tfm_names(kFixtures / "fairseq_staged");
   convert::write_imported_model(model, tmp / "m", "fairseq");
-  expect_logits_match(tmp / "m", "fairseq", kFairseqVocab, false);
+  expect_logits_match(tmp / "m", "fairseq", kFairseqVocab, 1);
   expect_greedy_match(tmp / "m", "fairseq");
 }
 
@@ -159,7 +159,7 @@ TEST(ConvertFairseq, PreNormGeluUntiedLearnedPositionsMatchTheReference) {
   const auto model = convert::import_tfm_names(kFixtures / "fairseq_prenorm_staged");
   EXPECT_EQ(model.config["positional"], "learned");
   convert::write_imported_model(model, tmp / "m", "fairseq_prenorm");
-  expect_logits_match(tmp / "m", "fairseq_prenorm", kFairseqVocab, false);
+  expect_logits_match(tmp / "m", "fairseq_prenorm", kFairseqVocab, 1);
   expect_greedy_match(tmp / "m", "fairseq_prenorm");
 }
 
@@ -172,9 +172,10 @@ TEST(ConvertMarian, WritesAModelDirectoryWithChecksumsAndTheVocabularies) {
   EXPECT_FALSE(fs::exists(tmp / "m" / "vocab.model"));
   const LoadedModel loaded = load_model_dir(tmp / "m");
   EXPECT_TRUE(loaded.checksums_verified);
-  EXPECT_EQ(loaded.config.vocab_size, kMarianVocab + 1);
+  EXPECT_EQ(loaded.config.vocab_size, kMarianVocab + 2);  // + <pad> (the start) and <s>
   EXPECT_EQ(loaded.config.pad_id, kMarianVocab);
   EXPECT_EQ(loaded.config.decoder_start(), kMarianVocab);
+  EXPECT_EQ(loaded.config.bos_id, kMarianVocab + 1);
   EXPECT_EQ(loaded.config.eos_id, 0);
   EXPECT_EQ(loaded.metadata.at("vocab_crc32:source.spm"),
             crc32_hex(crc32_of_file(kFixtures / "marian/source.spm")));
@@ -187,7 +188,7 @@ TEST(ImportedVocabulary, EncodesWithTheSourceModelAndDecodesWithTheTarget) {
   TempDir tmp;
   convert::write_imported_model(convert::import_marian(kFixtures / "marian"), tmp / "m", "marian");
   const data::Vocabulary vocab = data::Vocabulary::of_model_dir(tmp / "m");
-  EXPECT_EQ(vocab.size(), kMarianVocab + 1);
+  EXPECT_EQ(vocab.size(), kMarianVocab + 2);
   EXPECT_EQ(vocab.path(), tmp / "m" / "vocab.json");
   const std::vector<int32_t> ids = vocab.encode("the cat sat on the mat");
   ASSERT_GT(ids.size(), 2u);
@@ -216,7 +217,7 @@ TEST(ImportedVocabulary, TargetLanguageTokenIsOneIdOrAnError) {
   std::ofstream(tmp / "m" / "vocab.json") << table.dump();
   const data::Vocabulary vocab = data::Vocabulary::of_model_dir(tmp / "m");
   const std::vector<int32_t> ids = vocab.encode(">>deu<< the cat");
-  EXPECT_EQ(ids.front(), kMarianVocab + 1);
+  EXPECT_EQ(ids.front(), kMarianVocab + 2);
   EXPECT_EQ(std::vector<int32_t>(ids.begin() + 1, ids.end()), vocab.encode("the cat"));
 }
 

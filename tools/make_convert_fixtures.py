@@ -31,8 +31,8 @@ Folders written (sources followed, for names, shapes, dtypes and metadata):
                  left out, as save_pretrained does), vocab.json, source.spm, target.spm.
   reference.safetensors
                  per Marian folder ("<name>.src", ".tgt_in", ".logits", ".greedy"): a padded batch of
-                 source ids (tfm's pad id V), teacher-forced target inputs (tfm's decoder start V
-                 first), the logits over Marian's V tokens computed here in float64 with Marian's
+                 source ids (tfm's pad id V, the appended <pad>), teacher-forced target inputs (the
+                 decoder start V, Marian's zero embedding, first), the logits over Marian's V tokens computed here in float64 with Marian's
                  semantics from Marian's arrays (zero start embedding, Marian's [sin | cos]
                  table with log(10000)/(d/2 - 1), LayerNorm eps 1e-6), and the greedy outputs (8 steps, eos 0 ends).
 """
@@ -468,10 +468,10 @@ def fairseq_fixtures(rng, out, src_model, src_pieces, tensors):
         write_fairseq(folder, w, opts, pieces, src_model)
         # What python3 -m tfm.convert stages for `tfm convert --from tfm-names`, for the C++ test.
         spm = os.path.join(folder, "sentencepiece.bpe.model")
-        config, params = CONVERTER.fairseq_model(os.path.join(folder, "checkpoint.pt"))
-        CONVERTER.write_staging(os.path.join(out, name + "_staged"), config, params,
-                                CONVERTER.read_fairseq_dict(os.path.join(folder, "dict.txt")),
-                                spm, spm)
+        config, params, table = CONVERTER.fairseq_conversion(
+            os.path.join(folder, "checkpoint.pt"), os.path.join(folder, "dict.txt"))
+        CONVERTER.write_staging(os.path.join(out, name + "_staged"), config, params, table, spm,
+                                spm)
         srcs = [list(rng.integers(4, vocab, n)) + [FAIRSEQ_EOS] for n in (4, 2, 3)]
         tensors[name + ".greedy"] = np.array(
             [(fairseq_greedy(w, opts, s) + [-1] * 9)[:8] for s in srcs], np.int32)

@@ -45,7 +45,7 @@ def test_converts_to_the_staged_model(cli, capsys, tmp_path, name):
                 "scale_embeddings": True, "sinusoid": "interleaved", "position_offset": 0,
                 "decoder_start_id": -1}
     assert {k: config.get(k, defaults.get(k)) for k in staged} == staged
-    assert config["decoder_start_id"] == 2 and config["position_offset"] == 2
+    assert config["decoder_start_id"] == 40 and config["position_offset"] == 2  # "<start>"
     for piece_file in ("source.spm", "target.spm", "vocab.json"):
         assert (tmp_path / "m" / piece_file).read_bytes() == \
             (FIXTURES / (name + "_staged") / piece_file).read_bytes()

@@ -18,7 +18,8 @@ fairseq (fairseq/models/transformer, fairseq/data/dictionary.py):
   ids    <s> 0, <pad> 1, </s> 2, <unk> 3, then dict.txt's lines ("piece count" each)
   model  sinusoids as [sin | cos] halves with log(10000) / (d/2 - 1) (halves_t2t), positions counted
          from padding_idx + 1 = 2 (position_offset 2), </s> after the source and as the decoder's
-         first input, LayerNorm epsilon 1e-5, no output bias
+         first input (an appended "<start>" token with </s>'s embedding, never an output),
+         LayerNorm epsilon 1e-5
   BPE    a SentencePiece model (--spm; the dictionary's pieces are its pieces); subword-nmt codes
          are not supported
 """
@@ -180,8 +181,34 @@ def fairseq_model(path):
         "activation": activation,
         "tie_embeddings": "all" if shared_all else ("decoder" if shared_out else "none"),
         "output_bias": False, "scale_embeddings": not _option(o, "no_scale_embedding", False),
-        "sinusoid": "halves_t2t", "position_offset": padding + 1, "decoder_start_id": 2}
+        "sinusoid": "halves_t2t", "position_offset": padding + 1}
     return config, params
+
+
+def fairseq_conversion(checkpoint, dictionary):
+    """(config, params, pieces) of a fairseq checkpoint and its dict.txt, ready to stage.
+
+    fairseq starts the decoder from </s> (id 2), which tfm's configuration keeps apart from eos: the
+    start is an appended token "<start>" whose embedding rows are copies of </s>'s and whose output
+    bias is -1e9 (it is never an output: exp(-1e9) is 0 in f32, so the other tokens' probabilities
+    are unchanged).
+    """
+    import torch
+
+    config, params = fairseq_model(checkpoint)
+    pieces = read_fairseq_dict(dictionary)
+    vocab = config["vocab_size"]
+    if len(pieces) != vocab:
+        raise ConversionError(f"{dictionary}: {len(pieces)} ids (4 specials + its lines), but "
+                              f"{checkpoint}'s embeddings have {vocab} rows")
+    eos = FAIRSEQ_SPECIALS.index("</s>")
+    for name in ("embedding.weight", "source_embedding.weight", "target_embedding.weight",
+                 "output_projection.weight"):
+        if name in params:
+            params[name] = torch.cat([params[name], params[name][eos:eos + 1]])
+    params["output_projection.bias"] = torch.cat([torch.zeros(vocab), torch.tensor([-1e9])])
+    config.update(output_bias=True, vocab_size=vocab + 1, decoder_start_id=vocab)
+    return config, params, pieces + ["<start>"]
 
 
 def write_staging(folder, config, params, pieces, source_spm, target_spm, source_eos=True):
@@ -230,11 +257,7 @@ def convert(args):
     for path in (args.input, args.dict, args.spm, args.target_spm or args.spm):
         if not os.path.isfile(path):
             raise ConversionError(f"{path}: no such file")
-    config, params = fairseq_model(args.input)
-    pieces = read_fairseq_dict(args.dict)
-    if len(pieces) != config["vocab_size"]:
-        raise ConversionError(f"{args.dict}: {len(pieces)} ids (4 specials + its lines), but "
-                              f"{args.input}'s embeddings have {config['vocab_size']} rows")
+    config, params, pieces = fairseq_conversion(args.input, args.dict)
     program = find_tfm(args.tfm)
     with tempfile.TemporaryDirectory() as staging:
         write_staging(staging, config, params, pieces, args.spm, args.target_spm or args.spm)

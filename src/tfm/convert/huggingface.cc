@@ -249,7 +249,6 @@ ImportedModel import_huggingface(const fs::path& source) {
               {"layer_norm_eps", 1e-5},  // torch.nn.LayerNorm's default, as modeling_marian uses
               {"pad_id", o.pad},
               {"unk_id", unk - m.pieces.begin()},
-              {"bos_id", o.pad},
               {"eos_id", o.eos},
               {"activation", o.activation},
               {"tie_embeddings", o.tie},
@@ -257,6 +256,9 @@ ImportedModel import_huggingface(const fs::path& source) {
               {"scale_embeddings", o.scale},
               {"sinusoid", "halves"},
               {"decoder_start_id", o.start}};
+  // tfm's configuration needs a <s> apart from <pad> (MarianConfig's bos_token_id is eos's): a zero
+  // row that is never an output.
+  m.config["bos_id"] = append_token(m, "<s>");
   m.source_spm = read_bytes(source / "source.spm");
   m.target_spm = read_bytes(source / "target.spm");
   return m;

@@ -34,6 +34,36 @@ Tensor flattened(const Tensor& tensor) {
   return tensor.view({tensor.numel()});
 }
 
+int64_t append_token(ImportedModel& model, const std::string& piece, int64_t copy_of) {
+  const int64_t id = static_cast<int64_t>(model.pieces.size());
+  for (const std::string& p : model.pieces)
+    TFM_CHECK(p != piece, "the id table already has '{}' (id {}): it cannot be added", piece,
+              &p - model.pieces.data());
+  bool has_bias = false;
+  for (auto& [name, tensor] : model.parameters) {
+    if (name == "output_projection.bias") {
+      tensor = with_values(tensor, 1, kNeverBias);
+      has_bias = true;
+    } else if (name == "embedding.weight" || name == "source_embedding.weight" ||
+               name == "target_embedding.weight" || name == "output_projection.weight") {
+      Tensor grown = with_zero_rows(tensor, 1);
+      const int64_t d = tensor.shape()[1];
+      if (copy_of >= 0)
+        std::memcpy(grown.data<float>() + id * d, tensor.data<float>() + copy_of * d,
+                    static_cast<size_t>(d) * sizeof(float));
+      tensor = grown;
+    }
+  }
+  if (!has_bias) {
+    model.parameters.emplace_back("output_projection.bias",
+                                  with_values(Tensor::zeros({id}), 1, kNeverBias));
+    model.config["output_bias"] = true;
+  }
+  model.pieces.push_back(piece);
+  model.config["vocab_size"] = id + 1;
+  return id;
+}
+
 void write_imported_model(const ImportedModel& model, const std::filesystem::path& dir,
                           const std::string& from) {
   ModelConfig config;

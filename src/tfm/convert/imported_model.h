@@ -39,6 +39,12 @@ Tensor with_values(const Tensor& vector, int64_t extra, float value);
 // A 1 x n or n array as the vector of its n elements.
 Tensor flattened(const Tensor& tensor);
 
+// Appends a token to the model: `piece` to the id table, a row to every vocabulary matrix (zeros, or
+// a copy of token `copy_of`'s row) and kNeverBias to the output bias (created with zeros for the
+// other tokens, and output_bias set, when the model has none), so that the token can be a decoder
+// input (Marian's zero start, fairseq's </s> start) but is never an output. Returns its id.
+int64_t append_token(ImportedModel& model, const std::string& piece, int64_t copy_of = -1);
+
 // The output bias that the converters give the appended <pad> row: its logit is then 0·h - 1e9, so
 // that a search never picks it (exp(-1e9) is 0 in f32, so the other tokens' probabilities are
 // unchanged). Hugging Face forbids it the same way (generation's bad_words_ids = [[pad]]).

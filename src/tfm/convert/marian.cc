@@ -190,38 +190,31 @@ void take_layers(Arrays& a, const MarianOptions& o, ImportedModel& m) {
       take_norm(a, side + "_top", false, side + ".final_norm", d, m);
 }
 
-// The embeddings and the output layer, with the <pad> row appended (Marian starts the decoder
-// from a zero embedding; a zero row as the first input is the same, as Hugging Face's converter
-// does it).
+// The embeddings and the output layer (the <pad> and <s> rows are appended later).
 std::string take_embeddings(Arrays& a, const MarianOptions& o, ImportedModel& m) {
   const int64_t d = o.d_model, v = o.vocab;
   std::string tie;
   if (a.has("Wemb") && !a.has("decoder_ff_logit_out_W")) {
     tie = "all";
-    m.parameters.emplace_back("embedding.weight", with_zero_rows(a.take("Wemb", {v, d}), 1));
+    m.parameters.emplace_back("embedding.weight", a.take("Wemb", {v, d}));
   } else if (a.has("Wemb")) {  // --tied-embeddings-src: one embedding, its own output matrix
     tie = "none";
-    const Tensor embedding = with_zero_rows(a.take("Wemb", {v, d}), 1);
+    const Tensor embedding = a.take("Wemb", {v, d});
     m.parameters.emplace_back("source_embedding.weight", embedding);
     m.parameters.emplace_back("target_embedding.weight", embedding);
-    m.parameters.emplace_back(
-        "output_projection.weight",
-        with_zero_rows(transposed(a.take("decoder_ff_logit_out_W", {d, v})), 1));
+    m.parameters.emplace_back("output_projection.weight",
+                              transposed(a.take("decoder_ff_logit_out_W", {d, v})));
   } else {
-    m.parameters.emplace_back("source_embedding.weight",
-                              with_zero_rows(a.take("encoder_Wemb", {v, d}), 1));
-    m.parameters.emplace_back("target_embedding.weight",
-                              with_zero_rows(a.take("decoder_Wemb", {v, d}), 1));
+    m.parameters.emplace_back("source_embedding.weight", a.take("encoder_Wemb", {v, d}));
+    m.parameters.emplace_back("target_embedding.weight", a.take("decoder_Wemb", {v, d}));
     tie = "decoder";
     if (a.has("decoder_ff_logit_out_W")) {
       tie = "none";
-      m.parameters.emplace_back(
-          "output_projection.weight",
-          with_zero_rows(transposed(a.take("decoder_ff_logit_out_W", {d, v})), 1));
+      m.parameters.emplace_back("output_projection.weight",
+                                transposed(a.take("decoder_ff_logit_out_W", {d, v})));
     }
   }
-  m.parameters.emplace_back("output_projection.bias",
-                            with_values(a.take("decoder_ff_logit_out_b", {v}), 1, kNeverBias));
+  m.parameters.emplace_back("output_projection.bias", a.take("decoder_ff_logit_out_b", {v}));
   return tie;
 }
 
@@ -313,7 +306,6 @@ ImportedModel import_marian(const fs::path& source) {
             options.vocab);
   TFM_CHECK(m.pieces.size() >= 2 && m.pieces[0] == "</s>" && m.pieces[1] == "<unk>",
             "{}: ids 0 and 1 must be </s> and <unk> (Marian's)", vocab.string());
-  m.pieces.push_back("<pad>");
   m.parameters.reserve(16 * static_cast<size_t>(options.layers) + 8);
   const std::string tie = take_embeddings(arrays, options, m);
   // Learned positions (--transformer-train-position-embeddings): one table, Wpos, for both stacks.
@@ -327,7 +319,6 @@ ImportedModel import_marian(const fs::path& source) {
   }
   take_layers(arrays, options, m);
   arrays.check_all_used();
-  const int64_t pad = options.vocab;
   m.config = {{"layers", options.layers},
               {"d_model", options.d_model},
               {"d_ff", options.d_ff},
@@ -336,20 +327,23 @@ ImportedModel import_marian(const fs::path& source) {
               {"d_v", options.d_model / options.heads},
               {"positional", learned ? "learned" : "sinusoidal"},
               {"max_positions", positions},
-              {"vocab_size", options.vocab + 1},
+              {"vocab_size", options.vocab},
               {"norm", options.pre_norm ? "pre" : "post"},
               {"attention_bias", true},
               {"layer_norm_eps", 1e-6},  // transformer.h's layerNorm
-              {"pad_id", pad},
               {"unk_id", 1},
-              {"bos_id", pad},
               {"eos_id", 0},
               {"activation", options.activation},
               {"tie_embeddings", tie},
               {"output_bias", true},
               {"scale_embeddings", true},
-              {"sinusoid", "halves_t2t"},  // node_initializers.cpp's sinusoidalPositionEmbeddings
-              {"decoder_start_id", pad}};
+              {"sinusoid", "halves_t2t"}};  // node_initializers.cpp's sinusoidalPositionEmbeddings
+  // Marian starts the decoder from a zero embedding: a zero <pad> row as the first input, as
+  // Hugging Face's converter appends it. tfm's configuration also needs a <s> apart from <pad>
+  // (another zero row); neither is ever an output.
+  m.config["pad_id"] = append_token(m, "<pad>");
+  m.config["decoder_start_id"] = m.config["pad_id"];
+  m.config["bos_id"] = append_token(m, "<s>");
   m.source_spm = read_bytes(source / "source.spm");
   m.target_spm = read_bytes(source / "target.spm");
   return m;
