@@ -419,7 +419,7 @@ TEST(ConvertCTranslate2, ModelBinIsTheBenchScriptsByteForByte) {
   fs::copy(fs::path(tfm_source_dir()) / "tests/fixtures/tiny", tmp / "tiny",
            fs::copy_options::recursive);
   std::vector<std::string> pieces = {"<pad>", "<unk>", "<s>", "</s>"};
-  for (int i = 4; i < 60; ++i) pieces.push_back("w" + std::to_string(i));
+  for (int i = 4; i < 60; ++i) pieces.push_back(fmt::format("w{}", i));
   std::ofstream(tmp / "tiny" / "vocab.json") << nlohmann::json({{"pieces", pieces}}).dump();
   convert::export_ctranslate2(tmp / "tiny", tmp / "f32", false);
   convert::export_ctranslate2(tmp / "tiny", tmp / "int8", true);
