@@ -548,12 +548,41 @@ def _self_check():
     assert logits.shape == (2, 3, 20) and torch.isfinite(loss)
     for norm in ("post", "pre"):
         _cross_check_with_torch_layers(norm)
+    _check_sinusoid_layouts()
     if hasattr(F, "scaled_dot_product_attention"):  # PyTorch 2.0+
         _check_sdpa()
     else:
         print(f"reference_model: no scaled_dot_product_attention in torch {torch.__version__}; "
               "the sdpa attention is not checked")
     print("reference_model self-check passed")
+
+
+def _check_sinusoid_layouts():
+    """The two half layouts against the formulas of the code that writes them: HF MarianMT's
+    MarianSinusoidalPositionalEmbedding._init_weight (pos / 10000^(2 (j // 2) / dim); sin of the even
+    j in the first half, cos of the odd j in the second) and fairseq's
+    SinusoidalPositionalEmbedding.get_embedding (exp(arange(half) * -log(10000) / (half - 1)),
+    cat([sin, cos])), transcribed; and every variant key's model runs forward and backward."""
+    n, dim = 11, 12
+    hf = [[pos / 10000 ** (2 * (j // 2) / dim) for j in range(dim)] for pos in range(n)]
+    want = torch.tensor([[math.sin(row[j]) for j in range(0, dim, 2)] +
+                         [math.cos(row[j]) for j in range(1, dim, 2)] for row in hf], dtype=torch.float64)
+    assert torch.allclose(sinusoidal_encoding(n, dim, torch.float64, layout="halves"), want, atol=1e-12)
+    half = dim // 2
+    freq = torch.exp(torch.arange(half, dtype=torch.float64) * -(math.log(10000) / (half - 1)))
+    angle = torch.arange(n, dtype=torch.float64)[:, None] * freq[None, :]
+    want = torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)
+    assert torch.allclose(sinusoidal_encoding(n, dim, torch.float64, layout="halves_t2t"), want, atol=1e-12)
+    assert torch.allclose(sinusoidal_encoding(4, dim, torch.float64, layout="halves_t2t", first=2), want[2:6])
+    small = {"layers": 1, "d_model": 8, "d_ff": 16, "heads": 2, "d_k": 4, "d_v": 4, "vocab_size": 20,
+             "max_positions": 16, "dropout": 0.0}
+    for variant in ({"activation": "gelu", "tie_embeddings": "decoder", "sinusoid": "halves"},
+                    {"activation": "swish", "tie_embeddings": "none", "output_bias": True,
+                     "scale_embeddings": False, "positional": "learned", "position_offset": 2}):
+        model = Transformer(make_config({**small, **variant}))
+        logits = model(torch.tensor([[5, 6, 7]]), torch.tensor([[2, 5, 6]]))
+        model.loss(logits, torch.tensor([[5, 6, 3]])).backward()
+        assert all(p.grad is not None for p in model.parameters()), variant
 
 
 def _check_sdpa():
