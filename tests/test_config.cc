@@ -329,6 +329,8 @@ TEST(ModelConfig, VariantKeysRoundTripAndAreLeftOutAtTheirDefaults) {
   EXPECT_EQ(ModelConfig{}.decoder_start(), 2);
   EXPECT_EQ(c.decoder_start(), 0);
   EXPECT_EQ(c.longest_sequence(), 1022);
+  // fairseq's decoder starts from eos (its prev_output_tokens are </s> y1 .. yn).
+  EXPECT_EQ(config_from_json(nlohmann::json{{"decoder_start_id", 3}}).decoder_start(), 3);
 
   TempDir dir;
   save_config(dir / "config.json", c);
@@ -393,7 +395,6 @@ TEST(ModelConfig, JsonValidationNamesTheKeyAndTheProblem) {
       {with("position_offset", 1024), {"'position_offset' must be in [0, max_positions)", "1024"}},
       {with("decoder_start_id", -2), {"'decoder_start_id' must be a token id or -1", "-2"}},
       {with("decoder_start_id", 37000), {"'decoder_start_id' must be -1 (the bos_id) or a token"}},
-      {with("decoder_start_id", 3), {"'decoder_start_id' must not be the eos_id 3"}},
       {json::array({1, 2}), {"must be a JSON object"}},
   };
   for (const auto& [input, parts] : cases) {

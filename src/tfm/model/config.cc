@@ -172,8 +172,6 @@ void validate_variants(const ModelConfig& c) {
             "configuration key 'decoder_start_id' must be -1 (the bos_id) or a token id in [0, "
             "vocab_size) = [0, {}), got {}",
             c.vocab_size, c.decoder_start_id);
-  TFM_CHECK(c.decoder_start_id != c.eos_id,
-            "configuration key 'decoder_start_id' must not be the eos_id {}", c.eos_id);
 }
 
 template <typename Json>
