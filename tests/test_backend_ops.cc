@@ -166,6 +166,12 @@ TEST_P(BackendOpsBasic, AddReluReshape) {
   // relu's backward adds to the gradient the add wrote first.
   expect_op_matches("add(relu(x), x)", {a}, {true},
                     [](auto& x) { return ops::add(ops::relu(x[0]), x[0]); });
+  // gelu and swish over [-4, 4), their backwards accumulating after the add's write.
+  const Tensor wide = uniform_tensor({37, 5}, 6, -4.0f, 4.0f);
+  expect_op_matches("gelu", {wide}, {true}, [](auto& x) { return ops::gelu(x[0]); });
+  expect_op_matches("swish", {wide}, {true}, [](auto& x) { return ops::swish(x[0]); });
+  expect_op_matches("add(gelu(x), swish(x))", {wide}, {true},
+                    [](auto& x) { return ops::add(ops::gelu(x[0]), ops::swish(x[0])); });
   expect_op_matches("reshape", {a, uniform_tensor({5, 37}, 3)}, {true, true}, [](auto& x) {
     return ops::add(ops::add(ops::reshape(x[0], {5, 37}), ops::reshape(ops::relu(x[0]), {5, 37})),
                     ops::reshape(x[1], {5, 37}));
@@ -943,6 +949,24 @@ TEST_P(BackendOpsTopK, ShortRows) {
   const Tensor t = uniform_tensor({33, 7}, 10);
   expect_same_top_k(ops::top_k(t, 8, -1), ops::top_k(on_backend(t), 8, -1), "n 7, k 8");
   expect_same_top_k(ops::top_k(t, 3, 0), ops::top_k(on_backend(t), 3, 0), "n 7, k 3");
+}
+
+// The output layer of a search step (ops::output_log_softmax_top) with an output bias (config
+// output_bias): the CPU's fused kernel and the backend's product, log-softmax and top-k pick the
+// same tokens with the same log-probabilities (products in another order: within f32 rounding).
+TEST_P(BackendOpsTopK, OutputLayerWithBias) {
+  const int64_t rows = 5, d = 32, vocab = 3000, k = 6;
+  const Tensor hidden = uniform_tensor({rows, d}, 11), embedding = uniform_tensor({vocab, d}, 12);
+  const Tensor bias = uniform_tensor({vocab}, 13, -4.0f, 4.0f);
+  for (const Tensor& b : {Tensor(), bias}) {
+    const std::string what = b.defined() ? "with bias" : "without bias";
+    const ops::TopK cpu = ops::output_log_softmax_top(hidden, embedding, k, -1, {}, 1024, b);
+    const ops::TopK gpu =
+        ops::output_log_softmax_top(on_backend(hidden), on_backend(embedding), k, -1, {}, 1024,
+                                    b.defined() ? on_backend(b) : Tensor());
+    EXPECT_EQ(cpu.indices.to_ints(), gpu.indices.to(Device::cpu).to_ints()) << what;
+    expect_matches_cpu(cpu.values, gpu.values, basic::kF32, what);
+  }
 }
 
 // ---- cache_write, cache_gather ----

@@ -240,6 +240,10 @@ TEST(Batcher, MakesRightPaddedBatchesWithBosAndEos) {
   EXPECT_EQ(batch.src_lengths, (std::vector<int32_t>{1, 3}));
   EXPECT_EQ(batch.src_tokens, 4);
   EXPECT_EQ(batch.tgt_tokens, 8);
+  // A model whose decoder starts from another id (config decoder_start_id) gets it in place of bos.
+  const nn::Batch started = model_batch(ids, 1);
+  EXPECT_EQ(started.tgt_in.to_ints(), (std::vector<int32_t>{1, 22, 23, 24, 25, 1, 20, 21, 0, 0}));
+  EXPECT_EQ(started.tgt_out.to_ints(), batch.tgt_out.to_ints());
 
   // Every batch of an epoch, against the corpus.
   const Corpus random = random_corpus(400, 25, 6);

@@ -200,6 +200,48 @@ TEST(ParameterSpecs, BaseHasNoOptionalTensorsAndUniqueNames) {
   EXPECT_EQ(specs.back().name, "decoder.layers.5.ffn_norm.bias");
 }
 
+// tie_embeddings and output_bias name the vocabulary matrices first, in this order, and add their
+// size to the count: V*d per extra matrix, V for the bias.
+TEST(ParameterSpecs, VocabularyMatricesOfTheTieVariants) {
+  const ModelConfig base = preset("base");
+  const int64_t vd = base.vocab_size * base.d_model;
+  const std::vector<std::pair<ModelConfig, std::vector<std::string>>> cases = [&] {
+    ModelConfig all_bias = base, decoder = base, none_bias = base;
+    all_bias.output_bias = true;
+    decoder.tie_embeddings = "decoder";
+    none_bias.tie_embeddings = "none", none_bias.output_bias = true;
+    return std::vector<std::pair<ModelConfig, std::vector<std::string>>>{
+        {all_bias, {"embedding.weight", "output_projection.bias"}},
+        {decoder, {"source_embedding.weight", "target_embedding.weight"}},
+        {none_bias,
+         {"source_embedding.weight", "target_embedding.weight", "output_projection.weight",
+          "output_projection.bias"}}};
+  }();
+  for (const auto& [config, names] : cases) {
+    SCOPED_TRACE(config.tie_embeddings);
+    validate(config);
+    const std::vector<ParameterSpec> specs = parameter_specs(config);
+    for (size_t i = 0; i < names.size(); ++i) {
+      EXPECT_EQ(specs[i].name, names[i]);
+      const Shape expected = names[i].ends_with(".bias") ? Shape{base.vocab_size}
+                                                         : Shape{base.vocab_size, base.d_model};
+      EXPECT_EQ(specs[i].shape, expected);
+    }
+    EXPECT_TRUE(specs[names.size()].name.starts_with("encoder.")) << specs[names.size()].name;
+    const int64_t extra = (config.tie_embeddings == "decoder" ? vd
+                           : config.tie_embeddings == "none"  ? 2 * vd
+                                                              : 0) +
+                          (config.output_bias ? base.vocab_size : 0);
+    EXPECT_EQ(parameter_count(config), parameter_count(base) + extra);
+    EXPECT_EQ(parameter_breakdown(config).embedding, vd + extra);
+  }
+  // The other variant keys add no parameter.
+  ModelConfig other = base;
+  other.activation = "gelu", other.scale_embeddings = false, other.sinusoid = "halves";
+  other.position_offset = 2, other.decoder_start_id = 0;
+  EXPECT_EQ(parameter_count(other), parameter_count(base));
+}
+
 // The FLOPs as a list of matrix products (M x K) @ (K x N), each 2*M*K*N.
 double matmul_flops(const ModelConfig& c, double S, double T) {
   const double d = c.d_model, hk = c.heads * c.d_k, hv = c.heads * c.d_v, h = c.heads;
@@ -255,6 +297,46 @@ TEST(ModelConfig, JsonRoundTrip) {
     EXPECT_EQ(entry.path().filename(), "config.json");  // no temporary file left behind
 }
 
+// The variant keys (activation .. decoder_start_id) are written only when they differ from their
+// defaults: a paper-architecture config.json is the file written before they existed.
+TEST(ModelConfig, VariantKeysRoundTripAndAreLeftOutAtTheirDefaults) {
+  const nlohmann::ordered_json plain = config_to_json(ModelConfig{});
+  EXPECT_EQ(plain.size(), 20u);
+  EXPECT_EQ(plain.dump(),
+            R"({"layers":6,"d_model":512,"d_ff":2048,"heads":8,"d_k":64,"d_v":64,"dropout":0.1,)"
+            R"("attention_dropout":0.0,"label_smoothing":0.1,"positional":"sinusoidal",)"
+            R"("max_positions":1024,"vocab_size":37000,"norm":"post","attention_bias":false,)"
+            R"("layer_norm_eps":1e-05,"pad_id":0,"unk_id":1,"bos_id":2,"eos_id":3,)"
+            R"("task":"translation"})");
+  EXPECT_EQ(config_keys().size(), 27u);
+  EXPECT_EQ(config_keys().back(), "decoder_start_id");
+
+  ModelConfig c;
+  c.activation = "swish", c.tie_embeddings = "none", c.output_bias = true;
+  c.scale_embeddings = false, c.sinusoid = "halves_t2t", c.position_offset = 2;
+  c.decoder_start_id = 0;
+  const nlohmann::ordered_json written = config_to_json(c);
+  EXPECT_EQ(written.size(), 27u);
+  EXPECT_EQ(config_from_json(written), c);
+  ModelConfig one;
+  one.activation = "gelu";
+  EXPECT_EQ(config_to_json(one).size(), 21u);
+  EXPECT_EQ(config_to_json(one)["activation"], "gelu");
+  EXPECT_EQ(config_from_json(config_to_json(one)), one);
+  // Given at their defaults, they read as absent.
+  EXPECT_EQ(config_from_json(nlohmann::json{{"sinusoid", "interleaved"}, {"decoder_start_id", -1}}),
+            ModelConfig{});
+  EXPECT_EQ(ModelConfig{}.decoder_start(), 2);
+  EXPECT_EQ(c.decoder_start(), 0);
+  EXPECT_EQ(c.longest_sequence(), 1022);
+  // fairseq's decoder starts from eos (its prev_output_tokens are </s> y1 .. yn).
+  EXPECT_EQ(config_from_json(nlohmann::json{{"decoder_start_id", 3}}).decoder_start(), 3);
+
+  TempDir dir;
+  save_config(dir / "config.json", c);
+  EXPECT_EQ(load_config(dir / "config.json"), c);
+}
+
 TEST(ModelConfig, PartialJsonOverridesDefaults) {
   const ModelConfig c = config_from_json(nlohmann::json{{"layers", 3}, {"vocab_size", 500}});
   EXPECT_EQ(c.layers, 3);
@@ -301,6 +383,18 @@ TEST(ModelConfig, JsonValidationNamesTheKeyAndTheProblem) {
       {with("eos_id", 37000), {"'eos_id' must be a token id in [0, vocab_size)", "37000"}},
       {with("pad_id", -1), {"'pad_id' must be a non-negative token id"}},
       {with("bos_id", 3), {"'bos_id' and 'eos_id' must be different", "both are 3"}},
+      {with("activation", "tanh"), {"'activation' must be one of \"relu\", \"gelu\"", "tanh"}},
+      {with("activation", true), {"'activation' must be a string"}},
+      {with("tie_embeddings", "encoder"), {"'tie_embeddings' must be one of", "\"encoder\""}},
+      {with("output_bias", "yes"), {"'output_bias' must be true or false"}},
+      {with("scale_embeddings", 1), {"'scale_embeddings' must be true or false"}},
+      {with("sinusoid", "halfs"), {"'sinusoid' must be one of", "\"halves_t2t\"", "halfs"}},
+      {json{{"sinusoid", "halves_t2t"}, {"d_model", 2}, {"heads", 1}},
+       {"'sinusoid' \"halves_t2t\" needs d_model >= 4, got 2"}},
+      {with("position_offset", -1), {"'position_offset' must be in [0, max_positions)"}},
+      {with("position_offset", 1024), {"'position_offset' must be in [0, max_positions)", "1024"}},
+      {with("decoder_start_id", -2), {"'decoder_start_id' must be a token id or -1", "-2"}},
+      {with("decoder_start_id", 37000), {"'decoder_start_id' must be -1 (the bos_id) or a token"}},
       {json::array({1, 2}), {"must be a JSON object"}},
   };
   for (const auto& [input, parts] : cases) {

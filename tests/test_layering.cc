@@ -44,6 +44,8 @@ const std::map<std::string, std::set<std::string>>& allowed_includes() {
       {"decode", {"core", "ops", "nn", "model", "io"}},
       {"tasks", {"core", "io", "model", "nn", "data", "decode"}},
       {"translation", {"core", "ops", "io", "model", "nn", "data", "decode"}},
+      // Other frameworks' models in and out (tfm convert): files to a model directory.
+      {"convert", {"core", "io", "model", "data"}},
       {"eval", {"core", "io", "model", "nn", "data", "decode", "tasks", "translation"}},
       {"viz", {"core", "io", "model", "nn", "data", "decode"}},
       {"serve", {"core", "io", "model", "data", "decode", "translation"}},
@@ -55,7 +57,7 @@ const std::map<std::string, std::set<std::string>>& allowed_includes() {
         "viz", "translation"}},
       {"cli",
        {"core", "ops", "io", "model", "nn", "data", "dist", "train", "decode", "tasks", "eval",
-        "api", "viz", "serve", "translation", "sweep"}},
+        "api", "viz", "serve", "translation", "sweep", "convert"}},
   };
   return table;
 }

@@ -109,14 +109,17 @@ TEST(OpsTopK, LongRowsWithManyTiesMatchTheSortedReference) {
 }
 
 // Plain embedding, or packed in blocks of `block` tokens (ops::pack_weight, f32) as an inference
-// model packs its output layer.
-void check_output_log_softmax_top(bool packed) {
+// model packs its output layer; with `bias`, an output bias added to every logit (config
+// output_bias), large enough to change the ranking.
+void check_output_log_softmax_top(bool packed, bool bias = false) {
   const int64_t rows = 3, d = 8, vocab = 45, k = 5, excluded = 4;
   const std::vector<float> h = random_floats(rows * d, 3), e = random_floats(vocab * d, 4);
+  std::vector<float> b = random_floats(vocab, 5);
+  for (float& x : b) x *= 4.0f;
   std::vector<double> logits(static_cast<size_t>(rows * vocab));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t v = 0; v < vocab; ++v) {
-      double s = 0;
+      double s = bias ? b[static_cast<size_t>(v)] : 0.0;
       for (int64_t i = 0; i < d; ++i)
         s += static_cast<double>(h[static_cast<size_t>(r * d + i)]) *
              e[static_cast<size_t>(v * d + i)];
@@ -131,8 +134,9 @@ void check_output_log_softmax_top(bool packed) {
     for (int64_t first = 0; first < vocab; first += block)
       blocks.push_back(ops::pack_weight(embedding.slice_rows(first, std::min(vocab, first + block)),
                                         DType::f32));
-  const ops::TopK top = ops::output_log_softmax_top(Tensor::from_floats({rows, d}, h), embedding, k,
-                                                    excluded, blocks, block);
+  const ops::TopK top =
+      ops::output_log_softmax_top(Tensor::from_floats({rows, d}, h), embedding, k, excluded, blocks,
+                                  block, bias ? Tensor::from_floats({vocab}, b) : Tensor());
   const std::vector<int32_t> tokens = top.indices.to_ints(), counts = top.counts.to_ints();
   const std::vector<float> values = top.values.to_floats();
   for (int64_t r = 0; r < rows; ++r) {
@@ -153,6 +157,11 @@ TEST(OpsOutputLogSoftmaxTop, MatchesLogitsLogSoftmaxTopK) {
 
 TEST(OpsOutputLogSoftmaxTop, PackedBlocksMatchLogitsLogSoftmaxTopK) {
   check_output_log_softmax_top(true);
+}
+
+TEST(OpsOutputLogSoftmaxTop, OutputBiasIsAddedToTheLogits) {
+  check_output_log_softmax_top(false, true);
+  check_output_log_softmax_top(true, true);
 }
 
 // cache_write then cache_gather (with and without a slot table) on f32 and bf16 buffers, against

@@ -1,4 +1,4 @@
-// add, relu, reshape, and gradient accumulation when one tensor feeds several ops.
+// add, relu, gelu, swish, reshape, and gradient accumulation when one tensor feeds several ops.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -79,6 +79,43 @@ TEST(OpsRelu, ForwardAndGradients) {
           return y;
         });
   }
+}
+
+// gelu (erf form) and swish against double references, their gradients against finite
+// differences, over [-4, 4) where both bend (and the tails of gelu's Phi matter).
+TEST(OpsGeluSwish, ForwardAndGradients) {
+  std::mt19937 rng(23);
+  for (const Shape& shape : kShapes) {
+    SCOPED_TRACE(shape.str());
+    check_op(
+        {{shape, random_f32_values(shape.numel(), rng, -4.0, 4.0)}},
+        [](const std::vector<Tensor>& t) { return ops::gelu(t[0]); },
+        [](const std::vector<Values>& v) {
+          Values y(v[0].size());
+          for (size_t i = 0; i < y.size(); ++i)
+            y[i] = 0.5 * v[0][i] * (1.0 + std::erf(v[0][i] / std::sqrt(2.0)));
+          return y;
+        });
+    check_op(
+        {{shape, random_f32_values(shape.numel(), rng, -4.0, 4.0)}},
+        [](const std::vector<Tensor>& t) { return ops::swish(t[0]); },
+        [](const std::vector<Values>& v) {
+          Values y(v[0].size());
+          for (size_t i = 0; i < y.size(); ++i) y[i] = v[0][i] / (1.0 + std::exp(-v[0][i]));
+          return y;
+        });
+  }
+  // Known values: gelu(1) = Phi(1) = 0.841344746, swish(1) = sigmoid(1) = 0.731058579; far tails.
+  const Tensor x = Tensor::from_floats({4}, {1.0f, -1.0f, -30.0f, 30.0f});
+  const std::vector<float> g = ops::gelu(x).to_floats(), s = ops::swish(x).to_floats();
+  EXPECT_NEAR(g[0], 0.841344746f, 1e-6);
+  EXPECT_NEAR(g[1], -0.158655254f, 1e-6);
+  EXPECT_EQ(g[2], 0.0f);
+  EXPECT_EQ(g[3], 30.0f);
+  EXPECT_NEAR(s[0], 0.731058579f, 1e-6);
+  EXPECT_NEAR(s[1], -0.268941421f, 1e-6);
+  EXPECT_NEAR(s[2], -30.0f * std::exp(-30.0f), 1e-15);
+  EXPECT_EQ(s[3], 30.0f);
 }
 
 // Sizes above the kernels' parallel threshold, against a direct reference (finite differences

@@ -67,11 +67,8 @@ TEST(Recipe, ReadsSectionsModelOverridesAndEnvironment) {
 // of config.json but those the vocabulary decides is a recipe option, and reaches the model.
 TEST(Recipe, ModelSectionTakesEveryConfigurationKey) {
   const std::vector<std::string> options = recipe_keys();
-  const nlohmann::ordered_json written = config_to_json(ModelConfig{});
-  ASSERT_EQ(config_keys().size(), written.size());
-  size_t i = 0;
-  for (const auto& [key, value] : written.items()) {
-    EXPECT_EQ(config_keys()[i++], key);
+  for (std::string_view key_view : config_keys()) {
+    const std::string key(key_view);
     const bool decided_by_vocabulary = key == "vocab_size" || key.ends_with("_id");
     EXPECT_EQ(std::count(options.begin(), options.end(), "model." + key),
               decided_by_vocabulary ? 0 : 1)

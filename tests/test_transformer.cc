@@ -64,11 +64,14 @@ float loss_of(const nn::Transformer& model, const nn::Batch& batch) {
 }
 
 TEST(Transformer, ParametersFollowTheDocumentedSpec) {
-  for (int variant = 0; variant < 4; ++variant) {
+  for (int variant = 0; variant < 7; ++variant) {
     ModelConfig c = tiny_config();
     if (variant == 1) c.norm = "pre";
     if (variant == 2) c.positional = "learned";
     if (variant == 3) c.attention_bias = true;
+    if (variant == 4) c.tie_embeddings = "decoder";
+    if (variant == 5) c.tie_embeddings = "none", c.output_bias = true;
+    if (variant == 6) c.output_bias = true;
     nn::Transformer model(c);
     auto params = model.named_parameters();
     auto specs = parameter_specs(c);
@@ -78,6 +81,73 @@ TEST(Transformer, ParametersFollowTheDocumentedSpec) {
       EXPECT_EQ(params[i].second.shape(), specs[i].shape) << specs[i].name;
     }
   }
+}
+
+// The sinusoid layouts (docs/MODEL_FORMAT.md "Sinusoids") against their formulas in double; a
+// table from row `first` holds the same rows as the whole table.
+TEST(Transformer, SinusoidLayoutsFollowTheirFormulas) {
+  const int64_t d = 12, half = d / 2;
+  for (const std::string layout : {"interleaved", "halves", "halves_t2t"}) {
+    SCOPED_TRACE(layout);
+    const std::vector<float> table = nn::sinusoidal_positions(40, d, 0, layout).to_floats();
+    for (int64_t pos : {0, 1, 7, 39}) {
+      for (int64_t i = 0; i < half; ++i) {
+        const double w = layout == "halves_t2t"
+                             ? std::exp(-static_cast<double>(i) * std::log(10000.0) /
+                                        static_cast<double>(half - 1))
+                             : std::pow(10000.0, -2.0 * static_cast<double>(i) / d);
+        const int64_t sin_column = layout == "interleaved" ? 2 * i : i;
+        const int64_t cos_column = layout == "interleaved" ? 2 * i + 1 : half + i;
+        EXPECT_NEAR(table[pos * d + sin_column], std::sin(pos * w), 1e-7) << pos << " " << i;
+        EXPECT_NEAR(table[pos * d + cos_column], std::cos(pos * w), 1e-7) << pos << " " << i;
+      }
+    }
+    const std::vector<float> rows = nn::sinusoidal_positions(5, d, 30, layout).to_floats();
+    EXPECT_TRUE(std::equal(rows.begin(), rows.end(), table.begin() + 30 * d));
+  }
+  // The interleaved table is the one models had before the layouts (the default).
+  EXPECT_EQ(nn::sinusoidal_positions(9, d).to_floats(),
+            nn::sinusoidal_positions(9, d, 0, "interleaved").to_floats());
+  expect_error([] { nn::sinusoidal_positions(2, d, 0, "spiral"); },
+               {"unknown sinusoid layout 'spiral'"});
+}
+
+// position_offset shifts the rows every position reads, learned or sinusoidal: the same weights
+// read at other rows compute another loss, and a learned table moved down by the offset gives the
+// unshifted model's loss back.
+TEST(Transformer, PositionOffsetShiftsTheRowsRead) {
+  for (const std::string positional : {"sinusoidal", "learned"}) {
+    SCOPED_TRACE(positional);
+    ModelConfig c = tiny_config();
+    c.positional = positional;
+    nn::Transformer plain(c);
+    plain.init(3);
+    ModelConfig shifted_config = c;
+    shifted_config.position_offset = 2;
+    const nn::Transformer shifted(shifted_config, plain.named_parameters());
+    const nn::Batch batch = make_batch(kSrc, kTgt, 5, 6);
+    EXPECT_NE(loss_of(shifted, batch), loss_of(plain, batch));
+    if (positional == "learned") {
+      nn::NamedTensors moved = plain.named_parameters();
+      for (auto& [name, tensor] : moved) {
+        if (!name.ends_with("positions.weight")) continue;
+        const std::vector<float> from = tensor.to_floats();
+        std::vector<float> to(from.size(), 0.0f);
+        const int64_t d = c.d_model, rows = tensor.dim(0);
+        for (int64_t r = 2; r < rows; ++r)
+          std::copy_n(from.begin() + (r - 2) * d, d, to.begin() + r * d);
+        tensor = Tensor::from_floats(tensor.shape(), to);
+      }
+      const nn::Transformer moved_model(shifted_config, moved);
+      EXPECT_NEAR(loss_of(moved_model, batch), loss_of(plain, batch), 1e-6);
+    }
+  }
+  // Longer than max_positions less the offset: refused, naming both.
+  ModelConfig c = tiny_config();
+  c.positional = "learned", c.max_positions = 7, c.position_offset = 2;
+  nn::Transformer model(c);
+  expect_error([&] { loss_of(model, make_batch(kSrc, kTgt, 6, 6)); },
+               {"sequence of 6 tokens exceeds max_positions 7 less position_offset 2"});
 }
 
 // A model built from loaded weights adopts them: every parameter shares the given tensor's storage

@@ -2,6 +2,11 @@
 """Writes the whole-model reference fixture tests/fixtures/tiny/ that the C++ model is tested against.
 
   /usr/bin/python3 tools/make_reference_fixture.py [--out tests/fixtures/tiny]
+  /usr/bin/python3 tools/make_reference_fixture.py --variant NAME [--out tests/fixtures/variants/NAME]
+
+--variant writes a smaller model of one group of the model variants other toolkits need (VARIANTS
+below: the config keys of docs/MODEL_FORMAT.md that Marian, Hugging Face MarianMT and fairseq
+models use), in the same files; `--variant all` writes every group.
 
 Files: config.json (the spec's keys), model.safetensors (the initial parameters, F32, the spec's names and
 order), reference.safetensors (a padded batch, the logits, the loss, every parameter's gradient and the
@@ -25,7 +30,8 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from read_safetensors import read_safetensors  # noqa: E402
-from reference_model import Transformer, learning_rate, make_config, make_optimizer  # noqa: E402
+from reference_model import (VOCABULARY_MATRICES, Transformer, config_json, decoder_start,  # noqa: E402
+                             learning_rate, make_config, make_optimizer)
 
 SEED = 20240607
 WARMUP = 4
@@ -39,6 +45,26 @@ TINY_CONFIG = make_config({
     "attention_bias": False, "layer_norm_eps": 1e-5,
     "pad_id": 0, "unk_id": 1, "bos_id": 2, "eos_id": 3,
 })
+# Smaller models (d_model 8, V 24) of the variant groups: together they set every variant key off
+# its default at least once, and each sets several at once as the toolkit it is named after does.
+_SMALL = {"layers": 2, "d_model": 8, "d_ff": 16, "heads": 2, "d_k": 4, "d_v": 4,
+          "dropout": 0.0, "max_positions": 16, "vocab_size": 24}
+VARIANTS = {
+    # Marian / OPUS-MT: swish, [sin | cos] halves with tensor2tensor's frequencies, biases on the
+    # attention projections and the logits, the decoder starting from the pad id.
+    "marian": {"activation": "swish", "sinusoid": "halves_t2t", "output_bias": True,
+               "attention_bias": True, "decoder_start_id": 0},
+    # Hugging Face style: gelu, the halves with the paper's frequencies, a separate source
+    # embedding, unscaled embeddings, pre-norm, positions shifted by 2, LayerNorm eps 1e-6.
+    "huggingface": {"activation": "gelu", "sinusoid": "halves", "tie_embeddings": "decoder",
+                    "scale_embeddings": False, "norm": "pre", "position_offset": 2,
+                    "layer_norm_eps": 1e-6},
+    # fairseq: learned positions from padding_idx + 1 = 2, three untied vocabulary matrices, an
+    # output bias, pre-norm with final norms, attention biases, the decoder starting from eos.
+    "fairseq": {"positional": "learned", "position_offset": 2, "tie_embeddings": "none",
+                "output_bias": True, "norm": "pre", "attention_bias": True, "decoder_start_id": 3},
+}
+
 SOURCE_LENGTHS = (7, 5, 3)
 TARGET_LENGTHS = (6, 8, 4)  # without bos/eos; tgt_in = bos y, tgt_out = y eos
 FIRST_WORD_ID = 4  # ids below are pad/unk/bos/eos
@@ -73,7 +99,7 @@ def initialise(model):
     d = model.cfg["d_model"]
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name == "embedding.weight" or name.endswith("positions.weight"):
+            if name in VOCABULARY_MATRICES or name.endswith("positions.weight"):
                 nn.init.normal_(p, 0.0, d**-0.5)
             elif name.endswith("norm.weight"):
                 p.copy_(1.0 + 0.1 * torch.randn_like(p))
@@ -93,7 +119,7 @@ def make_batch(cfg):
     for i, (ls, lt) in enumerate(zip(SOURCE_LENGTHS, TARGET_LENGTHS)):
         src[i, :ls] = torch.randint(FIRST_WORD_ID, cfg["vocab_size"], (ls,), dtype=torch.int32)
         words = torch.randint(FIRST_WORD_ID, cfg["vocab_size"], (lt,), dtype=torch.int32)
-        tgt_in[i, 0] = cfg["bos_id"]
+        tgt_in[i, 0] = decoder_start(cfg)
         tgt_in[i, 1:lt + 1] = words
         tgt_out[i, :lt] = words
         tgt_out[i, lt] = cfg["eos_id"]
@@ -146,10 +172,9 @@ def float32_deviation(cfg, params, src, tgt_in, tgt_out, logits64, loss64, grads
             "f32_max_abs_diff_adam_losses": f"{adam_err:.3e}"}
 
 
-def build(out_dir):
+def build(out_dir, cfg=TINY_CONFIG):
     torch.set_num_threads(1)  # fixed reduction order
     torch.manual_seed(SEED)
-    cfg = TINY_CONFIG
     init_model = Transformer(cfg, init=False)
     initialise(init_model)
     params = {n: p.detach().clone() for n, p in init_model.named_parameters()}
@@ -170,7 +195,7 @@ def build(out_dir):
 
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
+        json.dump(config_json(cfg), f, indent=2)
         f.write("\n")
     model_meta = {"format": "pt", "seed": SEED, "torch_version": torch.__version__}
     write_safetensors(os.path.join(out_dir, "model.safetensors"), params, model_meta)
@@ -216,13 +241,25 @@ def self_check(out_dir, params, reference):
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=os.path.join(root, "tests", "fixtures", "tiny"))
+    parser.add_argument("--out", help="output directory (default tests/fixtures/tiny, or "
+                        "tests/fixtures/variants/NAME with --variant)")
+    parser.add_argument("--variant", choices=sorted(VARIANTS) + ["all"],
+                        help="a variant group's fixture instead of the tiny base model's")
     args = parser.parse_args()
-    cfg, reference, deviation = build(args.out)
-    print(f"wrote {args.out}: S={reference['src'].shape[1]} T={reference['tgt_in'].shape[1]} "
-          f"V={cfg['vocab_size']} loss={reference['loss'].item():.6f}")
-    print("adam_losses:", " ".join(f"{x:.6f}" for x in reference["adam_losses"].tolist()))
-    print("float32 PyTorch vs float64 reference:", json.dumps(deviation))
+    if args.variant is None:
+        jobs = [(args.out or os.path.join(root, "tests", "fixtures", "tiny"), TINY_CONFIG)]
+    else:
+        if args.variant == "all" and args.out:
+            parser.error("--out takes one group, not all")
+        names = sorted(VARIANTS) if args.variant == "all" else [args.variant]
+        jobs = [(args.out or os.path.join(root, "tests", "fixtures", "variants", name),
+                 make_config({**_SMALL, **VARIANTS[name]})) for name in names]
+    for out, config in jobs:
+        cfg, reference, deviation = build(out, config)
+        print(f"wrote {out}: S={reference['src'].shape[1]} T={reference['tgt_in'].shape[1]} "
+              f"V={cfg['vocab_size']} loss={reference['loss'].item():.6f}")
+        print("adam_losses:", " ".join(f"{x:.6f}" for x in reference["adam_losses"].tolist()))
+        print("float32 PyTorch vs float64 reference:", json.dumps(deviation))
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_reference_fixture import write_safetensors  # noqa: E402
-from reference_model import Transformer, make_config, preset_config  # noqa: E402
+from reference_model import Transformer, config_json, make_config, preset_config  # noqa: E402
 
 SPECIALS = ("<pad>", "<unk>", "<s>", "</s>")  # ids 0..3, data/vocab.h's kPadPiece..kEosPiece
 LEARNED_PIECES = 1000  # learned from the generated text; the rest of the vocabulary is filler
@@ -111,7 +111,7 @@ def main():
     write_safetensors(os.path.join(args.out, "model.safetensors"), params, with_crc32(params, meta))
     # config.json after the weights, as tfm's save_model_dir does: a directory with a config has both.
     with open(os.path.join(args.out, "config.json"), "w", encoding="utf-8") as f:
-        json.dump(cfg, f, indent=2)
+        json.dump(config_json(cfg), f, indent=2)
         f.write("\n")
     gen = torch.Generator().manual_seed(args.seed + 1)
     sources = {"sources": torch.randint(len(SPECIALS), args.vocab, (args.batch, args.src_len),

@@ -43,6 +43,14 @@ BASE_CONFIG = {
     "bos_id": 2,
     "eos_id": 3,
     "task": "translation",
+    # The model variants of other toolkits (docs/MODEL_FORMAT.md); these values are the paper's.
+    "activation": "relu",
+    "tie_embeddings": "all",
+    "output_bias": False,
+    "scale_embeddings": True,
+    "sinusoid": "interleaved",
+    "position_offset": 0,
+    "decoder_start_id": -1,
 }
 
 # Table 3 of the paper; unlisted values are the base model's.
@@ -87,10 +95,29 @@ def make_config(values=None):
         raise ValueError(f"config: norm must be post or pre, got {cfg['norm']!r}")
     if cfg["d_model"] % 2 != 0:
         raise ValueError("config: d_model must be even (sin/cos pairs of the positional encoding)")
+    choices = {"activation": ("relu", "gelu", "swish"), "tie_embeddings": ("all", "decoder", "none"),
+               "sinusoid": ("interleaved", "halves", "halves_t2t")}
+    for key, valid in choices.items():
+        if cfg[key] not in valid:
+            raise ValueError(f"config: {key} must be one of {valid}, got {cfg[key]!r}")
+    if not 0 <= cfg["position_offset"] < cfg["max_positions"]:
+        raise ValueError(f"config: position_offset must be in [0, max_positions), got {cfg['position_offset']!r}")
+    if not -1 <= cfg["decoder_start_id"] < cfg["vocab_size"]:
+        raise ValueError(f"config: decoder_start_id must be -1 or a token id, got {cfg['decoder_start_id']!r}")
     for key in ("dropout", "attention_dropout", "label_smoothing"):
         if not 0.0 <= cfg[key] < 1.0:
             raise ValueError(f"config: {key} must be in [0, 1), got {cfg[key]!r}")
     return cfg
+
+
+VARIANT_KEYS = ("activation", "tie_embeddings", "output_bias", "scale_embeddings", "sinusoid",
+                "position_offset", "decoder_start_id")
+
+
+def config_json(cfg):
+    """The config as config.json holds it: the variant keys only where they differ from the paper's
+    (as tfm's save_config writes it), so a paper-architecture config is the file it always was."""
+    return {k: v for k, v in cfg.items() if k not in VARIANT_KEYS or v != BASE_CONFIG[k]}
 
 
 def preset_config(name, **overrides):
@@ -124,7 +151,10 @@ def expected_parameter_shapes(cfg):
         return [(f"{prefix}.fc1.weight", [dff, d]), (f"{prefix}.fc1.bias", [dff]),
                 (f"{prefix}.fc2.weight", [d, dff]), (f"{prefix}.fc2.bias", [d])]
 
-    names = [("embedding.weight", [cfg["vocab_size"], d])]
+    vocabulary = [cfg["vocab_size"], d]
+    names = [(name, vocabulary) for name in vocabulary_matrix_names(cfg)]
+    if cfg["output_bias"]:
+        names.append(("output_projection.bias", [cfg["vocab_size"]]))
     if learned:
         names.append(("encoder.positions.weight", [cfg["max_positions"], d]))
     for i in range(cfg["layers"]):
@@ -145,17 +175,42 @@ def expected_parameter_shapes(cfg):
     return names
 
 
-def sinusoidal_encoding(length, d_model, dtype, device=None):
-    """Interleaved PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same), pos from 0.
+def vocabulary_matrix_names(cfg):
+    """The distinct [V, d] matrices of tie_embeddings, in parameter order."""
+    return {"all": ["embedding.weight"],
+            "decoder": ["source_embedding.weight", "target_embedding.weight"],
+            "none": ["source_embedding.weight", "target_embedding.weight",
+                     "output_projection.weight"]}[cfg["tie_embeddings"]]
+
+
+def decoder_start(cfg):
+    """The first decoder input: decoder_start_id, or bos_id when it is -1."""
+    return cfg["bos_id"] if cfg["decoder_start_id"] < 0 else cfg["decoder_start_id"]
+
+
+def sinusoidal_encoding(length, d_model, dtype, device=None, layout="interleaved", first=0):
+    """Rows first .. first+length-1 of the sinusoid table in `layout` (docs/MODEL_FORMAT.md):
+
+    interleaved (the paper): PE[pos, 2i] = sin(pos w_i), PE[pos, 2i+1] = cos(pos w_i), w_i = 10000^(-2i/d);
+    halves (HF MarianMT): PE[pos, i] = sin(pos w_i), PE[pos, d/2 + i] = cos(pos w_i), the same w_i;
+    halves_t2t (Marian, fairseq): the halves with w_i = exp(-i ln(10000) / (d/2 - 1)).
 
     Computed in float64 and then cast, so the reference carries no float32 rounding of the angles.
     """
-    pos = torch.arange(length, dtype=torch.float64, device=device).unsqueeze(1)
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64, device=device)
-    angle = pos / torch.pow(torch.tensor(10000.0, dtype=torch.float64, device=device), two_i / d_model)
+    pos = torch.arange(first, first + length, dtype=torch.float64, device=device).unsqueeze(1)
+    i = torch.arange(d_model // 2, dtype=torch.float64, device=device)
+    if layout == "halves_t2t":
+        frequency = torch.exp(-i * math.log(10000.0) / (d_model // 2 - 1))
+    else:
+        frequency = torch.pow(torch.tensor(10000.0, dtype=torch.float64, device=device), -2 * i / d_model)
+    angle = pos * frequency
     pe = torch.empty(length, d_model, dtype=torch.float64, device=device)
-    pe[:, 0::2] = torch.sin(angle)
-    pe[:, 1::2] = torch.cos(angle)
+    if layout == "interleaved":
+        pe[:, 0::2] = torch.sin(angle)
+        pe[:, 1::2] = torch.cos(angle)
+    else:
+        pe[:, :d_model // 2] = torch.sin(angle)
+        pe[:, d_model // 2:] = torch.cos(angle)
     return pe.to(dtype)
 
 
@@ -235,9 +290,11 @@ class FeedForward(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(cfg["d_model"], cfg["d_ff"], device=device)
         self.fc2 = nn.Linear(cfg["d_ff"], cfg["d_model"], device=device)
+        # gelu: the erf form (approximate="none"); swish: x sigmoid(x) (SiLU).
+        self.activation = {"relu": torch.relu, "gelu": F.gelu, "swish": F.silu}[cfg["activation"]]
 
     def forward(self, x):
-        return self.fc2(torch.relu(self.fc1(x)))
+        return self.fc2(self.activation(self.fc1(x)))
 
 
 def _layer_norm(cfg, device):
@@ -304,15 +361,20 @@ class _Stack(nn.Module):
             self.final_norm = _layer_norm(cfg, device)
 
     def embed(self, embedding, ids):
-        """dropout(E[ids] * sqrt(d) + P[0:len])."""
+        """dropout(E[ids] * sqrt(d) + P[offset:offset + len]) (no sqrt(d) without scale_embeddings)."""
         length = ids.shape[1]
-        if length > self.cfg["max_positions"]:
-            raise ValueError(f"sequence length {length} exceeds max_positions {self.cfg['max_positions']}")
-        x = embedding(ids) * math.sqrt(self.cfg["d_model"])
+        offset = self.cfg["position_offset"]
+        if length + offset > self.cfg["max_positions"]:
+            raise ValueError(f"sequence length {length} exceeds max_positions {self.cfg['max_positions']}"
+                             f" less position_offset {offset}")
+        x = embedding(ids)
+        if self.cfg["scale_embeddings"]:
+            x = x * math.sqrt(self.cfg["d_model"])
         if self.cfg["positional"] == "learned":
-            x = x + self.positions.weight[:length]
+            x = x + self.positions.weight[offset:offset + length]
         else:
-            x = x + sinusoidal_encoding(length, self.cfg["d_model"], x.dtype, x.device)
+            x = x + sinusoidal_encoding(length, self.cfg["d_model"], x.dtype, x.device,
+                                        self.cfg["sinusoid"], offset)
         return F.dropout(x, self.cfg["dropout"], self.training)
 
     def finish(self, x):
@@ -346,9 +408,22 @@ class Transformer(nn.Module):
         super().__init__()
         self.cfg = make_config(cfg)
         cfg = self.cfg
-        # Shared by source embedding, target embedding and the pre-softmax projection. No padding_idx:
-        # the pad row is an ordinary parameter (it receives gradient through the output projection).
-        self.embedding = nn.Embedding(cfg["vocab_size"], cfg["d_model"], device=device)
+        # tie_embeddings "all": one matrix shared by source embedding, target embedding and the
+        # pre-softmax projection; "decoder": the target's is the projection; "none": three. No
+        # padding_idx: the pad row is an ordinary parameter. Registered in the spec's order.
+        v, d = cfg["vocab_size"], cfg["d_model"]
+        tie = cfg["tie_embeddings"]
+        if tie == "all":
+            self.embedding = nn.Embedding(v, d, device=device)
+        else:
+            self.source_embedding = nn.Embedding(v, d, device=device)
+            self.target_embedding = nn.Embedding(v, d, device=device)
+        if tie == "none" or cfg["output_bias"]:
+            self.output_projection = nn.Module()
+            if tie == "none":
+                self.output_projection.weight = nn.Parameter(torch.empty(v, d, device=device))
+            if cfg["output_bias"]:
+                self.output_projection.bias = nn.Parameter(torch.zeros(v, device=device))
         self.encoder = Encoder(cfg, device)
         self.decoder = Decoder(cfg, device)
         check_parameter_names(self)
@@ -372,10 +447,25 @@ class Transformer(nn.Module):
                 nn.init.ones_(p)
             elif name.endswith(".bias"):
                 nn.init.zeros_(p)
-            elif name == "embedding.weight" or name.endswith("positions.weight"):
+            elif name in VOCABULARY_MATRICES or name.endswith("positions.weight"):
                 nn.init.normal_(p, 0.0, d**-0.5)
             else:
                 nn.init.xavier_uniform_(p)
+
+    def source_table(self):
+        return self.embedding if self.cfg["tie_embeddings"] == "all" else self.source_embedding
+
+    def target_table(self):
+        return self.embedding if self.cfg["tie_embeddings"] == "all" else self.target_embedding
+
+    def output_logits(self, y):
+        """y W^T (+ b): W the target embedding unless tie_embeddings is none."""
+        tie = self.cfg["tie_embeddings"]
+        weight = self.output_projection.weight if tie == "none" else self.target_table().weight
+        logits = torch.matmul(y, weight.t())
+        if self.cfg["output_bias"]:
+            logits = logits + self.output_projection.bias
+        return logits
 
     def source_padding_mask(self, src):
         """[B, S] bool, True where key position >= source length (count of non-pad tokens)."""
@@ -393,9 +483,9 @@ class Transformer(nn.Module):
         a torch.compile graph) and lets fused attention run without a mask.
         """
         src_pad_mask = self.source_padding_mask(src) if padded else None
-        memory = self.encoder(self.embedding, src, src_pad_mask)
-        y = self.decoder(self.embedding, tgt_in, memory, src_pad_mask)
-        return torch.matmul(y, self.embedding.weight.t())
+        memory = self.encoder(self.source_table(), src, src_pad_mask)
+        y = self.decoder(self.target_table(), tgt_in, memory, src_pad_mask)
+        return self.output_logits(y)
 
     def loss(self, logits, tgt_out):
         """Mean label-smoothed CE over non-pad targets (smoothing eps/V spread over all V classes)."""
@@ -403,6 +493,11 @@ class Transformer(nn.Module):
         return F.cross_entropy(logits.reshape(-1, v), tgt_out.reshape(-1),
                                ignore_index=self.cfg["pad_id"],
                                label_smoothing=self.cfg["label_smoothing"])
+
+
+# Every name a [V, d] vocabulary matrix may have (initialised as embeddings).
+VOCABULARY_MATRICES = ("embedding.weight", "source_embedding.weight", "target_embedding.weight",
+                       "output_projection.weight")
 
 
 def check_parameter_names(model):
@@ -453,12 +548,41 @@ def _self_check():
     assert logits.shape == (2, 3, 20) and torch.isfinite(loss)
     for norm in ("post", "pre"):
         _cross_check_with_torch_layers(norm)
+    _check_sinusoid_layouts()
     if hasattr(F, "scaled_dot_product_attention"):  # PyTorch 2.0+
         _check_sdpa()
     else:
         print(f"reference_model: no scaled_dot_product_attention in torch {torch.__version__}; "
               "the sdpa attention is not checked")
     print("reference_model self-check passed")
+
+
+def _check_sinusoid_layouts():
+    """The two half layouts against the formulas of the code that writes them: HF MarianMT's
+    MarianSinusoidalPositionalEmbedding._init_weight (pos / 10000^(2 (j // 2) / dim); sin of the even
+    j in the first half, cos of the odd j in the second) and fairseq's
+    SinusoidalPositionalEmbedding.get_embedding (exp(arange(half) * -log(10000) / (half - 1)),
+    cat([sin, cos])), transcribed; and every variant key's model runs forward and backward."""
+    n, dim = 11, 12
+    hf = [[pos / 10000 ** (2 * (j // 2) / dim) for j in range(dim)] for pos in range(n)]
+    want = torch.tensor([[math.sin(row[j]) for j in range(0, dim, 2)] +
+                         [math.cos(row[j]) for j in range(1, dim, 2)] for row in hf], dtype=torch.float64)
+    assert torch.allclose(sinusoidal_encoding(n, dim, torch.float64, layout="halves"), want, atol=1e-12)
+    half = dim // 2
+    freq = torch.exp(torch.arange(half, dtype=torch.float64) * -(math.log(10000) / (half - 1)))
+    angle = torch.arange(n, dtype=torch.float64)[:, None] * freq[None, :]
+    want = torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)
+    assert torch.allclose(sinusoidal_encoding(n, dim, torch.float64, layout="halves_t2t"), want, atol=1e-12)
+    assert torch.allclose(sinusoidal_encoding(4, dim, torch.float64, layout="halves_t2t", first=2), want[2:6])
+    small = {"layers": 1, "d_model": 8, "d_ff": 16, "heads": 2, "d_k": 4, "d_v": 4, "vocab_size": 20,
+             "max_positions": 16, "dropout": 0.0}
+    for variant in ({"activation": "gelu", "tie_embeddings": "decoder", "sinusoid": "halves"},
+                    {"activation": "swish", "tie_embeddings": "none", "output_bias": True,
+                     "scale_embeddings": False, "positional": "learned", "position_offset": 2}):
+        model = Transformer(make_config({**small, **variant}))
+        logits = model(torch.tensor([[5, 6, 7]]), torch.tensor([[2, 5, 6]]))
+        model.loss(logits, torch.tensor([[5, 6, 3]])).backward()
+        assert all(p.grad is not None for p in model.parameters()), variant
 
 
 def _check_sdpa():

@@ -21,10 +21,11 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& dir,
   ops::use_device(device);  // a missing GPU is reported before any file is read
   LoadedModel loaded = load_model_dir(dir);
   const std::filesystem::path vocab_path = dir / kVocabFileName;
-  TFM_CHECK(std::filesystem::exists(vocab_path),
-            "{}: missing; a model directory needs its SentencePiece vocabulary to translate text",
-            vocab_path.string());
-  data::Vocabulary vocab(vocab_path);
+  TFM_CHECK(
+      std::filesystem::exists(vocab_path) || std::filesystem::exists(dir / kVocabTableFileName),
+      "{}: missing; a model directory needs its SentencePiece vocabulary to translate text",
+      vocab_path.string());
+  data::Vocabulary vocab = data::Vocabulary::of_model_dir(dir);
   vocab.check_config(loaded.config, dir / kConfigFileName);
   int64_t count = 0;
   for (const auto& [name, tensor] : loaded.parameters) count += tensor.numel();

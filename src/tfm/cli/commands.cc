@@ -42,6 +42,7 @@ void register_commands(CLI::App& app) {
   register_vocab(app);
   register_corpus(app);
   register_average(app);
+  register_convert(app);
   register_train(app);
   register_sweep(app);
   register_translate(app);

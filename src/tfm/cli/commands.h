@@ -21,5 +21,6 @@ void register_parse(CLI::App& app);
 void register_attention(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_sweep(CLI::App& app);
+void register_convert(CLI::App& app);
 
 }  // namespace tfm::internal::cli

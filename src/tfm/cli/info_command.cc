@@ -123,9 +123,18 @@ void print_one(const Subject& subject, const ForwardFlops& flops) {
   row("layer_norm_eps", c.layer_norm_eps);
   row("token ids",
       fmt::format("pad {}, unk {}, bos {}, eos {}", c.pad_id, c.unk_id, c.bos_id, c.eos_id));
+  // The variant keys of other toolkits' models, only those off the paper's values.
+  const nlohmann::ordered_json written = config_to_json(c);
+  std::string variants;
+  for (const char* key : {"activation", "tie_embeddings", "output_bias", "scale_embeddings",
+                          "sinusoid", "position_offset", "decoder_start_id"})
+    if (written.contains(key))
+      variants += fmt::format("{}{} {}", variants.empty() ? "" : ", ", key, written[key].dump());
+  if (!variants.empty()) row("variants", variants);
   text += fmt::format("parameters              {} ({:.2f} M)\n", with_commas(parts.total()),
                       static_cast<double>(parts.total()) / 1e6);
-  row("embedding (shared)", with_commas(parts.embedding));
+  row(c.tie_embeddings == "all" && !c.output_bias ? "embedding (shared)" : "vocabulary matrices",
+      with_commas(parts.embedding));
   row("positions", with_commas(parts.positions));
   row("encoder", with_commas(parts.encoder));
   row("decoder", with_commas(parts.decoder));

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "tfm/core/error.h"
+#include "tfm/data/imported_vocab.h"
 #include "tfm/io/atomic_file.h"
 #include "tfm/io/progress_meter.h"
 #include "tfm/io/text_reader.h"
@@ -201,6 +202,16 @@ Vocabulary::Vocabulary(std::string_view serialized_model, const std::filesystem:
   load(serialized_model);
 }
 
+Vocabulary Vocabulary::of_model_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir / "vocab.json", ec)) return Vocabulary(dir / "vocab.model");
+  Vocabulary vocab;
+  vocab.imported_ = std::make_unique<ImportedVocabulary>(dir);
+  vocab.path_ = vocab.imported_->path();
+  vocab.hash_ = vocab.imported_->hash();
+  return vocab;
+}
+
 void Vocabulary::load(std::string_view bytes) {
   hash_ = hex64(fnv1a64(bytes));
   const auto status = processor_->LoadFromSerializedProto(bytes);
@@ -230,6 +241,7 @@ Vocabulary::Vocabulary(Vocabulary&&) noexcept = default;
 Vocabulary& Vocabulary::operator=(Vocabulary&&) noexcept = default;
 
 std::vector<int32_t> Vocabulary::encode(std::string_view text) const {
+  if (imported_) return imported_->encode(text);
   std::vector<int> ids;
   const auto status = processor_->Encode(text, &ids);
   TFM_CHECK(status.ok(), "vocabulary '{}': cannot encode: {}", path_.string(), status.message());
@@ -237,6 +249,7 @@ std::vector<int32_t> Vocabulary::encode(std::string_view text) const {
 }
 
 std::string Vocabulary::decode(const std::vector<int32_t>& ids) const {
+  if (imported_) return imported_->decode(ids);
   const int64_t n = size();
   for (int32_t id : ids)
     TFM_CHECK(id >= 0 && id < n, "vocabulary '{}': id {} out of range [0, {})", path_.string(), id,
@@ -248,6 +261,7 @@ std::string Vocabulary::decode(const std::vector<int32_t>& ids) const {
 }
 
 std::vector<std::string> Vocabulary::pieces(std::string_view text) const {
+  if (imported_) return imported_->pieces(text);
   std::vector<std::string> out;
   const auto status = processor_->Encode(text, &out);
   TFM_CHECK(status.ok(), "vocabulary '{}': cannot encode: {}", path_.string(), status.message());
@@ -255,21 +269,25 @@ std::vector<std::string> Vocabulary::pieces(std::string_view text) const {
 }
 
 std::string Vocabulary::piece(int32_t id) const {
+  if (imported_) return imported_->piece(id);
   TFM_CHECK(id >= 0 && id < size(), "vocabulary '{}': id {} out of range [0, {})", path_.string(),
             id, size());
   return processor_->IdToPiece(id);
 }
 
 int32_t Vocabulary::id(std::string_view piece) const {
+  if (imported_) return imported_->id(piece);
   return processor_->PieceToId(piece);
 }
 
 int64_t Vocabulary::size() const {
+  if (imported_) return imported_->size();
   return processor_->GetPieceSize();
 }
 
 void Vocabulary::check_config(const ModelConfig& config,
                               const std::filesystem::path& config_path) const {
+  if (imported_) return check_imported_config(config, config_path);
   TFM_CHECK(config.vocab_size == size(), "{}: vocab_size {} but {} has {} pieces",
             config_path.string(), config.vocab_size, path_.string(), size());
   // The constructor checked that this vocabulary's special ids are the fixed ones.
@@ -286,6 +304,31 @@ void Vocabulary::check_config(const ModelConfig& config,
     TFM_CHECK(s.configured == s.id, "{}: {} {} but {} has {} id {} ({})", config_path.string(),
               s.key, s.configured, path_.string(), std::string_view(s.key).substr(0, 3), s.id,
               s.piece);
+}
+
+}  // namespace tfm::internal::data
+
+namespace tfm::internal::data {
+
+// An imported table names its specials: <unk> and </s> always, <pad> and <s> when the model has
+// them (Marian's tables have no <s>: its models start the decoder from <pad>'s zero embedding).
+void Vocabulary::check_imported_config(const ModelConfig& config,
+                                       const std::filesystem::path& config_path) const {
+  TFM_CHECK(config.vocab_size == size(), "{}: vocab_size {} but {} has {} pieces",
+            config_path.string(), config.vocab_size, path_.string(), size());
+  const struct {
+    const char* key;
+    int32_t configured;
+    std::string_view piece;
+  } specials[] = {{"pad_id", config.pad_id, kPadPiece},
+                  {"unk_id", config.unk_id, kUnkPiece},
+                  {"bos_id", config.bos_id, kBosPiece},
+                  {"eos_id", config.eos_id, kEosPiece}};
+  for (const auto& s : specials) {
+    const int32_t id = imported_->find(s.piece);
+    TFM_CHECK(id < 0 || id == s.configured, "{}: {} {} but {} has {} at id {}",
+              config_path.string(), s.key, s.configured, path_.string(), s.piece, id);
+  }
 }
 
 }  // namespace tfm::internal::data

@@ -18,6 +18,8 @@ class SentencePieceProcessor;
 
 namespace tfm::internal::data {
 
+class ImportedVocabulary;
+
 inline constexpr int32_t kPadId = 0;
 inline constexpr int32_t kUnkId = 1;
 inline constexpr int32_t kBosId = 2;
@@ -62,6 +64,9 @@ class Vocabulary {
   // The same from a .model file's bytes (a serialized SentencePiece model); `name` is what errors
   // and path() call it.
   Vocabulary(std::string_view serialized_model, const std::filesystem::path& name);
+  // A model directory's vocabulary: vocab.model, or an imported model's source.spm, target.spm and
+  // vocab.json (data/imported_vocab.h) when the directory holds vocab.json.
+  static Vocabulary of_model_dir(const std::filesystem::path& dir);
   ~Vocabulary();
   Vocabulary(Vocabulary&&) noexcept;
   Vocabulary& operator=(Vocabulary&&) noexcept;
@@ -86,11 +91,15 @@ class Vocabulary {
   const std::filesystem::path& path() const { return path_; }
 
  private:
+  Vocabulary() = default;
   void load(std::string_view bytes);
+  void check_imported_config(const ModelConfig& config,
+                             const std::filesystem::path& config_path) const;
 
   std::filesystem::path path_;
   std::string hash_;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
+  std::unique_ptr<ImportedVocabulary> imported_;  // set for an imported model's vocabulary
 };
 
 }  // namespace tfm::internal::data

@@ -44,10 +44,10 @@ AttentionMaps attention_maps(const InferenceModel& inference, const std::vector<
             "attention: the source sentence has {} tokens, more than the model's maximum input "
             "length {}",
             S, longest);
-  TFM_CHECK(!config.learned_positions() || T <= config.max_positions,
+  TFM_CHECK(!config.learned_positions() || T <= config.longest_sequence(),
             "attention: the target sentence has {} tokens and eos, more than the model's learned "
             "position table of {}",
-            T - 1, config.max_positions);
+            T - 1, config.longest_sequence());
   check_ids(source, config.vocab_size, "source");
   check_ids(target, config.vocab_size, "target");
 
@@ -83,7 +83,7 @@ AttentionMaps attention_maps(const InferenceModel& inference, const std::vector<
   nn::StepAttention step;
   step.want_self = step.want_cross = true;
   for (int64_t t = 0; t < T; ++t) {
-    const int32_t token = t == 0 ? config.bos_id : target[static_cast<size_t>(t - 1)];
+    const int32_t token = t == 0 ? config.decoder_start() : target[static_cast<size_t>(t - 1)];
     model.decode_hidden(Tensor::from_ints({1}, {token}).to(inference.device()), state, &step);
     for (int64_t l = 0; l < L; ++l) {
       // self[l]: [1, h, t + 1]; cross[l]: [1, h, S].

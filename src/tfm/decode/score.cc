@@ -50,10 +50,10 @@ std::vector<TargetScore> score(const InferenceModel& inference,
               "score: source sentence {} has {} tokens, more than the maximum input length {}", i,
               sources[i].size(), longest);
     TFM_CHECK(!config.learned_positions() ||
-                  static_cast<int64_t>(targets[i].size()) + 1 <= config.max_positions,
+                  static_cast<int64_t>(targets[i].size()) + 1 <= config.longest_sequence(),
               "score: target sentence {} has {} tokens and eos, more than the model's learned "
               "position table of {}",
-              i, targets[i].size(), config.max_positions);
+              i, targets[i].size(), config.longest_sequence());
     for (const int32_t id : targets[i])
       TFM_CHECK(id >= 0 && id < config.vocab_size,
                 "score: target sentence {} has token {}, outside the vocabulary of {}", i, id,
@@ -77,7 +77,7 @@ std::vector<TargetScore> score(const InferenceModel& inference,
     for (size_t i = begin; i < end; ++i) {
       const auto row = static_cast<int64_t>(i - begin);
       std::copy(sources[i].begin(), sources[i].end(), src.begin() + row * width);
-      tgt_in[static_cast<size_t>(row * length)] = config.bos_id;
+      tgt_in[static_cast<size_t>(row * length)] = config.decoder_start();
       std::copy(targets[i].begin(), targets[i].end(), tgt_in.begin() + row * length + 1);
       lengths.push_back(static_cast<int32_t>(sources[i].size()));
     }

@@ -99,8 +99,8 @@ void TransformerScorer::step_top(const std::vector<int32_t>& last_tokens, int64_
   const bool int8 = !output_blocks_.empty() && output_blocks_.front()->dtype() == DType::i8;
   const bool bf16 = precision_ == DType::bf16 && !int8;
   Tensor a = bf16 ? ops::to_bf16(hidden) : hidden;
-  const ops::TopK top =
-      ops::output_log_softmax_top(a, embedding, m, excluded, output_blocks_, kOutputBlockTokens);
+  const ops::TopK top = ops::output_log_softmax_top(a, embedding, m, excluded, output_blocks_,
+                                                    kOutputBlockTokens, model_.output_bias());
   out.assign(top, rows());
   check_complete(out, top.values.dim(0), excluded);
   ++steps_;

@@ -15,7 +15,7 @@ SearchOptions search_options(const TranslateOptions& options, const ModelConfig&
   search.alpha = options.alpha;
   search.n_best = options.n_best;
   search.min_length = options.min_length;
-  search.bos_id = config.bos_id;
+  search.bos_id = config.decoder_start();
   search.eos_id = config.eos_id;
   search.early_stopping = options.early_stopping;
   return search;
@@ -24,10 +24,10 @@ SearchOptions search_options(const TranslateOptions& options, const ModelConfig&
 int64_t max_input_length(const TranslateOptions& options, const ModelConfig& config) {
   TFM_CHECK(options.max_input_length >= 0, "maximum input length {} must be >= 0 (0: the model's)",
             options.max_input_length);
-  if (options.max_input_length == 0) return config.max_positions;
-  TFM_CHECK(!config.learned_positions() || options.max_input_length <= config.max_positions,
+  if (options.max_input_length == 0) return config.longest_sequence();
+  TFM_CHECK(!config.learned_positions() || options.max_input_length <= config.longest_sequence(),
             "maximum input length {} exceeds the model's learned position table of {}",
-            options.max_input_length, config.max_positions);
+            options.max_input_length, config.longest_sequence());
   return options.max_input_length;
 }
 
@@ -36,7 +36,7 @@ int64_t max_output_length(int64_t source_length, const TranslateOptions& options
   int64_t length =
       options.max_length > 0 ? options.max_length : source_length + options.max_length_offset;
   // Learned positions end at the table; sinusoids have no end.
-  if (config.learned_positions()) length = std::min(length, config.max_positions);
+  if (config.learned_positions()) length = std::min(length, config.longest_sequence());
   return std::max<int64_t>(length, 1);
 }
 

@@ -149,6 +149,7 @@ struct LogSoftmaxTopArgs {
   const PackedForm* const* packed_blocks = nullptr;
   int64_t m = 1;          // best tokens kept per row
   int64_t excluded = -1;  // a token never returned (its probability still counts in the normaliser)
+  const float* bias = nullptr;  // [vocab] added to the logits, or none
 };
 
 // ---- losses and optimizers ----

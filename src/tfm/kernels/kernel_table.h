@@ -51,6 +51,14 @@ struct KernelTable {
   void (*relu)(const float* x, float* y, int64_t n) = nullptr;
   void (*relu_backward)(const float* y, const float* g, float* dx, int64_t n,
                         bool accumulate) = nullptr;
+  // The other FFN activations: gelu y = x Phi(x) (the erf form), swish y = x sigmoid(x); their
+  // backwards take the input x: dx (+)= g * dy/dx.
+  void (*gelu)(const float* x, float* y, int64_t n) = nullptr;
+  void (*gelu_backward)(const float* x, const float* g, float* dx, int64_t n,
+                        bool accumulate) = nullptr;
+  void (*swish)(const float* x, float* y, int64_t n) = nullptr;
+  void (*swish_backward)(const float* x, const float* g, float* dx, int64_t n,
+                         bool accumulate) = nullptr;
   // dst [cols] (+)= the column sums of src [rows, cols].
   int64_t (*sum_rows_workspace)(int64_t rows, int64_t cols) = nullptr;  // floats
   void (*sum_rows)(const float* src, int64_t rows, int64_t cols, float* dst, bool accumulate,

@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <fstream>
+#include <initializer_list>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -70,6 +71,14 @@ int32_t read_token_id(std::string_view key, const nlohmann::json& value) {
   return static_cast<int32_t>(id);
 }
 
+// decoder_start_id: a token id, or -1 for "the bos_id".
+int32_t read_start_id(std::string_view key, const nlohmann::json& value) {
+  int64_t id = read_integer(key, value);
+  TFM_CHECK(id >= -1 && id <= std::numeric_limits<int32_t>::max(),
+            "configuration key '{}' must be a token id or -1 (the bos_id), got {}", key, id);
+  return static_cast<int32_t>(id);
+}
+
 double read_number(std::string_view key, const nlohmann::json& value) {
   TFM_CHECK(value.is_number(), "configuration key '{}' must be a number, got {} {}", key,
             value.type_name(), shown(value));
@@ -123,8 +132,46 @@ const KeyTable<ModelConfig, nlohmann::json>& config_table() {
       row("bos_id", &ModelConfig::bos_id, read_token_id),
       row("eos_id", &ModelConfig::eos_id, read_token_id),
       row("task", &ModelConfig::task, read_string),
+      row("activation", &ModelConfig::activation, read_string),
+      row("tie_embeddings", &ModelConfig::tie_embeddings, read_string),
+      row("output_bias", &ModelConfig::output_bias, read_bool),
+      row("scale_embeddings", &ModelConfig::scale_embeddings, read_bool),
+      row("sinusoid", &ModelConfig::sinusoid, read_string),
+      row("position_offset", &ModelConfig::position_offset, read_integer),
+      row("decoder_start_id", &ModelConfig::decoder_start_id, read_start_id),
   });
   return table;
+}
+
+// The keys of the model variants (config.h): config.json holds them only when they differ from
+// the default, so that a model of the paper's architecture writes the same file as before them.
+constexpr std::array<std::string_view, 7> kVariantKeys = {
+    "activation", "tie_embeddings",  "output_bias",     "scale_embeddings",
+    "sinusoid",   "position_offset", "decoder_start_id"};
+
+void check_choice(std::string_view key, const std::string& value,
+                  std::initializer_list<std::string_view> valid) {
+  for (std::string_view v : valid)
+    if (value == v) return;
+  std::string list;
+  for (std::string_view v : valid) list += (list.empty() ? "\"" : ", \"") + std::string(v) + "\"";
+  fail("configuration key '{}' must be one of {}, got \"{}\"", key, list, value);
+}
+
+void validate_variants(const ModelConfig& c) {
+  check_choice("activation", c.activation, {"relu", "gelu", "swish"});
+  check_choice("tie_embeddings", c.tie_embeddings, {"all", "decoder", "none"});
+  check_choice("sinusoid", c.sinusoid, {"interleaved", "halves", "halves_t2t"});
+  // halves_t2t divides by d_model / 2 - 1.
+  TFM_CHECK(c.sinusoid != "halves_t2t" || c.positional != "sinusoidal" || c.d_model >= 4,
+            "configuration key 'sinusoid' \"halves_t2t\" needs d_model >= 4, got {}", c.d_model);
+  TFM_CHECK(c.position_offset >= 0 && c.position_offset < c.max_positions,
+            "configuration key 'position_offset' must be in [0, max_positions) = [0, {}), got {}",
+            c.max_positions, c.position_offset);
+  TFM_CHECK(c.decoder_start_id >= -1 && c.decoder_start_id < c.vocab_size,
+            "configuration key 'decoder_start_id' must be -1 (the bos_id) or a token id in [0, "
+            "vocab_size) = [0, {}), got {}",
+            c.vocab_size, c.decoder_start_id);
 }
 
 template <typename Json>
@@ -227,11 +274,17 @@ void validate(const ModelConfig& c) {
                 "configuration keys '{}' and '{}' must be different token ids, both are {}",
                 ids[j].first, ids[i].first, ids[i].second);
   }
+  validate_variants(c);
   // A generous upper bound on the parameter count, in floating point so that it cannot overflow.
   double d = static_cast<double>(c.d_model);
   double projections = static_cast<double>(c.heads) * static_cast<double>(c.d_k + c.d_v) * d * 4;
   double per_layer = 2 * projections + 4 * d * static_cast<double>(c.d_ff) + 16 * d;
-  double estimate = static_cast<double>(c.vocab_size + 2 * c.max_positions) * d +
+  const double vocabulary_matrices = c.tie_embeddings == "all"       ? 1
+                                     : c.tie_embeddings == "decoder" ? 2
+                                                                     : 3;
+  double estimate = (vocabulary_matrices * static_cast<double>(c.vocab_size) +
+                     2 * static_cast<double>(c.max_positions)) *
+                        d +
                     2 * static_cast<double>(c.layers) * per_layer;
   TFM_CHECK(estimate < 1e15, "configuration describes about {:.3g} parameters, too many", estimate);
 }
@@ -262,7 +315,11 @@ std::span<const std::string_view> config_keys() {
 }
 
 nlohmann::ordered_json config_to_json(const ModelConfig& c) {
-  return config_table().to_json(c);
+  nlohmann::ordered_json json = config_table().to_json(c);
+  const nlohmann::ordered_json defaults = config_table().to_json(ModelConfig{});
+  for (std::string_view key : kVariantKeys)
+    if (json[std::string(key)] == defaults[std::string(key)]) json.erase(std::string(key));
+  return json;
 }
 
 ModelConfig config_from_json(const nlohmann::json& json, const ModelConfig& defaults) {

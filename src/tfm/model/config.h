@@ -38,8 +38,22 @@ struct ModelConfig {
   // data/tree_sequences.h: `tfm parse` reads these models, `tfm translate` refuses them).
   std::string task = "translation";
 
+  // Variants of other toolkits' Transformers (docs/MODEL_FORMAT.md). The defaults are the paper's
+  // model, and config.json leaves these keys out while they hold their defaults.
+  std::string activation = "relu";  // of the FFN: "relu", "gelu" (erf form) or "swish" (x*sigmoid)
+  std::string tie_embeddings = "all";    // "all", "decoder" (target = output) or "none"
+  bool output_bias = false;              // a bias [V] added to the logits
+  bool scale_embeddings = true;          // embeddings times sqrt(d_model)
+  std::string sinusoid = "interleaved";  // "interleaved", "halves" or "halves_t2t"
+  int64_t position_offset = 0;           // position p reads row p + position_offset
+  int32_t decoder_start_id = -1;         // first decoder input; -1: bos_id
+
   bool learned_positions() const { return positional == "learned"; }
   bool pre_norm() const { return norm == "pre"; }
+  // The first decoder input: decoder_start_id, or bos_id when it is -1.
+  int32_t decoder_start() const { return decoder_start_id < 0 ? bos_id : decoder_start_id; }
+  // The longest sequence a model takes: max_positions rows, the first position_offset unused.
+  int64_t longest_sequence() const { return max_positions - position_offset; }
 
   bool operator==(const ModelConfig&) const = default;
 };

@@ -11,6 +11,23 @@ namespace tfm::internal {
 
 namespace {
 
+// vocab.model's checksum key is "vocab_crc32" (as before the imported vocabularies); the other
+// vocabulary files' are "vocab_crc32:<file>".
+std::string vocabulary_checksum_key(const std::string& file) {
+  return file == kVocabFileName ? std::string(kVocabChecksumKey)
+                                : std::string(kVocabChecksumKey) + ":" + file;
+}
+
+bool is_vocabulary_file(const std::string& name) {
+  return name == kVocabFileName || name == kSourceSpmFileName || name == kTargetSpmFileName ||
+         name == kVocabTableFileName;
+}
+
+VocabularyFiles as_files(const std::optional<std::string>& vocabulary) {
+  if (!vocabulary) return {};
+  return {{kVocabFileName, *vocabulary}};
+}
+
 std::string more(size_t extra, const char* what) {
   return extra == 0 ? "" : fmt::format(" (and {} more {})", extra, what);
 }
@@ -19,15 +36,18 @@ std::string more(size_t extra, const char* what) {
 // the same size would translate garbage). Models written before the checksum load unchecked.
 void check_vocabulary(const std::filesystem::path& dir,
                       const std::map<std::string, std::string>& metadata) {
-  const auto recorded = metadata.find(kVocabChecksumKey);
-  const std::filesystem::path vocab = dir / kVocabFileName;
-  std::error_code ec;
-  if (recorded == metadata.end() || !std::filesystem::exists(vocab, ec)) return;
-  const std::string actual = crc32_hex(crc32_of_file(vocab));
-  TFM_CHECK(actual == recorded->second,
-            "{} (crc32 {}) is not the vocabulary that {} was written with (crc32 {}): the "
-            "directory mixes two models' files",
-            vocab.string(), actual, (dir / kWeightsFileName).string(), recorded->second);
+  for (const char* file :
+       {kVocabFileName, kSourceSpmFileName, kTargetSpmFileName, kVocabTableFileName}) {
+    const auto recorded = metadata.find(vocabulary_checksum_key(file));
+    const std::filesystem::path vocab = dir / file;
+    std::error_code ec;
+    if (recorded == metadata.end() || !std::filesystem::exists(vocab, ec)) continue;
+    const std::string actual = crc32_hex(crc32_of_file(vocab));
+    TFM_CHECK(actual == recorded->second,
+              "{} (crc32 {}) is not the vocabulary that {} was written with (crc32 {}): the "
+              "directory mixes two models' files",
+              vocab.string(), actual, (dir / kWeightsFileName).string(), recorded->second);
+  }
 }
 
 }  // namespace
@@ -100,7 +120,8 @@ void check_replaceable(const std::filesystem::path& dir, const std::filesystem::
   for (const auto& entry : std::filesystem::directory_iterator(target, ec)) {
     const std::string name = entry.path().filename().string();
     bool ours = false;
-    for (const char* file : {kConfigFileName, kWeightsFileName, kVocabFileName})
+    for (const char* file : {kConfigFileName, kWeightsFileName, kVocabFileName, kSourceSpmFileName,
+                             kTargetSpmFileName, kVocabTableFileName})
       ours = ours || name == file || name.starts_with(std::string(file) + ".tmp.");
     TFM_CHECK(ours,
               "cannot save a model to '{}': it holds '{}', which is not a model file, and saving "
@@ -115,12 +136,20 @@ void check_replaceable(const std::filesystem::path& dir, const std::filesystem::
 void write_model_files(const std::filesystem::path& dir, const ModelConfig& config,
                        const std::vector<std::pair<std::string, Tensor>>& parameters,
                        const std::optional<std::string>& vocabulary) {
+  write_model_files(dir, config, parameters, as_files(vocabulary));
+}
+
+void write_model_files(const std::filesystem::path& dir, const ModelConfig& config,
+                       const std::vector<std::pair<std::string, Tensor>>& parameters,
+                       const VocabularyFiles& vocabulary) {
   const std::vector<std::pair<std::string, Tensor>> ordered =
       checked_for_saving(dir, config, parameters);
   std::map<std::string, std::string> metadata = {{"producer", "tfm"}};
-  if (vocabulary) {
-    write_file_atomically(dir / kVocabFileName, *vocabulary);
-    metadata[kVocabChecksumKey] = crc32_hex(crc32_of(vocabulary->data(), vocabulary->size()));
+  for (const auto& [file, bytes] : vocabulary) {
+    TFM_CHECK(is_vocabulary_file(file), "{}: not a vocabulary file of a model directory",
+              (dir / file).string());
+    write_file_atomically(dir / file, bytes);
+    metadata[vocabulary_checksum_key(file)] = crc32_hex(crc32_of(bytes.data(), bytes.size()));
   }
   write_safetensors(dir / kWeightsFileName, ordered, metadata);
   save_config(dir / kConfigFileName, config);
@@ -129,6 +158,12 @@ void write_model_files(const std::filesystem::path& dir, const ModelConfig& conf
 void save_model_dir(const std::filesystem::path& dir, const ModelConfig& config,
                     const std::vector<std::pair<std::string, Tensor>>& parameters,
                     const std::optional<std::string>& vocabulary) {
+  save_model_dir(dir, config, parameters, as_files(vocabulary));
+}
+
+void save_model_dir(const std::filesystem::path& dir, const ModelConfig& config,
+                    const std::vector<std::pair<std::string, Tensor>>& parameters,
+                    const VocabularyFiles& vocabulary) {
   checked_for_saving(dir, config, parameters);
   std::error_code ec;
   // Absolute, links resolved ("out/", "model/.", a link to a directory): the renames below act

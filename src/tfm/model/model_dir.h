@@ -21,6 +21,15 @@ inline constexpr const char* kWeightsFileName = "model.safetensors";
 inline constexpr const char* kVocabFileName = "vocab.model";
 // The key of model.safetensors' __metadata__ that holds vocab.model's CRC-32 (8 hex digits).
 inline constexpr const char* kVocabChecksumKey = "vocab_crc32";
+// An imported model's vocabulary (tfm convert; data/vocab.h): the source and target SentencePiece
+// models and the id table they share. Their CRC-32s are recorded as "vocab_crc32:<file name>".
+inline constexpr const char* kSourceSpmFileName = "source.spm";
+inline constexpr const char* kTargetSpmFileName = "target.spm";
+inline constexpr const char* kVocabTableFileName = "vocab.json";
+
+// A model directory's vocabulary files by name: vocab.model alone, or source.spm, target.spm and
+// vocab.json; none for a model without a vocabulary.
+using VocabularyFiles = std::map<std::string, std::string>;
 
 struct LoadedModel {
   ModelConfig config;
@@ -48,6 +57,10 @@ std::vector<std::pair<std::string, Tensor>> check_parameters(
 void save_model_dir(const std::filesystem::path& dir, const ModelConfig& config,
                     const std::vector<std::pair<std::string, Tensor>>& parameters,
                     const std::optional<std::string>& vocabulary = std::nullopt);
+// The same with the vocabulary files given by name (VocabularyFiles above).
+void save_model_dir(const std::filesystem::path& dir, const ModelConfig& config,
+                    const std::vector<std::pair<std::string, Tensor>>& parameters,
+                    const VocabularyFiles& vocabulary);
 
 // The files of a model into `dir`, an existing directory no reader uses yet (the one that
 // save_model_dir or a checkpoint builds): vocab.model when given, model.safetensors (parameters in
@@ -55,6 +68,9 @@ void save_model_dir(const std::filesystem::path& dir, const ModelConfig& config,
 void write_model_files(const std::filesystem::path& dir, const ModelConfig& config,
                        const std::vector<std::pair<std::string, Tensor>>& parameters,
                        const std::optional<std::string>& vocabulary);
+void write_model_files(const std::filesystem::path& dir, const ModelConfig& config,
+                       const std::vector<std::pair<std::string, Tensor>>& parameters,
+                       const VocabularyFiles& vocabulary);
 
 // Throws tfm::Error naming `file` and the first tensor holding a NaN or an infinity.
 void check_finite(const std::filesystem::path& file,

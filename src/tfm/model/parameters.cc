@@ -51,9 +51,27 @@ void add_stack(std::vector<ParameterSpec>& specs, const std::string& side, const
 
 }  // namespace
 
+VocabularyMatrices vocabulary_matrices(const ModelConfig& config) {
+  if (config.tie_embeddings == "all")
+    return {"embedding.weight", "embedding.weight", "embedding.weight"};
+  if (config.tie_embeddings == "decoder")
+    return {"source_embedding.weight", "target_embedding.weight", "target_embedding.weight"};
+  return {"source_embedding.weight", "target_embedding.weight", "output_projection.weight"};
+}
+
+std::vector<std::string> vocabulary_matrix_names(const ModelConfig& config) {
+  const VocabularyMatrices m = vocabulary_matrices(config);
+  std::vector<std::string> names = {m.source};
+  for (const std::string& name : {m.target, m.output})
+    if (name != names.back()) names.push_back(name);
+  return names;
+}
+
 std::vector<ParameterSpec> parameter_specs(const ModelConfig& config) {
   std::vector<ParameterSpec> specs;
-  specs.push_back({"embedding.weight", Shape{config.vocab_size, config.d_model}});
+  for (const std::string& name : vocabulary_matrix_names(config))
+    specs.push_back({name, Shape{config.vocab_size, config.d_model}});
+  if (config.output_bias) specs.push_back({"output_projection.bias", Shape{config.vocab_size}});
   add_stack(specs, "encoder", config);
   add_stack(specs, "decoder", config);
   return specs;
@@ -64,7 +82,7 @@ ParameterBreakdown parameter_breakdown(const ModelConfig& config) {
   for (const ParameterSpec& spec : parameter_specs(config)) {
     const int64_t n = spec.shape.numel();
     const std::string_view name = spec.name;
-    if (name == "embedding.weight")
+    if (!name.starts_with("encoder.") && !name.starts_with("decoder."))
       parts.embedding += n;
     else if (name.ends_with(".positions.weight"))
       parts.positions += n;

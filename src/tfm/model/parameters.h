@@ -21,10 +21,21 @@ struct ParameterSpec {
 // it entered), as for every function here.
 std::vector<ParameterSpec> parameter_specs(const ModelConfig& config);
 
+// The names of the source embedding, the target embedding and the pre-softmax projection
+// (tie_embeddings: "all" names embedding.weight three times, "decoder" gives the target's name
+// twice), and the distinct names among them in parameter order.
+struct VocabularyMatrices {
+  std::string source;
+  std::string target;
+  std::string output;
+};
+VocabularyMatrices vocabulary_matrices(const ModelConfig& config);
+std::vector<std::string> vocabulary_matrix_names(const ModelConfig& config);
+
 int64_t parameter_count(const ModelConfig& config);
 
 struct ParameterBreakdown {
-  int64_t embedding = 0;  // the shared source/target embedding and pre-softmax projection
+  int64_t embedding = 0;  // the source/target embeddings, pre-softmax projection and its bias
   int64_t positions = 0;  // learned position tables (both), zero with sinusoids
   int64_t encoder = 0;    // encoder layers (+ final norm with pre-norm)
   int64_t decoder = 0;    // decoder layers (+ final norm with pre-norm)

@@ -84,14 +84,27 @@ void LayerNorm::collect(const std::string& prefix, NamedTensors& out) const {
   out.emplace_back(prefix + "bias", bias);
 }
 
+Activation activation_named(const std::string& name) {
+  if (name == "relu") return Activation::relu;
+  if (name == "gelu") return Activation::gelu;
+  TFM_CHECK(name == "swish", "unknown activation '{}' (valid: relu, gelu, swish)", name);
+  return Activation::swish;
+}
+
 FeedForward::FeedForward(int64_t d_model, int64_t d_ff, const ParameterSource& source,
-                         const std::string& name)
+                         const std::string& name, Activation kind)
     : fc1(d_model, d_ff, true, source, name + "fc1."),
-      fc2(d_ff, d_model, true, source, name + "fc2.") {}
+      fc2(d_ff, d_model, true, source, name + "fc2."),
+      activation(kind) {}
 
 Tensor FeedForward::forward(const Tensor& x, DType precision) const {
-  // relu(fc1(x)) as one product with the relu applied on its output (ops::linear_relu).
-  return fc2.forward(ops::linear_relu(x, fc1.weight, fc1.bias, {precision, fc1.packed.get()}),
+  if (activation == Activation::relu)
+    // relu(fc1(x)) as one product with the relu applied on its output (ops::linear_relu).
+    return fc2.forward(ops::linear_relu(x, fc1.weight, fc1.bias, {precision, fc1.packed.get()}),
+                       precision);
+  // gelu and swish after the product (packed, int8 or bf16 as fc1 is), in f32.
+  const Tensor inner = fc1.forward(x, precision);
+  return fc2.forward(activation == Activation::gelu ? ops::gelu(inner) : ops::swish(inner),
                      precision);
 }
 
@@ -110,7 +123,42 @@ void FeedForward::collect(const std::string& prefix, NamedTensors& out) const {
   fc2.collect(prefix + "fc2.", out);
 }
 
-Tensor sinusoidal_positions(int64_t positions, int64_t d_model, int64_t first) {
+namespace {
+
+// The [sin | cos] halves (sinusoid "halves" and "halves_t2t"): frequency w_i of column pair
+// (i, d/2 + i), in double as the interleaved table below.
+Tensor sinusoid_halves(int64_t positions, int64_t d_model, int64_t first, bool t2t) {
+  Tensor table = Tensor::empty({positions, d_model});
+  float* p = table.data<float>();
+  const int64_t half = d_model / 2;
+  std::vector<double> frequency;
+  for (int64_t i = 0; i < half; ++i)
+    frequency.push_back(
+        t2t ? std::exp(-static_cast<double>(i) * std::log(10000.0) / static_cast<double>(half - 1))
+            : std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(d_model)));
+  for (int64_t row = 0; row < positions; ++row) {
+    const double pos = static_cast<double>(first + row);
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = pos * frequency[static_cast<size_t>(i)];
+      p[row * d_model + i] = static_cast<float>(std::sin(angle));
+      p[row * d_model + half + i] = static_cast<float>(std::cos(angle));
+    }
+  }
+  return table;
+}
+
+}  // namespace
+
+Tensor sinusoidal_positions(int64_t positions, int64_t d_model, int64_t first,
+                            const std::string& layout) {
+  if (layout != "interleaved") {
+    TFM_CHECK(layout == "halves" || layout == "halves_t2t",
+              "unknown sinusoid layout '{}' (valid: interleaved, halves, halves_t2t)", layout);
+    TFM_CHECK(d_model % 2 == 0 && (layout == "halves" || d_model >= 4),
+              "sinusoid layout '{}' needs an even d_model{}, got {}", layout,
+              layout == "halves" ? "" : " >= 4", d_model);
+    return sinusoid_halves(positions, d_model, first, layout == "halves_t2t");
+  }
   Tensor table = Tensor::empty({positions, d_model});
   float* p = table.data<float>();
   // 10000^(2i/d) once per column pair, not per position (the same values: building a model costs

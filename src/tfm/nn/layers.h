@@ -71,22 +71,32 @@ struct LayerNorm {
   float eps = 1e-5f;
 };
 
-// Position-wise feed-forward network: FFN(x) = max(0, x W1^T + b1) W2^T + b2 (equation 2).
+// The FFN's activation (config "activation"): relu as in equation 2, or gelu / swish.
+enum class Activation { relu, gelu, swish };
+Activation activation_named(const std::string& name);  // "relu", "gelu", "swish"
+
+// Position-wise feed-forward network: FFN(x) = max(0, x W1^T + b1) W2^T + b2 (equation 2), or
+// with gelu or swish in place of max(0, .).
 struct FeedForward {
   FeedForward() = default;
   FeedForward(int64_t d_model, int64_t d_ff, const ParameterSource& source = {},
-              const std::string& name = "");
+              const std::string& name = "", Activation activation = Activation::relu);
   Tensor forward(const Tensor& x, DType precision) const;
   void init(std::mt19937_64& rng);
   void pack(DType precision);
   void collect(const std::string& prefix, NamedTensors& out) const;
 
   Linear fc1, fc2;
+  Activation activation = Activation::relu;
 };
 
-// The sinusoidal table of section 3.5, interleaved as in the paper:
-// PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d)); `positions` rows
-// from position `first` on (a row's values do not depend on the table it is in).
-Tensor sinusoidal_positions(int64_t positions, int64_t d_model, int64_t first = 0);
+// The sinusoidal table of section 3.5, `positions` rows from position `first` on (a row's values do
+// not depend on the table it is in). `layout` (config "sinusoid", docs/MODEL_FORMAT.md
+// "Sinusoids"): "interleaved" as in the paper, PE[pos, 2i] = sin(pos w_i), PE[pos, 2i+1] = cos(pos
+// w_i) with w_i = 10000^(-2i/d); "halves", PE[pos, i] = sin(pos w_i), PE[pos, d/2 + i] = cos(pos
+// w_i), the same w_i (HF MarianMT); "halves_t2t", the halves with w_i = exp(-i ln(10000) / (d/2 -
+// 1)) (Marian, fairseq, tensor2tensor).
+Tensor sinusoidal_positions(int64_t positions, int64_t d_model, int64_t first = 0,
+                            const std::string& layout = "interleaved");
 
 }  // namespace tfm::internal::nn

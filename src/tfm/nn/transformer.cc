@@ -4,6 +4,7 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "tfm/model/parameters.h"
 #include "tfm/ops/ops.h"
 
 namespace tfm::internal::nn {
@@ -23,6 +24,10 @@ Tensor ResidualNorm::apply(const Tensor& x, ForwardContext& ctx, Sublayer&& subl
 }
 
 namespace {
+FeedForward feed_forward(const ModelConfig& c, const ParameterSource& source,
+                         const std::string& name) {
+  return FeedForward(c.d_model, c.d_ff, source, name, activation_named(c.activation));
+}
 ResidualNorm residual(const ModelConfig& c, const ParameterSource& source,
                       const std::string& name) {
   return ResidualNorm{LayerNorm(c.d_model, static_cast<float>(c.layer_norm_eps), source, name),
@@ -40,7 +45,7 @@ EncoderLayer::EncoderLayer(const ModelConfig& c, const ParameterSource& source,
                            const std::string& prefix)
     : self_attn(attention(c, source, prefix + "self_attn.")),
       self_attn_block(residual(c, source, prefix + "self_attn_norm.")),
-      ffn(c.d_model, c.d_ff, source, prefix + "ffn."),
+      ffn(feed_forward(c, source, prefix + "ffn.")),
       ffn_block(residual(c, source, prefix + "ffn_norm.")) {}
 
 Tensor EncoderLayer::forward(const Tensor& x, const ops::AttentionMask& source_mask,
@@ -74,7 +79,7 @@ DecoderLayer::DecoderLayer(const ModelConfig& c, const ParameterSource& source,
       self_attn_block(residual(c, source, prefix + "self_attn_norm.")),
       cross_attn(attention(c, source, prefix + "cross_attn.")),
       cross_attn_block(residual(c, source, prefix + "cross_attn_norm.")),
-      ffn(c.d_model, c.d_ff, source, prefix + "ffn."),
+      ffn(feed_forward(c, source, prefix + "ffn.")),
       ffn_block(residual(c, source, prefix + "ffn_norm.")) {}
 
 Tensor DecoderLayer::forward(const Tensor& y, const Tensor& memory,
@@ -142,8 +147,16 @@ Transformer::Transformer(const ModelConfig& config, const NamedTensors& weights)
 
 // The parameters' names are those of named_parameters() below.
 Transformer::Transformer(const ModelConfig& config, const ParameterSource& source)
-    : config_(config),
-      embedding_(source.make("embedding.weight", {config.vocab_size, config.d_model})) {
+    : config_(config) {
+  // Each distinct vocabulary matrix made once; tied ones are the same tensor.
+  const VocabularyMatrices names = vocabulary_matrices(config);
+  const Shape vocabulary{config.vocab_size, config.d_model};
+  source_embedding_ = source.make(names.source, vocabulary);
+  target_embedding_ =
+      names.target == names.source ? source_embedding_ : source.make(names.target, vocabulary);
+  output_weight_ =
+      names.output == names.target ? target_embedding_ : source.make(names.output, vocabulary);
+  if (config.output_bias) output_bias_ = source.make("output_projection.bias", {config.vocab_size});
   if (config.learned_positions()) {
     encoder_positions_ =
         source.make("encoder.positions.weight", {config.max_positions, config.d_model});
@@ -151,9 +164,9 @@ Transformer::Transformer(const ModelConfig& config, const ParameterSource& sourc
         source.make("decoder.positions.weight", {config.max_positions, config.d_model});
   } else {
     // On the device of the weights (a model built from GPU tensors adds them there).
-    sinusoids_ =
-        sinusoidal_positions(std::min(config.max_positions, kBuiltPositions), config.d_model)
-            .to(embedding_.device());
+    sinusoids_ = sinusoidal_positions(std::min(config.max_positions, kBuiltPositions),
+                                      config.d_model, 0, config.sinusoid)
+                     .to(output_weight_.device());
   }
   for (int64_t i = 0; i < config.layers; ++i)
     encoder_layers_.emplace_back(config, source, "encoder.layers." + std::to_string(i) + ".");
@@ -174,7 +187,10 @@ void Transformer::init(uint64_t seed) {
     float* p = t.data<float>();
     for (int64_t i = 0; i < t.numel(); ++i) p[i] = normal(rng);
   };
-  fill_normal(embedding_);
+  fill_normal(source_embedding_);
+  if (!target_embedding_.same_storage(source_embedding_)) fill_normal(target_embedding_);
+  if (!output_weight_.same_storage(target_embedding_)) fill_normal(output_weight_);
+  if (output_bias_.defined()) output_bias_.fill(0.0f);
   if (encoder_positions_.defined()) {
     fill_normal(encoder_positions_);
     fill_normal(decoder_positions_);
@@ -185,7 +201,11 @@ void Transformer::init(uint64_t seed) {
 
 NamedTensors Transformer::named_parameters() const {
   NamedTensors out;
-  out.emplace_back("embedding.weight", embedding_);
+  const VocabularyMatrices names = vocabulary_matrices(config_);
+  out.emplace_back(names.source, source_embedding_);
+  if (names.target != names.source) out.emplace_back(names.target, target_embedding_);
+  if (names.output != names.target) out.emplace_back(names.output, output_weight_);
+  if (output_bias_.defined()) out.emplace_back("output_projection.bias", output_bias_);
   if (encoder_positions_.defined())
     out.emplace_back("encoder.positions.weight", encoder_positions_);
   for (size_t i = 0; i < encoder_layers_.size(); ++i)
@@ -223,23 +243,31 @@ void Transformer::pack(DType precision) {
   for (auto& layer : decoder_layers_) layer.pack(precision);
 }
 
-std::pair<Tensor, int64_t> Transformer::position_table(const Tensor& learned, int64_t first,
+std::pair<Tensor, int64_t> Transformer::position_table(const Tensor& learned, int64_t position,
                                                        int64_t count) const {
+  // Position p reads row p + position_offset (fairseq's tables start at padding_idx + 1).
+  const int64_t first = position + config_.position_offset;
   const int64_t length = first + count;
   if (learned.defined()) {
-    TFM_CHECK(length <= learned.dim(0), "sequence of {} tokens exceeds max_positions {}", length,
-              learned.dim(0));
+    TFM_CHECK(length <= learned.dim(0), "sequence of {} tokens exceeds max_positions {}{}",
+              position + count, learned.dim(0),
+              config_.position_offset == 0
+                  ? std::string()
+                  : fmt::format(" less position_offset {}", config_.position_offset));
     return {learned, first};
   }
   if (length <= sinusoids_.dim(0)) return {sinusoids_, first};
   // Only the rows asked for: a decoding step past the table needs one.
-  return {sinusoidal_positions(count, config_.d_model, first).to(embedding_.device()), 0};
+  return {sinusoidal_positions(count, config_.d_model, first, config_.sinusoid)
+              .to(output_weight_.device()),
+          0};
 }
 
-Tensor Transformer::embed(const Tensor& ids, const Tensor& positions, ForwardContext& ctx,
-                          int64_t offset) const {
-  float scale = std::sqrt(static_cast<float>(config_.d_model));
-  Tensor x = ops::add_positions(ops::embedding(ids, embedding_, scale), positions, offset);
+Tensor Transformer::embed(const Tensor& ids, const Tensor& table, const Tensor& positions,
+                          ForwardContext& ctx, int64_t offset) const {
+  const float scale =
+      config_.scale_embeddings ? std::sqrt(static_cast<float>(config_.d_model)) : 1.0f;
+  Tensor x = ops::add_positions(ops::embedding(ids, table, scale), positions, offset);
   float p = ctx.dropout(static_cast<float>(config_.dropout));
   return p > 0 ? ops::dropout(x, p, ctx.next_seed()) : x;
 }
@@ -249,7 +277,7 @@ Tensor Transformer::encode(const Tensor& src, const std::vector<int32_t>& src_le
   ops::AttentionMask mask;
   mask.key_lengths = src_lengths;
   const auto [positions, offset] = position_table(encoder_positions_, 0, src.dim(1));
-  Tensor x = embed(src, positions, ctx, offset);
+  Tensor x = embed(src, source_embedding_, positions, ctx, offset);
   for (const auto& layer : encoder_layers_) x = layer.forward(x, mask, ctx);
   if (encoder_final_norm_.weight.defined()) x = encoder_final_norm_.forward(x);
   return x;
@@ -262,7 +290,7 @@ Tensor Transformer::decode(const Tensor& tgt_in, const Tensor& memory,
   ops::AttentionMask source_mask;
   source_mask.key_lengths = src_lengths;
   const auto [positions, offset] = position_table(decoder_positions_, 0, tgt_in.dim(1));
-  Tensor y = embed(tgt_in, positions, ctx, offset);
+  Tensor y = embed(tgt_in, target_embedding_, positions, ctx, offset);
   for (const auto& layer : decoder_layers_)
     y = layer.forward(y, memory, self_mask, source_mask, ctx);
   if (decoder_final_norm_.weight.defined()) y = decoder_final_norm_.forward(y);
@@ -341,7 +369,7 @@ Tensor Transformer::decode_hidden(const Tensor& last_tokens, DecoderState& state
 
   auto ctx = ForwardContext::inference(state.precision);
   const auto [positions, offset] = position_table(decoder_positions_, position, 1);
-  Tensor y = embed(last_tokens.view({rows, 1}), positions, ctx, offset);
+  Tensor y = embed(last_tokens.view({rows, 1}), target_embedding_, positions, ctx, offset);
   for (size_t i = 0; i < decoder_layers_.size(); ++i) {
     const bool kept =
         attention && (attention->layer < 0 || attention->layer == static_cast<int64_t>(i));
@@ -407,7 +435,7 @@ void DecoderState::widen(int64_t new_beam) {
 }
 
 Tensor Transformer::output_logits(const Tensor& hidden, DType precision) const {
-  return ops::linear(hidden, embedding_, {}, {precision});
+  return ops::linear(hidden, output_weight_, output_bias_, {precision});
 }
 
 Tensor Transformer::forward(const Batch& batch, ForwardContext& ctx) const {
@@ -421,7 +449,15 @@ ops::CrossEntropyResult Transformer::loss(const Batch& batch, ForwardContext& ct
   Tensor memory = encode(batch.src, batch.src_lengths, ctx);
   Tensor hidden = decode(batch.tgt_in, memory, batch.src_lengths, ctx);
   const int64_t rows = hidden.numel() / config_.d_model;
-  return ops::output_cross_entropy(hidden, embedding_, batch.tgt_out.view({rows}),
+  if (output_bias_.defined()) {
+    // The fused loss has no bias: the [B * T, V] logits, then their cross-entropy.
+    const Tensor logits =
+        output_logits(ops::reshape(hidden, {rows, config_.d_model}), ctx.precision());
+    return ops::cross_entropy(logits, batch.tgt_out.view({rows}),
+                              static_cast<float>(config_.label_smoothing), config_.pad_id,
+                              normalizer);
+  }
+  return ops::output_cross_entropy(hidden, output_weight_, batch.tgt_out.view({rows}),
                                    static_cast<float>(config_.label_smoothing), config_.pad_id,
                                    normalizer, 0, ctx.precision());
 }

@@ -1,6 +1,8 @@
 // The Transformer of section 3: encoder and decoder stacks of N layers, post-norm residual blocks
 // (pre-norm as an option), one embedding matrix shared by both embeddings and the pre-softmax
-// projection, scaled by sqrt(d_model), and sinusoidal (or learned) positions.
+// projection, scaled by sqrt(d_model), and sinusoidal (or learned) positions. The configuration's
+// variant keys (activation, tie_embeddings, output_bias, scale_embeddings, sinusoid,
+// position_offset) give the models of other toolkits (docs/MODEL_FORMAT.md).
 #pragma once
 
 #include <cstdint>
@@ -158,23 +160,29 @@ class Transformer {
   // are output_logits(hidden) (decode::TransformerScorer fuses that product with the search).
   Tensor decode_hidden(const Tensor& last_tokens, DecoderState& state,
                        StepAttention* attention = nullptr) const;
-  // The shared embedding matrix [V, d_model], which is also the output projection.
-  const Tensor& output_embedding() const { return embedding_; }
+  // The pre-softmax projection [V, d_model] (the shared embedding matrix unless tie_embeddings is
+  // "none"), and its bias [V] (undefined unless output_bias).
+  const Tensor& output_embedding() const { return output_weight_; }
+  const Tensor& output_bias() const { return output_bias_; }
   // Label-smoothed cross-entropy of the batch's targets (config's label_smoothing, pad ignored).
   ops::CrossEntropyResult loss(const Batch& batch, ForwardContext& ctx,
                                double normalizer = 0.0) const;
 
  private:
-  // dropout(E[ids] * sqrt(d_model) + positions[offset + t])
-  Tensor embed(const Tensor& ids, const Tensor& positions, ForwardContext& ctx,
+  // dropout(E[ids] * sqrt(d_model) + positions[offset + t]), E the source or target embedding
+  // (no sqrt(d_model) without scale_embeddings).
+  Tensor embed(const Tensor& ids, const Tensor& table, const Tensor& positions, ForwardContext& ctx,
                int64_t offset = 0) const;
-  // The table that holds positions [first, first + count), and the row of `first` in it.
+  // The table that holds positions [first, first + count) (their rows shifted by position_offset),
+  // and the row of `first` in it.
   std::pair<Tensor, int64_t> position_table(const Tensor& learned, int64_t first,
                                             int64_t count) const;
   Transformer(const ModelConfig& config, const ParameterSource& source);
 
   ModelConfig config_;
-  Tensor embedding_;
+  // The vocabulary matrices: one tensor three times (tie_embeddings "all"), two, or three.
+  Tensor source_embedding_, target_embedding_, output_weight_;
+  Tensor output_bias_;                            // output_bias only
   Tensor encoder_positions_, decoder_positions_;  // learned only
   // Sinusoidal encodings of positions [0, min(max_positions, kBuiltPositions)), computed once at
   // construction so that a model is immutable after it and can be shared across threads; positions

@@ -23,7 +23,8 @@ namespace {
 // (decoding has few rows: 128 x 37000 f32 is 19 MB), their log-softmax, then its top k. The packed
 // form is the whole embedding, packed by the same backend in hidden's type.
 TopK output_top_unfused(const Tensor& hidden, const Tensor& embedding, int64_t k, int64_t excluded,
-                        const std::vector<std::shared_ptr<const PackedWeight>>& packed) {
+                        const std::vector<std::shared_ptr<const PackedWeight>>& packed,
+                        const float* bias) {
   constexpr const char* kOp = "output_log_softmax_top";
   const Device device = hidden.device();
   TFM_CHECK(packed.size() <= 1, "{}: a GPU multiplies the whole embedding as one block", kOp);
@@ -36,13 +37,14 @@ TopK output_top_unfused(const Tensor& hidden, const Tensor& embedding, int64_t k
               "{}: the output weight {} does not fit hidden {}", kOp, weight.describe(),
               hidden.describe());
     detail::kernel(kOp, device, &KernelTable::packed_linear)(
-        hidden.device_raw(), rows, weight.form(), nullptr, logits.device_data<float>(), false);
+        hidden.device_raw(), rows, weight.form(), bias, logits.device_data<float>(), false);
   } else {
     kernels::GemmArgs args;
     args.a = kernels::GemmOperand::dense(hidden.device_raw(), hidden.dtype(), {rows, d});
     args.b = kernels::GemmOperand::dense(embedding.device_raw(), embedding.dtype(), {vocab, d})
                  .transposed();
     args.c = kernels::GemmOperand::dense(logits.device_raw(), DType::f32, {rows, vocab});
+    args.bias = bias;
     detail::kernel(kOp, device, &KernelTable::gemm)(args);
   }
   return top_k(log_softmax(logits), k, excluded);
@@ -79,7 +81,7 @@ TopK top_k(const Tensor& x, int64_t k, int64_t excluded) {
 TopK output_log_softmax_top(const Tensor& hidden, const Tensor& embedding, int64_t k,
                             int64_t excluded,
                             const std::vector<std::shared_ptr<const PackedWeight>>& packed,
-                            int64_t block) {
+                            int64_t block, const Tensor& bias) {
   constexpr const char* kOp = "output_log_softmax_top";
   TFM_CHECK(hidden.defined() && embedding.defined(), "{}: an input is undefined", kOp);
   TFM_CHECK(hidden.dtype() == DType::f32 || hidden.dtype() == DType::bf16,
@@ -91,10 +93,17 @@ TopK output_log_softmax_top(const Tensor& hidden, const Tensor& embedding, int64
             "{}: embedding {} cannot be multiplied with hidden {}", kOp, embedding.describe(),
             hidden.describe());
   TFM_CHECK(k >= 1, "{}: k = {} must be at least 1", kOp, k);
+  TFM_CHECK(!bias.defined() ||
+                (bias.dtype() == DType::f32 && bias.rank() == 1 && bias.dim(0) == embedding.dim(0)),
+            "{}: bias {} must be f32 [{}]", kOp, bias.defined() ? bias.describe() : "",
+            embedding.dim(0));
   const Device device = detail::op_device(kOp, hidden, embedding);
+  TFM_CHECK(!bias.defined() || bias.device() == device, "{}: bias {} is not on {}", kOp,
+            bias.describe(), device_name(device));
+  const float* bias_data = bias.defined() ? bias.device_data<float>() : nullptr;
   const KernelTable& backend = detail::kernels_for(kOp, device);
   if (backend.log_softmax_top == nullptr)
-    return output_top_unfused(hidden, embedding, k, excluded, packed);
+    return output_top_unfused(hidden, embedding, k, excluded, packed, bias_data);
   TopK out = empty_top_k(hidden.dim(0), k, device);
   kernels::LogSoftmaxTopArgs args;
   args.hidden = hidden.device_raw();
@@ -117,6 +126,7 @@ TopK output_log_softmax_top(const Tensor& hidden, const Tensor& embedding, int64
   args.vocab = embedding.dim(0);
   args.m = k;
   args.excluded = excluded;
+  args.bias = bias_data;
   backend.log_softmax_top(args, out.values.device_data<float>(), out.indices.device_data<int32_t>(),
                           out.counts.device_data<int32_t>());
   return out;

@@ -59,6 +59,41 @@ Tensor relu(const Tensor& x) {
   return out;
 }
 
+namespace {
+
+// y = f(x) element by element, with dx (+)= g f'(x) from the kept input.
+Tensor smooth_activation(const Tensor& x, const char* op,
+                         decltype(KernelTable::gelu) KernelTable::*forward,
+                         decltype(KernelTable::gelu_backward) KernelTable::*backward) {
+  check_input(x, op, "x");
+  const Device device = x.device();
+  Tensor out = Tensor::empty(x.shape(), DType::f32, device);
+  detail::kernel(op, device, forward)(x.device_data<float>(), out.device_data<float>(),
+                                      out.numel());
+  if (needs_grad({&x})) {
+    out.set_requires_grad(true);
+    record_backward(out, [x, out, device, op, backward] {
+      Tensor g = out.grad();
+      if (!g.defined()) return;
+      GradTarget target = grad_target(x);
+      detail::kernel(op, device, backward)(x.device_data<float>(), g.device_data<float>(),
+                                           target.tensor.device_data<float>(), g.numel(),
+                                           target.accumulate);
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor gelu(const Tensor& x) {
+  return smooth_activation(x, "gelu", &KernelTable::gelu, &KernelTable::gelu_backward);
+}
+
+Tensor swish(const Tensor& x) {
+  return smooth_activation(x, "swish", &KernelTable::swish, &KernelTable::swish_backward);
+}
+
 Tensor reshape(const Tensor& x, const Shape& shape) {
   TFM_CHECK(x.defined(), "reshape: x is undefined");
   TFM_CHECK(shape.numel() == x.numel(), "reshape: cannot view {} ({} elements) as {} ({} elements)",

@@ -50,6 +50,11 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {
 
 Tensor add(const Tensor& a, const Tensor& b);  // same shapes
 Tensor relu(const Tensor& x);
+// The FFN's other activations (config "activation"): gelu(x) = x Phi(x) with the normal CDF
+// Phi (the erf form, PyTorch's and fairseq's default "gelu"), swish(x) = x sigmoid(x) (SiLU).
+// Each keeps its input for the backward.
+Tensor gelu(const Tensor& x);
+Tensor swish(const Tensor& x);
 
 // Inverted dropout: keeps an element with probability 1-p and scales it by 1/(1-p). The keep mask
 // is a pure function of (seed, element index): reproducible, independent of threading, never stored
@@ -163,10 +168,12 @@ TopK top_k(const Tensor& x, int64_t k, int64_t excluded = -1);
 // (f32, or bf16 like hidden); or, when `packed` is not empty, the embedding as one packed weight
 // per `block` tokens (ops::packed_weight), of hidden's type, or i8 with f32 hidden (quantised
 // once per row for every block).
+// `bias` (f32 [V], on hidden's device, or undefined) is added to the logits (the output
+// projection's bias of config output_bias).
 TopK output_log_softmax_top(const Tensor& hidden, const Tensor& embedding, int64_t k,
                             int64_t excluded,
                             const std::vector<std::shared_ptr<const PackedWeight>>& packed,
-                            int64_t block);
+                            int64_t block, const Tensor& bias = {});
 
 // Key/value cache updates (nn::KeyValueCache) on [rows, capacity, width] buffers, f32 or bf16:
 // cache[r, position + j, :] = values[r, j, :] for values [rows <= cache rows, n, width] of the

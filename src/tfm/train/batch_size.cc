@@ -46,7 +46,10 @@ TrainingMemory estimate_training_memory(const ModelConfig& c, int64_t length, DT
   const double cross_attention_memory = hk + hv + (bf16 ? d : 0);  // keys and values of a source
   const double ffn = f + d + residual + (bf16 ? (d + f) / 2 : 0);
   const double embedding = 3 * d;
-  const double output = 2 * d + (bf16 ? d / 2 : 0) + 2;  // + the row's loss and nll
+  // With an output bias (config output_bias) the loss is not chunked: each target row keeps its
+  // logits, their log-softmax and the logits' gradient, V floats each.
+  const double output = 2 * d + (bf16 ? d / 2 : 0) + 2 +  // + the row's loss and nll
+                        (c.output_bias ? 3 * static_cast<double>(c.vocab_size) : 0);
 
   const double encoder_layer = self_attention + ffn;
   const double decoder_layer = self_attention + cross_attention_query + ffn;

@@ -30,8 +30,9 @@ data::CorpusOptions training_corpus_options(const TrainRecipe& recipe, const Mod
                                             const fs::path& run_dir,
                                             const std::function<void(const std::string&)>& note) {
   data::CorpusOptions options;
-  options.max_length = recipe.max_length > 0 ? std::min(recipe.max_length, config.max_positions)
-                                             : config.max_positions;
+  options.max_length = recipe.max_length > 0
+                           ? std::min(recipe.max_length, config.longest_sequence())
+                           : config.longest_sequence();
   options.skip_empty_lines = recipe.skip_empty_lines;
   options.skip_invalid_lines = recipe.skip_invalid_lines;
   options.cache_dir = run_dir / "cache";
@@ -85,14 +86,15 @@ void check_validation_lengths(const data::Corpus& valid, const TrainRecipe& reci
   }
 }
 
-std::vector<nn::Batch> validation_batches(const data::Corpus& valid, int64_t max_tokens) {
+std::vector<nn::Batch> validation_batches(const data::Corpus& valid, int64_t max_tokens,
+                                          int32_t decoder_start) {
   std::vector<nn::Batch> batches;
   data::BatcherOptions options;
   options.max_tokens = std::max<int64_t>(max_tokens, 1);
   options.shuffle = false;
   data::Batcher batcher(valid, options, 0);
   for (const auto& plan : batcher.epoch_plan(0))
-    batches.push_back(model_batch(batcher.make_batch(plan)));
+    batches.push_back(model_batch(batcher.make_batch(plan), decoder_start));
   return batches;
 }
 

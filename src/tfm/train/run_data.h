@@ -47,6 +47,7 @@ void check_validation_lengths(const data::Corpus& valid, const TrainRecipe& reci
 
 // The validation corpus in batches of at most `max_tokens` (at least 1), sorted by length, not
 // shuffled.
-std::vector<nn::Batch> validation_batches(const data::Corpus& valid, int64_t max_tokens);
+std::vector<nn::Batch> validation_batches(const data::Corpus& valid, int64_t max_tokens,
+                                          int32_t decoder_start = data::kBosId);
 
 }  // namespace tfm::internal

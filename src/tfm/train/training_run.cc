@@ -95,7 +95,8 @@ void TrainingRun::load_corpora() {
   note_("train: " + train_->stats().summary());
   has_valid_ = !recipe_.valid_source.empty() && lead_;
   if (has_valid_)
-    valid_ = load_validation_set(recipe_, *vocab_, corpus_options_, config_.max_positions, note_);
+    valid_ =
+        load_validation_set(recipe_, *vocab_, corpus_options_, config_.longest_sequence(), note_);
 }
 
 void TrainingRun::choose_batch_size() {
@@ -240,7 +241,7 @@ bool TrainingRun::update() {
   std::vector<nn::Batch> batches;
   for (int64_t i = 0; i < recipe_.accumulate * ranks_; ++i) {
     if (i / recipe_.accumulate == rank_)
-      batches.push_back(model_batch(batcher_->next()));
+      batches.push_back(model_batch(batcher_->next(), config_.decoder_start()));
     else
       batcher_->skip();
   }
@@ -313,8 +314,8 @@ void TrainingRun::log_progress(const UpdateResult& result) {
 void TrainingRun::run_validation() {
   if (!has_valid_) return;
   last_validation_step_ = session_->step();
-  const EvalResult result =
-      session_->evaluate(validation_batches(valid_.corpus, recipe_.max_tokens));
+  const EvalResult result = session_->evaluate(
+      validation_batches(valid_.corpus, recipe_.max_tokens, config_.decoder_start()));
   summary_.last_valid_loss = result.loss;
   nlohmann::json record = {{"type", "valid"},
                            {"step", session_->step()},

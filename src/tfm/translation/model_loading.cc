@@ -18,8 +18,9 @@ decode::InferenceOptions inference_options(const std::string& precision,
 data::Vocabulary model_vocabulary(const std::filesystem::path& dir, const ModelConfig& config,
                                   const std::string& why) {
   const std::filesystem::path path = dir / kVocabFileName;
-  TFM_CHECK(std::filesystem::exists(path), "{}: missing; {}", path.string(), why);
-  data::Vocabulary vocab(path);
+  TFM_CHECK(std::filesystem::exists(path) || std::filesystem::exists(dir / kVocabTableFileName),
+            "{}: missing; {}", path.string(), why);
+  data::Vocabulary vocab = data::Vocabulary::of_model_dir(dir);
   vocab.check_config(config, dir / kConfigFileName);
   return vocab;
 }

@@ -29,6 +29,10 @@ void fill_rows_and_elements(KernelTable& t) {
   t.write_grad = write_grad;
   t.relu = relu;
   t.relu_backward = relu_backward;
+  t.gelu = gelu;
+  t.gelu_backward = gelu_backward;
+  t.swish = swish;
+  t.swish_backward = swish_backward;
   t.sum_rows = [](const float* src, int64_t rows, int64_t cols, float* dst, bool accumulate,
                   float*) { sum_rows(src, rows, cols, dst, accumulate); };
   t.f32_to_bf16 = f32_to_bf16;

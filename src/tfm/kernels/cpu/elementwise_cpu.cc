@@ -1,6 +1,7 @@
 #include "tfm/kernels/cpu/elementwise_cpu.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "tfm/kernels/cpu/parallel.h"
 
@@ -47,6 +48,58 @@ void relu_backward(const float* y, const float* g, float* dx, int64_t n, bool ac
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
     for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? g[i] : 0.0f;
   }
+}
+
+namespace {
+
+// The derivatives, in float as the forwards (PyTorch's CPU kernels compute these in float too).
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+
+inline float gelu_value(float x) {
+  return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2));
+}
+inline float gelu_slope(float x) {
+  return 0.5f * (1.0f + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x);
+}
+inline float sigmoid(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
+}
+inline float swish_slope(float x) {
+  const float s = sigmoid(x);
+  return s * (1.0f + x * (1.0f - s));
+}
+
+template <typename Slope>
+void activation_backward(const float* x, const float* g, float* dx, int64_t n, bool accumulate,
+                         Slope slope) {
+  if (accumulate) {
+#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+    for (int64_t i = 0; i < n; ++i) dx[i] += g[i] * slope(x[i]);
+  } else {
+#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+    for (int64_t i = 0; i < n; ++i) dx[i] = g[i] * slope(x[i]);
+  }
+}
+
+}  // namespace
+
+void gelu(const float* x, float* y, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+  for (int64_t i = 0; i < n; ++i) y[i] = gelu_value(x[i]);
+}
+
+void gelu_backward(const float* x, const float* g, float* dx, int64_t n, bool accumulate) {
+  activation_backward(x, g, dx, n, accumulate, gelu_slope);
+}
+
+void swish(const float* x, float* y, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * sigmoid(x[i]);
+}
+
+void swish_backward(const float* x, const float* g, float* dx, int64_t n, bool accumulate) {
+  activation_backward(x, g, dx, n, accumulate, swish_slope);
 }
 
 }  // namespace tfm::internal::cpu

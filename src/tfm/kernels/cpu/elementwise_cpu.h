@@ -17,5 +17,11 @@ void add(const float* a, const float* b, float* out, int64_t n);
 void relu(const float* x, float* y, int64_t n);
 // dx (+)= g where y > 0 (y is relu's output).
 void relu_backward(const float* y, const float* g, float* dx, int64_t n, bool accumulate);
+// y = x Phi(x) = x (1 + erf(x / sqrt 2)) / 2; dx (+)= g (Phi(x) + x phi(x)).
+void gelu(const float* x, float* y, int64_t n);
+void gelu_backward(const float* x, const float* g, float* dx, int64_t n, bool accumulate);
+// y = x sigmoid(x); dx (+)= g s (1 + x (1 - s)) with s = sigmoid(x).
+void swish(const float* x, float* y, int64_t n);
+void swish_backward(const float* x, const float* g, float* dx, int64_t n, bool accumulate);
 
 }  // namespace tfm::internal::cpu

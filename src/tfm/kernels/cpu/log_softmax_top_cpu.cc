@@ -94,13 +94,13 @@ void log_softmax_top(const LogSoftmaxTopArgs& args, float* values, int32_t* toke
     const int64_t first = blocks * thread / threads, last = blocks * (thread + 1) / threads;
     for (int64_t b = first; b < last; ++b) {
       const int64_t offset = b * block, n = std::min(block, vocab - offset);
+      const float* bias = args.bias != nullptr ? args.bias + offset : nullptr;
       if (int8) {
         packed_linear_quantized(quantised.data(), scales.data(), rows,
-                                static_cast<const PackedWeight&>(*args.packed_blocks[b]), nullptr,
-                                z);
+                                static_cast<const PackedWeight&>(*args.packed_blocks[b]), bias, z);
       } else if (args.packed_blocks) {
         packed_linear(args.hidden, rows, static_cast<const PackedWeight&>(*args.packed_blocks[b]),
-                      nullptr, z);
+                      bias, z);
       } else {
         GemmArgs gemm_args;
         gemm_args.a = GemmOperand::dense(args.hidden, args.dtype, {rows, d});
@@ -109,6 +109,7 @@ void log_softmax_top(const LogSoftmaxTopArgs& args, float* values, int32_t* toke
                                          args.dtype, {n, d})
                           .transposed();
         gemm_args.c = GemmOperand::dense(z, DType::f32, {rows, n});
+        gemm_args.bias = bias;
         gemm(gemm_args);
       }
       for (int64_t r = 0; r < rows; ++r) {

@@ -106,6 +106,10 @@ void fill_rows_and_elements(KernelTable& t) {
   t.write_grad = write_grad;
   t.relu = relu;
   t.relu_backward = relu_backward;
+  t.gelu = gelu;
+  t.gelu_backward = gelu_backward;
+  t.swish = swish;
+  t.swish_backward = swish_backward;
   t.sum_rows_workspace = sum_rows_workspace;
   t.sum_rows = sum_rows;
   t.f32_to_bf16 = f32_to_bf16;

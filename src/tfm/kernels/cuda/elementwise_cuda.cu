@@ -109,7 +109,77 @@ __global__ void relu_backward_kernel(const float* y, const float* g, float* dx, 
     dx[i] = relu_grad(y[i], g[i], accumulate ? dx[i] : 0.0f, accumulate);
 }
 
+// The activations other than relu, as the CPU computes them (erff, expf: within an ulp or two).
+enum class Activation { gelu, swish };
+
+__device__ inline float sigmoid(float x) {
+  return 1.0f / (1.0f + expf(-x));
+}
+
+template <Activation kind>
+__device__ inline float activation_value(float x) {
+  if constexpr (kind == Activation::gelu) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  return x * sigmoid(x);
+}
+
+template <Activation kind>
+__device__ inline float activation_slope(float x) {
+  if constexpr (kind == Activation::gelu)
+    return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) +
+           x * 0.39894228040143268f * expf(-0.5f * x * x);
+  const float s = sigmoid(x);
+  return s * (1.0f + x * (1.0f - s));
+}
+
+template <Activation kind>
+__global__ void activation_kernel(const float* x, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    y[i] = activation_value<kind>(x[i]);
+}
+
+template <Activation kind>
+__global__ void activation_backward_kernel(const float* x, const float* g, float* dx, int64_t n,
+                                           bool accumulate) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const float v = g[i] * activation_slope<kind>(x[i]);
+    dx[i] = accumulate ? dx[i] + v : v;
+  }
+}
+
+template <Activation kind>
+void activation(const float* x, float* y, int64_t n) {
+  if (n <= 0) return;
+  activation_kernel<kind><<<grid_for(n, kThreads), kThreads, 0, stream()>>>(x, y, n);
+  TFM_CUDA_LAUNCHED(activation_kernel);
+}
+
+template <Activation kind>
+void activation_backward(const float* x, const float* g, float* dx, int64_t n, bool accumulate) {
+  if (n <= 0) return;
+  activation_backward_kernel<kind>
+      <<<grid_for(n, kThreads), kThreads, 0, stream()>>>(x, g, dx, n, accumulate);
+  TFM_CUDA_LAUNCHED(activation_backward_kernel);
+}
+
 }  // namespace
+
+void gelu(const float* x, float* y, int64_t n) {
+  activation<Activation::gelu>(x, y, n);
+}
+
+void gelu_backward(const float* x, const float* g, float* dx, int64_t n, bool accumulate) {
+  activation_backward<Activation::gelu>(x, g, dx, n, accumulate);
+}
+
+void swish(const float* x, float* y, int64_t n) {
+  activation<Activation::swish>(x, y, n);
+}
+
+void swish_backward(const float* x, const float* g, float* dx, int64_t n, bool accumulate) {
+  activation_backward<Activation::swish>(x, g, dx, n, accumulate);
+}
 
 void write_grad(float* dst, const float* src, int64_t n, bool accumulate, float scale) {
   if (n <= 0) return;

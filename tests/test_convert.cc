@@ -1,0 +1,447 @@
+// tfm convert: the fixtures of tools/make_convert_fixtures.py (small random models in Marian's
+// .npz layout, two variants, and Hugging Face's MarianMT layout) converted and checked against the
+// logits and greedy outputs that script computes in float64 with Marian's semantics from Marian's
+// own arrays; the export to CTranslate2 against bench/ct2_convert.py; and bad inputs.
+#include <gtest/gtest.h>
+#include <minizip/zip.h>
+#include <sentencepiece_processor.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "build_paths.h"
+#include "data_test_util.h"
+#include "temp_dir.h"
+#include "tfm/convert/ctranslate2.h"
+#include "tfm/convert/huggingface.h"
+#include "tfm/convert/marian.h"
+#include "tfm/convert/npz.h"
+#include "tfm/convert/tfm_names.h"
+#include "tfm/data/vocab.h"
+#include "tfm/decode/translate.h"
+#include "tfm/io/checksum.h"
+#include "tfm/io/safetensors.h"
+#include "tfm/model/model_dir.h"
+#include "tfm/nn/transformer.h"
+
+namespace tfm::internal::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kFixtures = fs::path(tfm_source_dir()) / "tests/fixtures/convert";
+constexpr int64_t kMarianVocab =
+    54;  // the fixtures' id table, the appended <pad> and <s> not counted
+
+const SafeTensors& reference() {
+  static const SafeTensors file = read_safetensors(kFixtures / "reference.safetensors");
+  return file;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// The logits of the converted model on the fixture's batch, [batch, T, V + 1].
+Tensor converted_logits(const fs::path& dir, const std::string& name) {
+  const LoadedModel loaded = load_model_dir(dir);
+  nn::Transformer model(loaded.config);
+  model.load(loaded.parameters);
+  const Tensor tgt_in = reference().get(name + ".tgt_in");
+  // Targets only count the loss's tokens: any non-pad ids (tgt_in starts with pad, the start).
+  const Tensor tgt_out = Tensor::from_ints(
+      tgt_in.shape(), std::vector<int32_t>(static_cast<size_t>(tgt_in.numel()), 3));
+  const nn::Batch batch =
+      nn::Batch::from_ids(reference().get(name + ".src"), tgt_in, tgt_out, loaded.config.pad_id);
+  auto ctx = nn::ForwardContext::inference();
+  return model.forward(batch, ctx);
+}
+
+// The converted model's logits against the reference's over its `vocab` tokens; the `appended`
+// tokens after them (Marian's <pad> and <s>, fairseq's <start>) are never candidates.
+void expect_logits_match(const fs::path& dir, const std::string& name, int64_t vocab,
+                         int64_t appended) {
+  const Tensor logits = converted_logits(dir, name);
+  const Tensor expected = reference().get(name + ".logits");
+  const int64_t width = vocab + appended;
+  ASSERT_EQ(logits.dim(0), expected.dim(0));
+  ASSERT_EQ(logits.dim(1), expected.dim(1));
+  ASSERT_EQ(logits.dim(2), width);
+  ASSERT_EQ(expected.dim(2), vocab);
+  const std::vector<float> a = logits.to_floats(), e = expected.to_floats();
+  double max_diff = 0, scale = 0;
+  for (int64_t row = 0; row < logits.dim(0) * logits.dim(1); ++row) {
+    for (int64_t v = 0; v < vocab; ++v) {
+      const double want = e[static_cast<size_t>(row * vocab + v)];
+      max_diff = std::max(max_diff, std::fabs(a[static_cast<size_t>(row * width + v)] - want));
+      scale = std::max(scale, std::fabs(want));
+    }
+    for (int64_t v = vocab; v < width; ++v)
+      EXPECT_LT(a[static_cast<size_t>(row * width + v)], -1e8);
+  }
+  EXPECT_GT(scale, 1.0);
+  EXPECT_LE(max_diff / scale, 2e-5) << name;
+}
+
+void expect_greedy_match(const fs::path& dir, const std::string& name) {
+  const LoadedModel loaded = load_model_dir(dir);
+  nn::Transformer model(loaded.config);
+  model.load(loaded.parameters);
+  const Tensor src = reference().get(name + ".src");
+  std::vector<std::vector<int32_t>> sources;
+  const std::vector<int32_t> ids = src.to_ints();
+  for (int64_t row = 0; row < src.dim(0); ++row) {
+    std::vector<int32_t> s;
+    for (int64_t t = 0; t < src.dim(1); ++t) {
+      const int32_t id = ids[static_cast<size_t>(row * src.dim(1) + t)];
+      if (id != loaded.config.pad_id) s.push_back(id);
+    }
+    sources.push_back(s);
+  }
+  decode::TranslateOptions options;
+  options.beam_size = 1;
+  options.max_length = 8;
+  const auto results = decode::translate(model, sources, options);
+  const Tensor greedy = reference().get(name + ".greedy");
+  const std::vector<int32_t> want = greedy.to_ints();
+  for (size_t row = 0; row < sources.size(); ++row) {
+    std::vector<int32_t> expected;
+    bool ended = false;
+    for (int64_t t = 0; t < greedy.dim(1); ++t) {
+      const int32_t id = want[row * static_cast<size_t>(greedy.dim(1)) + static_cast<size_t>(t)];
+      if (id == loaded.config.eos_id) ended = true;
+      if (id < 0 || id == loaded.config.eos_id) break;
+      expected.push_back(id);
+    }
+    EXPECT_EQ(results[row].front().tokens, expected) << name << " sentence " << row;
+    EXPECT_EQ(results[row].front().ended_by_eos, ended) << name << " sentence " << row;
+  }
+}
+
+TEST(ConvertMarian, PostNormSwishTiedMatchesTheReference) {
+  TempDir tmp;
+  convert::write_imported_model(convert::import_marian(kFixtures / "marian"), tmp / "m", "marian");
+  expect_logits_match(tmp / "m", "marian", kMarianVocab, 2);
+  expect_greedy_match(tmp / "m", "marian");
+}
+
+TEST(ConvertMarian, PreNormReluUntiedMatchesTheReference) {
+  TempDir tmp;
+  const auto model = convert::import_marian(kFixtures / "marian_prenorm");
+  EXPECT_EQ(model.config["tie_embeddings"], "none");
+  EXPECT_EQ(model.config["norm"], "pre");
+  convert::write_imported_model(model, tmp / "m", "marian_prenorm");
+  expect_logits_match(tmp / "m", "marian_prenorm", kMarianVocab, 2);
+  expect_greedy_match(tmp / "m", "marian_prenorm");
+}
+
+// fairseq: the folders python/tfm/convert.py staged from the fixtures' checkpoint.pt (written by
+// tools/make_convert_fixtures.py with it), through `--from tfm-names`, against fairseq's semantics.
+constexpr int64_t kFairseqVocab = 40;
+
+TEST(ConvertFairseq, PostNormReluSharedSinusoidsMatchTheReference) {
+  TempDir tmp;
+  const auto model = convert::import_tfm_names(kFixtures / "fairseq_staged");
+  convert::write_imported_model(model, tmp / "m", "fairseq");
+  expect_logits_match(tmp / "m", "fairseq", kFairseqVocab, 1);
+  expect_greedy_match(tmp / "m", "fairseq");
+}
+
+TEST(ConvertFairseq, PreNormGeluUntiedLearnedPositionsMatchTheReference) {
+  TempDir tmp;
+  const auto model = convert::import_tfm_names(kFixtures / "fairseq_prenorm_staged");
+  EXPECT_EQ(model.config["positional"], "learned");
+  convert::write_imported_model(model, tmp / "m", "fairseq_prenorm");
+  expect_logits_match(tmp / "m", "fairseq_prenorm", kFairseqVocab, 1);
+  expect_greedy_match(tmp / "m", "fairseq_prenorm");
+}
+
+TEST(ConvertMarian, WritesAModelDirectoryWithChecksumsAndTheVocabularies) {
+  TempDir tmp;
+  convert::write_imported_model(convert::import_marian(kFixtures / "marian"), tmp / "m", "marian");
+  for (const char* file :
+       {"config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json"})
+    EXPECT_TRUE(fs::exists(tmp / "m" / file)) << file;
+  EXPECT_FALSE(fs::exists(tmp / "m" / "vocab.model"));
+  const LoadedModel loaded = load_model_dir(tmp / "m");
+  EXPECT_TRUE(loaded.checksums_verified);
+  EXPECT_EQ(loaded.config.vocab_size, kMarianVocab + 2);  // + <pad> (the start) and <s>
+  EXPECT_EQ(loaded.config.pad_id, kMarianVocab);
+  EXPECT_EQ(loaded.config.decoder_start(), kMarianVocab);
+  EXPECT_EQ(loaded.config.bos_id, kMarianVocab + 1);
+  EXPECT_EQ(loaded.config.eos_id, 0);
+  EXPECT_EQ(loaded.metadata.at("vocab_crc32:source.spm"),
+            crc32_hex(crc32_of_file(kFixtures / "marian/source.spm")));
+  // Another model's target.spm in the directory is refused.
+  fs::copy_file(tmp / "m/source.spm", tmp / "m/target.spm", fs::copy_options::overwrite_existing);
+  EXPECT_NE(error_of([&] { load_model_dir(tmp / "m"); }).find("target.spm"), std::string::npos);
+}
+
+TEST(ImportedVocabulary, EncodesWithTheSourceModelAndDecodesWithTheTarget) {
+  TempDir tmp;
+  convert::write_imported_model(convert::import_marian(kFixtures / "marian"), tmp / "m", "marian");
+  const data::Vocabulary vocab = data::Vocabulary::of_model_dir(tmp / "m");
+  EXPECT_EQ(vocab.size(), kMarianVocab + 2);
+  EXPECT_EQ(vocab.path(), tmp / "m" / "vocab.json");
+  const std::vector<int32_t> ids = vocab.encode("the cat sat on the mat");
+  ASSERT_GT(ids.size(), 2u);
+  EXPECT_EQ(ids.back(), 0);  // </s> ends Marian's sources
+  for (size_t i = 0; i + 1 < ids.size(); ++i) {
+    EXPECT_GT(ids[i], 1) << "no <unk>: the pieces are in the table";
+    EXPECT_EQ(vocab.id(vocab.piece(ids[i])), ids[i]);
+  }
+  // Output pieces are the target model's: its own split of a German sentence, numbered by the
+  // table, comes back as the sentence.
+  sentencepiece::SentencePieceProcessor target;
+  ASSERT_TRUE(target.Load((tmp / "m" / "target.spm").string()).ok());
+  std::vector<std::string> pieces;
+  ASSERT_TRUE(target.Encode("der hund lief im park", &pieces).ok());
+  std::vector<int32_t> output;
+  for (const std::string& piece : pieces) output.push_back(vocab.id(piece));
+  EXPECT_EQ(std::count(output.begin(), output.end(), 1), 0) << "every target piece is in the table";
+  EXPECT_EQ(vocab.decode(output), "der hund lief im park");
+  vocab.check_config(load_model_dir(tmp / "m").config, tmp / "m" / "config.json");
+  // A piece no model knows is <unk>; the decoder's <pad> start and </s> are not text.
+  const std::vector<int32_t> unknown = vocab.encode("q");
+  EXPECT_EQ(std::count(unknown.begin(), unknown.end(), 1), 1);
+  EXPECT_EQ(vocab.decode({static_cast<int32_t>(kMarianVocab), output[0], 0}),
+            vocab.decode({output[0]}));
+}
+
+TEST(ImportedVocabulary, TargetLanguageTokenIsOneIdOrAnError) {
+  TempDir tmp;
+  convert::write_imported_model(convert::import_marian(kFixtures / "marian"), tmp / "m", "marian");
+  const std::string missing =
+      error_of([&] { data::Vocabulary::of_model_dir(tmp / "m").encode(">>deu<< the cat"); });
+  EXPECT_EQ(missing, "the target-language token '>>deu<<' is not in the vocabulary " +
+                         (tmp / "m" / "vocab.json").string() +
+                         " (the model does not translate into that language)");
+  auto table = nlohmann::json::parse(read_text(tmp / "m" / "vocab.json"));
+  table["pieces"].push_back(">>deu<<");
+  std::ofstream(tmp / "m" / "vocab.json") << table.dump();
+  const data::Vocabulary vocab = data::Vocabulary::of_model_dir(tmp / "m");
+  const std::vector<int32_t> ids = vocab.encode(">>deu<< the cat");
+  EXPECT_EQ(ids.front(), kMarianVocab + 2);
+  EXPECT_EQ(std::vector<int32_t>(ids.begin() + 1, ids.end()), vocab.encode("the cat"));
+}
+
+TEST(ConvertMarian, ReadsTheVocabularyYamlQuoting) {
+  TempDir tmp;
+  std::ofstream(tmp / "v.yml") << "</s>: 0\n<unk>: 1\n\"\\\"\": 3\n'it''s': 2\n\":\": 4\n";
+  EXPECT_EQ(convert::read_marian_vocab(tmp / "v.yml"),
+            (std::vector<std::string>{"</s>", "<unk>", "it's", "\"", ":"}));
+  std::ofstream(tmp / "bad.yml") << "</s>: 0\nno id here\n";
+  EXPECT_EQ(error_of([&] { convert::read_marian_vocab(tmp / "bad.yml"); }),
+            (tmp / "bad.yml").string() + ":2: not a 'piece: id' line: no id here");
+}
+
+TEST(ConvertHuggingFace, SameParametersAsTheMarianOriginal) {
+  TempDir tmp;
+  convert::write_imported_model(convert::import_huggingface(kFixtures / "huggingface"), tmp / "hf",
+                                "hf");
+  convert::write_imported_model(convert::import_marian(kFixtures / "marian"), tmp / "m", "m");
+  const LoadedModel hf = load_model_dir(tmp / "hf"), marian = load_model_dir(tmp / "m");
+  ModelConfig expected = marian.config;
+  expected.layer_norm_eps = 1e-5;  // torch.nn.LayerNorm's, where Marian's transformer has 1e-6
+  expected.sinusoid = "halves";    // modeling_marian.py's own table, not Marian's
+  expected.max_positions = 512;    // max_position_embeddings
+  EXPECT_EQ(config_to_json(hf.config).dump(), config_to_json(expected).dump());
+  ASSERT_EQ(hf.parameters.size(), marian.parameters.size());
+  for (size_t i = 0; i < hf.parameters.size(); ++i) {
+    EXPECT_EQ(hf.parameters[i].first, marian.parameters[i].first);
+    EXPECT_EQ(hf.parameters[i].second.to_floats(), marian.parameters[i].second.to_floats())
+        << hf.parameters[i].first;
+  }
+  for (const char* file : {"source.spm", "target.spm", "vocab.json"})
+    EXPECT_EQ(read_text(tmp / "hf" / file), read_text(tmp / "m" / file)) << file;
+}
+
+// Bad inputs: a copy of a fixture with one thing wrong, and the one-line error it gets.
+
+std::string npy(const convert::NpyArray& a) {
+  std::string shape;
+  for (int64_t d : a.shape) shape += std::to_string(d) + ", ";
+  std::string header =
+      "{'descr': '" + a.descr + "', 'fortran_order': False, 'shape': (" + shape + "), }";
+  header += std::string(63 - (10 + header.size()) % 64, ' ') + "\n";
+  const auto length = static_cast<uint16_t>(header.size());
+  return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(length & 0xff) +
+         static_cast<char>(length >> 8) + header + a.bytes;
+}
+
+// numpy.savez's layout: one stored (uncompressed) member <name>.npy per array.
+void write_npz(const fs::path& path, const std::map<std::string, convert::NpyArray>& arrays) {
+  zipFile zip = zipOpen64(path.c_str(), APPEND_STATUS_CREATE);
+  ASSERT_NE(zip, nullptr);
+  for (const auto& [name, array] : arrays) {
+    const std::string bytes = npy(array);
+    ASSERT_EQ(zipOpenNewFileInZip64(zip, (name + ".npy").c_str(), nullptr, nullptr, 0, nullptr, 0,
+                                    nullptr, 0, 0, 0),
+              ZIP_OK);
+    ASSERT_EQ(zipWriteInFileInZip(zip, bytes.data(), static_cast<unsigned>(bytes.size())), ZIP_OK);
+    ASSERT_EQ(zipCloseFileInZip(zip), ZIP_OK);
+  }
+  ASSERT_EQ(zipClose(zip, nullptr), ZIP_OK);
+}
+
+// The error of converting marian/ after `edit` changed its arrays.
+std::string marian_error(
+    const TempDir& tmp,
+    const std::function<void(std::map<std::string, convert::NpyArray>&)>& edit) {
+  fs::copy(kFixtures / "marian", tmp / "in", fs::copy_options::recursive);
+  const fs::path npz = tmp / "in" / "opus.spm.transformer.npz";
+  auto arrays = convert::read_npz(npz);
+  edit(arrays);
+  fs::remove(npz);
+  write_npz(npz, arrays);
+  return error_of([&] { convert::import_marian(tmp / "in"); });
+}
+
+TEST(ConvertMarian, RoundTripOfTheTestsNpzWriterIsAccepted) {
+  TempDir tmp;
+  EXPECT_EQ(marian_error(tmp, [](auto&) {}), "(no error)");
+}
+
+TEST(ConvertMarian, MissingArrayIsAnErrorNamingFileAndArray) {
+  TempDir tmp;
+  EXPECT_EQ(marian_error(tmp, [](auto& a) { a.erase("decoder_l1_context_Wk"); }),
+            (tmp / "in/opus.spm.transformer.npz").string() +
+                ": array 'decoder_l1_context_Wk' is missing");
+}
+
+TEST(ConvertMarian, WrongShapeIsAnErrorNamingFileAndArray) {
+  TempDir tmp;
+  EXPECT_EQ(marian_error(tmp,
+                         [](auto& a) {
+                           auto& w = a.at("encoder_l2_ffn_W1");
+                           w.shape = {16, 31};
+                           w.bytes.resize(16 * 31 * 4);
+                         }),
+            (tmp / "in/opus.spm.transformer.npz").string() +
+                ": array 'encoder_l2_ffn_W1' has shape [16, 31], expected [16, 32]");
+}
+
+TEST(ConvertMarian, UnsupportedVariantsAreErrors) {
+  TempDir a, b, c;
+  const std::string tanh = marian_error(a, [](auto& arrays) {
+    std::string& yml = arrays.at("special:model.yml").bytes;
+    const size_t at = yml.find("transformer-ffn-activation: swish");
+    yml.replace(at, 33, "transformer-ffn-activation: tanh");
+    arrays.at("special:model.yml").shape = {static_cast<int64_t>(yml.size())};
+  });
+  EXPECT_EQ(tanh, (a / "in/opus.spm.transformer.npz").string() +
+                      ": --transformer-ffn-activation tanh (swish, relu, gelu) is not supported");
+  // An array tfm would not read (here --transformer-postprocess-emb n's embedding LayerNorm).
+  const std::string extra = marian_error(b, [](auto& arrays) {
+    arrays["encoder_emb_ln_scale_pre"] = arrays.at("encoder_l1_self_bq");
+  });
+  EXPECT_EQ(extra, (b / "in/opus.spm.transformer.npz").string() +
+                       ": array 'encoder_emb_ln_scale_pre' is not read by tfm (an unsupported "
+                       "variant)");
+  const std::string depth = marian_error(c, [](auto& arrays) {
+    std::string& yml = arrays.at("special:model.yml").bytes;
+    yml.replace(yml.find("dec-depth: 2"), 12, "dec-depth: 1");
+  });
+  EXPECT_NE(depth.find("enc-depth 2 with dec-depth 1"), std::string::npos) << depth;
+  EXPECT_EQ(depth.find('\n'), std::string::npos);
+}
+
+TEST(ConvertMarian, TruncatedNpzIsAnErrorNamingTheFile) {
+  TempDir tmp;
+  fs::copy(kFixtures / "marian", tmp / "in", fs::copy_options::recursive);
+  const fs::path npz = tmp / "in" / "opus.spm.transformer.npz";
+  fs::resize_file(npz, fs::file_size(npz) / 2);
+  EXPECT_EQ(error_of([&] { convert::import_marian(tmp / "in"); }),
+            npz.string() + ": not a zip archive (.npz), or truncated");
+}
+
+TEST(ConvertMarian, MissingSentencePieceModelIsAnError) {
+  TempDir tmp;
+  fs::copy(kFixtures / "marian", tmp / "in", fs::copy_options::recursive);
+  fs::remove(tmp / "in" / "target.spm");
+  EXPECT_EQ(error_of([&] { convert::import_marian(tmp / "in"); }),
+            (tmp / "in/target.spm").string() + ": cannot be read (missing?)");
+}
+
+// The error of converting huggingface/ after `edit` changed its tensors.
+std::string huggingface_error(const TempDir& tmp,
+                              const std::function<void(std::map<std::string, Tensor>&)>& edit) {
+  fs::copy(kFixtures / "huggingface", tmp / "in", fs::copy_options::recursive);
+  const fs::path file = tmp / "in" / "model.safetensors";
+  SafeTensors st = read_safetensors(file);
+  edit(st.tensors);
+  std::vector<std::pair<std::string, Tensor>> tensors(st.tensors.begin(), st.tensors.end());
+  write_safetensors(file, tensors);
+  return error_of([&] { convert::import_huggingface(tmp / "in"); });
+}
+
+TEST(ConvertHuggingFace, BadTensorsAreErrorsNamingFileAndTensor) {
+  TempDir a, b;
+  EXPECT_EQ(huggingface_error(a, [](auto& t) { t.erase("model.decoder.layers.1.fc2.bias"); }),
+            (a / "in/model.safetensors").string() +
+                ": tensor 'model.decoder.layers.1.fc2.bias' is missing");
+  EXPECT_EQ(huggingface_error(
+                b,
+                [](auto& t) {
+                  t["model.encoder.layers.0.self_attn.k_proj.weight"] = Tensor::zeros({16, 8});
+                }),
+            (b / "in/model.safetensors").string() +
+                ": tensor 'model.encoder.layers.0.self_attn.k_proj.weight' has shape [16, 8], "
+                "expected [16, 16]");
+}
+
+TEST(ConvertHuggingFace, UnsupportedConfigurationIsAnError) {
+  TempDir tmp;
+  fs::copy(kFixtures / "huggingface", tmp / "in", fs::copy_options::recursive);
+  std::string config = read_text(tmp / "in" / "config.json");
+  config.replace(config.find("\"marian\""), 8, "\"bart\"");
+  std::ofstream(tmp / "in" / "config.json") << config;
+  EXPECT_EQ(
+      error_of([&] { convert::import_huggingface(tmp / "in"); }),
+      (tmp / "in/config.json").string() + ": model_type 'bart' (only marian) is not supported");
+}
+
+TEST(ConvertCommand, ConvertsAndRefusesWithOneLine) {
+  TempDir tmp;
+  const CommandResult ok = run_tfm_command(
+      "convert --from marian -i " + quoted(kFixtures / "marian") + " -o " + quoted(tmp / "m"), tmp);
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_TRUE(fs::exists(tmp / "m" / "model.safetensors"));
+  const CommandResult bad = run_tfm_command(
+      "convert --from huggingface -i " + quoted(kFixtures / "marian") + " -o " + quoted(tmp / "x"),
+      tmp);
+  EXPECT_NE(bad.status, 0);
+  EXPECT_EQ(lines_of(bad.err).size(), 1u) << bad.err;
+  EXPECT_NE(bad.err.find("marian/config.json"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(tmp / "x"));
+}
+
+// The export writes what bench/ct2_convert.py writes for a tfm model of the paper's architecture:
+// the CRC-32s of its model.bin for tests/fixtures/tiny, from
+//   /usr/bin/python3 bench/ct2_convert.py --model tests/fixtures/tiny --out OUT --positions 64
+//       [--quantization int8]
+TEST(ConvertCTranslate2, ModelBinIsTheBenchScriptsByteForByte) {
+  TempDir tmp;
+  fs::copy(fs::path(tfm_source_dir()) / "tests/fixtures/tiny", tmp / "tiny",
+           fs::copy_options::recursive);
+  std::vector<std::string> pieces = {"<pad>", "<unk>", "<s>", "</s>"};
+  for (int i = 4; i < 60; ++i) pieces.push_back(fmt::format("w{}", i));
+  std::ofstream(tmp / "tiny" / "vocab.json") << nlohmann::json({{"pieces", pieces}}).dump();
+  convert::export_ctranslate2(tmp / "tiny", tmp / "f32", false);
+  convert::export_ctranslate2(tmp / "tiny", tmp / "int8", true);
+  EXPECT_EQ(crc32_hex(crc32_of_file(tmp / "f32" / "model.bin")), "6cdc2c97");
+  EXPECT_EQ(crc32_hex(crc32_of_file(tmp / "int8" / "model.bin")), "de0ad44d");
+  EXPECT_EQ(fs::file_size(tmp / "int8" / "model.bin"), 77294u);
+  EXPECT_EQ(nlohmann::json::parse(read_text(tmp / "f32" / "shared_vocabulary.json")), pieces);
+}
+
+}  // namespace
+}  // namespace tfm::internal::testing
