@@ -39,8 +39,8 @@ Tensor with_values(const Tensor& vector, int64_t extra, float value);
 // A 1 x n or n array as the vector of its n elements.
 Tensor flattened(const Tensor& tensor);
 
-// Appends a token to the model: `piece` to the id table, a row to every vocabulary matrix (zeros, or
-// a copy of token `copy_of`'s row) and kNeverBias to the output bias (created with zeros for the
+// Appends a token to the model: `piece` to the id table, a row to every vocabulary matrix (zeros,
+// or a copy of token `copy_of`'s row) and kNeverBias to the output bias (created with zeros for the
 // other tokens, and output_bias set, when the model has none), so that the token can be a decoder
 // input (Marian's zero start, fairseq's </s> start) but is never an output. Returns its id.
 int64_t append_token(ImportedModel& model, const std::string& piece, int64_t copy_of = -1);
