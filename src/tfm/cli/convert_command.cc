@@ -35,8 +35,10 @@ void run_convert(const ConvertOptions& o) {
         "--from {}: its checkpoints are Python pickles; convert them with `python3 -m "
         "tfm.convert --from {} -i CHECKPOINT.pt ... -o {}` (docs/CONVERTING.md)",
         o.from, o.from, o.output);
-  const convert::ImportedModel model =
-      o.from == "marian" ? convert::import_marian(o.input) : convert::import_huggingface(o.input);
+  const convert::ImportedModel model = o.from == "marian" ? convert::import_marian(o.input)
+                                       : o.from == "tfm-names"
+                                           ? convert::import_tfm_names(o.input)
+                                           : convert::import_huggingface(o.input);
   convert::write_imported_model(model, o.output, o.input);
   std::fprintf(stderr, "converted %s (%s) into the model directory %s\n", o.input.c_str(),
                o.from.c_str(), o.output.c_str());
