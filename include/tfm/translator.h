@@ -36,6 +36,9 @@ struct TranslationOptions {
   int64_t min_length = 0;          // no end of sentence before this many tokens (0 to 1024)
   int64_t batch_size = 32;         // sentences per batch
   int64_t batch_tokens = 0;        // > 0: also at most this many padded source tokens per batch
+  // > 0: no output repeats an n-gram of this many tokens (fairseq's --no-repeat-ngram-size,
+  // CTranslate2's no_repeat_ngram_size), at most kMaxOutputLength; 0: off.
+  int64_t no_repeat_ngram_size = 0;
   // Each hypothesis's encoder-decoder attention (Hypothesis::attention), as `tfm translate
   // --attention-output` writes it: one decoder layer's, one head's or the mean of the heads.
   bool return_attention = false;

@@ -152,6 +152,8 @@ def test_search_options_and_threads_outside_the_cli_ranges_are_errors(translator
            max_length_offset=-100)
     raises(r"min_length -1 must be in \[0, 1024\]", translator.translate_batch, SOURCES,
            min_length=-1)
+    raises(r"no_repeat_ngram_size -1 must be in \[0, 1024\] \(0: off\)", translator.translate_batch,
+           SOURCES, no_repeat_ngram_size=-1)
     raises("length_penalty nan is not finite", translator.translate_batch, SOURCES,
            length_penalty=float("nan"))
     # 100000 OpenMP threads ended the interpreter.

@@ -132,6 +132,15 @@ def test_batch_tokens_and_bf16_as_the_cli(run_cli, model_dir, source_file):
     assert [result.hypotheses[0] for result in results] == expected
 
 
+def test_no_repeat_ngram_size_as_the_cli(translator, run_cli, model_dir, source_file):
+    expected = run_cli("translate", "-m", model_dir, "-i", source_file, *CLI_OPTIONS,
+                       "--no-repeat-ngram-size", "1").splitlines()
+    results = translator.translate_batch(SOURCES, no_repeat_ngram_size=1, **OPTIONS)
+    assert [result.hypotheses[0] for result in results] == expected
+    for result in results:  # n = 1: no subword token twice
+        assert len(set(result.tokens[0])) == len(result.tokens[0])
+
+
 def test_int8_as_the_cli(run_cli, model_dir, source_file):
     translator = tfm.Translator(model_dir, compute_type="int8", threads=1)
     assert translator.compute_type == "int8"

@@ -66,6 +66,9 @@ void check_search_ranges(const TranslationOptions& options) {
             "translate: min_length {} must be in [0, {}]", options.min_length, kMaxOutputLength);
   TFM_CHECK(options.batch_tokens >= 0, "translate: batch_tokens {} must be >= 0 (0: no limit)",
             options.batch_tokens);
+  TFM_CHECK(options.no_repeat_ngram_size >= 0 && options.no_repeat_ngram_size <= kMaxOutputLength,
+            "translate: no_repeat_ngram_size {} must be in [0, {}] (0: off)",
+            options.no_repeat_ngram_size, kMaxOutputLength);
 }
 
 decode::TranslateOptions decoding_options(const TranslationOptions& options,
@@ -80,6 +83,7 @@ decode::TranslateOptions decoding_options(const TranslationOptions& options,
   decoding.min_length = options.min_length;
   decoding.batch_size = options.batch_size;
   decoding.batch_tokens = options.batch_tokens;
+  decoding.no_repeat_ngram = options.no_repeat_ngram_size;
   decoding.progress = options.progress;
   if (options.return_attention) {
     const int64_t layer = options.attention_layer < 0 ? config.layers + options.attention_layer

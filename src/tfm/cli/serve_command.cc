@@ -220,6 +220,9 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--alpha", o->search.alpha, "length penalty ((5+len)/6)^alpha (default 0.6)")
       ->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--no-repeat-ngram-size", o->search.no_repeat_ngram,
+                  "no output repeats an n-gram of this many subword tokens (default 0: off)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1024}));
   cmd->add_option("--max-length-offset", o->search.max_length_offset,
                   "maximum output length = source length + this (default 50)")
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));

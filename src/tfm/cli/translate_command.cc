@@ -197,6 +197,9 @@ void register_translate(CLI::App& app) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cmd->add_option("--n-best", o->decoding.n_best, "hypotheses per sentence (default 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  cmd->add_option("--no-repeat-ngram-size", o->decoding.no_repeat_ngram,
+                  "no output repeats an n-gram of this many subword tokens (default 0: off)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1024}));
   cmd->add_flag("--n-best-output", o->n_best_output,
                 "write 'line ||| translation ||| score' for each of the n best");
   CLI::Option* attention_output =

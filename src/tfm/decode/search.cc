@@ -100,6 +100,23 @@ void constrained_step_top(StepScorer& scorer, const std::vector<int32_t>& last_t
   }
 }
 
+std::vector<int32_t> repeated_ngram_ends(const std::vector<int32_t>& tokens, int64_t n) {
+  TFM_CHECK(n >= 1, "no_repeat_ngram {} must be at least 1", n);
+  std::vector<int32_t> ends;
+  const auto length = static_cast<int64_t>(tokens.size());
+  const int64_t prefix = n - 1;  // the n-gram's first n - 1 tokens, the hypothesis' last ones
+  if (length < prefix) return ends;
+  // An earlier n-gram starts at i when tokens[i, i + n - 1) equals the last n - 1 tokens; its last
+  // token tokens[i + n - 1] is then blocked.
+  for (int64_t i = 0; i + prefix < length; ++i) {
+    if (std::equal(tokens.begin() + i, tokens.begin() + i + prefix, tokens.end() - prefix))
+      ends.push_back(tokens[static_cast<size_t>(i + prefix)]);
+  }
+  std::sort(ends.begin(), ends.end());
+  ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+  return ends;
+}
+
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
@@ -127,6 +144,8 @@ void check_options(const StepScorer& scorer, const std::vector<int64_t>& max_len
             "{}: n_best {} must be in [1, {}] (the beam size)", search, options.n_best, beam);
   TFM_CHECK(std::isfinite(options.alpha), "{}: length penalty alpha {} is not finite", search,
             options.alpha);
+  TFM_CHECK(options.no_repeat_ngram >= 0, "{}: no_repeat_ngram {} must be >= 0 (0: off)", search,
+            options.no_repeat_ngram);
   TFM_CHECK(scorer.rows() == static_cast<int64_t>(max_lengths.size()) * beam,
             "{}: the scorer has {} rows, expected {} sources x beam {}", search, scorer.rows(),
             max_lengths.size(), beam);
@@ -167,10 +186,11 @@ std::vector<SourceSearch> start_searches(const std::vector<int64_t>& max_lengths
 
 // A step's best tokens: the scorer's own (unconstrained), or masked by the live hypotheses'
 // states (an empty slot's row, log_prob -inf, has none).
-void best_tokens(StepScorer& scorer, const std::vector<int32_t>& last_tokens,
-                 const std::vector<SourceSearch>& searches, const std::vector<int64_t>& active,
-                 bool constrained, int64_t m, int64_t step, const SearchOptions& options,
-                 StepTop& top) {
+// The m best tokens of every row, masked by the constraints when there are some.
+void masked_best_tokens(StepScorer& scorer, const std::vector<int32_t>& last_tokens,
+                        const std::vector<SourceSearch>& searches,
+                        const std::vector<int64_t>& active, bool constrained, int64_t m,
+                        int64_t step, const SearchOptions& options, StepTop& top) {
   const int32_t excluded = excluded_token(step, options);
   if (!constrained) {
     scorer.step_top(last_tokens, m, excluded, top);
@@ -181,6 +201,47 @@ void best_tokens(StepScorer& scorer, const std::vector<int32_t>& last_tokens,
     for (const Partial& p : searches[static_cast<size_t>(source)].alive)
       states.push_back(p.log_prob == kNegInf ? nullptr : p.constraint.get());
   constrained_step_top(scorer, last_tokens, states, m, excluded, options.eos_id, step, top);
+}
+
+// The m best tokens of every row that repeat no n-gram of the row's hypothesis (n =
+// options.no_repeat_ngram; 0: every token). They are among the row's m + b best, b the most
+// tokens any row blocks, so one wider step finds them and the blocked ones are dropped.
+void best_tokens(StepScorer& scorer, const std::vector<int32_t>& last_tokens,
+                 const std::vector<SourceSearch>& searches, const std::vector<int64_t>& active,
+                 bool constrained, int64_t m, int64_t step, const SearchOptions& options,
+                 StepTop& top) {
+  std::vector<std::vector<int32_t>> blocked;
+  size_t most = 0;
+  if (options.no_repeat_ngram > 0)
+    for (int64_t source : active)
+      for (const Partial& p : searches[static_cast<size_t>(source)].alive) {
+        blocked.push_back(p.log_prob == kNegInf
+                              ? std::vector<int32_t>{}
+                              : repeated_ngram_ends(p.tokens, options.no_repeat_ngram));
+        most = std::max(most, blocked.back().size());
+      }
+  if (most == 0) {
+    masked_best_tokens(scorer, last_tokens, searches, active, constrained, m, step, options, top);
+    return;
+  }
+  const int64_t wide_m = std::min(m + static_cast<int64_t>(most), scorer.vocab_size());
+  StepTop wide;
+  masked_best_tokens(scorer, last_tokens, searches, active, constrained, wide_m, step, options,
+                     wide);
+  const int64_t rows = scorer.rows();
+  top.resize(rows, m);
+  for (int64_t row = 0; row < rows; ++row) {
+    const std::vector<int32_t>& row_blocked = blocked[static_cast<size_t>(row)];
+    int32_t& kept = top.counts[static_cast<size_t>(row)];
+    const int64_t first = row * wide_m, end = first + wide.counts[static_cast<size_t>(row)];
+    for (int64_t e = first; e < end && kept < m; ++e) {
+      const int32_t token = wide.tokens[static_cast<size_t>(e)];
+      if (std::binary_search(row_blocked.begin(), row_blocked.end(), token)) continue;
+      const auto at = static_cast<size_t>(row * m + kept++);
+      top.tokens[at] = token;
+      top.log_probs[at] = wide.log_probs[static_cast<size_t>(e)];
+    }
+  }
 }
 
 // The shape of a step's best tokens, and their log-probabilities: every one the search reads must

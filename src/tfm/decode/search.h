@@ -8,6 +8,9 @@
 // - Its score is log_prob / lp(length) with lp(n) = ((5 + n) / 6)^alpha (Wu et al. 2016, eq. 14),
 //   where length counts the generated tokens including eos, and log_prob sums their log p.
 // - eos is not allowed as one of the first min_length tokens (its log-probability is set to -inf).
+// - With no_repeat_ngram = n > 0, a hypothesis never takes a token that would make an n-gram of its
+//   generated tokens (bos excluded, eos never blocked) appear a second time (fairseq's
+//   --no-repeat-ngram-size): such tokens are dropped from its row before its best tokens are kept.
 // - With constraints (decode/constraint.h, one start state per source), a row's log-probabilities
 //   are masked before its best tokens are chosen: only the tokens its hypothesis' state allows
 //   (eos when it may end) stay. The scorer's full rows (step()) are read on the host for that; a
@@ -75,8 +78,13 @@ struct SearchOptions {
   int64_t min_length = 0;  // eos forbidden as one of the first min_length tokens
   int32_t bos_id = 2;
   int32_t eos_id = 3;
-  bool early_stopping = true;  // false: every source runs until it has no live hypothesis left
+  bool early_stopping = true;   // false: every source runs until it has no live hypothesis left
+  int64_t no_repeat_ngram = 0;  // > 0: no n-gram of this size twice in a hypothesis; 0: off
 };
+
+// The tokens that, appended to `tokens`, would repeat one of its n-grams: every token that followed
+// an earlier occurrence of its last n - 1 tokens (for n = 1, every token it holds). Sorted, unique.
+std::vector<int32_t> repeated_ngram_ends(const std::vector<int32_t>& tokens, int64_t n);
 
 struct Hypothesis {
   std::vector<int32_t> tokens;  // the output, without bos and eos

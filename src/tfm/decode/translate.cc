@@ -18,6 +18,7 @@ SearchOptions search_options(const TranslateOptions& options, const ModelConfig&
   search.bos_id = config.decoder_start();
   search.eos_id = config.eos_id;
   search.early_stopping = options.early_stopping;
+  search.no_repeat_ngram = options.no_repeat_ngram;
   return search;
 }
 

@@ -33,6 +33,7 @@ struct TranslateOptions {
   int64_t batch_tokens = 0;        // > 0: also at most this many padded source tokens per batch
   bool sort_by_length = true;      // batch sentences of similar length together
   bool early_stopping = true;      // see beam_search
+  int64_t no_repeat_ngram = 0;     // > 0: no n-gram of this size twice in an output (search.h)
   AttentionProbe attention;        // encoder-decoder weights to return per output token
   // What each hypothesis may continue with (decode/constraint.h); its start() gets the source's
   // index in translate()'s sources. None: the search as without constraints, byte for byte.
