@@ -48,8 +48,9 @@ double greedy_validation_f1(const nn::Transformer& model, const data::Vocabulary
     inputs.push_back(std::move(input));
   }
   std::vector<data::Tree> test;
-  // The model alone, without the tree constraint: what training has learnt (tfm parse adds it).
-  for (tasks::ParseResult& result : tasks::parse(model, options, vocab, inputs, 1, false))
+  // With the tree constraint, as tfm parse decodes by default: checkpoints are chosen by the F1 of
+  // the parser a user runs (its greedy form), not of the unconstrained model.
+  for (tasks::ParseResult& result : tasks::parse(model, options, vocab, inputs, 1, true))
     test.push_back(std::move(result.trees.front().tree));
   EvalbParams params = evalb_params("collins");
   params.max_error = static_cast<int>(gold.size()) + 1;

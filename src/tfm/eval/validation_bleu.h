@@ -23,10 +23,10 @@ double greedy_validation_bleu(const nn::Transformer& model, const data::Vocabula
                               const std::vector<std::string>& sources,
                               const std::vector<std::string>& references);
 
-// Parsing: sources are sentences' words, references their linearised trees. Greedy parses are
-// scored against the references' trees with EVALB's COLLINS.prm (tags from data::guess_tag on
-// both sides, so that punctuation is deleted alike); returns the F1 of all lengths, 0 when no
-// sentence could be scored.
+// Parsing: sources are sentences' words, references their linearised trees. Greedy parses under
+// the tree constraint (tasks/tree_constraint.h, as tfm parse decodes) are scored against the
+// references' trees with EVALB's COLLINS.prm (tags from data::guess_tag on both sides, so that
+// punctuation is deleted alike); returns the F1 of all lengths, 0 when no sentence could be scored.
 double greedy_validation_f1(const nn::Transformer& model, const data::Vocabulary& vocab,
                             const std::vector<std::string>& sources,
                             const std::vector<std::string>& references);
