@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "tfm/decode/search.h"
@@ -22,6 +23,24 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // p(next | source, prefix without bos) as a full distribution over the vocabulary.
 using Distribution =
     std::function<std::vector<double>(int64_t source, const std::vector<int32_t>& prefix)>;
+
+// Random weights for eos and the words (ids kEos..vocab-1; pad, unk and bos get 0), fixed per
+// (source, prefix); eos's weight is scaled by eos_weight (below 1: longer outputs).
+inline Distribution random_table(uint64_t seed, int64_t vocab, double eos_weight = 1.0) {
+  return [seed, vocab, eos_weight](int64_t source, const std::vector<int32_t>& prefix) {
+    uint64_t h = seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(source) * 1000003u;
+    for (int32_t t : prefix) h = (h ^ static_cast<uint64_t>(t)) * 0x100000001b3ull;
+    std::mt19937_64 rng(h);
+    std::uniform_real_distribution<double> u(0.05, 1.0);
+    std::vector<double> p(static_cast<size_t>(vocab), 0.0);
+    for (int32_t t = kEos; t < vocab; ++t) p[static_cast<size_t>(t)] = u(rng);
+    p[kEos] *= eos_weight;
+    double sum = 0;
+    for (double x : p) sum += x;
+    for (double& x : p) x /= sum;
+    return p;
+  };
+}
 
 // Keeps each row's prefix and source; step() appends the last token and returns log p as float.
 class TableScorer : public StepScorer {

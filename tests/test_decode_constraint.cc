@@ -22,24 +22,10 @@ namespace {
 
 using testing::Distribution;
 using testing::kEos;
+using testing::random_table;
 using testing::TableScorer;
 
 constexpr int64_t kVocab = 8;  // 0 pad, 1 unk, 2 bos, 3 eos, words 4..7
-
-// Random weights for eos and the words, fixed per (source, prefix).
-Distribution random_table(uint64_t seed) {
-  return [seed](int64_t source, const std::vector<int32_t>& prefix) {
-    uint64_t h = seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(source) * 1000003u;
-    for (int32_t t : prefix) h = (h ^ static_cast<uint64_t>(t)) * 0x100000001b3ull;
-    std::mt19937_64 rng(h);
-    std::uniform_real_distribution<double> u(0.05, 1.0);
-    std::vector<double> p(kVocab, 0.0);
-    double sum = 0;
-    for (int32_t t = kEos; t < kVocab; ++t) sum += p[static_cast<size_t>(t)] = u(rng);
-    for (double& x : p) x /= sum;
-    return p;
-  };
-}
 
 // A constraint given as a rule on the prefix: allowed(source, prefix) lists the tokens allowed
 // next (eos among them when it may end). States keep the prefix; `clones` counts copies.
@@ -161,7 +147,7 @@ void expect_identical(const std::vector<std::vector<Hypothesis>>& a,
 }
 
 TEST(ConstrainedSearch, AConstraintThatAllowsEverythingChangesNothing) {
-  const Distribution dist = random_table(3);
+  const Distribution dist = random_table(3, kVocab);
   const RuleConstraint all(everything_in(kVocab));
   const std::vector<int64_t> max_lengths{4, 6, 1};
   for (int64_t beam : {1, 3, 5}) {
@@ -187,7 +173,7 @@ TEST(ConstrainedSearch, BeamAndGreedyReturnOnlyAllowedSequencesAndTheBestOfThem)
   const RuleConstraint rule(alternating);
   const std::vector<int64_t> max_lengths{8, 8, 8};
   for (uint64_t seed = 1; seed <= 5; ++seed) {
-    const Distribution dist = random_table(seed);
+    const Distribution dist = random_table(seed, kVocab);
     SearchOptions options;
     options.alpha = 0.6;
     options.beam_size = 16;
@@ -230,7 +216,7 @@ TEST(ConstrainedSearch, HypothesesWithNothingAllowedDropOut) {
   SearchOptions options;
   options.beam_size = 4;
   options.n_best = 2;
-  TableScorer scorer(kVocab, 2, 4, random_table(9));
+  TableScorer scorer(kVocab, 2, 4, random_table(9, kVocab));
   const auto found = beam_search(scorer, {6, 6}, options, dead_end.starts(2));
   EXPECT_TRUE(found[0].empty());
   ASSERT_EQ(found[1].size(), 2u);
@@ -238,7 +224,7 @@ TEST(ConstrainedSearch, HypothesesWithNothingAllowedDropOut) {
 
   options.beam_size = 1;
   options.n_best = 1;
-  TableScorer greedy(kVocab, 2, 1, random_table(9));
+  TableScorer greedy(kVocab, 2, 1, random_table(9, kVocab));
   const auto one = greedy_search(greedy, {6, 6}, options, dead_end.starts(2));
   EXPECT_TRUE(one[0].empty());
   ASSERT_EQ(one[1].size(), 1u);
@@ -250,7 +236,7 @@ TEST(ConstrainedSearch, BadConstraintsAreErrors) {
     return std::vector<int32_t>{4, 99};
   });
   SearchOptions options;
-  TableScorer scorer(kVocab, 1, 4, random_table(1));
+  TableScorer scorer(kVocab, 1, 4, random_table(1, kVocab));
   EXPECT_THROW(
       {
         try {
@@ -263,7 +249,7 @@ TEST(ConstrainedSearch, BadConstraintsAreErrors) {
         }
       },
       Error);
-  TableScorer two(kVocab, 2, 4, random_table(1));
+  TableScorer two(kVocab, 2, 4, random_table(1, kVocab));
   EXPECT_THROW(beam_search(two, {5, 5}, options, outside.starts(1)), Error);
 
   // A +inf among the allowed log-probabilities is the model's overflow, named by step.

@@ -20,6 +20,7 @@ namespace {
 
 using testing::Distribution;
 using testing::kEos;
+using testing::random_table;
 using testing::TableScorer;
 
 constexpr int64_t kVocab = 8;  // 0 pad, 1 unk, 2 bos, 3 eos, words 4..7
@@ -33,24 +34,6 @@ bool repeats_ngram(const std::vector<int32_t>& tokens, int64_t n) {
              .second)
       return true;
   return false;
-}
-
-// Random weights for eos and the words, fixed per (source, prefix); words are likelier than eos
-// so that outputs grow long enough to repeat.
-Distribution random_table(uint64_t seed) {
-  return [seed](int64_t source, const std::vector<int32_t>& prefix) {
-    uint64_t h = seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(source) * 1000003u;
-    for (int32_t t : prefix) h = (h ^ static_cast<uint64_t>(t)) * 0x100000001b3ull;
-    std::mt19937_64 rng(h);
-    std::uniform_real_distribution<double> u(0.05, 1.0);
-    std::vector<double> p(kVocab, 0.0);
-    double sum = 0;
-    for (int32_t t = kEos; t < kVocab; ++t) sum += p[static_cast<size_t>(t)] = u(rng);
-    p[kEos] *= 0.2;
-    sum -= p[kEos] * 4;
-    for (double& x : p) x /= sum;
-    return p;
-  };
 }
 
 // The blocking rule as a constraint: eos always, a word when the prefix with it repeats no n-gram.
@@ -108,7 +91,7 @@ TEST(NgramBlocking, SearchesEqualTheRuleAsAConstraint) {
         options.alpha = 0.6;
         options.bos_id = testing::kBos;
         options.eos_id = kEos;
-        const Distribution table = random_table(seed);
+        const Distribution table = random_table(seed, kVocab, 0.2);
         auto search = [&](const SearchOptions& o,
                           std::vector<std::unique_ptr<ConstraintState>> states) {
           TableScorer scorer(kVocab, sources, beam, table);
@@ -179,7 +162,8 @@ TEST(NgramBlocking, CombinesWithAConstraint) {
     four_five.push_back(std::make_unique<OnlyFourFive>());
     both.push_back(std::make_unique<Both>());
   }
-  TableScorer a(kVocab, 2, 3, random_table(7)), b(kVocab, 2, 3, random_table(7));
+  TableScorer a(kVocab, 2, 3, random_table(7, kVocab, 0.2)),
+      b(kVocab, 2, 3, random_table(7, kVocab, 0.2));
   const auto expected = beam_search(a, max_lengths, options, std::move(both));
   options.no_repeat_ngram = 2;
   const auto got = beam_search(b, max_lengths, options, std::move(four_five));
