@@ -1,7 +1,8 @@
 // tfm convert: the fixtures of tools/make_convert_fixtures.py (small random models in Marian's
-// .npz layout, two variants, and Hugging Face's MarianMT layout) converted and checked against the
-// logits and greedy outputs that script computes in float64 with Marian's semantics from Marian's
-// own arrays; the export to CTranslate2 against bench/ct2_convert.py; and bad inputs.
+// .npz layout, two variants, and Hugging Face's MarianMT layout; fairseq and OpenNMT-py
+// checkpoints as python/tfm/convert.py stages them) converted and checked against the logits and
+// greedy outputs that script computes in float64 with each framework's semantics from its own
+// arrays; the export to CTranslate2 against bench/ct2_convert.py; and bad inputs.
 #include <gtest/gtest.h>
 #include <minizip/zip.h>
 #include <sentencepiece_processor.h>
@@ -24,8 +25,10 @@
 #include "tfm/decode/translate.h"
 #include "tfm/io/checksum.h"
 #include "tfm/io/safetensors.h"
+#include "tfm/model.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/nn/transformer.h"
+#include "tfm/translator.h"
 
 namespace tfm::internal::testing {
 namespace {
@@ -65,17 +68,16 @@ Tensor converted_logits(const fs::path& dir, const std::string& name) {
   return model.forward(batch, ctx);
 }
 
-// The converted model's logits against the reference's over its `vocab` tokens; the `appended`
-// tokens after them (Marian's <pad> and <s>, fairseq's <start>) are never candidates.
-void expect_logits_match(const fs::path& dir, const std::string& name, int64_t vocab,
-                         int64_t appended) {
+// The converted model's logits against the reference's over the reference's tokens; the
+// `appended` tokens after them (Marian's <pad> and <s>, the pieces only an OpenNMT-py model's
+// source vocabulary has) are never candidates.
+void expect_logits_match(const fs::path& dir, const std::string& name, int64_t appended) {
   const Tensor logits = converted_logits(dir, name);
   const Tensor expected = reference().get(name + ".logits");
-  const int64_t width = vocab + appended;
+  const int64_t vocab = expected.dim(2), width = vocab + appended;
   ASSERT_EQ(logits.dim(0), expected.dim(0));
   ASSERT_EQ(logits.dim(1), expected.dim(1));
   ASSERT_EQ(logits.dim(2), width);
-  ASSERT_EQ(expected.dim(2), vocab);
   const std::vector<float> a = logits.to_floats(), e = expected.to_floats();
   double max_diff = 0, scale = 0;
   for (int64_t row = 0; row < logits.dim(0) * logits.dim(1); ++row) {
@@ -126,42 +128,73 @@ void expect_greedy_match(const fs::path& dir, const std::string& name) {
   }
 }
 
-TEST(ConvertMarian, PostNormSwishTiedMatchesTheReference) {
+// `model` written as a model directory, its logits and greedy outputs against the reference's for
+// `name` (`appended`: as expect_logits_match).
+void expect_matches_reference(const convert::ImportedModel& model, const std::string& name,
+                              int64_t appended) {
   TempDir tmp;
-  convert::write_imported_model(convert::import_marian(kFixtures / "marian"), tmp / "m", "marian");
-  expect_logits_match(tmp / "m", "marian", kMarianVocab, 2);
-  expect_greedy_match(tmp / "m", "marian");
+  convert::write_imported_model(model, tmp / "m", name);
+  expect_logits_match(tmp / "m", name, appended);
+  expect_greedy_match(tmp / "m", name);
+}
+
+// Marian: + <pad> (the decoder start) and <s>.
+TEST(ConvertMarian, PostNormSwishTiedMatchesTheReference) {
+  expect_matches_reference(convert::import_marian(kFixtures / "marian"), "marian", 2);
 }
 
 TEST(ConvertMarian, PreNormReluUntiedMatchesTheReference) {
-  TempDir tmp;
   const auto model = convert::import_marian(kFixtures / "marian_prenorm");
   EXPECT_EQ(model.config["tie_embeddings"], "none");
   EXPECT_EQ(model.config["norm"], "pre");
-  convert::write_imported_model(model, tmp / "m", "marian_prenorm");
-  expect_logits_match(tmp / "m", "marian_prenorm", kMarianVocab, 2);
-  expect_greedy_match(tmp / "m", "marian_prenorm");
+  expect_matches_reference(model, "marian_prenorm", 2);
 }
 
 // fairseq: the folders python/tfm/convert.py staged from the fixtures' checkpoint.pt (written by
 // tools/make_convert_fixtures.py with it), through `--from tfm-names`, against fairseq's semantics.
-constexpr int64_t kFairseqVocab = 40;
-
+// The decoder starts from </s>, the eos: no token is appended.
 TEST(ConvertFairseq, PostNormReluSharedSinusoidsMatchTheReference) {
-  TempDir tmp;
   const auto model = convert::import_tfm_names(kFixtures / "fairseq_staged");
-  convert::write_imported_model(model, tmp / "m", "fairseq");
-  expect_logits_match(tmp / "m", "fairseq", kFairseqVocab, 1);
-  expect_greedy_match(tmp / "m", "fairseq");
+  EXPECT_EQ(model.config["decoder_start_id"], 2);
+  EXPECT_EQ(model.config["eos_id"], 2);
+  EXPECT_TRUE(model.source_eos);
+  expect_matches_reference(model, "fairseq", 0);
 }
 
 TEST(ConvertFairseq, PreNormGeluUntiedLearnedPositionsMatchTheReference) {
-  TempDir tmp;
   const auto model = convert::import_tfm_names(kFixtures / "fairseq_prenorm_staged");
   EXPECT_EQ(model.config["positional"], "learned");
-  convert::write_imported_model(model, tmp / "m", "fairseq_prenorm");
-  expect_logits_match(tmp / "m", "fairseq_prenorm", kFairseqVocab, 1);
-  expect_greedy_match(tmp / "m", "fairseq_prenorm");
+  expect_matches_reference(model, "fairseq_prenorm", 0);
+}
+
+// OpenNMT-py: the folders python/tfm/convert.py staged from the fixtures' model_step_1000.pt,
+// against OpenNMT-py's semantics (pre-norm, sinusoids from position 0, no </s> after the source).
+TEST(ConvertOpenNmt, SharedVocabularyAllTiedInterleavedReluMatchesTheReference) {
+  const auto model = convert::import_tfm_names(kFixtures / "opennmt_staged");
+  EXPECT_EQ(model.config["tie_embeddings"], "all");
+  EXPECT_EQ(model.config["norm"], "pre");
+  EXPECT_EQ(model.config["sinusoid"], "interleaved");
+  EXPECT_EQ(model.config["attention_bias"], false);
+  EXPECT_EQ(model.config["pad_id"], 1);  // <blank>
+  EXPECT_FALSE(model.source_eos);
+  expect_matches_reference(model, "opennmt", 0);
+  TempDir tmp;
+  convert::write_imported_model(model, tmp / "m", "opennmt");
+  const data::Vocabulary vocab = data::Vocabulary::of_model_dir(tmp / "m");
+  EXPECT_EQ(vocab.encode("the cat").size(), vocab.pieces("the cat").size())
+      << "OpenNMT-py's sources have no </s>";
+}
+
+// Separate vocabularies: tfm's table is the target's pieces, then the source-only ones.
+constexpr int64_t kOpenNmtSourceOnlyPieces = 16;
+
+TEST(ConvertOpenNmt, SeparateVocabulariesConcatGeluMatchTheReference) {
+  const auto model = convert::import_tfm_names(kFixtures / "opennmt_separate_staged");
+  EXPECT_EQ(model.config["tie_embeddings"], "decoder");
+  EXPECT_EQ(model.config["sinusoid"], "halves_t2t");
+  EXPECT_EQ(model.config["activation"], "gelu");
+  EXPECT_EQ(model.config["attention_bias"], true);
+  expect_matches_reference(model, "opennmt_separate", kOpenNmtSourceOnlyPieces);
 }
 
 TEST(ConvertMarian, WritesAModelDirectoryWithChecksumsAndTheVocabularies) {
@@ -214,6 +247,43 @@ TEST(ImportedVocabulary, EncodesWithTheSourceModelAndDecodesWithTheTarget) {
   EXPECT_EQ(std::count(unknown.begin(), unknown.end(), 1), 1);
   EXPECT_EQ(vocab.decode({static_cast<int32_t>(kMarianVocab), output[0], 0}),
             vocab.decode({output[0]}));
+}
+
+// translate_tokens and Python's token lists: a source given as pieces ends with </s> as its text
+// does (vocab.json's "source_eos"), and translates as the text does.
+TEST(ImportedVocabulary, PiecesGetTheSourceEndAsTextDoes) {
+  TempDir tmp;
+  convert::write_imported_model(convert::import_marian(kFixtures / "marian"), tmp / "m", "marian");
+  const data::Vocabulary vocab = data::Vocabulary::of_model_dir(tmp / "m");
+  const std::string text = "the cat sat on the mat";
+  const std::vector<int32_t> ids = vocab.source_ids(vocab.pieces(text));
+  EXPECT_EQ(ids, vocab.encode(text));
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids.back(), 0);
+  EXPECT_EQ(ids.size(), vocab.pieces(text).size() + 1);
+  // An empty source stays empty (not translated), as with vocab.model.
+  EXPECT_TRUE(vocab.source_ids({}).empty());
+  EXPECT_TRUE(vocab.encode("").empty());
+
+  const auto model = tfm::Model::load(tmp / "m");
+  tfm::Translator translator(model, {1});
+  tfm::TranslationOptions options;
+  options.beam_size = 2;
+  options.max_length = 8;
+  const std::vector<std::string> sources = {text, "der hund lief im park", ""};
+  std::vector<std::vector<std::string>> tokens;
+  for (const std::string& source : sources) tokens.push_back(model->tokenize(source));
+  const auto from_text = translator.translate(sources, options);
+  const auto from_tokens = translator.translate_tokens(tokens, options);
+  ASSERT_EQ(from_text.size(), from_tokens.size());
+  for (size_t i = 0; i < sources.size(); ++i) {
+    ASSERT_EQ(from_text[i].hypotheses.size(), from_tokens[i].hypotheses.size()) << i;
+    for (size_t k = 0; k < from_text[i].hypotheses.size(); ++k) {
+      EXPECT_EQ(from_text[i].hypotheses[k].tokens, from_tokens[i].hypotheses[k].tokens) << i;
+      EXPECT_EQ(from_text[i].hypotheses[k].score, from_tokens[i].hypotheses[k].score) << i;
+    }
+  }
+  EXPECT_TRUE(from_tokens.back().hypotheses.empty());
 }
 
 TEST(ImportedVocabulary, TargetLanguageTokenIsOneIdOrAnError) {

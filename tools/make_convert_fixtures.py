@@ -29,12 +29,31 @@ Folders written (sources followed, for names, shapes, dtypes and metadata):
                  self_attn.{q,k,v,out}_proj.{weight,bias}, self_attn_layer_norm, fc1, fc2,
                  final_layer_norm, decoder encoder_attn and encoder_attn_layer_norm; tied copies
                  left out, as save_pretrained does), vocab.json, source.spm, target.spm.
+  fairseq/, fairseq_prenorm/
+                 checkpoint.pt as fairseq's checkpoint_utils.save_state writes it (args, model, ...),
+                 dict.txt, sentencepiece.bpe.model; post-norm/relu/shared/sinusoidal and
+                 pre-norm/gelu/untied/learned positions.
+  opennmt/, opennmt_separate/
+                 model_step_1000.pt as OpenNMT-py v3.5.1's ModelSaver._save writes it (torch.save of
+                 {"model", "generator", "vocab": {"src": [...], "tgt": [...], ...}, "opt":
+                 argparse.Namespace, "optim"}; names of onmt/encoders/transformer.py,
+                 onmt/decoders/transformer.py, onmt/modules/embeddings.py: emb_luts.0, pe.pe
+                 [5000, 1, d], transformer.N / transformer_layers.N with self_attn.linear_{query,keys,
+                 values}, final_linear, context_attn, layer_norm(_1, _2), feed_forward.{w_1, w_2,
+                 layer_norm}), with the SentencePiece model(s): one shared vocabulary and all three
+                 matrices one, SinusoidalInterleaved, relu, no attention biases; and separate
+                 vocabularies, only the generator tied to the decoder's embedding, SinusoidalConcat,
+                 gelu, attention biases, no FFN biases.
+  <name>_staged/ what python/tfm/convert.py stages from each fairseq and OpenNMT-py checkpoint for
+                 `tfm convert --from tfm-names` (the C++ tests read these).
   reference.safetensors
                  per Marian folder ("<name>.src", ".tgt_in", ".logits", ".greedy"): a padded batch of
                  source ids (tfm's pad id V, the appended <pad>), teacher-forced target inputs (the
                  decoder start V, Marian's zero embedding, first), the logits over Marian's V tokens computed here in float64 with Marian's
                  semantics from Marian's arrays (zero start embedding, Marian's [sin | cos]
-                 table with log(10000)/(d/2 - 1), LayerNorm eps 1e-6), and the greedy outputs (8 steps, eos 0 ends).
+                 table with log(10000)/(d/2 - 1), LayerNorm eps 1e-6), and the greedy outputs (8 steps, eos 0 ends);
+                 the same per fairseq and OpenNMT-py folder, computed with each framework's semantics
+                 (fairseq_forward, onmt_forward) from its own arrays.
 """
 
 import argparse
@@ -446,7 +465,8 @@ def write_fairseq(out, w, opts, pieces, spm_model):
         state[name] = tensors[key]
     if not opts["learned"]:
         for side in ("encoder", "decoder"):
-            state[f"{side}.embed_positions._float_tensor"] = torch.FloatTensor(1)
+            # fairseq registers torch.FloatTensor(1), uninitialised; zeros keep the file reproducible
+            state[f"{side}.embed_positions._float_tensor"] = torch.zeros(1)
     state["encoder.version"] = torch.Tensor([3])
     state["decoder.version"] = torch.Tensor([3])
     torch.save({"args": args, "model": state, "optimizer_history": [], "extra_state": {},
@@ -485,6 +505,240 @@ def fairseq_fixtures(rng, out, src_model, src_pieces, tensors):
             [fairseq_forward(w, opts, s_, t) for s_, t in zip(srcs, tgts)]).astype(np.float32)
 
 
+# OpenNMT-py v3 (onmt/encoders/transformer.py, onmt/decoders/transformer.py,
+# onmt/modules/{embeddings,multi_headed_attn,position_ffn}.py, onmt/model_builder.py,
+# onmt/models/model_saver.py, onmt/inputters/inputter.py at v3.5.1). A smaller d_model than the
+# others: the checkpoint holds two [5000, 1, d] sinusoid tables (PositionalEncoding's max_len).
+ONMT_D, ONMT_HEADS, ONMT_FF, ONMT_MAX_LEN = 8, 2, 16, 5000
+ONMT_SPECIALS = ["<unk>", "<blank>", "<s>", "</s>"]  # opts' default_specials, build_vocab's order
+ONMT_BOS, ONMT_EOS = 2, 3
+
+
+def onmt_pe(layout):
+    """PositionalEncoding's buffer as OpenNMT-py computes it (float32 torch), [max_len, 1, d]."""
+    import torch
+
+    d, max_len = ONMT_D, ONMT_MAX_LEN
+    if layout == "SinusoidalInterleaved":
+        pe = torch.zeros(max_len, d)
+        position = torch.arange(0, max_len).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d, 2, dtype=torch.float) * -(math.log(10000.0) / d))
+        pe[:, 0::2] = torch.sin(position.float() * div_term)
+        pe[:, 1::2] = torch.cos(position.float() * div_term)
+    else:  # SinusoidalConcat
+        half = d // 2
+        rate = torch.exp(torch.arange(half, dtype=torch.float) * -(math.log(10000) / (half - 1)))
+        angle = torch.arange(max_len, dtype=torch.float).unsqueeze(1) * rate.unsqueeze(0)
+        pe = torch.cat([torch.sin(angle), torch.cos(angle)], dim=1).view(max_len, -1)
+    return pe.unsqueeze(1).numpy()
+
+
+def onmt_forward(w, g, opts, src, tgt_in):
+    """Logits [T, V_tgt] of OpenNMT-py's NMTModel (eval) for one pair, in float64: pre-norm layers
+    (LayerNorm eps 1e-6 before each sub-layer, the residual around it), final LayerNorms,
+    embeddings * sqrt(d) + pe[position], queries divided by sqrt(d_k), the generator's Linear."""
+    d, dk = ONMT_D, ONMT_D // ONMT_HEADS
+    act = {"relu": lambda x: np.maximum(x, 0),
+           "gelu": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / np.sqrt(2)))}[opts["act"]]
+    ln = lambda x, p: layer_norm(x, w[p + ".weight"], w[p + ".bias"], 1e-6)  # noqa: E731
+
+    def linear(x, p):
+        return x @ w[p + ".weight"].T + (w[p + ".bias"] if p + ".bias" in w else 0)
+
+    def attention(p, query, memory, mask):  # MultiHeadedAttention(key=memory, value=memory, query)
+        q = linear(query, p + ".linear_query") / np.sqrt(dk)
+        k, v = linear(memory, p + ".linear_keys"), linear(memory, p + ".linear_values")
+        heads = []
+        for h in range(ONMT_HEADS):
+            s = slice(h * dk, (h + 1) * dk)
+            scores = np.where(mask, q[:, s] @ k[:, s].T, -np.inf)
+            e = np.exp(scores - scores.max(-1, keepdims=True))
+            heads.append((e / e.sum(-1, keepdims=True)) @ v[:, s])
+        return linear(np.concatenate(heads, axis=1), p + ".final_linear")
+
+    def feed_forward(p, x):  # PositionwiseFeedForward: its own LayerNorm and residual
+        return linear(act(linear(ln(x, p + ".layer_norm"), p + ".w_1")), p + ".w_2") + x
+
+    def embed(side, ids):
+        table = w[f"{side}.embeddings.make_embedding.emb_luts.0.weight"]
+        pe = w[f"{side}.embeddings.make_embedding.pe.pe"][:len(ids), 0].astype(np.float64)
+        return table[ids].astype(np.float64) * np.sqrt(d) + pe
+
+    x = embed("encoder", src)
+    full = np.ones((len(src), len(src)), dtype=bool)
+    for i in range(LAYERS):
+        p = f"encoder.transformer.{i}"
+        h = ln(x, p + ".layer_norm")
+        x = feed_forward(p + ".feed_forward", attention(p + ".self_attn", h, h, full) + x)
+    x = ln(x, "encoder.layer_norm")
+    y = embed("decoder", tgt_in)
+    causal = np.tril(np.ones((len(tgt_in), len(tgt_in)), dtype=bool))
+    cross = np.ones((len(tgt_in), len(src)), dtype=bool)
+    for i in range(LAYERS):
+        p = f"decoder.transformer_layers.{i}"
+        h = ln(y, p + ".layer_norm_1")
+        query = attention(p + ".self_attn", h, h, causal) + y
+        h = ln(query, p + ".layer_norm_2")
+        y = feed_forward(p + ".feed_forward", attention(p + ".context_attn", h, x, cross) + query)
+    y = ln(y, "decoder.layer_norm")
+    return y @ g["weight"].T + g["bias"]
+
+
+def onmt_greedy(w, g, opts, src, steps=8):
+    out = [ONMT_BOS]
+    for _ in range(steps):
+        token = int(np.argmax(onmt_forward(w, g, opts, src, out)[-1]))
+        out.append(token)
+        if token == ONMT_EOS:
+            break
+    return out[1:]
+
+
+def random_onmt(rng, n_src, n_tgt, opts):
+    """(model state dict, generator state dict) of random float32 arrays; shared matrices are one
+    array (share_embeddings, share_decoder_embeddings), as the module's tied parameters are."""
+    f32 = lambda *shape, scale=0.5: (rng.standard_normal(shape) * scale).astype(np.float32)  # noqa
+    w = {"encoder.embeddings.make_embedding.emb_luts.0.weight": f32(n_src, ONMT_D)}
+    w["encoder.embeddings.make_embedding.pe.pe"] = onmt_pe(opts["layout"])
+    w["decoder.embeddings.make_embedding.emb_luts.0.weight"] = \
+        w["encoder.embeddings.make_embedding.emb_luts.0.weight"] if opts["share_embeddings"] \
+        else f32(n_tgt, ONMT_D)
+    w["decoder.embeddings.make_embedding.pe.pe"] = onmt_pe(opts["layout"])
+
+    def norm(p):
+        w[p + ".weight"], w[p + ".bias"] = 1 + f32(ONMT_D, scale=0.1), f32(ONMT_D, scale=0.1)
+
+    def attention(p):
+        for n in ("linear_keys", "linear_values", "linear_query", "final_linear"):
+            w[f"{p}.{n}.weight"] = f32(ONMT_D, ONMT_D)
+            if opts["qkv_bias"]:
+                w[f"{p}.{n}.bias"] = f32(ONMT_D, scale=0.1)
+
+    def feed_forward(p):
+        w[p + ".w_1.weight"], w[p + ".w_2.weight"] = f32(ONMT_FF, ONMT_D), f32(ONMT_D, ONMT_FF)
+        if opts["ffn_bias"]:
+            w[p + ".w_1.bias"], w[p + ".w_2.bias"] = f32(ONMT_FF, scale=0.1), f32(ONMT_D, scale=0.1)
+        norm(p + ".layer_norm")
+
+    for i in range(LAYERS):  # in the modules' order of registration
+        p = f"encoder.transformer.{i}"
+        attention(p + ".self_attn")
+        feed_forward(p + ".feed_forward")
+        norm(p + ".layer_norm")
+    norm("encoder.layer_norm")
+    for i in range(LAYERS):
+        p = f"decoder.transformer_layers.{i}"
+        attention(p + ".self_attn")
+        feed_forward(p + ".feed_forward")
+        norm(p + ".layer_norm_1")
+        attention(p + ".context_attn")
+        norm(p + ".layer_norm_2")
+    norm("decoder.layer_norm")
+    g = {"weight": w["decoder.embeddings.make_embedding.emb_luts.0.weight"]
+         if opts["share_decoder_embeddings"] else f32(n_tgt, ONMT_D),
+         "bias": f32(n_tgt, scale=0.1)}
+    return w, g
+
+
+def onmt_options(opts, spm_names):
+    """The model_opt a v3.5 training run saves (argparse.Namespace), with the keys that describe the
+    model and its data; a real one has every option of onmt/opts.py."""
+    from argparse import Namespace
+
+    size = dict(enc_hid_size=ONMT_D, dec_hid_size=ONMT_D, src_word_vec_size=ONMT_D,
+                tgt_word_vec_size=ONMT_D, hidden_size=ONMT_D, word_vec_size=ONMT_D)
+    return Namespace(
+        model_task="seq2seq", model_type="text", encoder_type="transformer",
+        decoder_type="transformer", layers=LAYERS, enc_layers=LAYERS, dec_layers=LAYERS, **size,
+        heads=ONMT_HEADS, transformer_ff=ONMT_FF, position_encoding=True,
+        position_encoding_type=opts["layout"], max_relative_positions=0,
+        relative_positions_buckets=0, self_attn_type="scaled-dot",
+        pos_ffn_activation_fn=opts["act"], layer_norm="standard", norm_eps=1e-6,
+        add_qkvbias=opts["qkv_bias"], add_ffnbias=opts["ffn_bias"], multiquery=False, num_kv=0,
+        parallel_residual=False, shared_layer_norm=False, num_experts=0, num_experts_per_tok=2,
+        sliding_window=0, rotary_interleave=False, rotary_theta=10000, rotary_dim=0,
+        aan_useffn=False, copy_attn=False, generator_function="softmax",
+        share_embeddings=opts["share_embeddings"],
+        share_decoder_embeddings=opts["share_decoder_embeddings"], share_vocab=opts["shared"],
+        lambda_align=0.0, alignment_layer=-3, alignment_heads=0, full_context_alignment=False,
+        dropout=[0.1], attention_dropout=[0.1], model_dtype="fp32", lora_layers=[],
+        lora_embedding=False, quant_layers=[], feat_merge="concat", n_src_feats=0,
+        transforms=["sentencepiece", "filtertoolong"], src_subword_model=spm_names[0],
+        tgt_subword_model=spm_names[1], src_seq_length=192, tgt_seq_length=192,
+        default_specials=list(ONMT_SPECIALS), decoder_start_token="<s>", save_model="run/model",
+        save_checkpoint_steps=1000, train_steps=1000, seed=1234)
+
+
+def write_onmt(path, w, g, opts, vocab, spm_names):
+    """model_step_1000.pt as ModelSaver._save writes it: the state dict less the generator, the
+    generator's, vocabs_to_dict's plain lists, the model_opt and the optimiser's state."""
+    from collections import OrderedDict
+
+    import torch
+
+    tensors = {}
+
+    def state(arrays):  # one tensor per array: tied parameters share their storage
+        return OrderedDict((n, tensors.setdefault(id(a), torch.from_numpy(np.array(a))))
+                           for n, a in arrays.items())
+
+    checkpoint = {"model": state(w), "generator": state(g),
+                  "vocab": {"src": vocab[0], "tgt": vocab[1], "data_task": "seq2seq",
+                            "decoder_start_token": "<s>"},
+                  "opt": onmt_options(opts, spm_names),
+                  "optim": {"training_step": 1001, "decay_step": 1001,
+                            "optimizer": {"state": {}, "param_groups": []}}}
+    torch.save(checkpoint, path)
+
+
+def onmt_fixtures(rng, out, spm, pieces, tensors):
+    """opennmt/: one SentencePiece model and one vocabulary for both sides (share_vocab,
+    share_embeddings, share_decoder_embeddings: tie_embeddings all), SinusoidalInterleaved, relu,
+    no attention biases, FFN biases; opennmt_separate/: source and target models with their own
+    vocabularies (tfm's table: the target's, then the source's other pieces), only the decoder's
+    embedding shared with the generator, SinusoidalConcat, gelu, attention biases, no FFN biases."""
+    own = lambda ps: [p for p in ps if p not in {"<pad>", "<unk>", "<s>", "</s>"}]  # noqa: E731
+    joint = ONMT_SPECIALS + own(pieces["source.spm"])
+    variants = {
+        "opennmt": (dict(shared=True, share_embeddings=True, share_decoder_embeddings=True,
+                         layout="SinusoidalInterleaved", act="relu", qkv_bias=False,
+                         ffn_bias=True), (joint, joint), ("spm.model", "spm.model"),
+                    ("source.spm", "source.spm")),
+        "opennmt_separate": (dict(shared=False, share_embeddings=False,
+                                  share_decoder_embeddings=True, layout="SinusoidalConcat",
+                                  act="gelu", qkv_bias=True, ffn_bias=False),
+                             (ONMT_SPECIALS + own(pieces["source.spm"]),
+                              ONMT_SPECIALS + own(pieces["target.spm"])),
+                             ("source.model", "target.model"), ("source.spm", "target.spm"))}
+    for name, (opts, vocab, spm_names, spm_sides) in variants.items():
+        folder = os.path.join(out, name)
+        os.makedirs(folder, exist_ok=True)
+        for file, side in zip(spm_names, spm_sides):
+            open(os.path.join(folder, file), "wb").write(spm[side])
+        w, g = random_onmt(rng, len(vocab[0]), len(vocab[1]), opts)
+        checkpoint = os.path.join(folder, "model_step_1000.pt")
+        write_onmt(checkpoint, w, g, opts, vocab, spm_names)
+        config, params, table = CONVERTER.opennmt_conversion(checkpoint)
+        CONVERTER.write_staging(os.path.join(out, name + "_staged"), config, params, table,
+                                os.path.join(folder, spm_names[0]),
+                                os.path.join(folder, spm_names[1]), source_eos=False)
+        # A padded batch in tfm's ids (the table's: source pieces by name), OpenNMT-py's own ids for
+        # its computation; no </s> after the source, targets start with <s>.
+        srcs = [list(rng.integers(len(ONMT_SPECIALS), len(vocab[0]), n)) for n in (4, 2, 3)]
+        src = np.full((3, 4), table.index("<blank>"), np.int32)
+        for row, s in enumerate(srcs):
+            src[row, : len(s)] = [table.index(vocab[0][i]) for i in s]
+        tgts = [[ONMT_BOS] + list(rng.integers(len(ONMT_SPECIALS), len(vocab[1]), 4)) for _ in srcs]
+        tensors[name + ".src"] = src
+        tensors[name + ".tgt_in"] = np.array(tgts, np.int32)
+        tensors[name + ".logits"] = np.stack(
+            [onmt_forward(w, g, opts, s, t) for s, t in zip(srcs, tgts)]).astype(np.float32)
+        tensors[name + ".greedy"] = np.array(
+            [(onmt_greedy(w, g, opts, s) + [-1] * 9)[:8] for s in srcs], np.int32)
+        print(f"{name}: {len(vocab[0])} source and {len(vocab[1])} target pieces, tfm's table "
+              f"{len(table)}, tie_embeddings {config['tie_embeddings']}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tfm", required=True, help="the tfm program (trains the .spm models)")
@@ -513,6 +767,7 @@ def main():
         if name == "marian":
             write_huggingface(os.path.join(args.out, "huggingface"), w, pieces, spm, v["act"])
     fairseq_fixtures(rng, args.out, src_model, src_pieces, tensors)
+    onmt_fixtures(rng, args.out, spm, {"source.spm": src_pieces, "target.spm": tgt_pieces}, tensors)
     write_safetensors(os.path.join(args.out, "reference.safetensors"), tensors,
                       {"producer": "tools/make_convert_fixtures.py"})
     print(f"wrote {args.out}: V = {vocab} (+ <pad>), d = {D}, {LAYERS} layers")

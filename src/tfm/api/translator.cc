@@ -148,9 +148,9 @@ std::vector<TranslationResult> Translator::translate(const std::vector<std::stri
 std::vector<TranslationResult> Translator::translate_tokens(
     const std::vector<std::vector<std::string>>& sources, const TranslationOptions& options) {
   const Model::Impl& m = ModelAccess::impl(*impl_->model);
-  std::vector<std::vector<int32_t>> ids(sources.size());
-  for (size_t i = 0; i < sources.size(); ++i)
-    for (const std::string& piece : sources[i]) ids[i].push_back(m.vocab.id(piece));
+  std::vector<std::vector<int32_t>> ids;
+  ids.reserve(sources.size());
+  for (const std::vector<std::string>& pieces : sources) ids.push_back(m.vocab.source_ids(pieces));
   return translate_ids(m, impl_->threads, std::move(ids), options);
 }
 

@@ -1,9 +1,9 @@
 #include "tfm/convert/huggingface.h"
 
 #include <algorithm>
-#include <fstream>
 #include <set>
 
+#include "tfm/convert/files.h"
 #include "tfm/core/error.h"
 #include "tfm/io/safetensors.h"
 
@@ -12,20 +12,6 @@ namespace tfm::internal::convert {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  TFM_CHECK(in.good(), "{}: cannot be read (missing?)", path.string());
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-nlohmann::json read_json(const fs::path& path) {
-  try {
-    return nlohmann::json::parse(read_bytes(path));
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not JSON: {}", path.string(), one_line(e.what()));
-  }
-}
 
 // The tensors of model.safetensors, each taken once; those left at the end are refused.
 class Tensors {

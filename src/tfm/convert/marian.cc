@@ -6,6 +6,7 @@
 #include <functional>
 #include <set>
 
+#include "tfm/convert/files.h"
 #include "tfm/convert/npz.h"
 #include "tfm/core/error.h"
 
@@ -14,12 +15,6 @@ namespace tfm::internal::convert {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  TFM_CHECK(in.good(), "{}: cannot be read (missing?)", path.string());
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // The arrays of the .npz, each taken once; what is left at the end is refused (an array tfm does
 // not read would otherwise be dropped silently: a variant it does not know).

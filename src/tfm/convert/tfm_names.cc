@@ -1,7 +1,6 @@
 #include "tfm/convert/tfm_names.h"
 
-#include <fstream>
-
+#include "tfm/convert/files.h"
 #include "tfm/core/error.h"
 #include "tfm/io/safetensors.h"
 
@@ -9,33 +8,15 @@ namespace tfm::internal::convert {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  TFM_CHECK(in.good(), "{}: cannot be read (missing?)", path.string());
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-nlohmann::ordered_json read_json(const fs::path& path) {
-  try {
-    return nlohmann::ordered_json::parse(read_bytes(path));
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not JSON: {}", path.string(), one_line(e.what()));
-  }
-}
-
-}  // namespace
-
 ImportedModel import_tfm_names(const fs::path& folder) {
   TFM_CHECK(fs::is_directory(folder), "{}: not a directory", folder.string());
   ImportedModel m;
-  m.config = read_json(folder / "config.json");
+  m.config = read_ordered_json(folder / "config.json");
   TFM_CHECK(m.config.is_object(), "{}: not a JSON object", (folder / "config.json").string());
   const SafeTensors st = read_safetensors(folder / "model.safetensors");
   for (const std::string& name : st.names) m.parameters.emplace_back(name, st.tensors.at(name));
   const fs::path table = folder / "vocab.json";
-  const nlohmann::ordered_json vocab = read_json(table);
+  const nlohmann::ordered_json vocab = read_ordered_json(table);
   try {
     m.pieces = vocab.at("pieces").get<std::vector<std::string>>();
     m.source_eos = vocab.value("source_eos", false);

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <utility>
 
 #include "tfm/core/error.h"
 #include "tfm/io/text_reader.h"
@@ -70,7 +71,11 @@ std::vector<int32_t> ImportedVocabulary::encode(std::string_view text) const {
     text.remove_prefix(static_cast<size_t>(match.length(0)));
   }
   for (const std::string& piece : pieces(text)) ids.push_back(id(piece));
-  if (source_eos_) ids.push_back(find("</s>"));
+  return source_ids(std::move(ids));
+}
+
+std::vector<int32_t> ImportedVocabulary::source_ids(std::vector<int32_t> ids) const {
+  if (source_eos_ && !ids.empty()) ids.push_back(find("</s>"));
   return ids;
 }
 

@@ -27,8 +27,12 @@ class ImportedVocabulary {
   ~ImportedVocabulary();
 
   // The ids of a source sentence (an unknown piece is <unk>), </s> last when the model's sources
-  // end with it.
+  // end with it. A sentence without pieces has no ids (it is not translated, as with tfm's own
+  // vocabularies), not a lone </s>.
   std::vector<int32_t> encode(std::string_view text) const;
+  // `ids` of a source already split into pieces, with </s> appended when the model's sources end
+  // with it and `ids` is not empty: what encode gives for text.
+  std::vector<int32_t> source_ids(std::vector<int32_t> ids) const;
   // The text of output ids: <pad>, <s> and </s> dropped, the pieces joined by target.spm.
   std::string decode(const std::vector<int32_t>& ids) const;
   std::vector<std::string> pieces(std::string_view text) const;

@@ -275,6 +275,13 @@ std::string Vocabulary::piece(int32_t id) const {
   return processor_->IdToPiece(id);
 }
 
+std::vector<int32_t> Vocabulary::source_ids(const std::vector<std::string>& pieces) const {
+  std::vector<int32_t> ids;
+  ids.reserve(pieces.size() + 1);
+  for (const std::string& piece : pieces) ids.push_back(id(piece));
+  return imported_ ? imported_->source_ids(std::move(ids)) : ids;
+}
+
 int32_t Vocabulary::id(std::string_view piece) const {
   if (imported_) return imported_->id(piece);
   return processor_->PieceToId(piece);

@@ -71,8 +71,13 @@ class Vocabulary {
   Vocabulary(Vocabulary&&) noexcept;
   Vocabulary& operator=(Vocabulary&&) noexcept;
 
-  // Subword ids of a sentence, without bos/eos.
+  // Subword ids of a sentence, without bos/eos (an imported model's sources end with </s> when
+  // its vocab.json says "source_eos").
   std::vector<int32_t> encode(std::string_view text) const;
+  // The ids of a source given as pieces (translate_tokens): each piece's id (<unk>'s for one the
+  // vocabulary lacks), and the </s> that encode appends for an imported model with "source_eos",
+  // so that pieces and text translate alike.
+  std::vector<int32_t> source_ids(const std::vector<std::string>& pieces) const;
   // The sentence of a sequence of ids; pad, bos and eos are dropped, unk reads " ⁇ ".
   std::string decode(const std::vector<int32_t>& ids) const;
   std::vector<std::string> pieces(std::string_view text) const;
