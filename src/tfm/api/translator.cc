@@ -144,9 +144,9 @@ std::vector<TranslationResult> Translator::translate(const std::vector<std::stri
 std::vector<TranslationResult> Translator::translate_tokens(
     const std::vector<std::vector<std::string>>& sources, const TranslationOptions& options) {
   const Model::Impl& m = ModelAccess::impl(*impl_->model);
-  std::vector<std::vector<int32_t>> ids(sources.size());
-  for (size_t i = 0; i < sources.size(); ++i)
-    for (const std::string& piece : sources[i]) ids[i].push_back(m.vocab.id(piece));
+  std::vector<std::vector<int32_t>> ids;
+  ids.reserve(sources.size());
+  for (const std::vector<std::string>& source : sources) ids.push_back(m.vocab.source_ids(source));
   return translate_ids(m, impl_->threads, std::move(ids), options);
 }
 
@@ -197,7 +197,7 @@ std::vector<ScoringResult> Translator::score(const std::vector<std::string>& sou
   std::vector<std::vector<int32_t>> source_ids, target_ids;
   for (size_t i = 0; i < sources.size(); ++i) {
     source_ids.push_back(m.vocab.encode(sources[i]));
-    target_ids.push_back(m.vocab.encode(targets[i]));
+    target_ids.push_back(m.vocab.encode_target(targets[i]));
   }
   decode::ScoreOptions options;
   options.batch_size = batch_size;

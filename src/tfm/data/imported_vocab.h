@@ -29,6 +29,11 @@ class ImportedVocabulary {
   // The ids of a source sentence (an unknown piece is <unk>), </s> last when the model's sources
   // end with it.
   std::vector<int32_t> encode(std::string_view text) const;
+  // The ids of a target sentence (a reference to score): target.spm's pieces numbered by the
+  // table, without </s> (the scorer adds eos as for any model).
+  std::vector<int32_t> encode_target(std::string_view text) const;
+  // Whether the model's sources end with </s> (encode appends it).
+  bool source_eos() const { return source_eos_; }
   // The text of output ids: <pad>, <s> and </s> dropped, the pieces joined by target.spm.
   std::string decode(const std::vector<int32_t>& ids) const;
   std::vector<std::string> pieces(std::string_view text) const;

@@ -248,6 +248,17 @@ std::vector<int32_t> Vocabulary::encode(std::string_view text) const {
   return {ids.begin(), ids.end()};
 }
 
+std::vector<int32_t> Vocabulary::encode_target(std::string_view text) const {
+  return imported_ ? imported_->encode_target(text) : encode(text);
+}
+
+std::vector<int32_t> Vocabulary::source_ids(const std::vector<std::string>& pieces) const {
+  std::vector<int32_t> ids;
+  for (const std::string& piece : pieces) ids.push_back(id(piece));
+  if (imported_ && imported_->source_eos() && !ids.empty()) ids.push_back(imported_->find("</s>"));
+  return ids;
+}
+
 std::string Vocabulary::decode(const std::vector<int32_t>& ids) const {
   if (imported_) return imported_->decode(ids);
   const int64_t n = size();

@@ -71,8 +71,16 @@ class Vocabulary {
   Vocabulary(Vocabulary&&) noexcept;
   Vocabulary& operator=(Vocabulary&&) noexcept;
 
-  // Subword ids of a sentence, without bos/eos.
+  // Subword ids of a (source) sentence, without bos/eos; an imported model's with </s> last when
+  // its sources end with it (Marian, fairseq).
   std::vector<int32_t> encode(std::string_view text) const;
+  // Subword ids of a target sentence (a reference to score or to show), without bos/eos: an
+  // imported model's target.spm pieces numbered by its table; otherwise encode()'s.
+  std::vector<int32_t> encode_target(std::string_view text) const;
+  // The ids of a source given as pieces (id() of each; unk's for unknown ones), with </s> appended
+  // as encode() appends it, as CTranslate2 does for such a model (add_source_eos). An empty list
+  // stays empty.
+  std::vector<int32_t> source_ids(const std::vector<std::string>& pieces) const;
   // The sentence of a sequence of ids; pad, bos and eos are dropped, unk reads " ⁇ ".
   std::string decode(const std::vector<int32_t>& ids) const;
   std::vector<std::string> pieces(std::string_view text) const;
