@@ -88,7 +88,7 @@ def logits_error(ct2, vocab, name):
     prefixes = [[vocab[i] for i in row[1:]] for row in tgt_in]
     results = ct2.translate_batch(sources, prefixes, beam_size=1, min_decoding_length=0,
                                   max_decoding_length=tgt_in.shape[1], return_logits_vocab=True)
-    got = np.stack([np.stack([np.asarray(v) for v in r.logits[0]]) for r in results])
+    got = np.stack([np.stack([np.asarray(v).reshape(-1) for v in r.logits[0]]) for r in results])
     return float(np.abs(got - want).max() / np.abs(want).max())
 
 
@@ -98,9 +98,11 @@ def compare(name, label, tfm_dir, ct2, vocab, tfm_module):
     ours = translator.score_batch([s for s, _ in PAIRS], [t for _, t in PAIRS])
     theirs = ct2.score_batch([translator.tokenize(s) for s, _ in PAIRS],
                              [r.tokens[:-1] for r in ours])
-    lp = max(float(np.abs(np.asarray(a.log_probs) - np.asarray(b.log_probs)).max())
-             for a, b in zip(ours, theirs))
-    same_tokens = all(a.tokens == b.tokens for a, b in zip(ours, theirs))
+    same_tokens = all(list(a.tokens) == list(b.tokens) for a, b in zip(ours, theirs))
+    lp = float("inf")
+    if all(len(a.log_probs) == len(b.log_probs) for a, b in zip(ours, theirs)):
+        lp = max(float(np.abs(np.asarray(a.log_probs) - np.asarray(b.log_probs)).max())
+                 for a, b in zip(ours, theirs))
     hyp_ours = [r.tokens[0] for r in translator.translate_batch(
         SOURCES, beam_size=ARGS.beam, length_penalty=0, max_length=ARGS.max_length)]
     hyp_theirs = [r.hypotheses[0] for r in ct2.translate_batch(
