@@ -6,10 +6,11 @@
   python3 bench/ct2_convert.py --model DIR --sources-out SOURCES.txt
 
 --sources-out writes the model directory's sources.safetensors (bench_decode --model-dir's) as text
-lines of that vocabulary's tokens, the input of bench/ct2_decode.js.
+lines of that vocabulary's tokens, the input of bench/peer_decode.py.
 
-CTranslate2's own converters read OpenNMT, fairseq or Marian checkpoints, not tfm's, and need its Python
-package (PyPI, not reachable here). This writes its model format directly, as its converter
+CTranslate2's own converters read OpenNMT, fairseq or Marian checkpoints, not tfm's (`tfm convert --to
+ctranslate2` writes the same model.bin for a model directory with a vocabulary; bench_decode's has
+none). This writes its model format directly, as its converter
 (python/ctranslate2/specs/model_spec.py, TransformerSpec) would for a post-norm Transformer:
 
   model.bin     binary version 6: the spec name "TransformerSpec", revision 5, then every variable

@@ -303,6 +303,43 @@ TEST(ImportedVocabulary, TargetLanguageTokenIsOneIdOrAnError) {
   EXPECT_EQ(std::vector<int32_t>(ids.begin() + 1, ids.end()), vocab.encode("the cat"));
 }
 
+// A reference to score is split by target.spm, without </s> (the scorer appends eos); a source
+// given as pieces gets </s> as a text source does (CTranslate2's add_source_eos for such a model).
+TEST(ImportedVocabulary, TargetsUseTheTargetModelAndTokenSourcesEndWithEos) {
+  TempDir tmp;
+  convert::write_imported_model(convert::import_marian(kFixtures / "marian"), tmp / "m", "marian");
+  const data::Vocabulary vocab = data::Vocabulary::of_model_dir(tmp / "m");
+  sentencepiece::SentencePieceProcessor target;
+  ASSERT_TRUE(target.Load((tmp / "m" / "target.spm").string()).ok());
+  std::vector<std::string> pieces;
+  ASSERT_TRUE(target.Encode("der hund lief im park", &pieces).ok());
+  std::vector<int32_t> expected;
+  for (const std::string& piece : pieces) expected.push_back(vocab.id(piece));
+  EXPECT_EQ(vocab.encode_target("der hund lief im park"), expected);
+  EXPECT_EQ(vocab.source_ids(vocab.pieces("the cat sat on the mat")),
+            vocab.encode("the cat sat on the mat"));
+  EXPECT_TRUE(vocab.source_ids({}).empty());
+
+  // Through the public API: token input translates as text input, and a score covers the
+  // target's pieces and one </s>.
+  tfm::Translator translator(tfm::Model::load(tmp / "m"), {1});
+  tfm::TranslationOptions options;
+  options.max_length = 8;
+  const auto by_text = translator.translate({"the cat sat on the mat"}, options);
+  const auto by_tokens =
+      translator.translate_tokens({translator.model().tokenize("the cat sat on the mat")}, options);
+  ASSERT_EQ(by_text.size(), 1u);
+  ASSERT_EQ(by_tokens.size(), 1u);
+  EXPECT_EQ(by_tokens[0].hypotheses.at(0).tokens, by_text[0].hypotheses.at(0).tokens);
+  EXPECT_EQ(by_tokens[0].hypotheses.at(0).score, by_text[0].hypotheses.at(0).score);
+  const auto scored = translator.score({"the cat sat on the mat"}, {"der hund lief im park"});
+  std::vector<std::string> tokens = pieces;
+  tokens.push_back("</s>");
+  ASSERT_EQ(scored.size(), 1u);
+  EXPECT_EQ(scored[0].tokens, tokens);
+  EXPECT_EQ(scored[0].token_log_probs.size(), tokens.size());
+}
+
 TEST(ConvertMarian, ReadsTheVocabularyYamlQuoting) {
   TempDir tmp;
   std::ofstream(tmp / "v.yml") << "</s>: 0\n<unk>: 1\n\"\\\"\": 3\n'it''s': 2\n\":\": 4\n";

@@ -85,7 +85,8 @@ class TFM_API Translator {
                                            const TranslationOptions& options = {});
 
   // The same for sources already split into the model's subword pieces (Model::tokenize); a piece
-  // the vocabulary lacks reads as <unk>.
+  // the vocabulary lacks reads as <unk>. An imported model whose sources end with </s> (Marian,
+  // fairseq) gets it appended to each non-empty source, as translate() and CTranslate2 do.
   std::vector<TranslationResult> translate_tokens(
       const std::vector<std::vector<std::string>>& sources, const TranslationOptions& options = {});
 

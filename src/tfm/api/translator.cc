@@ -201,7 +201,7 @@ std::vector<ScoringResult> Translator::score(const std::vector<std::string>& sou
   std::vector<std::vector<int32_t>> source_ids, target_ids;
   for (size_t i = 0; i < sources.size(); ++i) {
     source_ids.push_back(m.vocab.encode(sources[i]));
-    target_ids.push_back(m.vocab.encode(targets[i]));
+    target_ids.push_back(m.vocab.encode_target(targets[i]));
   }
   decode::ScoreOptions options;
   options.batch_size = batch_size;

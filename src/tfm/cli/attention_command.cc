@@ -121,7 +121,7 @@ void run_attention(const AttentionCommandOptions& options) {
             source.size(), longest);
   std::vector<int32_t> target;
   if (options.has_target) {
-    target = vocab.encode(options.target);
+    target = vocab.encode_target(options.target);
   } else {
     decode::TranslateOptions decoding = options.decoding;
     decoding.n_best = 1;

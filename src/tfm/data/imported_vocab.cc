@@ -79,6 +79,15 @@ std::vector<int32_t> ImportedVocabulary::source_ids(std::vector<int32_t> ids) co
   return ids;
 }
 
+std::vector<int32_t> ImportedVocabulary::encode_target(std::string_view text) const {
+  std::vector<std::string> out;
+  const auto status = target_->Encode(text, &out);
+  TFM_CHECK(status.ok(), "{}: cannot encode: {}", path_.string(), status.message());
+  std::vector<int32_t> ids;
+  for (const std::string& piece : out) ids.push_back(id(piece));
+  return ids;
+}
+
 std::string ImportedVocabulary::decode(const std::vector<int32_t>& ids) const {
   std::vector<std::string> out;
   for (int32_t id : ids) {

@@ -33,6 +33,9 @@ class ImportedVocabulary {
   // `ids` of a source already split into pieces, with </s> appended when the model's sources end
   // with it and `ids` is not empty: what encode gives for text.
   std::vector<int32_t> source_ids(std::vector<int32_t> ids) const;
+  // The ids of a target sentence (a reference to score): target.spm's pieces numbered by the
+  // table, without </s> (the scorer adds eos as for any model).
+  std::vector<int32_t> encode_target(std::string_view text) const;
   // The text of output ids: <pad>, <s> and </s> dropped, the pieces joined by target.spm.
   std::string decode(const std::vector<int32_t>& ids) const;
   std::vector<std::string> pieces(std::string_view text) const;

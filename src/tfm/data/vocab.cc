@@ -248,6 +248,10 @@ std::vector<int32_t> Vocabulary::encode(std::string_view text) const {
   return {ids.begin(), ids.end()};
 }
 
+std::vector<int32_t> Vocabulary::encode_target(std::string_view text) const {
+  return imported_ ? imported_->encode_target(text) : encode(text);
+}
+
 std::string Vocabulary::decode(const std::vector<int32_t>& ids) const {
   if (imported_) return imported_->decode(ids);
   const int64_t n = size();

@@ -74,6 +74,9 @@ class Vocabulary {
   // Subword ids of a sentence, without bos/eos (an imported model's sources end with </s> when
   // its vocab.json says "source_eos").
   std::vector<int32_t> encode(std::string_view text) const;
+  // Subword ids of a target sentence (a reference to score or to show), without bos/eos: an
+  // imported model's target.spm pieces numbered by its table; otherwise encode()'s.
+  std::vector<int32_t> encode_target(std::string_view text) const;
   // The ids of a source given as pieces (translate_tokens): each piece's id (<unk>'s for one the
   // vocabulary lacks), and the </s> that encode appends for an imported model with "source_eos",
   // so that pieces and text translate alike.

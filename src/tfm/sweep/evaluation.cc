@@ -43,7 +43,7 @@ Table3Result evaluate_sweep_row(const SweepEvaluation& e) {
   std::vector<std::vector<int32_t>> source_ids, target_ids;
   for (size_t i = 0; i < sources.size(); ++i) {
     source_ids.push_back(vocab.encode(sources[i]));
-    target_ids.push_back(vocab.encode(targets[i]));
+    target_ids.push_back(vocab.encode_target(targets[i]));
   }
 
   // Perplexity: exp of the mean -log p over every target subword (eos included) of the pairs
