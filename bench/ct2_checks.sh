@@ -23,11 +23,9 @@ cd "$root"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 TFM="${TFM:-$root/build/release/tfm}"
 export PYTHONPATH="${PYTHONPATH:-$root/build/release/python}"
-status=0
-"$PYTHON" -c 'import sys; sys.path.insert(0, "bench"); import ct2_common
-sys.exit(0 if ct2_common.import_ctranslate2(sys.argv[1], "ct2_checks.sh") else 3)' "$ct2" || status=$?
-[[ $status == 3 ]] && exit 0
-[[ $status == 0 ]] || exit "$status"
+# CTranslate2 present? Else one line and status 0.
+source bench/ct2_present.sh
+ct2_present ct2_checks.sh "$ct2"
 [[ -x "$TFM" ]] || { echo "ct2_checks.sh: $TFM is missing (cmake --build --preset release)" >&2; exit 1; }
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT

@@ -55,12 +55,9 @@ for precision in $precisions; do
 done
 cd "$root"
 PYTHON="${PYTHON:-$(command -v /usr/bin/python3 || command -v python3)}"
-# CTranslate2 present? (bench/ct2_common.py prints the line that says it is not; status 3 then.)
-status=0
-"$PYTHON" -c 'import sys; sys.path.insert(0, "bench"); import ct2_common
-sys.exit(0 if ct2_common.import_ctranslate2(sys.argv[1], "ctranslate2.sh") else 3)' "$ct2" || status=$?
-[[ $status == 3 ]] && exit 0
-[[ $status == 0 ]] || exit "$status"
+# CTranslate2 present? Else one line and status 0.
+source bench/ct2_present.sh
+ct2_present ctranslate2.sh "$ct2"
 bench_decode="$root/build/release/bench_decode"
 [[ -x "$bench_decode" ]] || { echo "ctranslate2.sh: $bench_decode is missing (cmake --build --preset release)" >&2; exit 1; }
 # The converter reads safetensors with tools/read_safetensors.py: PyTorch's interpreter
