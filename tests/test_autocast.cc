@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "cuda_test_util.h"
 #include "gradcheck.h"
 #include "temp_dir.h"
 #include "tfm/autograd/tape.h"
@@ -45,6 +46,20 @@ double relative_error(const std::vector<float>& a, const Values& b) {
     scale = std::max(scale, std::abs(b[i]));
   }
   return diff / scale;
+}
+
+// `auto` is decided by the device that multiplies: the CPU's rule for the CPU, bf16 on a GPU with
+// bf16 tensor cores (every GPU the CUDA backend is built for: sm_80 and later).
+TEST(Autocast, AutoPrecisionIsTheTrainingDevicesChoice) {
+  const DType cpu = ops::native_bf16_products() ? DType::bf16 : DType::f32;
+  EXPECT_EQ(ops::parse_precision("auto", "training.precision"), cpu);
+  EXPECT_EQ(ops::parse_precision("auto", "training.precision", Device::cpu), cpu);
+  EXPECT_EQ(ops::parse_precision("f32", "training.precision", Device::cuda), DType::f32);
+}
+
+TEST(CudaAutocast, AutoPrecisionIsBf16OnAGpuWithTensorCores) {
+  TFM_REQUIRE_CUDA();
+  EXPECT_EQ(ops::parse_precision("auto", "training.precision", Device::cuda), DType::bf16);
 }
 
 TEST(Autocast, ConversionKernelMatchesScalarRounding) {

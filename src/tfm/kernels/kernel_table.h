@@ -36,6 +36,9 @@ struct KernelTable {
   void (*synchronize)() = nullptr;
   std::string (*describe)() = nullptr;
   void (*memory_info)(size_t* free_bytes, size_t* total_bytes) = nullptr;
+  // Whether the device multiplies bf16 faster than f32 (`precision: auto`); null: the CPU's rule
+  // (ops::native_bf16_products).
+  bool (*multiplies_bf16_natively)() = nullptr;
   // Limits of the kernels (0: none).
   int64_t max_head_dim = 0;       // attention_forward_cached's dk and dv
   int64_t max_top_k = 0;          // top_k_rows' k
@@ -115,6 +118,20 @@ struct KernelTable {
                              const AttentionDropout& dropout, const float* q, const float* k,
                              const float* v, const float* probs, const float* d_out, float* d_probs,
                              float* dropped, const AttentionGrads& grads) = nullptr;
+  // Fused attention for bf16 training (null entries: the backend has none; ops::attention then
+  // runs the entries above): bf16 products with f32 accumulation that never store P. The forward
+  // leaves lse [B, h, Tq] (one f32 a query row) for the backward; `out` is the forward's output.
+  // supports: whether the kernels take these dims (head widths).
+  bool (*fused_attention_supports)(const AttentionDims& dims) = nullptr;
+  void (*fused_attention_forward)(const AttentionDims& dims, const AttentionMaskSpec& mask,
+                                  const AttentionDropout& dropout, const float* q, const float* k,
+                                  const float* v, float* lse, float* out) = nullptr;
+  int64_t (*fused_attention_backward_workspace)(const AttentionDims& dims) = nullptr;  // floats
+  void (*fused_attention_backward)(const AttentionDims& dims, const AttentionMaskSpec& mask,
+                                   const AttentionDropout& dropout, const float* q, const float* k,
+                                   const float* v, const float* out, const float* lse,
+                                   const float* d_out, float* workspace,
+                                   const AttentionGrads& grads) = nullptr;
   // kv_rows: the rows of the cache buffers (a device kernel's bound for the slots).
   void (*attention_forward_cached)(const AttentionDims& dims, const AttentionMaskSpec& mask,
                                    const float* q, const CachedKeyValues& kv, int64_t kv_rows,

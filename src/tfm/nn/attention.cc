@@ -27,7 +27,7 @@ Tensor MultiHeadAttention::forward(const Tensor& query_input, const Tensor& memo
   std::vector<Tensor>* record = ctx.attention_record();
   Tensor probs;
   Tensor heads_out = ops::attention(q, k, v, heads, mask, p, p > 0 ? ctx.next_seed() : 0,
-                                    record ? &probs : nullptr);
+                                    record ? &probs : nullptr, precision);
   if (record) record->push_back(probs);
   return out_proj.forward(heads_out, precision);
 }

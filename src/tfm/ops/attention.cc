@@ -1,7 +1,8 @@
 // ops::attention: shape and mask checks, then the device's attention backend (the CPU's,
 // kernels/cpu/attention_cpu.h, carry the gradient formulas in their comments; every backend runs
 // the same algorithm on the same buffers). The backward keeps P and the dropout seed (the dropped
-// weights are recomputed from the seed).
+// weights are recomputed from the seed). For bf16 training a backend with fused kernels (CUDA's)
+// keeps one log-sum-exp a query row instead of P and recomputes P in the backward.
 #include "tfm/autograd/tape.h"
 #include "tfm/ops/dispatch.h"
 #include "tfm/ops/ops.h"
@@ -93,14 +94,36 @@ void check_head_dims(const char* op, const AttentionDims& dims, const KernelTabl
             dims.dv, backend.name, limit);
 }
 
-}  // namespace
+// The gradient targets of q, k and v, in the kernels' write order (v, q, k), so that a tensor
+// passed twice accumulates.
+kernels::AttentionGrads attention_grads(const Tensor& q, const Tensor& k, const Tensor& v) {
+  kernels::AttentionGrads grads;
+  GradTarget target;
+  if (v.requires_grad()) {
+    target = grad_target(v);
+    grads.dv = target.tensor.device_data<float>();
+    grads.accumulate_v = target.accumulate;
+  }
+  if (q.requires_grad()) {
+    target = grad_target(q);
+    grads.dq = target.tensor.device_data<float>();
+    grads.accumulate_q = target.accumulate;
+  }
+  if (k.requires_grad()) {
+    target = grad_target(k);
+    grads.dk = target.tensor.device_data<float>();
+    grads.accumulate_k = target.accumulate;
+  }
+  return grads;
+}
 
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
-                 const AttentionMask& mask, float dropout_p, uint64_t seed, Tensor* probs_out) {
-  AttentionDims dims = check_attention(q, k, v, heads, mask, dropout_p);
-  kernels::AttentionDropout dropout{dropout_p, seed};
-  const Device device = detail::op_device("attention", q, k, v);
+// The backend's attention_forward and attention_backward: P [B, h, Tq, Tk] kept for the backward.
+Tensor attention_keeping_probs(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const AttentionDims& dims, const AttentionMask& mask,
+                               const kernels::AttentionDropout& dropout, Device device,
+                               Tensor* probs_out) {
   const KernelTable& backend = detail::kernels_for("attention", device);
+  const float dropout_p = dropout.p;
 
   // P [B, h, Tq, Tk], kept for the backward; the dropped weights only for the forward's product.
   Tensor probs = Tensor::empty({dims.batch, dims.heads, dims.tq, dims.tk}, DType::f32, device);
@@ -123,24 +146,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
   record_backward(out, [q, k, v, out, probs, dims, dropout, mask, key_lengths, device]() {
     Tensor g = out.grad();
     if (!g.defined()) return;
-    // Targets in the kernel's write order (v, q, k), so a tensor passed twice accumulates.
-    kernels::AttentionGrads grads;
-    GradTarget target;
-    if (v.requires_grad()) {
-      target = grad_target(v);
-      grads.dv = target.tensor.device_data<float>();
-      grads.accumulate_v = target.accumulate;
-    }
-    if (q.requires_grad()) {
-      target = grad_target(q);
-      grads.dq = target.tensor.device_data<float>();
-      grads.accumulate_q = target.accumulate;
-    }
-    if (k.requires_grad()) {
-      target = grad_target(k);
-      grads.dk = target.tensor.device_data<float>();
-      grads.accumulate_k = target.accumulate;
-    }
+    const kernels::AttentionGrads grads = attention_grads(q, k, v);
     const KernelTable& kernels = detail::kernels_for("attention", device);
     Tensor d_probs = Tensor::empty(probs.shape(), DType::f32, device);
     // A backend may recompute the dropped weights into a scratch of their own (the CPU); others
@@ -153,6 +159,62 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
         d_probs.device_data<float>(), detail::data_or_null<float>(dropped_again), grads);
   });
   return out;
+}
+
+// The backend's fused kernels: bf16 products, no P; the backward recomputes it from each query
+// row's log-sum-exp.
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionDims& dims,
+                       const AttentionMask& mask, const kernels::AttentionDropout& dropout,
+                       Device device) {
+  const KernelTable& backend = detail::kernels_for("attention", device);
+  Tensor out = Tensor::empty({dims.batch, dims.tq, dims.heads * dims.dv}, DType::f32, device);
+  Tensor lse = Tensor::empty({dims.batch, dims.heads, dims.tq}, DType::f32, device);
+  const Tensor key_lengths = device_key_lengths(mask, backend, device);
+  backend.fused_attention_forward(
+      dims, mask_spec(mask, key_lengths), dropout, q.device_data<float>(), k.device_data<float>(),
+      v.device_data<float>(), lse.device_data<float>(), out.device_data<float>());
+  out.set_requires_grad(true);
+  record_backward(out, [q, k, v, out, lse, dims, dropout, mask, key_lengths, device]() {
+    Tensor g = out.grad();
+    if (!g.defined()) return;
+    const kernels::AttentionGrads grads = attention_grads(q, k, v);
+    const KernelTable& kernels = detail::kernels_for("attention", device);
+    Tensor delta =
+        detail::workspace(kernels.fused_attention_backward_workspace, DType::f32, device, dims);
+    kernels.fused_attention_backward(
+        dims, mask_spec(mask, key_lengths), dropout, q.device_data<float>(), k.device_data<float>(),
+        v.device_data<float>(), out.device_data<float>(), lse.device_data<float>(),
+        g.device_data<float>(), detail::data_or_null<float>(delta), grads);
+  });
+  return out;
+}
+
+// Whether ops::attention takes the fused kernels: bf16 products asked for, a backward to record
+// (they save P's memory; inference keeps the exact path), no probabilities wanted, three distinct
+// inputs (the fused backward's writes are not ordered for q aliasing k or v), and dims the
+// backend's kernels take.
+bool use_fused(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionDims& dims,
+               const KernelTable& backend, DType precision, bool record, const Tensor* probs_out) {
+  return precision == DType::bf16 && record && probs_out == nullptr &&
+         backend.fused_attention_forward != nullptr && backend.fused_attention_supports(dims) &&
+         q.device_raw() != k.device_raw() && q.device_raw() != v.device_raw() &&
+         k.device_raw() != v.device_raw();
+}
+
+}  // namespace
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
+                 const AttentionMask& mask, float dropout_p, uint64_t seed, Tensor* probs_out,
+                 DType precision) {
+  const AttentionDims dims = check_attention(q, k, v, heads, mask, dropout_p);
+  TFM_CHECK(precision == DType::f32 || precision == DType::bf16,
+            "attention: products in {} are not supported (f32 or bf16)", dtype_name(precision));
+  const kernels::AttentionDropout dropout{dropout_p, seed};
+  const Device device = detail::op_device("attention", q, k, v);
+  const KernelTable& backend = detail::kernels_for("attention", device);
+  if (use_fused(q, k, v, dims, backend, precision, needs_grad({&q, &k, &v}), probs_out))
+    return fused_attention(q, k, v, dims, mask, dropout, device);
+  return attention_keeping_probs(q, k, v, dims, mask, dropout, device, probs_out);
 }
 
 Tensor attention_cached(const Tensor& q, const Tensor& k, const Tensor& v, int64_t keys, int heads,

@@ -26,10 +26,17 @@ std::string describe_products(DType precision, Device device) {
       cpu::vdpbf16ps_to_fma_rate());
 }
 
-DType parse_precision(const std::string& name, const char* what) {
+bool native_bf16_products(Device device) {
+  if (device == Device::cpu) return native_bf16_products();
+  const kernels::KernelTable* backend = kernels::registered_kernels(device);
+  return backend != nullptr && backend->multiplies_bf16_natively != nullptr &&
+         backend->multiplies_bf16_natively();
+}
+
+DType parse_precision(const std::string& name, const char* what, Device device) {
   if (name == "f32") return DType::f32;
   if (name == "bf16") return DType::bf16;
-  if (name == "auto") return native_bf16_products() ? DType::bf16 : DType::f32;
+  if (name == "auto") return native_bf16_products(device) ? DType::bf16 : DType::f32;
   fail("{}: '{}' is not a precision (f32, bf16 or auto)", what, name);
 }
 

@@ -16,11 +16,14 @@ namespace tfm::internal::ops {
 // bf16 products are widened to f32 and run at f32's speed). Elsewhere oneDNN emulates bf16
 // products, which are then slower than f32 ones.
 bool native_bf16_products();
+// The same for `device`: the CPU's rule above, or the device's own (a GPU with bf16 tensor cores).
+bool native_bf16_products(Device device);
 
 // The one parser of precision names (the CLI's --precision, training.precision, the benchmarks):
-// "f32", "bf16", or "auto" (bf16 where native_bf16_products(), else f32). A one-line error for
-// anything else; `what` names the setting.
-DType parse_precision(const std::string& name, const char* what = "precision");
+// "f32", "bf16", or "auto" (bf16 where native_bf16_products(device), else f32: the device that
+// multiplies decides). A one-line error for anything else; `what` names the setting.
+DType parse_precision(const std::string& name, const char* what = "precision",
+                      Device device = Device::cpu);
 
 // How a CPU runs products of `precision`, for a log line: "" for f32 or another device; for bf16
 // " (widened to f32: this CPU's vdpbf16ps does 0.51x the multiply-adds of its FMA)" where

@@ -103,10 +103,13 @@ struct AttentionMask {
 // [i*dk, (i+1)*dk). For each head: softmax(q k^T / sqrt(dk) + mask) v; output [B, Tq, h*dv] with
 // the heads concatenated. dropout_p > 0 drops attention weights (Table 3's optional attention
 // dropout). When `probs_out` is given it receives the attention weights [B, h, Tq, Tk] (before
-// dropout).
+// dropout). precision bf16 (training under bf16 autocast) lets a backend with fused attention
+// kernels (CUDA) multiply in bf16 with f32 accumulation and not keep P for the backward, when
+// gradients are recorded, no probabilities are asked for and q, k, v are three tensors; otherwise,
+// and on the CPU, the products are f32.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int heads,
                  const AttentionMask& mask, float dropout_p = 0.0f, uint64_t seed = 0,
-                 Tensor* probs_out = nullptr);
+                 Tensor* probs_out = nullptr, DType precision = DType::f32);
 
 // Attention over the first `keys` positions of key/value buffers that have room for more, as an
 // incremental decoder keeps them (nn::KeyValueCache): k: [B, capacity, h*dk], v: [B, capacity,

@@ -101,7 +101,8 @@ void TrainingRun::load_corpora() {
 
 void TrainingRun::choose_batch_size() {
   session_options_.device = ops::parse_device(recipe_.device);
-  session_options_.precision = ops::parse_precision(recipe_.precision, "training.precision");
+  session_options_.precision =
+      ops::parse_precision(recipe_.precision, "training.precision", session_options_.device);
   const BatchSize batch_size =
       run_batch_size(recipe_, config_, session_options_.device, session_options_.precision, *comm_,
                      has_checkpoints_, note_);

@@ -1,5 +1,6 @@
 // One warp a row of [B, h, Tq, Tk] (rows of the model are 32 to a few hundred keys), eight rows a
 // block; a lane takes keys j = lane + 32 i, so a lane rereads what it wrote in an earlier pass.
+#include "tfm/kernels/cuda/attention_dropout.cuh"
 #include "tfm/kernels/cuda/attention_softmax_cuda.h"
 #include "tfm/kernels/cuda/launch.cuh"
 #include "tfm/kernels/cuda/reduce.cuh"
@@ -9,24 +10,6 @@ namespace tfm::internal::cuda {
 namespace {
 
 constexpr int kRowsPerBlock = 8;
-
-// ---- the CPU's attention-dropout mask (cpu::attention_dropout_keep), bit for bit ----
-
-__device__ inline uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-__device__ inline bool dropout_keep(uint64_t seed, uint64_t index, float p) {
-  const float u = static_cast<float>(splitmix64(splitmix64(seed) ^ index) >> 40) * 0x1p-24f;
-  return u >= p;
-}
-
-__device__ inline float keep_scale(const kernels::AttentionDropout& drop) {
-  return drop.p > 0.0f ? 1.0f / (1.0f - drop.p) : 1.0f;
-}
 
 // Row r (batch r / (h*Tq), query r % Tq) sees keys [0, n):
 // kernels::AttentionMaskSpec::visible_keys.
@@ -61,25 +44,26 @@ __global__ void softmax_kernel(kernels::AttentionDims d, kernels::AttentionMaskS
     sum += e;
   }
   const float inv = 1.0f / warp_sum(sum);
-  const float scale = keep_scale(drop);
+  const float scale = attention_keep_scale(drop);
   for (int64_t j = lane; j < d.tk; j += 32) {
     const float x = j < n ? p[j] * inv : 0.0f;
     p[j] = x;
     if (dropped != nullptr) {
       const uint64_t index = static_cast<uint64_t>(r * d.tk + j);
-      dropped[r * d.tk + j] = dropout_keep(drop.seed, index, drop.p) ? x * scale : 0.0f;
+      dropped[r * d.tk + j] = attention_dropout_keep(drop.seed, index, drop.p) ? x * scale : 0.0f;
     }
   }
 }
 
 __global__ void dropout_kernel(int64_t count, kernels::AttentionDropout drop, const float* probs,
                                float* dropped) {
-  const float scale = keep_scale(drop);
+  const float scale = attention_keep_scale(drop);
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += step)
-    dropped[i] =
-        dropout_keep(drop.seed, static_cast<uint64_t>(i), drop.p) ? probs[i] * scale : 0.0f;
+    dropped[i] = attention_dropout_keep(drop.seed, static_cast<uint64_t>(i), drop.p)
+                     ? probs[i] * scale
+                     : 0.0f;
 }
 
 // dP_j = dD_j keep_j / (1 - p), then dS_j = alpha P_j (dP_j - sum_{i < n} dP_i P_i) for j < n, 0
@@ -93,13 +77,13 @@ __global__ void softmax_backward_kernel(kernels::AttentionDims d, kernels::Atten
   const int64_t n = visible_keys(d, mask, r);
   const float* p = probs + r * d.tk;
   float* g = grad + r * d.tk;
-  const float scale = keep_scale(drop);
+  const float scale = attention_keep_scale(drop);
   float dot = 0.0f;
   for (int64_t j = lane; j < n; j += 32) {
     float dp = g[j];
     if (drop.p > 0.0f) {
       const uint64_t index = static_cast<uint64_t>(r * d.tk + j);
-      dp = dropout_keep(drop.seed, index, drop.p) ? dp * scale : 0.0f;
+      dp = attention_dropout_keep(drop.seed, index, drop.p) ? dp * scale : 0.0f;
       g[j] = dp;
     }
     dot += dp * p[j];

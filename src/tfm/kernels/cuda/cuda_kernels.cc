@@ -17,6 +17,7 @@
 #include "tfm/kernels/cuda/dropout_cuda.h"
 #include "tfm/kernels/cuda/elementwise_cuda.h"
 #include "tfm/kernels/cuda/embedding_cuda.h"
+#include "tfm/kernels/cuda/fused_attention_cuda.h"
 #include "tfm/kernels/cuda/layer_norm_cuda.h"
 #include "tfm/kernels/cuda/matmul_cuda.h"
 #include "tfm/kernels/cuda/optimizer_cuda.h"
@@ -95,6 +96,7 @@ void fill_runtime(KernelTable& t) {
   t.initialized = initialized;
   t.synchronize = synchronize;
   t.describe = describe;
+  t.multiplies_bf16_natively = has_bf16_tensor_cores;
   t.memory_info = memory_info;
   t.max_head_dim = kMaxHeadDim;
   t.max_top_k = kMaxTopK;
@@ -146,6 +148,10 @@ void fill_embeddings_and_attention(KernelTable& t) {
                             float* d_probs, float*, const kernels::AttentionGrads& grads) {
     attention_backward(dims, mask, dropout, q, k, v, probs, d_out, d_probs, grads);
   };
+  t.fused_attention_supports = fused_attention_supports;
+  t.fused_attention_forward = fused_attention_forward;
+  t.fused_attention_backward_workspace = fused_attention_backward_workspace;
+  t.fused_attention_backward = fused_attention_backward;
   t.attention_forward_cached = attention_forward_cached;
   t.cache_write = cache_write;
   t.cache_gather = cache_gather;

@@ -114,6 +114,12 @@ void memory_info(size_t* free_bytes, size_t* total_bytes) {
   TFM_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
 }
 
+bool has_bf16_tensor_cores() {
+  if (!unavailable_reason().empty()) return false;
+  cudaDeviceProp prop{};
+  return cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major >= 8;
+}
+
 std::string describe() {
   cudaDeviceProp prop{};
   TFM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));

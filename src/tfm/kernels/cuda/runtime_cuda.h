@@ -29,4 +29,8 @@ void memory_info(size_t* free_bytes, size_t* total_bytes);
 // "NVIDIA H100 80GB HBM3, sm_90, 132 multiprocessors, 79.1 GiB, CUDA driver 13.0"
 std::string describe();
 
+// Whether device 0 has bf16 tensor cores (compute capability 8.0 and later); false without a
+// usable device.
+bool has_bf16_tensor_cores();
+
 }  // namespace tfm::internal::cuda
