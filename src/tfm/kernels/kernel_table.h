@@ -51,6 +51,10 @@ struct KernelTable {
   void (*relu)(const float* x, float* y, int64_t n) = nullptr;
   void (*relu_backward)(const float* y, const float* g, float* dx, int64_t n,
                         bool accumulate) = nullptr;
+  // relu_backward without accumulation that also writes dx rounded to bf16 (as f32_to_bf16) in
+  // the same pass: linear_relu's backward under bf16 products.
+  void (*relu_backward_bf16)(const float* y, const float* g, float* dx, bf16* dx_bf16,
+                             int64_t n) = nullptr;
   // The other FFN activations: gelu y = x Phi(x) (the erf form), swish y = x sigmoid(x); their
   // backwards take the input x: dx (+)= g * dy/dx.
   void (*gelu)(const float* x, float* y, int64_t n) = nullptr;
