@@ -20,9 +20,14 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_model, int num_heads, int64_t d
 Tensor MultiHeadAttention::forward(const Tensor& query_input, const Tensor& memory,
                                    const ops::AttentionMask& mask, ForwardContext& ctx) const {
   const DType precision = ctx.precision();
-  Tensor q = q_proj.forward(query_input, precision);
-  Tensor k = k_proj.forward(memory, precision);
-  Tensor v = v_proj.forward(memory, precision);
+  // For bf16 products each input is rounded once (ForwardContext::shared_bf16): self-attention's
+  // three projections read one copy, and every decoder layer's keys and values one copy of the
+  // encoder's output.
+  const Tensor query_bf16 = ctx.shared_bf16(query_input);
+  const Tensor memory_bf16 = ctx.shared_bf16(memory);
+  Tensor q = q_proj.forward(query_input, precision, query_bf16);
+  Tensor k = k_proj.forward(memory, precision, memory_bf16);
+  Tensor v = v_proj.forward(memory, precision, memory_bf16);
   float p = ctx.dropout(attention_dropout);
   std::vector<Tensor>* record = ctx.attention_record();
   Tensor probs;
