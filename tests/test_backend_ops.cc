@@ -911,18 +911,24 @@ TEST_P(BackendOpsCrossEntropy, RowKernels) {
   expect_matches_cpu(cpu_stats, stats, kTolerance, "row loss and nll");
   expect_matches_cpu(cpu_lse, lse, kTolerance, "lse");
 
+  // The f32 gradient in place; with a bf16 copy, the copy (a GPU then writes only the copy).
   Tensor cpu_grad = logits.clone();
   Tensor cpu_bf16 = Tensor::empty({rows, vocab}, DType::bf16);
   cpu::cross_entropy_rows_with_grad(cpu_grad.data<float>(), y.data(), rows, vocab, eps, kIgnore,
                                     scale, cpu_stats.data<float>(), cpu_bf16.data<bf16>());
-  Tensor grad = on_backend(logits);
-  Tensor grad_bf16 = Tensor::empty({rows, vocab}, DType::bf16, tested_device());
-  backend().cross_entropy_rows_with_grad(
-      grad.device_data<float>(), targets_d.device_data<int32_t>(), rows, vocab, eps, kIgnore, scale,
-      stats.device_data<float>(), grad_bf16.device_data<bf16>());
-  expect_matches_cpu(cpu_stats, stats, kTolerance, "row loss and nll, with the gradient");
-  expect_matches_cpu(cpu_grad, grad, kTolerance, "in-place gradient");
-  expect_matches_cpu(cpu_bf16, grad_bf16, 1e-2, "bf16 gradient");  // bf16 rounding of either
+  for (bool copy : {false, true}) {
+    Tensor grad = on_backend(logits);
+    Tensor grad_bf16 = Tensor::empty({rows, vocab}, DType::bf16, tested_device());
+    backend().cross_entropy_rows_with_grad(
+        grad.device_data<float>(), targets_d.device_data<int32_t>(), rows, vocab, eps, kIgnore,
+        scale, stats.device_data<float>(), copy ? grad_bf16.device_data<bf16>() : nullptr);
+    expect_matches_cpu(cpu_stats, stats, kTolerance, "row loss and nll, with the gradient");
+    if (copy) {
+      expect_matches_cpu(cpu_bf16, grad_bf16, 1e-2, "bf16 gradient");  // bf16 rounding of either
+    } else {
+      expect_matches_cpu(cpu_grad, grad, kTolerance, "in-place gradient");
+    }
+  }
 }
 
 // ---- top_k ----

@@ -139,6 +139,9 @@ struct KernelTable {
   void (*cross_entropy_rows)(const float* logits, const int32_t* targets, int64_t rows,
                              int64_t vocab, float label_smoothing, int32_t ignore_index,
                              float* row_loss_nll, float* lse) = nullptr;
+  // cross_entropy_rows, the logits overwritten with their gradient, or, when dlogits_bf16 is
+  // given, the gradient's bf16 copy written there (the logits then hold the gradient on the CPU,
+  // are left as they are on a GPU: nothing reads them after).
   void (*cross_entropy_rows_with_grad)(float* logits, const int32_t* targets, int64_t rows,
                                        int64_t vocab, float label_smoothing, int32_t ignore_index,
                                        float scale, float* row_loss_nll,
