@@ -130,6 +130,25 @@ TEST_P(Bf16Copies, LinearReluBackwardWritesItsCopyWithTheSameBits) {
   for (size_t i = 0; i < got.size(); ++i) expect_same_bits(got[i], expected[i], names[i]);
 }
 
+// The context keeps one shared copy, of the last tensor asked for: asked again, the same copy;
+// another tensor replaces it; a copy never outlives its source's contents.
+TEST_P(Bf16Copies, TheContextSharesTheCopyOfTheLastTensorAskedFor) {
+  const Tensor a = linear_inputs(device(), 7, 5, 3).x, b = linear_inputs(device(), 7, 5, 3).w;
+  const Tensor a_view = a.view({5, 7});
+  auto ctx = nn::ForwardContext::training(1, DType::bf16);
+  const auto start = ops::bf16_conversions();
+  const Tensor first = ctx.shared_bf16(a);
+  EXPECT_TRUE(ctx.shared_bf16(a).same_storage(first));
+  EXPECT_EQ(conversions_since(start), 1);
+  expect_same_bits(ctx.shared_bf16(b), ops::to_bf16(b), "another tensor");
+  expect_same_bits(ctx.shared_bf16(a_view), ops::to_bf16(a_view), "a view of another shape");
+  expect_same_bits(ctx.shared_bf16(a), first, "the first again");
+  EXPECT_EQ(conversions_since(start), 6);  // 4 shared copies, 2 references
+  auto f32 = nn::ForwardContext::training(1, DType::f32);
+  EXPECT_FALSE(f32.shared_bf16(a).defined());
+  EXPECT_FALSE(f32.bf16_copy(a).defined());
+}
+
 // ---- a whole training step of a tiny model
 
 ModelConfig tiny_config(const std::string& norm) {

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 #include "tfm/core/dtype.h"
@@ -34,22 +33,28 @@ class ForwardContext {
   // runs them (encoder layers; per decoder layer its self-, then its encoder-decoder attention).
   void record_attention(std::vector<Tensor>* out) { attention_out_ = out; }
   std::vector<Tensor>* attention_record() const { return attention_out_; }
-  // For bf16 products: x rounded to bf16 (ops::to_bf16), made once per context and shared by
-  // every later call with the same tensor: self-attention's q, k and v projections read one copy
-  // of their input, and every decoder layer's cross-attention keys and values one copy of the
-  // encoder's output. Undefined for f32 products, or when sharing is off (each product then
-  // rounds its own operand, with the same bits). Only for activations, which nothing writes after
-  // they are made; the memo holds x, so x's memory is not reused for another tensor meanwhile.
+  // For bf16 products: x rounded to bf16 (ops::to_bf16), for the caller to share between the
+  // products that read x (self-attention's q, k and v projections). Undefined for f32 products,
+  // or when sharing is off (each product then rounds its own operand, with the same bits).
+  Tensor bf16_copy(const Tensor& x) const {
+    return precision_ == DType::bf16 && share_bf16_ ? ops::to_bf16(x) : Tensor{};
+  }
+  // As bf16_copy, and kept for later calls with the same tensor: every decoder layer's
+  // cross-attention reads one copy of the encoder's output. The context keeps one copy, of the
+  // last tensor asked for. Only for activations, which nothing writes after they are made; the
+  // copy's source is kept with it, so its memory cannot be reused for another tensor meanwhile.
   Tensor shared_bf16(const Tensor& x) {
     if (precision_ != DType::bf16 || !share_bf16_) return {};
-    for (const auto& [source, copy] : bf16_copies_)
-      if (source.same_storage(x) && source.device_raw() == x.device_raw() &&
-          source.shape() == x.shape())
-        return copy;
-    bf16_copies_.emplace_back(x, ops::to_bf16(x));
-    return bf16_copies_.back().second;
+    const bool same = shared_source_.same_storage(x) && shared_source_.defined() &&
+                      shared_source_.device_raw() == x.device_raw() &&
+                      shared_source_.shape() == x.shape();
+    if (!same) {
+      shared_source_ = x;
+      shared_copy_ = ops::to_bf16(x);
+    }
+    return shared_copy_;
   }
-  // Off: shared_bf16 gives nothing (tests compare the shared copies with the unshared path).
+  // Off: bf16_copy and shared_bf16 give nothing (tests compare with the unshared path).
   void share_bf16_copies(bool on) { share_bf16_ = on; }
   // A distinct seed for the next random op (splitmix64 of the step seed and a counter).
   uint64_t next_seed() {
@@ -68,7 +73,7 @@ class ForwardContext {
   uint64_t counter_ = 0;
   std::vector<Tensor>* attention_out_ = nullptr;
   bool share_bf16_ = true;
-  std::vector<std::pair<Tensor, Tensor>> bf16_copies_;  // (source, its bf16 copy)
+  Tensor shared_source_, shared_copy_;  // shared_bf16's
 };
 
 }  // namespace tfm::internal::nn
