@@ -24,6 +24,7 @@
 #include "cuda_test_util.h"
 #include "tfm/autograd/tape.h"
 #include "tfm/core/tensor.h"
+#include "tfm/kernels/cpu/convert_cpu.h"
 #include "tfm/kernels/cpu/cross_entropy_cpu.h"
 #include "tfm/kernels/cpu/elementwise_cpu.h"
 #include "tfm/kernels/cpu/optimizer_cpu.h"
@@ -489,6 +490,30 @@ TEST_P(BackendOpsBasic, ToBf16RoundsAsTheCpu) {
   expect_same_bits(cpu_out, gpu_out, "to_bf16");
 }
 
+// linear_relu's fused backward kernel: the masked gradient and its bf16 copy, the same bits as
+// the CPU's relu_backward followed by f32_to_bf16 (the unfused pair). Odd lengths take the
+// kernel's scalar tail; the values include zeros, subnormals and a NaN.
+TEST_P(BackendOpsBasic, ReluBackwardBf16IsReluBackwardThenToBf16) {
+  for (int64_t n : {int64_t{4099}, int64_t{6}}) {
+    Tensor y = uniform_tensor({n}, 35, -1.0f, 1.0f), g = uniform_tensor({n}, 36, -3.0f, 3.0f);
+    y.data<float>()[1] = 0.0f;
+    y.data<float>()[2] = std::bit_cast<float>(0x00000001u);
+    g.data<float>()[2] = std::bit_cast<float>(0x00400001u);
+    y.data<float>()[3] = 1.0f;
+    g.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+    Tensor want = Tensor::empty({n}), want_bf16 = Tensor::empty({n}, DType::bf16);
+    cpu::relu_backward(y.data<float>(), g.data<float>(), want.data<float>(), n, false);
+    cpu::f32_to_bf16(want.data<float>(), want_bf16.data<bf16>(), n);
+    const Tensor gpu_y = on_backend(y), gpu_g = on_backend(g);
+    Tensor dx = Tensor::empty({n}, DType::f32, tested_device());
+    Tensor dx_bf16 = Tensor::empty({n}, DType::bf16, tested_device());
+    backend().relu_backward_bf16(gpu_y.device_data<float>(), gpu_g.device_data<float>(),
+                                 dx.device_data<float>(), dx_bf16.device_data<bf16>(), n);
+    expect_same_bits(want, dx, "relu_backward_bf16's gradient, n " + std::to_string(n));
+    expect_same_bits(want_bf16, dx_bf16, "relu_backward_bf16's copy, n " + std::to_string(n));
+  }
+}
+
 }  // namespace basic
 
 // ---- ops::attention and ops::attention_cached: outputs, every gradient, the probabilities, the
@@ -886,18 +911,24 @@ TEST_P(BackendOpsCrossEntropy, RowKernels) {
   expect_matches_cpu(cpu_stats, stats, kTolerance, "row loss and nll");
   expect_matches_cpu(cpu_lse, lse, kTolerance, "lse");
 
+  // The f32 gradient in place; with a bf16 copy, the copy (a GPU then writes only the copy).
   Tensor cpu_grad = logits.clone();
   Tensor cpu_bf16 = Tensor::empty({rows, vocab}, DType::bf16);
   cpu::cross_entropy_rows_with_grad(cpu_grad.data<float>(), y.data(), rows, vocab, eps, kIgnore,
                                     scale, cpu_stats.data<float>(), cpu_bf16.data<bf16>());
-  Tensor grad = on_backend(logits);
-  Tensor grad_bf16 = Tensor::empty({rows, vocab}, DType::bf16, tested_device());
-  backend().cross_entropy_rows_with_grad(
-      grad.device_data<float>(), targets_d.device_data<int32_t>(), rows, vocab, eps, kIgnore, scale,
-      stats.device_data<float>(), grad_bf16.device_data<bf16>());
-  expect_matches_cpu(cpu_stats, stats, kTolerance, "row loss and nll, with the gradient");
-  expect_matches_cpu(cpu_grad, grad, kTolerance, "in-place gradient");
-  expect_matches_cpu(cpu_bf16, grad_bf16, 1e-2, "bf16 gradient");  // bf16 rounding of either
+  for (bool copy : {false, true}) {
+    Tensor grad = on_backend(logits);
+    Tensor grad_bf16 = Tensor::empty({rows, vocab}, DType::bf16, tested_device());
+    backend().cross_entropy_rows_with_grad(
+        grad.device_data<float>(), targets_d.device_data<int32_t>(), rows, vocab, eps, kIgnore,
+        scale, stats.device_data<float>(), copy ? grad_bf16.device_data<bf16>() : nullptr);
+    expect_matches_cpu(cpu_stats, stats, kTolerance, "row loss and nll, with the gradient");
+    if (copy) {
+      expect_matches_cpu(cpu_bf16, grad_bf16, 1e-2, "bf16 gradient");  // bf16 rounding of either
+    } else {
+      expect_matches_cpu(cpu_grad, grad, kTolerance, "in-place gradient");
+    }
+  }
 }
 
 // ---- top_k ----

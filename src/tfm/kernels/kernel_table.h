@@ -54,6 +54,10 @@ struct KernelTable {
   void (*relu)(const float* x, float* y, int64_t n) = nullptr;
   void (*relu_backward)(const float* y, const float* g, float* dx, int64_t n,
                         bool accumulate) = nullptr;
+  // relu_backward without accumulation that also writes dx rounded to bf16 (as f32_to_bf16) in
+  // the same pass: linear_relu's backward under bf16 products.
+  void (*relu_backward_bf16)(const float* y, const float* g, float* dx, bf16* dx_bf16,
+                             int64_t n) = nullptr;
   // The other FFN activations: gelu y = x Phi(x) (the erf form), swish y = x sigmoid(x); their
   // backwards take the input x: dx (+)= g * dy/dx.
   void (*gelu)(const float* x, float* y, int64_t n) = nullptr;
@@ -152,6 +156,9 @@ struct KernelTable {
   void (*cross_entropy_rows)(const float* logits, const int32_t* targets, int64_t rows,
                              int64_t vocab, float label_smoothing, int32_t ignore_index,
                              float* row_loss_nll, float* lse) = nullptr;
+  // cross_entropy_rows, the logits overwritten with their gradient, or, when dlogits_bf16 is
+  // given, the gradient's bf16 copy written there (the logits then hold the gradient on the CPU,
+  // are left as they are on a GPU: nothing reads them after).
   void (*cross_entropy_rows_with_grad)(float* logits, const int32_t* targets, int64_t rows,
                                        int64_t vocab, float label_smoothing, int32_t ignore_index,
                                        float scale, float* row_loss_nll,

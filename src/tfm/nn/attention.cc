@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "tfm/ops/autocast.h"
+#include "tfm/ops/packed_weight.h"
 
 namespace tfm::internal::nn {
 
@@ -20,9 +21,20 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_model, int num_heads, int64_t d
 Tensor MultiHeadAttention::forward(const Tensor& query_input, const Tensor& memory,
                                    const ops::AttentionMask& mask, ForwardContext& ctx) const {
   const DType precision = ctx.precision();
-  Tensor q = q_proj.forward(query_input, precision);
-  Tensor k = k_proj.forward(memory, precision);
-  Tensor v = v_proj.forward(memory, precision);
+  // For bf16 products each input is rounded once: self-attention's three projections read one
+  // copy, and every decoder layer's keys and values the context's copy of the encoder's output.
+  // (An i8-packed weight quantises x itself.)
+  const bool self_attention = query_input.same_storage(memory) &&
+                              query_input.device_raw() == memory.device_raw() &&
+                              query_input.shape() == memory.shape();
+  const bool bf16_operands = !k_proj.packed || k_proj.packed->dtype() == DType::bf16;
+  const Tensor query_bf16 = self_attention && bf16_operands ? ctx.bf16_copy(query_input) : Tensor{};
+  const Tensor memory_bf16 = !bf16_operands   ? Tensor{}
+                             : self_attention ? query_bf16
+                                              : ctx.shared_bf16(memory);
+  Tensor q = q_proj.forward(query_input, precision, query_bf16);
+  Tensor k = k_proj.forward(memory, precision, memory_bf16);
+  Tensor v = v_proj.forward(memory, precision, memory_bf16);
   float p = ctx.dropout(attention_dropout);
   std::vector<Tensor>* record = ctx.attention_record();
   Tensor probs;

@@ -49,8 +49,8 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias, const ParameterSource& so
   if (has_bias) bias = source.make(name + "bias", {out});
 }
 
-Tensor Linear::forward(const Tensor& x, DType precision) const {
-  return ops::linear(x, weight, bias, {precision, packed.get()});
+Tensor Linear::forward(const Tensor& x, DType precision, const Tensor& x_bf16) const {
+  return ops::linear(x, weight, bias, {precision, packed.get(), x_bf16});
 }
 
 void Linear::pack(DType precision) {

@@ -47,8 +47,9 @@ struct Linear {
   // `name`: the prefix of its parameters' names ("...q_proj."), used when adopting.
   Linear(int64_t in, int64_t out, bool bias, const ParameterSource& source = {},
          const std::string& name = "");
-  // Products in `precision` (f32 or bf16), with the packed weight when there is one.
-  Tensor forward(const Tensor& x, DType precision) const;
+  // Products in `precision` (f32 or bf16), with the packed weight when there is one. x_bf16: x's
+  // bf16 copy when the caller shares one between products (ops::ProductOptions::x_bf16).
+  Tensor forward(const Tensor& x, DType precision, const Tensor& x_bf16 = {}) const;
   // Xavier/Glorot uniform weights (as tensor2tensor and fairseq), zero bias.
   void init(std::mt19937_64& rng);
   void collect(const std::string& prefix, NamedTensors& out) const;

@@ -2,11 +2,20 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
+
 #include "tfm/kernels/cpu/blocked_gemm_cpu.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/ops/dispatch.h"
 
 namespace tfm::internal::ops {
+
+namespace {
+
+std::atomic<int64_t> conversion_calls{0};
+std::atomic<int64_t> converted_elements{0};
+
+}  // namespace
 
 bool native_bf16_products() {
   if (__builtin_cpu_supports("amx-bf16")) return true;
@@ -47,7 +56,14 @@ Tensor to_bf16(const Tensor& x) {
   Tensor out = Tensor::empty(x.shape(), DType::bf16, device);
   detail::kernel("to_bf16", device, &kernels::KernelTable::f32_to_bf16)(
       x.device_data<float>(), out.device_data<bf16>(), x.numel());
+  conversion_calls.fetch_add(1, std::memory_order_relaxed);
+  converted_elements.fetch_add(x.numel(), std::memory_order_relaxed);
   return out;
+}
+
+Bf16Conversions bf16_conversions() {
+  return {conversion_calls.load(std::memory_order_relaxed),
+          converted_elements.load(std::memory_order_relaxed)};
 }
 
 }  // namespace tfm::internal::ops

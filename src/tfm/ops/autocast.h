@@ -34,4 +34,13 @@ std::string describe_products(DType precision, Device device);
 // x (f32) converted to bf16, a fresh tensor with no autograd link.
 Tensor to_bf16(const Tensor& x);
 
+// How many to_bf16 calls ran in this process, and how many elements they converted (both only
+// grow; take differences). Copies that producers write themselves (the cross-entropy gradient's,
+// linear_relu's backward) are not counted: they are no separate pass.
+struct Bf16Conversions {
+  int64_t calls = 0;
+  int64_t elements = 0;
+};
+Bf16Conversions bf16_conversions();
+
 }  // namespace tfm::internal::ops

@@ -181,6 +181,16 @@ void bias_grad(const char* op, const Tensor& g, int64_t rows, int64_t cols, Tens
                                               detail::data_or_null<float>(workspace));
 }
 
+// x rounded to bf16: the caller's copy (ProductOptions::x_bf16) when it has one, else a fresh one.
+Tensor bf16_operand(const Tensor& x, const ProductOptions& product) {
+  if (!product.x_bf16.defined()) return to_bf16(x);
+  TFM_CHECK(product.x_bf16.dtype() == DType::bf16 && product.x_bf16.shape() == x.shape() &&
+                product.x_bf16.device() == x.device(),
+            "linear: the bf16 copy {} of x does not match x {}", product.x_bf16.describe(),
+            x.describe());
+  return product.x_bf16;
+}
+
 // linear and linear_relu: y = x W^T + b, and y = max(0, x W^T + b) when `relu`.
 Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
                       const ProductOptions& product, bool relu) {
@@ -219,7 +229,7 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
   if (product.packed && !needs_grad({&x, &weight, &bias})) {
     TFM_CHECK(product.packed->device() == device, "{}: the packed weight is on {}, x on {}", op,
               device_name(product.packed->device()), device_name(device));
-    Tensor x_op = product.packed->dtype() == DType::bf16 ? to_bf16(x) : x;
+    Tensor x_op = product.packed->dtype() == DType::bf16 ? bf16_operand(x, product) : x;
     detail::kernel(op, device, &KernelTable::packed_linear)(
         x_op.device_raw(), rows, product.packed->form(), detail::data_or_null<float>(bias),
         out.device_data<float>(), relu);
@@ -230,7 +240,7 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
   // rounded to bf16 (the weight once per call: its copy is what the backward multiplies with) and
   // the product accumulates in f32.
   const bool bf16_product = product.dtype == DType::bf16;
-  Tensor x_op = bf16_product ? to_bf16(x) : x;
+  Tensor x_op = bf16_product ? bf16_operand(x, product) : x;
   Tensor w_op = bf16_product ? to_bf16(weight) : weight;
   GemmArgs args;
   args.a = flat_rows(x_op, rows, in);
@@ -248,17 +258,25 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
                         out_features, device]() {
     Tensor g = out.grad();
     if (!g.defined()) return;
+    // For bf16 products the incoming gradient is rounded to bf16 as well; results stay f32.
+    Tensor g_op;
     if (relu) {
       // y = max(0, u): du = g where y > 0 (0 at the kink, as ops::relu), then u's
-      // backward below.
+      // backward below. Under bf16 products the same pass writes du's bf16 copy.
       Tensor masked = Tensor::empty(g.shape(), DType::f32, g.device());
-      detail::kernel("linear_relu", device, &KernelTable::relu_backward)(
-          out.device_data<float>(), g.device_data<float>(), masked.device_data<float>(), g.numel(),
-          false);
+      if (bf16_product) {
+        g_op = Tensor::empty(g.shape(), DType::bf16, g.device());
+        detail::kernel("linear_relu", device, &KernelTable::relu_backward_bf16)(
+            out.device_data<float>(), g.device_data<float>(), masked.device_data<float>(),
+            g_op.device_data<bf16>(), g.numel());
+      } else {
+        detail::kernel("linear_relu", device, &KernelTable::relu_backward)(
+            out.device_data<float>(), g.device_data<float>(), masked.device_data<float>(),
+            g.numel(), false);
+      }
       g = masked;
     }
-    // For bf16 products the incoming gradient is rounded to bf16 as well; results stay f32.
-    Tensor g_op = bf16_product ? to_bf16(g) : g;
+    if (!g_op.defined()) g_op = bf16_product ? to_bf16(g) : g;
     GemmOperand g_rows = flat_rows(g_op, rows, out_features);
     if (x.requires_grad()) {
       // dx = g W  ([rows, out] @ [out, in]).

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "tfm/core/tensor.h"
@@ -24,8 +25,15 @@ class PackedWeight;  // ops/packed_weight.h
 // product that records a gradient converts the weight itself (its backward keeps that copy) and
 // ignores `packed`.
 struct ProductOptions {
-  DType dtype = DType::f32;
-  const PackedWeight* packed = nullptr;
+  ProductOptions(DType dtype_ = DType::f32, const PackedWeight* packed_ = nullptr,
+                 Tensor x_bf16_ = {})
+      : dtype(dtype_), packed(packed_), x_bf16(std::move(x_bf16_)) {}
+
+  DType dtype;
+  const PackedWeight* packed;
+  // For bf16 products: x already rounded to bf16 (to_bf16(x), the same shape), made once by the
+  // caller and shared by every product that reads x; undefined: the product rounds x itself.
+  Tensor x_bf16;
 };
 
 // ---- matrix products (kernels/cpu/matmul_cpu: oneDNN) ----

@@ -124,7 +124,8 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
   // size or the thread count, and equal ops::cross_entropy's.
   Tensor row_stats = Tensor::empty({rows, 2}, DType::f32, device);
   Tensor logits = Tensor::empty({chunk, vocab}, DType::f32, device);
-  // The chunk's D overwrites its logits; under bf16 the products read a bf16 copy.
+  // The chunk's D overwrites its logits; under bf16 the products read a bf16 copy, which the loss
+  // kernel writes instead (a GPU's then leaves the f32 logits as they are).
   Tensor dz_bf16 =
       want_grad && bf16_product ? Tensor::empty({chunk, vocab}, DType::bf16, device) : Tensor{};
   Tensor dhidden = want_dh ? Tensor::empty(hidden.shape(), DType::f32, device) : Tensor{};

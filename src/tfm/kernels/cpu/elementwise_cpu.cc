@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tfm/kernels/cpu/convert_cpu.h"
 #include "tfm/kernels/cpu/parallel.h"
 
 namespace tfm::internal::cpu {
@@ -47,6 +48,16 @@ void relu_backward(const float* y, const float* g, float* dx, int64_t n, bool ac
   } else {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
     for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? g[i] : 0.0f;
+  }
+}
+
+void relu_backward_bf16(const float* y, const float* g, float* dx, bf16* dx_bf16, int64_t n) {
+  auto* out = reinterpret_cast<uint16_t*>(dx_bf16);
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = y[i] > 0.0f ? g[i] : 0.0f;
+    dx[i] = v;
+    out[i] = f32_to_bf16_bits(v);
   }
 }
 

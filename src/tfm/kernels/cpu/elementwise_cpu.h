@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "tfm/core/dtype.h"
+
 namespace tfm::internal::cpu {
 
 // dst = scale * src when !accumulate (the first gradient written this pass), dst += scale * src
@@ -17,6 +19,8 @@ void add(const float* a, const float* b, float* out, int64_t n);
 void relu(const float* x, float* y, int64_t n);
 // dx (+)= g where y > 0 (y is relu's output).
 void relu_backward(const float* y, const float* g, float* dx, int64_t n, bool accumulate);
+// dx = g where y > 0, and dx_bf16 = dx rounded to bf16 (f32_to_bf16_bits), in one pass.
+void relu_backward_bf16(const float* y, const float* g, float* dx, bf16* dx_bf16, int64_t n);
 // y = x Phi(x) = x (1 + erf(x / sqrt 2)) / 2; dx (+)= g (Phi(x) + x phi(x)).
 void gelu(const float* x, float* y, int64_t n);
 void gelu_backward(const float* x, const float* g, float* dx, int64_t n, bool accumulate);

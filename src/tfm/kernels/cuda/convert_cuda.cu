@@ -1,3 +1,4 @@
+#include "tfm/kernels/cuda/bf16_bits.cuh"
 #include "tfm/kernels/cuda/convert_cuda.h"
 #include "tfm/kernels/cuda/launch.cuh"
 
@@ -6,16 +7,6 @@ namespace tfm::internal::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-// cpu::f32_to_bf16_bits: round to nearest even on the bit pattern (add 0x7fff plus the lowest kept
-// bit, then truncate); NaNs are made quiet instead of rounded, which could carry a payload into
-// the exponent and make an infinity.
-__device__ inline uint16_t f32_to_bf16_bits(float value) {
-  const uint32_t u = __float_as_uint(value);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t quiet_nan = (u >> 16) | 0x40u;
-  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-}
 
 __global__ void f32_to_bf16_kernel(const float* src, uint16_t* dst, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;

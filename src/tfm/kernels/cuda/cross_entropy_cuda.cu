@@ -144,19 +144,25 @@ __device__ inline uint2 pack_bf16(const float4& g) {
                     f32_to_bf16_bits(g.z) | (uint32_t{f32_to_bf16_bits(g.w)} << 16));
 }
 
-// dz = 0 (and its bf16 copy, when given) over a row, by the block.
+// dz = 0 over a row, by the block; only its bf16 copy when one is given.
 __device__ void zero_row(float* dz, uint16_t* dz_bf16, int64_t vocab) {
   const RowSplit part = split_row(dz, nullptr, dz_bf16, vocab);
   const auto zero = [&](int64_t j) {
-    dz[j] = 0.0f;
-    if (dz_bf16 != nullptr) dz_bf16[j] = 0;
+    if (dz_bf16 != nullptr) {
+      dz_bf16[j] = 0;
+    } else {
+      dz[j] = 0.0f;
+    }
   };
   for (int64_t j = threadIdx.x; j < part.head; j += blockDim.x) zero(j);
   for (int64_t j = part.head + 4 * part.quads + threadIdx.x; j < vocab; j += blockDim.x) zero(j);
   float4* dz4 = reinterpret_cast<float4*>(dz + part.head);
   for (int64_t i = threadIdx.x; i < part.quads; i += blockDim.x) {
-    dz4[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (dz_bf16 != nullptr) reinterpret_cast<uint2*>(dz_bf16 + part.head)[i] = make_uint2(0, 0);
+    if (dz_bf16 != nullptr) {
+      reinterpret_cast<uint2*>(dz_bf16 + part.head)[i] = make_uint2(0, 0);
+    } else {
+      dz4[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
   }
 }
 
@@ -171,8 +177,9 @@ __device__ inline float grad_at(float z, float dz, int64_t j, int32_t y, float l
   return g;
 }
 
-// dz (+)= scale * (e^{z - lse} - eps / V), and - scale * (1 - eps) at the target, by the block,
-// with the bf16 copy of the result written in the same pass when dz_bf16 is given. dz may be z
+// dz (+)= scale * (e^{z - lse} - eps / V), and - scale * (1 - eps) at the target, by the block;
+// when dz_bf16 is given (never with kAccumulate), only the result's bf16 copy is written (the
+// products read nothing else: the f32 store would cost 4 bytes an element). dz may be z
 // itself: each element is read and written by one thread, and read before it is written. This is
 // z's last read, so it streams (__ldcs: evict first), as do the stores, keeping the L2 cache for
 // the rows that other blocks are still reading in row_loss.
@@ -186,8 +193,11 @@ __device__ void row_grad(const float* z, int32_t y, float lse, int64_t vocab, fl
   const auto one = [&](int64_t j) {
     const float g = grad_at<kAccumulate>(z[j], kAccumulate ? dz[j] : 0.0f, j, y, lse, smooth, scale,
                                          target_step);
-    dz[j] = g;
-    if (dz_bf16 != nullptr) dz_bf16[j] = f32_to_bf16_bits(g);
+    if (dz_bf16 != nullptr) {
+      dz_bf16[j] = f32_to_bf16_bits(g);
+    } else {
+      dz[j] = g;
+    }
   };
   for (int64_t j = threadIdx.x; j < part.head; j += threads) one(j);
   for (int64_t j = part.head + 4 * part.quads + threadIdx.x; j < vocab; j += threads) one(j);
@@ -211,8 +221,11 @@ __device__ void row_grad(const float* z, int32_t y, float lse, int64_t vocab, fl
       g.y = grad_at<kAccumulate>(v[k].y, d[k].y, j + 1, y, lse, smooth, scale, target_step);
       g.z = grad_at<kAccumulate>(v[k].z, d[k].z, j + 2, y, lse, smooth, scale, target_step);
       g.w = grad_at<kAccumulate>(v[k].w, d[k].w, j + 3, y, lse, smooth, scale, target_step);
-      __stcs(dz4 + q, g);
-      if (dz_bf16 != nullptr) __stcs(bf16x4 + q, pack_bf16(g));
+      if (bf16x4 != nullptr) {
+        __stcs(bf16x4 + q, pack_bf16(g));
+      } else {
+        __stcs(dz4 + q, g);
+      }
     }
   }
 }
@@ -235,7 +248,8 @@ __global__ void __launch_bounds__(kMaxRowThreads)
 }
 
 // One read of the row for its loss terms, then one read and write for the gradient (the row is
-// then likely still in the L2 cache): about 8 + 4 + 2 bytes of memory traffic per element.
+// then likely still in the L2 cache): about 8 + 4 bytes of memory traffic per element, + 2 for
+// the bf16 copy or + 4 for the f32 gradient.
 __global__ void __launch_bounds__(kMaxRowThreads)
     rows_with_grad_kernel(float* logits, const int32_t* targets, int64_t vocab, float eps,
                           int32_t ignore_index, float scale, float* row_loss_nll,

@@ -31,7 +31,8 @@ void cross_entropy_rows(const float* logits, const int32_t* targets, int64_t row
                         float label_smoothing, int32_t ignore_index, float* row_loss_nll,
                         float* lse = nullptr);
 
-// cpu::cross_entropy_rows_with_grad.
+// cpu::cross_entropy_rows_with_grad, except that when dlogits_bf16 is given only the bf16 copy is
+// written (the logits are left as they are): the f32 gradient is not needed then.
 void cross_entropy_rows_with_grad(float* logits, const int32_t* targets, int64_t rows,
                                   int64_t vocab, float label_smoothing, int32_t ignore_index,
                                   float scale, float* row_loss_nll, bf16* dlogits_bf16 = nullptr);

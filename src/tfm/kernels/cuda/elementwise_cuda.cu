@@ -1,5 +1,6 @@
 #include <cstdint>
 
+#include "tfm/kernels/cuda/bf16_bits.cuh"
 #include "tfm/kernels/cuda/elementwise_cuda.h"
 #include "tfm/kernels/cuda/launch.cuh"
 
@@ -107,6 +108,32 @@ __global__ void relu_backward_kernel(const float* y, const float* g, float* dx, 
   }
   for (int64_t i = 4 * n4 + first; i < n; i += stride)
     dx[i] = relu_grad(y[i], g[i], accumulate ? dx[i] : 0.0f, accumulate);
+}
+
+// relu_backward_kernel without accumulation, also writing each value's bf16 bits: groups of four
+// as 16-byte loads and stores and one 8-byte store of the copies, then the tail.
+__global__ void relu_backward_bf16_kernel(const float* y, const float* g, float* dx,
+                                          uint16_t* dx_bf16, int64_t n, int64_t n4) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  const int64_t first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  const float4* y4 = reinterpret_cast<const float4*>(y);
+  const float4* g4 = reinterpret_cast<const float4*>(g);
+  float4* dx4 = reinterpret_cast<float4*>(dx);
+  uint2* copy4 = reinterpret_cast<uint2*>(dx_bf16);
+  for (int64_t i = first; i < n4; i += stride) {
+    const float4 yv = y4[i], gv = g4[i];
+    const float4 d =
+        make_float4(relu_grad(yv.x, gv.x, 0.0f, false), relu_grad(yv.y, gv.y, 0.0f, false),
+                    relu_grad(yv.z, gv.z, 0.0f, false), relu_grad(yv.w, gv.w, 0.0f, false));
+    dx4[i] = d;
+    copy4[i] = make_uint2(f32_to_bf16_bits(d.x) | (uint32_t{f32_to_bf16_bits(d.y)} << 16),
+                          f32_to_bf16_bits(d.z) | (uint32_t{f32_to_bf16_bits(d.w)} << 16));
+  }
+  for (int64_t i = 4 * n4 + first; i < n; i += stride) {
+    const float v = relu_grad(y[i], g[i], 0.0f, false);
+    dx[i] = v;
+    dx_bf16[i] = f32_to_bf16_bits(v);
+  }
 }
 
 // The activations other than relu, as the CPU computes them (erff, expf: within an ulp or two).
@@ -229,6 +256,19 @@ void relu_backward(const float* y, const float* g, float* dx, int64_t n, bool ac
   relu_backward_kernel<<<grid_for(n4 > 0 ? n4 : n, kThreads), kThreads, 0, stream()>>>(
       y, g, dx, n, n4, accumulate);
   TFM_CUDA_LAUNCHED(relu_backward_kernel);
+}
+
+void relu_backward_bf16(const float* y, const float* g, float* dx, bf16* dx_bf16, int64_t n) {
+  if (n <= 0) return;
+  // Groups of four when the f32 arrays start on 16 bytes and the copy on 8 (the allocator's do).
+  const bool aligned = ((reinterpret_cast<uintptr_t>(y) | reinterpret_cast<uintptr_t>(g) |
+                         reinterpret_cast<uintptr_t>(dx)) &
+                        15) == 0 &&
+                       (reinterpret_cast<uintptr_t>(dx_bf16) & 7) == 0;
+  const int64_t n4 = aligned ? n / 4 : 0;
+  relu_backward_bf16_kernel<<<grid_for(n4 > 0 ? n4 : n, kThreads), kThreads, 0, stream()>>>(
+      y, g, dx, reinterpret_cast<uint16_t*>(dx_bf16), n, n4);
+  TFM_CUDA_LAUNCHED(relu_backward_bf16_kernel);
 }
 
 }  // namespace tfm::internal::cuda
