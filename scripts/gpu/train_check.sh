@@ -24,14 +24,14 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 
 if has tests; then
   timeout 240 "$build/tfm_tests" --gtest_brief=1 \
-    --gtest_filter='CudaFusedAttention*:FusedAttention*:CudaAutocast*:*BackendOpsAttention*:CudaTrainingSession*:CudaReferenceModel*:CudaTranslate*:*Bf16Fus*:*Bf16Conv*' \
+    --gtest_filter='CudaFusedAttention*:FusedAttention*:CudaAutocast*:*BackendOpsAttention*:CudaTrainingSession*:CudaReferenceModel*:CudaTranslate*:*Bf16Copies*:*ReluBackwardBf16*:*BackendOpsCrossEntropy*' \
     >"$out/tests.txt" 2>&1
   echo "tests: exit $?" | tee -a "$out/tests.txt"
 fi
 
 if has steps; then
   # preset:length:fused; the batch keeps ~25000 + 25000 tokens (782 x 32, 196 x 128).
-  for run in base:32:1 base:32:0 big:32:1 big:32:0 base:128:1 base:128:0; do
+  for run in ${STEP_RUNS:-base:32:1 base:32:0 big:32:1 big:32:0 base:128:1 base:128:0}; do
     IFS=: read -r preset len fused <<<"$run"
     echo "== $preset, $((25024 / len)) x ($len + $len), fused attention $fused" >>"$out/steps.txt"
     TFM_CUDA_FUSED_ATTENTION="$fused" timeout 120 "$build/bench_train_step" --device cuda \

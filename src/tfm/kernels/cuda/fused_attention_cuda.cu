@@ -196,7 +196,7 @@ __device__ inline Head block_head(const kernels::AttentionDims& d) {
 // Block (query tile x, head y, batch z): O = softmax(S) V over the visible keys with the online
 // softmax (running max m and sum l per row; earlier partial sums rescaled by 2^(m_old - m_new)).
 template <int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     forward_kernel(kernels::AttentionDims d, kernels::AttentionMaskSpec mask,
                    kernels::AttentionDropout drop, const float* q, const float* k, const float* v,
                    float* lse, float* out) {
@@ -212,19 +212,19 @@ __global__ void __launch_bounds__(kThreads)
   const float keep_scale = attention_keep_scale(drop);
   const uint64_t head_row = static_cast<uint64_t>(h.b * d.heads + h.head) * d.tq;
 
+  // The query tile and the first key tile load together (one wait for memory, not two).
   load_tile<kRows, D, S>(q_tile, q + h.row_base(d.tq) + h.head * D, h.stride, q0, d.tq);
-  __syncthreads();
-  uint32_t qa[D / 16][4];
-  load_a<D, S>(q_tile, 16 * warp, qa);
+  uint32_t qa[D / 16][4] = {};
 
   float o[D / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const int64_t keys = tile_keys(d, mask, h.b, q0);
   for (int64_t k0 = 0; k0 < keys; k0 += BK) {
-    __syncthreads();  // the last tile is read by every warp
+    if (k0 > 0) __syncthreads();  // the last tile is read by every warp
     load_tile<BK, D, S>(k_tile, k + h.row_base(d.tk) + h.head * D, h.stride, k0, d.tk);
     load_tile<BK, D, S>(v_tile, v + h.row_base(d.tk) + h.head * D, h.stride, k0, d.tk);
     __syncthreads();
+    if (k0 == 0) load_a<D, S>(q_tile, 16 * warp, qa);
     float s[BK / 8][4];
     multiply_transposed<D, BK, S>(qa, k_tile, s);
     float tile_max[2] = {-INFINITY, -INFINITY};
@@ -317,7 +317,7 @@ __device__ inline Weights recompute(float x, float row_lse, const kernels::Atten
 
 // Block (query tile x, head y, batch z): dq = dS k / sqrt(d) over the visible keys.
 template <int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     dq_kernel(kernels::AttentionDims d, kernels::AttentionMaskSpec mask,
               kernels::AttentionDropout drop, const float* q, const float* k, const float* v,
               const float* lse, const float* delta, const float* d_out, float* dq,
@@ -344,18 +344,19 @@ __global__ void __launch_bounds__(kThreads)
 
   load_tile<kRows, D, S>(q_tile, q + h.row_base(d.tq) + h.head * D, h.stride, q0, d.tq);
   load_tile<kRows, D, S>(do_tile, d_out + h.row_base(d.tq) + h.head * D, h.stride, q0, d.tq);
-  __syncthreads();
-  uint32_t qa[D / 16][4], da[D / 16][4];
-  load_a<D, S>(q_tile, 16 * warp, qa);
-  load_a<D, S>(do_tile, 16 * warp, da);
+  uint32_t qa[D / 16][4] = {}, da[D / 16][4] = {};
 
   float acc[D / 8][4] = {};
   const int64_t keys = tile_keys(d, mask, h.b, q0);
   for (int64_t k0 = 0; k0 < keys; k0 += BK) {
-    __syncthreads();
+    if (k0 > 0) __syncthreads();
     load_tile<BK, D, S>(k_tile, k + h.row_base(d.tk) + h.head * D, h.stride, k0, d.tk);
     load_tile<BK, D, S>(v_tile, v + h.row_base(d.tk) + h.head * D, h.stride, k0, d.tk);
     __syncthreads();
+    if (k0 == 0) {
+      load_a<D, S>(q_tile, 16 * warp, qa);
+      load_a<D, S>(do_tile, 16 * warp, da);
+    }
     float s[BK / 8][4], dp[BK / 8][4];
     multiply_transposed<D, BK, S>(qa, k_tile, s);
     multiply_transposed<D, BK, S>(da, v_tile, dp);
@@ -393,7 +394,7 @@ __global__ void __launch_bounds__(kThreads)
 // Block (key tile x, head y, batch z), a warp's 16 rows now keys: with S^T = k q^T and dP^T = v
 // dO^T per tile of queries, dv = (P keep/(1-p))^T dO and dk = dS^T q / sqrt(d).
 template <int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     dkv_kernel(kernels::AttentionDims d, kernels::AttentionMaskSpec mask,
                kernels::AttentionDropout drop, const float* q, const float* k, const float* v,
                const float* lse, const float* delta, const float* d_out,
@@ -412,10 +413,7 @@ __global__ void __launch_bounds__(kThreads)
 
   load_tile<kRows, D, S>(k_tile, k + h.row_base(d.tk) + h.head * D, h.stride, k0, d.tk);
   load_tile<kRows, D, S>(v_tile, v + h.row_base(d.tk) + h.head * D, h.stride, k0, d.tk);
-  __syncthreads();
-  uint32_t ka[D / 16][4], va[D / 16][4];
-  load_a<D, S>(k_tile, 16 * warp, ka);
-  load_a<D, S>(v_tile, 16 * warp, va);
+  uint32_t ka[D / 16][4] = {}, va[D / 16][4] = {};
 
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   // Queries before the first that sees key k0 contribute nothing: causal query t sees key j when
@@ -425,7 +423,8 @@ __global__ void __launch_bounds__(kThreads)
   if (mask.causal && k0 - mask.query_offset > 0) first = k0 - mask.query_offset;
   if (k0 >= length) first = d.tq;
   for (int64_t t0 = first / BQ * BQ; t0 < d.tq; t0 += BQ) {
-    __syncthreads();
+    const bool first_tile = t0 == first / BQ * BQ;
+    if (!first_tile) __syncthreads();
     load_tile<BQ, D, S>(q_tile, q + h.row_base(d.tq) + h.head * D, h.stride, t0, d.tq);
     load_tile<BQ, D, S>(do_tile, d_out + h.row_base(d.tq) + h.head * D, h.stride, t0, d.tq);
     for (int i = threadIdx.x; i < BQ; i += kThreads) {
@@ -434,6 +433,10 @@ __global__ void __launch_bounds__(kThreads)
       delta_tile[i] = real ? delta[head_row + t0 + i] : 0.0f;
     }
     __syncthreads();
+    if (first_tile) {
+      load_a<D, S>(k_tile, 16 * warp, ka);
+      load_a<D, S>(v_tile, 16 * warp, va);
+    }
     float st[BQ / 8][4], dpt[BQ / 8][4];
     multiply_transposed<D, BQ, S>(ka, q_tile, st);
     multiply_transposed<D, BQ, S>(va, do_tile, dpt);
