@@ -262,6 +262,84 @@ TEST(CliTrainTranslate, WarmupFitsATimeBudgetFromTheSpeedOfTheFirstUpdates) {
       << run.err;
 }
 
+// optimizer.schedule linear: equation 3's warmup to its peak, then a straight line to zero at
+// training.max_steps; a resumed run gives each update the rate the run would have given it, even
+// with a longer budget (the decay's end is the run's, kept in its checkpoints).
+TEST(CliTrainTranslate, ALinearScheduleDecaysToZeroAtTheStepBudgetAndAResumeKeepsItsRates) {
+  TempDir dir;
+  write_recipe(dir);
+  const std::string linear =
+      "--set optimizer.warmup=4 --set optimizer.schedule=linear --set checkpoints.keep=20 "
+      "--set validation.bleu=false";
+  auto run = run_tfm_command(
+      fmt::format("train -c {} --max-steps 20 {}", quoted(dir / "recipe.yaml"), linear), dir);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.err.find("schedule: linear decay from the peak learning rate 0.125 at update 4 to "
+                         "0 at update 20 (training.max_steps)"),
+            std::string::npos)
+      << run.err;
+  // d_model 16, warmup 4: the peak 16^-0.5 * 4^-0.5 = 0.125 at update 4, then 0.125 * (20 - s)
+  // / 16.
+  const auto rates = logged_learning_rates(dir / "run" / "metrics.jsonl");
+  ASSERT_EQ(rates.size(), 10u);
+  EXPECT_DOUBLE_EQ(rates.at(2), 0.0625);
+  EXPECT_DOUBLE_EQ(rates.at(4), 0.125);
+  EXPECT_DOUBLE_EQ(rates.at(12), 0.0625);  // half way
+  EXPECT_DOUBLE_EQ(rates.at(18), 0.125 * 2 / 16);
+  EXPECT_EQ(rates.at(20), 0.0);
+  EXPECT_EQ(load_training_state(list_checkpoints(dir / "run" / "checkpoints").back())
+                .extra.value("decay_end", int64_t{0}),
+            20);
+
+  // As if stopped at update 10: the later checkpoints go, and the run resumes with a longer
+  // budget. Updates 11-20 get the same rates, and the rate stays 0 after the run's end.
+  for (const auto& checkpoint : list_checkpoints(dir / "run" / "checkpoints"))
+    if (load_training_state(checkpoint).step > 10) std::filesystem::remove_all(checkpoint);
+  auto resumed = run_tfm_command(
+      fmt::format("train -c {} --max-steps 24 --resume {}", quoted(dir / "recipe.yaml"), linear),
+      dir);
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("resuming from"), std::string::npos) << resumed.err;
+  EXPECT_EQ(resumed.err.find("schedule:"), std::string::npos) << resumed.err;
+  const auto resumed_rates = logged_learning_rates(dir / "run" / "metrics.jsonl");
+  for (int64_t step = 2; step <= 20; step += 2)
+    EXPECT_EQ(resumed_rates.at(step), rates.at(step)) << step;
+  EXPECT_EQ(resumed_rates.at(22), 0.0);
+  EXPECT_EQ(resumed_rates.at(24), 0.0);
+}
+
+// With a time budget the decay's end is the estimate that fits the warmup, said in the log and
+// recorded in the checkpoints.
+TEST(CliTrainTranslate, ACosineScheduleDecaysToTheUpdatesATimeBudgetAllows) {
+  TempDir dir;
+  write_recipe(dir);
+  auto run = run_tfm_command(
+      fmt::format("train -c {} --max-minutes 0.1 --set optimizer.warmup=2 "
+                  "--set optimizer.schedule=cosine --set checkpoints.every_steps=0 "
+                  "--set validation.bleu=false --set validation.every_steps=1000000000",
+                  quoted(dir / "recipe.yaml")),
+      dir);
+  ASSERT_EQ(run.status, 0) << run.err;
+  const std::string said = "schedule: cosine decay from the peak learning rate ";
+  const size_t at = run.err.find(said);
+  ASSERT_NE(at, std::string::npos) << run.err;
+  const size_t end_at = run.err.find(" to 0 at update ", at);
+  ASSERT_NE(end_at, std::string::npos) << run.err;
+  const int64_t end = std::stoll(run.err.substr(end_at + 16));
+  EXPECT_NE(run.err.find("(the updates training.max_minutes 0.1 allows, estimated after update 21)",
+                         end_at),
+            std::string::npos)
+      << run.err;
+  EXPECT_GT(end, 21) << run.err;
+  EXPECT_EQ(load_training_state(list_checkpoints(dir / "run" / "checkpoints").back())
+                .extra.value("decay_end", int64_t{0}),
+            end);
+  for (const auto& [step, rate] : logged_learning_rates(dir / "run" / "metrics.jsonl")) {
+    EXPECT_GE(rate, 0.0) << step;
+    EXPECT_LE(rate, 0.25 / std::sqrt(2.0) + 1e-15) << step;
+  }
+}
+
 // Every checkpoint counts its run's updates by the products they ran in, across resumes: a run
 // continued on another machine, where `auto` may choose otherwise, says so (tfm sweep's table).
 TEST(CliTrainTranslate, CheckpointsCountTheUpdatesByTheirProducts) {

@@ -40,6 +40,74 @@ TEST(NoamSchedule, AShorterWarmupReachesTheSamePeakSooner) {
   EXPECT_THROW(recipe.with_warmup_at_same_peak(0), Error);
 }
 
+TEST(NoamSchedule, ALinearDecayFallsFromThePeakToZeroAtItsEnd) {
+  const NoamSchedule noam{256, 100, 1.5};
+  NoamSchedule linear{256, 100, 1.5, ScheduleShape::linear, 1100};
+  // The warmup is equation 3's, to the same peak.
+  for (int64_t step : {1, 2, 50, 99, 100})
+    EXPECT_DOUBLE_EQ(linear.learning_rate(step), noam.learning_rate(step)) << step;
+  const double peak = 1.5 / std::sqrt(256.0 * 100.0);
+  EXPECT_DOUBLE_EQ(linear.peak(), peak);
+  EXPECT_DOUBLE_EQ(linear.learning_rate(100), peak);
+  EXPECT_NEAR(linear.learning_rate(350), 0.75 * peak, 1e-15);
+  EXPECT_NEAR(linear.learning_rate(600), 0.5 * peak, 1e-15);  // half way
+  EXPECT_NEAR(linear.learning_rate(1099), peak / 1000, 1e-15);
+  EXPECT_EQ(linear.learning_rate(1100), 0.0);
+  for (int64_t step : {1101, 5000, 1000000}) EXPECT_EQ(linear.learning_rate(step), 0.0) << step;
+  for (int64_t step = 101; step <= 1200; ++step)
+    EXPECT_LE(linear.learning_rate(step), linear.learning_rate(step - 1)) << step;
+}
+
+TEST(NoamSchedule, ACosineDecayFallsAsHalfACosineToZeroAtItsEnd) {
+  const NoamSchedule noam{512, 40, 1.0};
+  const NoamSchedule cosine{512, 40, 1.0, ScheduleShape::cosine, 440};
+  for (int64_t step : {1, 20, 40})
+    EXPECT_DOUBLE_EQ(cosine.learning_rate(step), noam.learning_rate(step));
+  const double peak = noam.peak();
+  // p = (step - 40) / 400: peak * (1 + cos(pi p)) / 2.
+  EXPECT_NEAR(cosine.learning_rate(140), peak * (1 + std::cos(std::acos(-1.0) / 4)) / 2, 1e-15);
+  EXPECT_NEAR(cosine.learning_rate(240), 0.5 * peak, 1e-15);  // half way
+  EXPECT_NEAR(cosine.learning_rate(340), peak * (1 - std::cos(std::acos(-1.0) / 4)) / 2, 1e-15);
+  EXPECT_EQ(cosine.learning_rate(440), 0.0);
+  for (int64_t step = 41; step <= 1000; ++step) {
+    EXPECT_GE(cosine.learning_rate(step), 0.0) << step;
+    EXPECT_LE(cosine.learning_rate(step), cosine.learning_rate(step - 1)) << step;
+  }
+}
+
+TEST(NoamSchedule, ADecayFollowsEquationThreeUntilItsEndIsKnownAndNoamIgnoresAnEnd) {
+  const NoamSchedule noam{64, 10, 2.0};
+  NoamSchedule unknown_end = noam;
+  unknown_end.shape = ScheduleShape::linear;  // decay_end 0: a time budget not yet measured
+  NoamSchedule noam_with_end = noam.with_decay_end(30);
+  for (int64_t step : {1, 10, 11, 29, 30, 31, 1000}) {
+    EXPECT_EQ(unknown_end.learning_rate(step), noam.learning_rate(step)) << step;
+    EXPECT_EQ(noam_with_end.learning_rate(step), noam.learning_rate(step)) << step;
+  }
+  // Fitting keeps the shape and the end; an end within the warmup moves just past it.
+  NoamSchedule linear = unknown_end.with_decay_end(500).with_warmup_at_same_peak(5);
+  EXPECT_EQ(linear.shape, ScheduleShape::linear);
+  EXPECT_EQ(linear.decay_end, 500);
+  EXPECT_NEAR(linear.learning_rate(5), noam.peak(), 1e-15);
+  EXPECT_EQ(unknown_end.with_decay_end(4).decay_end, 11);
+  EXPECT_EQ(unknown_end.with_decay_end(11).learning_rate(11), 0.0);
+  EXPECT_THROW(unknown_end.with_decay_end(0), Error);
+}
+
+TEST(NoamSchedule, ShapesHaveNames) {
+  EXPECT_EQ(parse_schedule_shape("noam", "k"), ScheduleShape::noam);
+  EXPECT_EQ(parse_schedule_shape("linear", "k"), ScheduleShape::linear);
+  EXPECT_EQ(parse_schedule_shape("cosine", "k"), ScheduleShape::cosine);
+  for (ScheduleShape shape : {ScheduleShape::noam, ScheduleShape::linear, ScheduleShape::cosine})
+    EXPECT_EQ(parse_schedule_shape(schedule_shape_name(shape), "k"), shape);
+  try {
+    parse_schedule_shape("inverse_sqrt", "optimizer.schedule");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "optimizer.schedule must be noam, linear or cosine, got 'inverse_sqrt'");
+  }
+}
+
 TEST(Adam, MatchesTheUpdateFormulaOverSeveralSteps) {
   Tensor p = Tensor::from_floats({3}, {0.5f, -1.0f, 2.0f});
   p.set_requires_grad(true);

@@ -364,5 +364,47 @@ TEST(Recipe, VocabularySample) {
   EXPECT_EQ(std::count(keys.begin(), keys.end(), "data.vocab_sample"), 1);
 }
 
+// optimizer.schedule: noam (the default, equation 3), or linear / cosine decay to zero at the run's
+// end, which needs a length in updates.
+TEST(Recipe, ScheduleNamesAndTheBudgetADecayNeeds) {
+  TempDir tmp;
+  const std::string data = "data:\n  train_source: a.en\n  train_target: a.de\n";
+  TrainRecipe r = load_recipe(write(tmp, data));
+  EXPECT_EQ(r.schedule, "noam");
+  validate(r);  // no budget needed
+  r = load_recipe(write(tmp, data + "optimizer:\n  warmup: 100\n  schedule: cosine\ntraining:\n  "
+                                    "max_minutes: 5\n"));
+  EXPECT_EQ(r.schedule, "cosine");
+  validate(r);
+  apply_override(r, "optimizer.schedule=linear");
+  EXPECT_EQ(r.schedule, "linear");
+  validate(r);
+
+  // An unknown name names the file, the line, the key and the names.
+  r = load_recipe(write(tmp, data + "optimizer:\n  schedule: inverse_sqrt\n"));
+  expect_error([&] { validate(r); }, {"recipe.yaml:5: ",
+                                      "optimizer.schedule must be noam, linear or cosine, got "
+                                      "'inverse_sqrt'"});
+  // A decay without any length: neither max_steps nor max_minutes (epochs are not enough).
+  r = load_recipe(
+      write(tmp, data + "optimizer:\n  schedule: linear\ntraining:\n  max_epochs: 3\n"));
+  expect_error([&] { validate(r); },
+               {"recipe.yaml:5: ",
+                "optimizer.schedule linear decays to zero at the end of the run: "
+                "it needs training.max_steps or training.max_minutes"});
+  // A step budget no longer than the warmup leaves nothing to decay over.
+  apply_override(r, "training.max_steps=4000");
+  expect_error([&] { validate(r); }, {"recipe.yaml:5: ",
+                                      "optimizer.schedule linear decays after optimizer.warmup "
+                                      "(4000) to zero at training.max_steps (4000)"});
+  apply_override(r, "training.max_steps=4001");
+  validate(r);
+  apply_override(r, "training.max_steps=100");
+  apply_override(r, "optimizer.warmup_fraction=0.1");  // the warmup is fitted to the steps
+  validate(r);
+  const std::vector<std::string> keys = recipe_keys();
+  EXPECT_EQ(std::count(keys.begin(), keys.end(), "optimizer.schedule"), 1);
+}
+
 }  // namespace
 }  // namespace tfm::internal

@@ -26,6 +26,36 @@ TEST(TrainRunCadence, FittedWarmupIsTheFractionOfTheBudgetWithinOneAndTheRecipes
   EXPECT_EQ(fitted_warmup(recipe, 1e6), 1000);
 }
 
+// A decaying optimizer.schedule is fitted to the budget as the warmup is, warmup_fraction or not.
+TEST(TrainRunCadence, ADecayingScheduleIsFittedToTheStepsOrTheTimeBudget) {
+  TrainRecipe recipe;
+  EXPECT_FALSE(schedule_fits_budget(recipe));  // the default: equation 3, nothing to fit
+  recipe.warmup_fraction = 0.1;
+  EXPECT_TRUE(schedule_fits_budget(recipe));
+  recipe.warmup_fraction = 0;
+  recipe.schedule = "linear";
+  EXPECT_TRUE(schedule_fits_budget(recipe));
+  recipe.max_steps = 300;
+  EXPECT_EQ(WarmupFit(recipe, false).at_start([](const std::string&) { FAIL(); }), 300.0);
+  EXPECT_EQ(describe_budget_length(recipe, 0, 300), "training.max_steps");
+  // A time budget: after the probe, as the warmup (estimates at most max_steps).
+  recipe.schedule = "cosine";
+  recipe.max_minutes = 1;
+  WarmupFit fit(recipe, false);
+  EXPECT_EQ(fit.at_start([](const std::string&) { FAIL(); }), std::nullopt);
+  double now = 10;
+  auto clock = [&] { return now; };
+  EXPECT_EQ(fit.after_update(1, clock), std::nullopt);
+  now = 10 + kWarmupProbeUpdates;  // 1 s an update, 30 s left
+  EXPECT_EQ(fit.after_update(1 + kWarmupProbeUpdates, clock), 21.0 + 30.0);
+  EXPECT_EQ(describe_budget_length(recipe, 21, 51),
+            "the updates training.max_minutes 1 allows, estimated after update 21");
+  EXPECT_EQ(describe_budget_length(recipe, 21, 300),
+            "training.max_steps, fewer than training.max_minutes 1 allows");
+  EXPECT_EQ(decay_end(69.5), 70);
+  EXPECT_EQ(decay_end(0.2), 1);
+}
+
 TEST(TrainRunCadence, AStepBudgetFitsTheWarmupAtTheStart) {
   TrainRecipe recipe;
   recipe.warmup_fraction = 0.25;

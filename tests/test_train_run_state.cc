@@ -109,6 +109,29 @@ TEST(TrainRunState, ACheckpointRecordsThePositionTheBatchSizeAndTheUpdatesByProd
   EXPECT_EQ(state.extra["steps_by_products"], (nlohmann::json{{"f32", 46}}));
 }
 
+// The end of a decaying optimizer.schedule is the run's: recorded in every checkpoint and kept on
+// resume (only while the recipe's schedule decays), so the same update gets the same rate.
+TEST(TrainRunState, ADecayingSchedulesEndIsRecordedAndResumed) {
+  TrainRecipe recipe;
+  RunStart start;
+  RunPosition at;
+  at.step = 30;
+  at.decay_end = 1166;
+  EXPECT_FALSE(checkpoint_state(recipe, at, start, "f32").extra.contains("decay_end"));
+  recipe.schedule = "linear";
+  TrainingState state = checkpoint_state(recipe, at, start, "f32");
+  EXPECT_EQ(state.extra["decay_end"], 1166);
+  EXPECT_FALSE(state.extra.contains("fitted_warmup"));
+  EXPECT_EQ(run_start_from(state, recipe).decay_end, 1166);
+  recipe.schedule = "cosine";
+  EXPECT_EQ(run_start_from(state, recipe).decay_end, 1166);
+  recipe.schedule = "noam";
+  EXPECT_EQ(run_start_from(state, recipe).decay_end, std::nullopt);
+  recipe.schedule = "linear";
+  state.extra.erase("decay_end");  // saved before a time budget's fit
+  EXPECT_EQ(run_start_from(state, recipe).decay_end, std::nullopt);
+}
+
 TEST(TrainRunState, ANonFiniteParameterIsNotSaved) {
   nn::NamedTensors parameters = {{"a", Tensor::full({2}, 1.0f)},
                                  {"b", Tensor::from_floats({2}, {0.0f, std::nanf("")})}};

@@ -86,7 +86,7 @@ void check_extra(const nlohmann::json& extra, int64_t step) {
     TFM_CHECK(extra["batcher_fingerprint"].is_number_unsigned(),
               "'extra.batcher_fingerprint' must be an unsigned integer, got {}",
               extra["batcher_fingerprint"].dump());
-  for (const char* key : {"max_tokens", "accumulate", "fitted_warmup"})
+  for (const char* key : {"max_tokens", "accumulate", "fitted_warmup", "decay_end"})
     if (extra.contains(key))
       TFM_CHECK(count_field(extra, key, "extra.") >= 1, "'extra.{}' must be at least 1, got {}",
                 key, extra[key].dump());

@@ -15,6 +15,7 @@
 #include "tfm/io/key_table.h"
 #include "tfm/io/text_reader.h"
 #include "tfm/ops/autocast.h"
+#include "tfm/train/schedule.h"
 
 namespace tfm::internal {
 
@@ -171,6 +172,7 @@ const KeyTable<TrainRecipe, std::string>& recipe_table() {
         {"optimizer.lr_scale", number(&TrainRecipe::lr_scale), {}},
         {"optimizer.warmup", integer(&TrainRecipe::warmup), {}},
         {"optimizer.warmup_fraction", number(&TrainRecipe::warmup_fraction), {}},
+        {"optimizer.schedule", text(&TrainRecipe::schedule), {}},
         {"optimizer.beta1", number(&TrainRecipe::beta1), {}},
         {"optimizer.beta2", number(&TrainRecipe::beta2), {}},
         {"optimizer.eps", number(&TrainRecipe::eps), {}},
@@ -492,6 +494,27 @@ void validate_data(const TrainRecipe& r) {
             origin(r, {"data.shuffle_window"}), r.shuffle_window);
 }
 
+// optimizer.schedule: a known name; a decay to zero needs the run's length in updates.
+void validate_schedule(const TrainRecipe& r) {
+  ScheduleShape shape = ScheduleShape::noam;
+  try {
+    shape = parse_schedule_shape(r.schedule, "optimizer.schedule");
+  } catch (const Error& e) {
+    fail("{}{}", origin(r, {"optimizer.schedule"}), e.what());
+  }
+  if (shape == ScheduleShape::noam) return;
+  TFM_CHECK(r.max_steps > 0 || r.max_minutes > 0,
+            "{}optimizer.schedule {} decays to zero at the end of the run: it needs "
+            "training.max_steps or training.max_minutes",
+            origin(r, {"optimizer.schedule"}), r.schedule);
+  // With a step budget alone the decay's start and end are known now.
+  TFM_CHECK(r.max_minutes > 0 || r.warmup_fraction > 0 || r.warmup < r.max_steps,
+            "{}optimizer.schedule {} decays after optimizer.warmup ({}) to zero at "
+            "training.max_steps ({}): give a shorter warmup or optimizer.warmup_fraction",
+            origin(r, {"optimizer.schedule", "optimizer.warmup", "training.max_steps"}), r.schedule,
+            r.warmup, r.max_steps);
+}
+
 // The optimizer, precision, device, schedule, limits, checkpoints and validation.
 void validate_training(const TrainRecipe& r) {
   TFM_CHECK(r.lr_scale > 0, "{}optimizer.lr_scale must be positive, got {}",
@@ -517,6 +540,7 @@ void validate_training(const TrainRecipe& r) {
   TFM_CHECK(r.warmup_fraction >= 0 && r.warmup_fraction <= 1,
             "{}optimizer.warmup_fraction must be in [0, 1], got {}",
             origin(r, {"optimizer.warmup_fraction"}), r.warmup_fraction);
+  validate_schedule(r);
   TFM_CHECK(r.checkpoint_every_fraction >= 0 && r.checkpoint_every_fraction <= 1,
             "{}checkpoints.every_fraction must be in [0, 1], got {}",
             origin(r, {"checkpoints.every_fraction"}), r.checkpoint_every_fraction);

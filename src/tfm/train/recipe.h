@@ -52,6 +52,10 @@ struct TrainRecipe {
   // (the number of updates comes from training.max_steps, or is estimated from
   // training.max_minutes and the speed of the first updates).
   double warmup_fraction = 0.0;
+  // After the warmup: "noam" (equation 3's inverse square root), or "linear" / "cosine" decay from
+  // the same peak to zero at the run's end: training.max_steps, or the updates training.max_minutes
+  // allows (estimated as for warmup_fraction). For runs of a fixed budget.
+  std::string schedule = "noam";
   double beta1 = 0.9, beta2 = 0.98, eps = 1e-9;
   double clip_norm = 0.0;  // global gradient-norm clipping; 0: off
 

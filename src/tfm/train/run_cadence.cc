@@ -14,15 +14,33 @@ int64_t fitted_warmup(const TrainRecipe& recipe, double expected_updates) {
   return std::clamp<int64_t>(fitted, 1, recipe.warmup);
 }
 
+bool schedule_fits_budget(const TrainRecipe& recipe) {
+  return recipe.warmup_fraction > 0 || recipe.schedule != "noam";
+}
+
+int64_t decay_end(double expected_updates) {
+  return std::max<int64_t>(1, std::llround(expected_updates));
+}
+
+std::string describe_budget_length(const TrainRecipe& recipe, int64_t step,
+                                   double expected_updates) {
+  if (recipe.max_minutes <= 0) return "training.max_steps";
+  if (recipe.max_steps > 0 && expected_updates >= static_cast<double>(recipe.max_steps))
+    return fmt::format("training.max_steps, fewer than training.max_minutes {:g} allows",
+                       recipe.max_minutes);
+  return fmt::format("the updates training.max_minutes {:g} allows, estimated after update {}",
+                     recipe.max_minutes, step);
+}
+
 WarmupFit::WarmupFit(const TrainRecipe& recipe, bool fitted)
-    : warmup_fraction_(recipe.warmup_fraction),
+    : fits_budget_(schedule_fits_budget(recipe)),
       warmup_(recipe.warmup),
       max_steps_(recipe.max_steps),
       max_minutes_(recipe.max_minutes),
       fitted_(fitted) {}
 
 std::optional<double> WarmupFit::at_start(const std::function<void(const std::string&)>& note) {
-  if (warmup_fraction_ <= 0 || fitted_ || max_minutes_ > 0) return std::nullopt;
+  if (!fits_budget_ || fitted_ || max_minutes_ > 0) return std::nullopt;
   if (max_steps_ > 0) return static_cast<double>(max_steps_);
   note(fmt::format(
       "optimizer.warmup_fraction needs a budget (training.max_steps or max_minutes): warmup {}",

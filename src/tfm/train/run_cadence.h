@@ -22,12 +22,24 @@ constexpr int64_t kWarmupProbeUpdates = 20;
 // optimizer.warmup_fraction of `expected_updates`, at least 1 and at most optimizer.warmup.
 int64_t fitted_warmup(const TrainRecipe& recipe, double expected_updates);
 
-// When the warmup is fitted to the budget: at the start for a budget of updates, after timing
-// kWarmupProbeUpdates updates for a time budget. Either returns the updates to fit to; the run
-// then sets its schedule (fitted_warmup) and calls set_fitted.
+// Whether the schedule is fitted to the run's updates: optimizer.warmup_fraction is on, or
+// optimizer.schedule decays to zero at the run's end.
+bool schedule_fits_budget(const TrainRecipe& recipe);
+
+// The update at which a decaying schedule reaches zero: `expected_updates` rounded, at least 1.
+int64_t decay_end(double expected_updates);
+
+// Where the run's length in updates came from, for the log: "training.max_steps", or the time
+// budget's estimate made after update `step`.
+std::string describe_budget_length(const TrainRecipe& recipe, int64_t step,
+                                   double expected_updates);
+
+// When the schedule is fitted to the budget (fitted_warmup, decay_end): at the start for a budget
+// of updates, after timing kWarmupProbeUpdates updates for a time budget. Either returns the
+// updates to fit to; the run then sets its schedule and calls set_fitted.
 class WarmupFit {
  public:
-  // `fitted`: nothing to wait for (optimizer.warmup_fraction off, or a resumed run's warmup).
+  // `fitted`: nothing to wait for (schedule_fits_budget false, or a resumed run's schedule).
   WarmupFit(const TrainRecipe& recipe, bool fitted);
 
   bool fitted() const { return fitted_; }
@@ -42,7 +54,7 @@ class WarmupFit {
   std::optional<double> after_update(int64_t step, const std::function<double()>& elapsed);
 
  private:
-  double warmup_fraction_;
+  bool fits_budget_;
   int64_t warmup_;
   int64_t max_steps_;
   double max_minutes_;

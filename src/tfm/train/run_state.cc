@@ -37,6 +37,8 @@ RunStart run_start_from(const TrainingState& state, const TrainRecipe& recipe) {
     start.steps_by_products["unrecorded"] = state.step;
   if (recipe.warmup_fraction > 0 && state.extra.contains("fitted_warmup"))
     start.fitted_warmup = state.extra.value("fitted_warmup", recipe.warmup);
+  if (recipe.schedule != "noam" && state.extra.contains("decay_end"))
+    start.decay_end = state.extra.value("decay_end", int64_t{1});
   return start;
 }
 
@@ -54,6 +56,7 @@ TrainingState checkpoint_state(const TrainRecipe& recipe, const RunPosition& at,
                  {"accumulate", recipe.accumulate}};
   if (recipe.warmup_fraction > 0 && at.fitted_warmup)
     state.extra["fitted_warmup"] = *at.fitted_warmup;
+  if (recipe.schedule != "noam" && at.decay_end) state.extra["decay_end"] = *at.decay_end;
   nlohmann::json by_products = start.steps_by_products;
   by_products[products] = by_products.value(products, int64_t{0}) + at.step - start.first_step;
   state.extra["steps_by_products"] = by_products;

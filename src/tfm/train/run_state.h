@@ -31,10 +31,13 @@ struct RunStart {
   nlohmann::json steps_by_products = nlohmann::json::object();
   // The warmup fitted to the budget (optimizer.warmup_fraction) when the run started.
   std::optional<int64_t> fitted_warmup;
+  // The update at which a decaying optimizer.schedule reaches zero, fitted when the run started.
+  std::optional<int64_t> decay_end;
 };
 
 // From a checkpoint's state. A checkpoint written before the products were counted counts its
-// steps as "unrecorded"; a fitted warmup is kept only while optimizer.warmup_fraction is on.
+// steps as "unrecorded"; a fitted warmup is kept only while optimizer.warmup_fraction is on, the
+// decay's end only while optimizer.schedule decays.
 RunStart run_start_from(const TrainingState& state, const TrainRecipe& recipe);
 
 // Where a run stands when it saves a checkpoint.
@@ -44,11 +47,12 @@ struct RunPosition {
   uint64_t batcher_fingerprint = 0;
   double elapsed_seconds = 0;
   std::optional<int64_t> fitted_warmup;  // when optimizer.warmup_fraction fitted it
+  std::optional<int64_t> decay_end;      // when a decaying optimizer.schedule was fitted
 };
 
 // The state.json of a checkpoint at `at`: the data position, the seed, and the trainer's fields
-// (elapsed_s, batcher_fingerprint, the batch size a resume with `auto` keeps, fitted_warmup and
-// steps_by_products, which adds this process's updates in `products` to `start`'s).
+// (elapsed_s, batcher_fingerprint, the batch size a resume with `auto` keeps, fitted_warmup,
+// decay_end and steps_by_products, which adds this process's updates in `products` to `start`'s).
 TrainingState checkpoint_state(const TrainRecipe& recipe, const RunPosition& at,
                                const RunStart& start, const std::string& products);
 

@@ -38,18 +38,19 @@ std::vector<AgreementPart> agreement_parts(const TrainRecipe& recipe, const Mode
       {"training corpus or batching (data.*, training.seed)",
        fmt::format("{} {}", batcher.fingerprint(), recipe.accumulate)},
       {"optimizer, precision or limits",
-       fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", recipe.lr_scale, recipe.warmup,
-                   recipe.warmup_fraction, recipe.beta1, recipe.beta2, recipe.eps, recipe.clip_norm,
-                   recipe.precision, recipe.max_steps, recipe.max_epochs, recipe.max_minutes,
-                   recipe.checkpoint_every_steps, recipe.checkpoint_every_minutes,
-                   recipe.checkpoint_every_fraction, recipe.validate_every_steps)},
+       fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", recipe.lr_scale,
+                   recipe.warmup, recipe.warmup_fraction, recipe.schedule, recipe.beta1,
+                   recipe.beta2, recipe.eps, recipe.clip_norm, recipe.precision, recipe.max_steps,
+                   recipe.max_epochs, recipe.max_minutes, recipe.checkpoint_every_steps,
+                   recipe.checkpoint_every_minutes, recipe.checkpoint_every_fraction,
+                   recipe.validate_every_steps)},
   };
 }
 
 }  // namespace
 
 TrainingRun::TrainingRun(const TrainRecipe& recipe, const TrainRunOptions& options)
-    : recipe_(recipe), options_(options), warmup_(recipe, recipe.warmup_fraction <= 0) {
+    : recipe_(recipe), options_(options), warmup_(recipe, !schedule_fits_budget(recipe)) {
   validate(recipe);
   // A GPU that cannot be used is reported before the run directory is touched.
   ops::use_device(ops::parse_device(recipe_.device));
@@ -111,7 +112,9 @@ void TrainingRun::choose_batch_size() {
 }
 
 void TrainingRun::create_session() {
-  session_options_.schedule = NoamSchedule{config_.d_model, recipe_.warmup, recipe_.lr_scale};
+  session_options_.schedule =
+      NoamSchedule{config_.d_model, recipe_.warmup, recipe_.lr_scale,
+                   parse_schedule_shape(recipe_.schedule, "optimizer.schedule")};
   session_options_.adam = AdamOptions{recipe_.beta1, recipe_.beta2, recipe_.eps};
   session_options_.clip_norm = recipe_.clip_norm;
   session_options_.seed = recipe_.seed;
@@ -145,15 +148,24 @@ void TrainingRun::resume() {
             checkpoint->dir.string());
   batcher_->restore({s.epoch, s.batch_in_epoch});
   start_ = run_start_from(s, recipe_);
-  if (start_.fitted_warmup) {
-    session_->set_schedule(
-        session_options_.schedule.with_warmup_at_same_peak(*start_.fitted_warmup));
-    warmup_.set_fitted(true);
-  }
+  restore_fitted_schedule();
   note_(fmt::format("resuming from {} (step {}, epoch {}, batch {})", checkpoint->dir.string(),
                     s.step, s.epoch + 1, s.batch_in_epoch));
   drop_replayed_metrics(run_dir_ / "metrics.jsonl", session_->step());
   summary_.last_checkpoint = checkpoint->dir.string();
+}
+
+// A resumed run keeps the warmup and the decay's end its checkpoint recorded, whatever speed this
+// process measures: the same update gets the same learning rate. What the checkpoint lacks (saved
+// before the fit, or with another recipe) is fitted again.
+void TrainingRun::restore_fitted_schedule() {
+  NoamSchedule schedule = session_options_.schedule;
+  if (start_.fitted_warmup) schedule = schedule.with_warmup_at_same_peak(*start_.fitted_warmup);
+  if (start_.decay_end) schedule = schedule.with_decay_end(*start_.decay_end);
+  session_->set_schedule(schedule);
+  const bool warmup_kept = recipe_.warmup_fraction <= 0 || start_.fitted_warmup.has_value();
+  const bool decay_kept = recipe_.schedule == "noam" || start_.decay_end.has_value();
+  if (schedule_fits_budget(recipe_) && warmup_kept && decay_kept) warmup_.set_fitted(true);
 }
 
 // Every rank starts where rank 0 stands: its weights, Adam's moments and step, the data position
@@ -166,13 +178,17 @@ void TrainingRun::share_start() {
                                             {"batch", batcher_->state().batch},
                                             {"elapsed_s", start_.elapsed_before},
                                             {"warmup", session_->schedule().warmup},
+                                            {"decay_end", session_->schedule().decay_end},
                                             {"warmup_fitted", warmup_.fitted()},
                                             {"last_checkpoint", summary_.last_checkpoint}}
                                  .dump()));
   batcher_->restore({where["epoch"].get<int64_t>(), where["batch"].get<int64_t>()});
   start_.elapsed_before = where["elapsed_s"].get<double>();
-  session_->set_schedule(
-      session_options_.schedule.with_warmup_at_same_peak(where["warmup"].get<int64_t>()));
+  NoamSchedule schedule =
+      session_options_.schedule.with_warmup_at_same_peak(where["warmup"].get<int64_t>());
+  if (const auto end = where["decay_end"].get<int64_t>(); end > 0)
+    schedule = schedule.with_decay_end(end);
+  session_->set_schedule(schedule);
   warmup_.set_fitted(where["warmup_fitted"].get<bool>());
   summary_.last_checkpoint = where["last_checkpoint"].get<std::string>();
   check_ranks_agree(*comm_, {{"initial weights", std::to_string(session_->parameters_checksum())}});
@@ -195,21 +211,32 @@ void TrainingRun::announce() {
                     comm_->describe(), num_threads(), static_cast<double>(reduce.bytes) / (1 << 20),
                     reduce.buckets, reduce.buckets == 1 ? "" : "s", recipe_.allreduce_bucket_mb));
   }
-  if (const std::optional<double> updates = warmup_.at_start(note_)) fit_warmup(*updates);
+  if (const std::optional<double> updates = warmup_.at_start(note_)) fit_schedule(*updates);
   checkpoint_every_ = checkpoint_interval(recipe_);
   if (recipe_.checkpoint_every_fraction > 0)
     note_(describe_checkpoint_interval(checkpoint_every_, recipe_.keep_checkpoints));
 }
 
-void TrainingRun::fit_warmup(double expected_updates) {
-  session_->set_schedule(
-      session_options_.schedule.with_warmup_at_same_peak(fitted_warmup(recipe_, expected_updates)));
+void TrainingRun::fit_schedule(double expected_updates) {
+  NoamSchedule schedule = session_options_.schedule;
+  if (recipe_.warmup_fraction > 0) {
+    schedule = schedule.with_warmup_at_same_peak(fitted_warmup(recipe_, expected_updates));
+    note_(fmt::format(
+        "warmup: {} updates ({:g} of the about {:.0f} updates of the budget, at most {}) to the "
+        "peak learning rate {:.3g}",
+        schedule.warmup, recipe_.warmup_fraction, expected_updates, recipe_.warmup,
+        schedule.peak()));
+  }
+  if (schedule.shape != ScheduleShape::noam) {
+    schedule = schedule.with_decay_end(decay_end(expected_updates));
+    note_(
+        fmt::format("schedule: {} decay from the peak learning rate {:.3g} at update {} to 0 at "
+                    "update {} ({})",
+                    recipe_.schedule, schedule.peak(), schedule.warmup, schedule.decay_end,
+                    describe_budget_length(recipe_, session_->step(), expected_updates)));
+  }
+  session_->set_schedule(schedule);
   warmup_.set_fitted(true);
-  note_(fmt::format(
-      "warmup: {} updates ({:g} of the about {:.0f} updates of the budget, at most {}) to the "
-      "peak learning rate {:.3g}",
-      session_->schedule().warmup, recipe_.warmup_fraction, expected_updates, recipe_.warmup,
-      session_->schedule().peak()));
 }
 
 TrainSummary TrainingRun::run() {
@@ -266,7 +293,7 @@ bool TrainingRun::update() {
   progress_.add(result);
   if (const std::optional<double> updates =
           warmup_.after_update(session_->step(), [this] { return clock_->elapsed(); }))
-    fit_warmup(*updates);
+    fit_schedule(*updates);
   if (session_->step() % recipe_.log_every == 0) log_progress(result);
   const bool epoch_ended = completed_epochs() != epochs_before;
   summary_.epochs_completed = completed_epochs();
@@ -356,6 +383,8 @@ void TrainingRun::save() {
   at.batcher_fingerprint = batcher_->fingerprint();
   at.elapsed_seconds = clock_->elapsed();
   if (warmup_.fitted()) at.fitted_warmup = session_->schedule().warmup;
+  if (warmup_.fitted() && session_->schedule().decay_end > 0)
+    at.decay_end = session_->schedule().decay_end;
   const TrainingState state =
       checkpoint_state(recipe_, at, start_, std::string(dtype_name(session_options_.precision)));
   const fs::path dir =

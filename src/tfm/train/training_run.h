@@ -60,7 +60,10 @@ class TrainingRun {
   bool update();  // one update; false when a signal abandoned it
   void skip(const UpdateResult& result);
   void log_progress(const UpdateResult& result);
-  void fit_warmup(double expected_updates);
+  void restore_fitted_schedule();
+  // The warmup (optimizer.warmup_fraction) and the decay's end (optimizer.schedule) fitted to the
+  // run's `expected_updates`, each said in the log.
+  void fit_schedule(double expected_updates);
   void run_validation();
   void save();
   void finish();
