@@ -1,8 +1,9 @@
 // When a training run does what (train/training_run.h): its limits, the cadence of its checkpoints
 // and validations, and the schedules fitted to its budget (optimizer.warmup_fraction,
-// checkpoints.every_fraction), so that a short run is a small copy of a long one rather than its
-// first minutes: the warmup ends and the averaged checkpoints start at the same share of the run
-// whatever its budget. Numbers in, decisions out; the run reads its clock and passes the time.
+// optimizer.schedule's decay, checkpoints.every_fraction), so that a short run is a small copy of a
+// long one rather than its first minutes: the warmup ends, the learning rate reaches zero and the
+// averaged checkpoints start at the same share of the run whatever its budget. Numbers in,
+// decisions out; the run reads its clock and passes the time.
 #pragma once
 
 #include <cstdint>
