@@ -340,6 +340,23 @@ TEST(CliTrainTranslate, ACosineScheduleDecaysToTheUpdatesATimeBudgetAllows) {
   }
 }
 
+// A time budget that ends within the recipe's warmup leaves nothing to decay over: the log says so.
+TEST(CliTrainTranslate, ADecayThatATimeBudgetEndsWithinTheWarmupIsSaid) {
+  TempDir dir;
+  write_recipe(dir);
+  auto run = run_tfm_command(
+      fmt::format("train -c {} --max-minutes 0.1 --set optimizer.warmup=1000000 "
+                  "--set optimizer.schedule=linear --set checkpoints.every_steps=0 "
+                  "--set validation.bleu=false --set validation.every_steps=1000000000",
+                  quoted(dir / "recipe.yaml")),
+      dir);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.err.find("end within the warmup of 1000000: the rate is 0 from update 1000001 on "
+                         "(optimizer.warmup_fraction fits the warmup to the budget)"),
+            std::string::npos)
+      << run.err;
+}
+
 // Every checkpoint counts its run's updates by the products they ran in, across resumes: a run
 // continued on another machine, where `auto` may choose otherwise, says so (tfm sweep's table).
 TEST(CliTrainTranslate, CheckpointsCountTheUpdatesByTheirProducts) {

@@ -234,6 +234,11 @@ void TrainingRun::fit_schedule(double expected_updates) {
                     "update {} ({})",
                     recipe_.schedule, schedule.peak(), schedule.warmup, schedule.decay_end,
                     describe_budget_length(recipe_, session_->step(), expected_updates)));
+    if (decay_end(expected_updates) <= schedule.warmup)
+      note_(fmt::format(
+          "schedule: the budget's about {:.0f} updates end within the warmup of {}: the rate is "
+          "0 from update {} on (optimizer.warmup_fraction fits the warmup to the budget)",
+          expected_updates, schedule.warmup, schedule.decay_end));
   }
   session_->set_schedule(schedule);
   warmup_.set_fitted(true);
