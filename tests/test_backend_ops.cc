@@ -473,6 +473,15 @@ TEST_P(BackendOpsBasic, GlobalNormScaleFill) {
   Tensor gpu_nan = on_backend(with_nan);
   ops::fill_in_place({gpu_nan}, 1.5f);
   EXPECT_EQ(gpu_nan.to(Device::cpu).to_floats(), std::vector<float>(37 * 5, 1.5f));
+
+  // The weights' moving average: the CPU's values to a rounding.
+  Tensor average = uniform_tensor({300, 7}, 34), values = uniform_tensor({300, 7}, 35);
+  Tensor gpu_average = on_backend(average);
+  ops::moving_average(average, values, 0.9f);
+  ops::moving_average(gpu_average, on_backend(values), 0.9f);
+  const std::vector<float> want = average.to_floats(),
+                           got = gpu_average.to(Device::cpu).to_floats();
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
 }
 
 TEST_P(BackendOpsBasic, ToBf16RoundsAsTheCpu) {

@@ -66,6 +66,24 @@ TEST(OpsOptimizer, GlobalNormAndScale) {
   EXPECT_NEAR(ops::global_norm(grads), 0.25 * std::sqrt(sum), 1e-9 * std::sqrt(sum));
 }
 
+TEST(OpsOptimizer, MovingAverageMovesTheAverageTowardsTheValues) {
+  const std::vector<float> a = random_floats(5000, 5), x = random_floats(5000, 6);
+  Tensor average = Tensor::from_floats({50, 100}, a);
+  ops::moving_average(average, Tensor::from_floats({50, 100}, x), 0.75f);
+  const std::vector<float> out = average.to_floats();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(out[i], 0.75 * a[i] + 0.25 * x[i], 1e-6) << i;
+  // Decay 0 takes the values (to a rounding); an average equal to the values stays exactly them.
+  ops::moving_average(average, Tensor::from_floats({50, 100}, x), 0.0f);
+  const std::vector<float> taken = average.to_floats();
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(taken[i], x[i], 1e-6) << i;
+  Tensor settled = Tensor::from_floats({50, 100}, x);
+  ops::moving_average(settled, Tensor::from_floats({50, 100}, x), 0.999f);
+  EXPECT_EQ(settled.to_floats(), x);
+  // Mismatched shapes and a decay outside [0, 1) are errors.
+  EXPECT_THROW(ops::moving_average(average, Tensor::from_floats({5000}, x), 0.5f), Error);
+  EXPECT_THROW(ops::moving_average(average, Tensor::from_floats({50, 100}, x), 1.0f), Error);
+}
+
 TEST(OpsOptimizer, FillOverwritesEvenNaN) {
   std::vector<float> values = random_floats(1000, 4);
   values[17] = std::numeric_limits<float>::quiet_NaN();

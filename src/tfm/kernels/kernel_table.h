@@ -192,6 +192,8 @@ struct KernelTable {
                             bool accumulate) = nullptr;
   void (*scale)(float* x, int64_t n, float scale) = nullptr;
   void (*fill)(float* x, int64_t n, float value) = nullptr;
+  // average = decay * average + (1 - decay) * x: the weights' moving average (train/session.h).
+  void (*moving_average)(float* average, const float* x, int64_t n, float decay) = nullptr;
 };
 
 // Makes `table` the kernels of `device` (it must outlive the process's ops). Builtin backends

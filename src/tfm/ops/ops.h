@@ -213,5 +213,7 @@ double global_norm(const std::vector<Tensor>& tensors);
 void scale_in_place(const std::vector<Tensor>& tensors, float scale);
 // x = value for each defined tensor (f32), whatever it held (NaN included).
 void fill_in_place(const std::vector<Tensor>& tensors, float value);
+// average = decay * average + (1 - decay) * x, in place; f32 tensors of one shape on one device.
+void moving_average(const Tensor& average, const Tensor& x, float decay);
 
 }  // namespace tfm::internal::ops

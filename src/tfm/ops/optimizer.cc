@@ -72,4 +72,15 @@ void fill_in_place(const std::vector<Tensor>& tensors, float value) {
   }
 }
 
+void moving_average(const Tensor& average, const Tensor& x, float decay) {
+  detail::check_input(average, "moving_average", "the average");
+  detail::check_input(x, "moving_average", "the tensor averaged");
+  TFM_CHECK(x.shape() == average.shape(), "moving_average: {} does not match the average {}",
+            x.describe(), average.describe());
+  TFM_CHECK(decay >= 0.0f && decay < 1.0f, "moving_average: decay {} is not in [0, 1)", decay);
+  const Device device = detail::op_device("moving_average", average, x);
+  detail::kernel("moving_average", device, &KernelTable::moving_average)(
+      average.device_data<float>(), x.device_data<float>(), x.numel(), decay);
+}
+
 }  // namespace tfm::internal::ops

@@ -61,6 +61,7 @@ void fill_rows_and_elements(KernelTable& t) {
   t.sum_squares = sum_squares;
   t.scale = scale;
   t.fill = fill;
+  t.moving_average = moving_average;
 }
 
 void fill_embeddings_and_attention(KernelTable& t) {

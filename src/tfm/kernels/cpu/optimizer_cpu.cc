@@ -31,4 +31,10 @@ void fill(float* x, int64_t n, float value) {
   std::fill(x, x + n, value);
 }
 
+void moving_average(float* average, const float* x, int64_t n, float decay) {
+  // As a + (1 - d) (x - a): an average equal to x stays exactly x.
+  const float rate = 1.0f - decay;
+  for (int64_t i = 0; i < n; ++i) average[i] += rate * (x[i] - average[i]);
+}
+
 }  // namespace tfm::internal::cpu

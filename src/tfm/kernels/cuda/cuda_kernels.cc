@@ -132,6 +132,7 @@ void fill_rows_and_elements(KernelTable& t) {
   t.sum_squares_async = sum_squares_async;
   t.scale = scale;
   t.fill = fill;
+  t.moving_average = moving_average;
 }
 
 void fill_embeddings_and_attention(KernelTable& t) {

@@ -67,6 +67,13 @@ __global__ void fill_kernel(float* x, int64_t n, float value) {
     x[i] = value;
 }
 
+// As a + (1 - d) (x - a), as on the CPU.
+__global__ void moving_average_kernel(float* average, const float* x, int64_t n, float rate) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    average[i] += rate * (x[i] - average[i]);
+}
+
 }  // namespace
 
 void adam_step(float* p, float* m, float* v, const float* g, int64_t n, const AdamStep& step) {
@@ -102,6 +109,13 @@ void fill(float* x, int64_t n, float value) {
   if (n <= 0) return;
   fill_kernel<<<grid_for(n, kThreads), kThreads, 0, stream()>>>(x, n, value);
   TFM_CUDA_LAUNCHED(fill_kernel);
+}
+
+void moving_average(float* average, const float* x, int64_t n, float decay) {
+  if (n <= 0) return;
+  moving_average_kernel<<<grid_for(n, kThreads), kThreads, 0, stream()>>>(average, x, n,
+                                                                          1.0f - decay);
+  TFM_CUDA_LAUNCHED(moving_average_kernel);
 }
 
 }  // namespace tfm::internal::cuda

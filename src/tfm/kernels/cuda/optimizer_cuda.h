@@ -28,4 +28,7 @@ void scale(float* x, int64_t n, float scale);
 // x = value (also over NaN, which scale(x, 0) would keep).
 void fill(float* x, int64_t n, float value);
 
+// average = decay * average + (1 - decay) * x.
+void moving_average(float* average, const float* x, int64_t n, float decay);
+
 }  // namespace tfm::internal::cuda
