@@ -464,3 +464,75 @@ TEST(CliTrainTranslate, BatchSizeFromTheMemoryOfTheDevice) {
 
 }  // namespace
 }  // namespace tfm::internal
+
+namespace tfm::internal {
+namespace {
+
+// training.ema_decay: every checkpoint holds ema/, a model directory translate reads; validation
+// reports the average's loss and BLEU beside the weights'; a resume continues the average.
+TEST(CliTrainTranslate, AMovingAverageOfTheWeightsIsValidatedSavedResumedAndTranslated) {
+  TempDir dir;
+  testing::write_recipe(dir);
+  const std::string ema = "--set training.ema_decay=0.99 --set checkpoints.keep=20";
+  auto run = run_tfm_command(
+      fmt::format("train -c {} --max-steps 8 {}", quoted(dir / "recipe.yaml"), ema), dir);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.err.find("| EMA loss "), std::string::npos) << run.err;
+  const auto checkpoints = list_checkpoints(dir / "run" / "checkpoints");
+  ASSERT_EQ(checkpoints.size(), 4u);
+  for (const auto& checkpoint : checkpoints)
+    EXPECT_TRUE(std::filesystem::exists(checkpoint / "ema"));
+  // The validation record of step 8 has the average's measures, and they are not the weights'.
+  const std::string metrics = testing::read_text(dir / "run" / "metrics.jsonl");
+  nlohmann::json last_valid;
+  std::istringstream lines(metrics);
+  for (std::string line; std::getline(lines, line);) {
+    nlohmann::json record = nlohmann::json::parse(line);
+    if (record["type"] == "valid") last_valid = record;
+  }
+  ASSERT_TRUE(last_valid.contains("ema_loss")) << metrics;
+  ASSERT_TRUE(last_valid.contains("ema_bleu")) << metrics;
+  EXPECT_NE(last_valid["ema_loss"].get<double>(), last_valid["loss"].get<double>());
+  const Checkpoint newest = load_checkpoint(checkpoints.back());
+  ASSERT_FALSE(newest.moving_average.empty());
+
+  // Translating with ema/ as the model.
+  testing::write_text(dir / "in.txt", "the cat sees the dog\n");
+  auto translated =
+      run_tfm_command(fmt::format("translate -m {} -i {} -o {}", quoted(checkpoints.back() / "ema"),
+                                  quoted(dir / "in.txt"), quoted(dir / "out.txt")),
+                      dir);
+  ASSERT_EQ(translated.status, 0) << translated.err;
+  EXPECT_FALSE(testing::read_text(dir / "out.txt").empty());
+
+  // Stopped at update 4 and resumed to 8: the same average as the uninterrupted run.
+  const std::string uninterrupted =
+      testing::read_text(checkpoints.back() / "ema" / "model.safetensors");
+  for (const auto& checkpoint : checkpoints)
+    if (load_training_state(checkpoint).step > 4) std::filesystem::remove_all(checkpoint);
+  auto resumed = run_tfm_command(
+      fmt::format("train -c {} --max-steps 8 --resume {}", quoted(dir / "recipe.yaml"), ema), dir);
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_EQ(resumed.err.find("has no moving average"), std::string::npos) << resumed.err;
+  const auto again = list_checkpoints(dir / "run" / "checkpoints");
+  EXPECT_EQ(testing::read_text(again.back() / "ema" / "model.safetensors"), uninterrupted);
+
+  // Without the option no checkpoint has ema/; a bad decay is refused naming the key.
+  TempDir plain;
+  testing::write_recipe(plain);
+  auto off = run_tfm_command(fmt::format("train -c {} --max-steps 2 --set validation.bleu=false",
+                                         quoted(plain / "recipe.yaml")),
+                             plain);
+  ASSERT_EQ(off.status, 0) << off.err;
+  EXPECT_FALSE(
+      std::filesystem::exists(list_checkpoints(plain / "run" / "checkpoints").back() / "ema"));
+  EXPECT_EQ(off.err.find("EMA"), std::string::npos) << off.err;
+  auto bad = run_tfm_command(fmt::format("train -c {} --max-steps 2 --set training.ema_decay=1",
+                                         quoted(plain / "recipe.yaml")),
+                             plain);
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("training.ema_decay must be in [0, 1)"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace tfm::internal

@@ -1,6 +1,9 @@
 // Training updates: gradient accumulation and exact resumption from a checkpoint.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <random>
 
 #include "temp_dir.h"
@@ -126,6 +129,113 @@ TEST(TrainingSession, ResumeFromACheckpointReproducesTheLossesExactly) {
   resumed.restore(load_checkpoint(list_checkpoints(tmp / "ckpt").back()));
   EXPECT_EQ(resumed.step(), 3);
   for (int i = 3; i < 6; ++i) EXPECT_EQ(resumed.update({data[i]}).loss, uninterrupted[i]) << i;
+}
+
+// Every parameter of a session as one vector of floats, in the canonical order.
+std::vector<float> all_floats(const nn::NamedTensors& parameters) {
+  std::vector<float> out;
+  for (const auto& [name, tensor] : parameters) {
+    const std::vector<float> values = tensor.to_floats();
+    out.insert(out.end(), values.begin(), values.end());
+  }
+  return out;
+}
+
+SessionOptions with_average(double decay) {
+  SessionOptions o = options();
+  o.ema_decay = decay;
+  return o;
+}
+
+TEST(TrainingSession, TheMovingAverageFollowsItsWarmUpFormUpdateByUpdate) {
+  std::mt19937 rng(4);
+  std::vector<nn::Batch> data;
+  for (int i = 0; i < 3; ++i) data.push_back(random_batch(rng, 4));
+  TrainingSession session(session_config(0.0), with_average(0.99));
+  ASSERT_TRUE(session.has_moving_average());
+  // Before any update the average is the initial weights.
+  const std::vector<float> initial = all_floats(session.model().named_parameters());
+  std::vector<double> expected(initial.begin(), initial.end());
+  EXPECT_EQ(all_floats(session.moving_average()), all_floats(session.model().named_parameters()));
+  for (int t = 1; t <= 3; ++t) {
+    session.update({data[t - 1]});
+    // d_t = min(0.99, (1 + t) / (10 + t)): 2/11, 3/12, 4/13.
+    const double d = std::min(0.99, (1.0 + t) / (10.0 + t));
+    EXPECT_DOUBLE_EQ(session.moving_average_decay(t), d);
+    const std::vector<float> w = all_floats(session.model().named_parameters());
+    for (size_t i = 0; i < w.size(); ++i) expected[i] = d * expected[i] + (1 - d) * w[i];
+  }
+  const std::vector<float> average = all_floats(session.moving_average());
+  const std::vector<float> weights = all_floats(session.model().named_parameters());
+  double largest_error = 0, largest_gap = 0;
+  for (size_t i = 0; i < average.size(); ++i) {
+    largest_error = std::max(largest_error, std::abs(average[i] - expected[i]));
+    largest_gap = std::max(largest_gap, std::abs(static_cast<double>(average[i]) - weights[i]));
+  }
+  EXPECT_LT(largest_error, 1e-6);
+  EXPECT_GT(largest_gap, 1e-4);                                 // the average is not the weights
+  EXPECT_DOUBLE_EQ(session.moving_average_decay(10000), 0.99);  // the cap, late in a run
+}
+
+TEST(TrainingSession, EvaluationWithTheMovingAverageUsesItAndPutsTheWeightsBack) {
+  std::mt19937 rng(5);
+  std::vector<nn::Batch> data;
+  for (int i = 0; i < 4; ++i) data.push_back(random_batch(rng, 4));
+  TrainingSession session(session_config(0.0), with_average(0.9));
+  for (int i = 0; i < 3; ++i) session.update({data[i]});
+  const std::vector<float> weights = all_floats(session.model().named_parameters());
+  const double loss_of_weights = session.evaluate({data[3]}).loss;
+  double loss_of_average = 0;
+  session.with_moving_average([&] {
+    EXPECT_EQ(all_floats(session.model().named_parameters()), all_floats(session.moving_average()));
+    loss_of_average = session.evaluate({data[3]}).loss;
+  });
+  EXPECT_NE(loss_of_average, loss_of_weights);
+  EXPECT_EQ(all_floats(session.model().named_parameters()), weights);
+  // Also when the use throws.
+  EXPECT_THROW(session.with_moving_average([] { fail("stop"); }), Error);
+  EXPECT_EQ(all_floats(session.model().named_parameters()), weights);
+  // A session without an average keeps none.
+  TrainingSession plain(session_config(0.0), options());
+  EXPECT_FALSE(plain.has_moving_average());
+  EXPECT_TRUE(plain.moving_average().empty());
+  EXPECT_THROW(plain.with_moving_average([] {}), Error);
+}
+
+TEST(TrainingSession, TheMovingAverageIsSavedAndAResumeContinuesItExactly) {
+  std::mt19937 rng(6);
+  std::vector<nn::Batch> data;
+  for (int i = 0; i < 6; ++i) data.push_back(random_batch(rng, 4));
+  ModelConfig config = session_config(0.1);
+  TrainingSession full(config, with_average(0.95));
+  for (int i = 0; i < 6; ++i) full.update({data[i]});
+
+  testing::TempDir tmp;
+  TrainingSession first(config, with_average(0.95));
+  for (int i = 0; i < 3; ++i) first.update({data[i]});
+  const auto dir =
+      save_checkpoint(tmp / "ckpt", config, first.model().named_parameters(), first.optimizer(),
+                      {first.step(), 0, 3, 9, {}}, {}, first.moving_average());
+  // ema/ is a model directory of its own.
+  EXPECT_TRUE(std::filesystem::exists(dir / "ema" / "model.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "ema" / "config.json"));
+  const Checkpoint loaded = load_checkpoint(dir);
+  EXPECT_EQ(all_floats(loaded.moving_average), all_floats(first.moving_average()));
+
+  TrainingSession resumed(config, with_average(0.95));
+  resumed.restore(loaded);
+  for (int i = 3; i < 6; ++i) resumed.update({data[i]});
+  EXPECT_EQ(all_floats(resumed.moving_average()), all_floats(full.moving_average()));
+  EXPECT_EQ(all_floats(resumed.model().named_parameters()),
+            all_floats(full.model().named_parameters()));
+
+  // A checkpoint without an average: the average starts again from its weights.
+  const auto plain = save_checkpoint(tmp / "plain", config, first.model().named_parameters(),
+                                     first.optimizer(), {first.step(), 0, 3, 9, {}});
+  EXPECT_FALSE(std::filesystem::exists(plain / "ema"));
+  TrainingSession restarted(config, with_average(0.95));
+  restarted.restore(load_checkpoint(plain));
+  EXPECT_EQ(all_floats(restarted.moving_average()), all_floats(first.model().named_parameters()));
 }
 
 TEST(TrainingSession, EvaluationIsTheMeanLossPerTargetToken) {

@@ -9,7 +9,9 @@ RUN is a run directory (its metrics.jsonl is read) or a metrics.jsonl file. `tfm
 object per line: {"type": "train", "step", "epoch", "loss", "perplexity", "lr", "grad_norm",
 "tokens_per_second", "elapsed_s"} every log_every steps and {"type": "valid", "step", "epoch", "loss", "nll",
 "perplexity", "elapsed_s", "bleu" (when validation BLEU is on)} at each validation; a parser's validations
-have "f1" (greedy bracketing F1) instead, shown in place of BLEU.
+have "f1" (greedy bracketing F1) instead, shown in place of BLEU. With training.ema_decay they also have
+"ema_loss" and "ema_bleu" (or "ema_f1"), the moving average's, drawn in green beside the weights' and
+given their own columns.
 
 The table (stdout, or --table FILE) has one row per validation: epoch, step, elapsed minutes, validation loss
 and perplexity, BLEU; the best loss and the best BLEU are in bold. The plot (--svg FILE) shows validation loss,
@@ -35,6 +37,7 @@ import sys
 TRAIN_COLOUR = "#9ecae1"  # light blue: the training loss, noisy and secondary
 VALID_COLOUR = "#08519c"  # dark blue: the validation loss
 BLEU_COLOUR = "#d94801"  # orange
+EMA_COLOUR = "#41ab5d"  # green: the moving average of the weights (training.ema_decay)
 SCORE_NAME = "BLEU"  # "F1" for a parser's runs (read_metrics)
 GRID_COLOUR = "#e5e5e5"
 TEXT_COLOUR = "#222222"
@@ -58,6 +61,8 @@ def read_metrics(path):
                 global SCORE_NAME
                 SCORE_NAME = "F1"
                 record["bleu"] = record["f1"]
+                if "ema_f1" in record:
+                    record["ema_bleu"] = record["ema_f1"]
             records = series.get(record.get("type"))
             if records is None or "step" not in record or "elapsed_s" not in record:
                 continue
@@ -78,7 +83,10 @@ def markdown_table(valid):
     def bold_if(text, condition):
         return f"**{text}**" if condition else text
 
-    header = ["epoch", "step", "elapsed (min)", "valid loss", "valid ppl"] + ([SCORE_NAME] if has_bleu else [])
+    has_ema_loss = any("ema_loss" in r for r in valid)
+    has_ema_bleu = any("ema_bleu" in r for r in valid)
+    header = (["epoch", "step", "elapsed (min)", "valid loss", "valid ppl"] + ([SCORE_NAME] if has_bleu else []) +
+              (["EMA loss"] if has_ema_loss else []) + ([f"EMA {SCORE_NAME}"] if has_ema_bleu else []))
     align = ["---:"] * len(header)
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
     for r in valid:
@@ -86,6 +94,10 @@ def markdown_table(valid):
                  bold_if(f"{r['loss']:.4f}", r["loss"] == best_loss), f"{r['perplexity']:.2f}"]
         if has_bleu:
             cells.append(bold_if(f"{r['bleu']:.2f}", r["bleu"] == best_bleu) if "bleu" in r else "-")
+        if has_ema_loss:
+            cells.append(f"{r['ema_loss']:.4f}" if "ema_loss" in r else "-")
+        if has_ema_bleu:
+            cells.append(f"{r['ema_bleu']:.2f}" if "ema_bleu" in r else "-")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -232,12 +244,14 @@ def svg_plot(train, valid, title, loss_max=None):
     bleu_points = [(r["elapsed_s"] / 60, r["bleu"]) for r in valid if "bleu" in r]
     train_points = [(r["elapsed_s"] / 60, r["loss"]) for r in train]
     valid_points = [(r["elapsed_s"] / 60, r["loss"]) for r in valid]
+    ema_loss_points = [(r["elapsed_s"] / 60, r["ema_loss"]) for r in valid if "ema_loss" in r]
+    ema_bleu_points = [(r["elapsed_s"] / 60, r["ema_bleu"]) for r in valid if "ema_bleu" in r]
     all_points = train_points + valid_points + bleu_points
     if not all_points:
         raise ValueError("no train or valid records to plot")
     x_ticks = nice_ticks(0.0, max(x for x, _ in all_points), count=8)
 
-    losses = [y for _, y in train_points + valid_points]
+    losses = [y for _, y in train_points + valid_points + ema_loss_points]
     low, high = min(losses), max(losses)
     if loss_max is not None:
         high = min(high, loss_max)
@@ -247,28 +261,34 @@ def svg_plot(train, valid, title, loss_max=None):
                     None if bleu_points else "elapsed training time (minutes)", x_tick_labels=not bleu_points)
     loss_panel.line(train_points, TRAIN_COLOUR, width=1.5)
     loss_panel.line(valid_points, VALID_COLOUR, width=2.5, markers=True)
+    loss_panel.line(ema_loss_points, EMA_COLOUR, width=2.5, markers=True)
     entries = []
     if train_points:
         entries.append(("training loss", TRAIN_COLOUR, 1.5, False))
     if valid_points:
         entries.append(("validation loss", VALID_COLOUR, 2.5, True))
+    if ema_loss_points:
+        entries.append(("validation loss, moving average of the weights", EMA_COLOUR, 2.5, True))
     loss_panel.legend(entries)
     panels = [loss_panel]
     height = 56 + 330 + 60
 
     if bleu_points:
-        bleus = [y for _, y in bleu_points]
+        bleus = [y for _, y in bleu_points + ema_bleu_points]
         bleu_panel = Panel(left, 56 + 330 + 24, panel_width, 200, x_ticks,
                            nice_ticks(min(0.0, min(bleus)), max(bleus) * 1.1, count=5))
         bleu_panel.axes(SCORE_NAME, "elapsed training time (minutes)")
         bleu_panel.line(bleu_points, BLEU_COLOUR, width=2.5, markers=True)
+        bleu_panel.line(ema_bleu_points, EMA_COLOUR, width=2.5, markers=True)
         best_x, best_y = max(bleu_points, key=lambda p: p[1])
         label_x, label_y = bleu_panel.px(best_x), bleu_panel.py(best_y) - 10
         near_right = label_x > bleu_panel.left + bleu_panel.width - 60
         bleu_panel.text(label_x, label_y, f"best {best_y:.2f}", size=12,
                         anchor="end" if near_right else "middle", extra="font-weight='bold'")
         bleu_panel.drawn.extend((label_x + dx, label_y) for dx in range(-70 if near_right else -35, 36, 5))
-        bleu_panel.legend([(f"validation {SCORE_NAME} (greedy)", BLEU_COLOUR, 2.5, True)])
+        bleu_panel.legend([(f"validation {SCORE_NAME} (greedy)", BLEU_COLOUR, 2.5, True)] +
+                          ([(f"the moving average's {SCORE_NAME}", EMA_COLOUR, 2.5, True)]
+                           if ema_bleu_points else []))
         panels.append(bleu_panel)
         height = 56 + 330 + 24 + 200 + 60
 

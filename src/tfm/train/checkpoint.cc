@@ -175,7 +175,8 @@ fs::path damaged_name(const fs::path& dir) {
 
 fs::path save_checkpoint(const fs::path& folder, const ModelConfig& config,
                          const nn::NamedTensors& parameters, const Adam& optimizer,
-                         const TrainingState& state, const std::vector<fs::path>& extra_files) {
+                         const TrainingState& state, const std::vector<fs::path>& extra_files,
+                         const nn::NamedTensors& moving_average) {
   const fs::path final_dir = folder / step_name(state.step);
   const fs::path partial =
       folder / (step_name(state.step) + ".partial-" + std::to_string(getpid()));
@@ -192,6 +193,11 @@ fs::path save_checkpoint(const fs::path& folder, const ModelConfig& config,
       others.push_back(file);
   }
   write_model_files(partial, config, parameters, vocabulary);
+  if (!moving_average.empty()) {
+    create_directories_or_fail(partial / kMovingAverageDir);
+    write_model_files(partial / kMovingAverageDir, config, moving_average, vocabulary);
+    sync_directory(partial / kMovingAverageDir);
+  }
   std::vector<std::pair<std::string, Tensor>> moments;
   for (size_t i = 0; i < parameters.size(); ++i) {
     moments.emplace_back("m." + parameters[i].first, optimizer.first_moments().at(i));
@@ -279,6 +285,13 @@ Checkpoint load_checkpoint(const fs::path& dir, bool with_optimizer) {
     auto steps = opt.metadata.find("steps");
     TFM_CHECK(steps != opt.metadata.end(), "{}: no 'steps' in the metadata", opt_file.string());
     c.adam_steps = parse_count(steps->second, opt_file.string() + ": the metadata's 'steps'");
+    if (fs::exists(dir / kMovingAverageDir)) {
+      LoadedModel average = load_model_dir(dir / kMovingAverageDir);
+      TFM_CHECK(average.config == c.config,
+                "{}: the moving average's configuration differs from the model's",
+                (dir / kMovingAverageDir).string());
+      c.moving_average = std::move(average.parameters);
+    }
   }
   return c;
 }

@@ -5,6 +5,8 @@
 //   state.json                       where training stands: step, epoch, batch within the epoch,
 //                                    seed, and the trainer's own fields
 //   vocab.model                      the run's vocabulary
+//   ema/                             with training.ema_decay: the moving average of the weights,
+//                                    a complete model directory of its own (translate -m reads it)
 // It is written into `step-N.partial-<pid>` and renamed when complete, so a run killed while
 // writing leaves a partial folder that is ignored, never a damaged checkpoint under a final name.
 #pragma once
@@ -39,15 +41,21 @@ struct Checkpoint {
       adam_v;  // in parameter order; empty when the optimizer file is absent
   int64_t adam_steps = 0;
   TrainingState state;
+  nn::NamedTensors moving_average;  // ema/'s parameters; empty when it has none
 };
+
+// The folder of a checkpoint's moving average of the weights, a model directory.
+inline constexpr const char* kMovingAverageDir = "ema";
 
 // Writes a checkpoint of the model and optimizer under `folder` and returns its directory. Files
 // that sit beside the model are copied from `extra_files`; one named vocab.model is the model's
-// vocabulary, its checksum recorded in model.safetensors (model/model_dir.h).
+// vocabulary, its checksum recorded in model.safetensors (model/model_dir.h). A non-empty
+// `moving_average` is written as the model directory ema/ inside it, with the same vocabulary.
 std::filesystem::path save_checkpoint(const std::filesystem::path& folder,
                                       const ModelConfig& config, const nn::NamedTensors& parameters,
                                       const Adam& optimizer, const TrainingState& state,
-                                      const std::vector<std::filesystem::path>& extra_files = {});
+                                      const std::vector<std::filesystem::path>& extra_files = {},
+                                      const nn::NamedTensors& moving_average = {});
 
 // Complete checkpoints under `folder`, oldest first (by step).
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& folder);
@@ -59,7 +67,8 @@ std::vector<std::filesystem::path> newest_checkpoints(const std::filesystem::pat
 // A checkpoint's state.json alone (no tensors read); errors name the file.
 TrainingState load_training_state(const std::filesystem::path& dir);
 
-// Loads and checks one checkpoint; errors name the file.
+// Loads and checks one checkpoint (with the optimizer: its moving average too, when it has one);
+// errors name the file.
 Checkpoint load_checkpoint(const std::filesystem::path& dir, bool with_optimizer = true);
 
 // The newest checkpoint that loads; one that fails (a damaged or altered file, a non-finite value)

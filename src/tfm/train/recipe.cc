@@ -180,6 +180,7 @@ const KeyTable<TrainRecipe, std::string>& recipe_table() {
         {"training.max_steps", integer(&TrainRecipe::max_steps), {}},
         {"training.max_epochs", integer(&TrainRecipe::max_epochs), {}},
         {"training.max_minutes", number(&TrainRecipe::max_minutes), {}},
+        {"training.ema_decay", number(&TrainRecipe::ema_decay), {}},
         {"training.seed",
          [](TrainRecipe& r, const std::string& k, const std::string& v) {
            int64_t s = parse_int(k, v);
@@ -434,6 +435,7 @@ void validate_numbers(const TrainRecipe& r) {
       {"optimizer.eps", r.eps},
       {"optimizer.clip_norm", r.clip_norm},
       {"training.max_minutes", r.max_minutes},
+      {"training.ema_decay", r.ema_decay},
       {"checkpoints.every_minutes", r.checkpoint_every_minutes},
       {"checkpoints.every_fraction", r.checkpoint_every_fraction},
       {"training.allreduce_bucket_mb", r.allreduce_bucket_mb}};
@@ -529,6 +531,9 @@ void validate_training(const TrainRecipe& r) {
             r.eps);
   TFM_CHECK(r.clip_norm >= 0, "{}optimizer.clip_norm must be >= 0, got {}",
             origin(r, {"optimizer.clip_norm"}), r.clip_norm);
+  TFM_CHECK(r.ema_decay >= 0 && r.ema_decay < 1,
+            "{}training.ema_decay must be in [0, 1) (0: no moving average), got {}",
+            origin(r, {"training.ema_decay"}), r.ema_decay);
   try {
     ops::parse_precision(r.precision, "training.precision");  // the one parser of precision names
   } catch (const Error& e) {

@@ -65,6 +65,9 @@ struct TrainRecipe {
   double max_minutes = 0.0;  // wall-clock training budget; 0: no limit
   uint64_t seed = 1;
   int threads = 0;  // 0: OMP_NUM_THREADS or all cores
+  // > 0: keep an exponential moving average of the weights with at most this decay (the warm-up
+  // form of train/session.h), saved in every checkpoint as ema/ and validated beside the weights.
+  double ema_decay = 0.0;
   // Matrix products: "f32", "bf16" (f32 master weights and statistics), or "auto" (bf16 where the
   // CPU multiplies bf16 natively, else f32).
   std::string precision = "f32";

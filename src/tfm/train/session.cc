@@ -1,5 +1,6 @@
 #include "tfm/train/session.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "tfm/autograd/tape.h"
@@ -46,6 +47,9 @@ TrainingSession::TrainingSession(const ModelConfig& config, const SessionOptions
       buckets_(std::make_unique<GradientBuckets>(model_.parameters(), *communicator_,
                                                  options.bucket_bytes)) {
   // Open MPI's reductions read host memory; GPU ranks need a device-aware collective (NCCL).
+  TFM_CHECK(options.ema_decay >= 0 && options.ema_decay < 1,
+            "the moving average's decay must be in [0, 1), got {}", options.ema_decay);
+  if (options.ema_decay > 0) ema_ = flatten(parameters_.views, options.device);
   TFM_CHECK(communicator_->size() == 1 || options.device == Device::cpu,
             "data-parallel training runs on CPUs only for now: {} ranks on {} need NCCL, which "
             "tfm does not use yet",
@@ -58,6 +62,40 @@ void TrainingSession::restore(const Checkpoint& checkpoint) {
             checkpoint.dir.string());
   model_.load(checkpoint.parameters);
   adam_.restore(checkpoint.adam_steps, checkpoint.adam_m, checkpoint.adam_v);
+  if (!has_moving_average()) return;
+  if (checkpoint.moving_average.empty()) {
+    ema_.flat.copy_from(parameters_.flat);
+    return;
+  }
+  TFM_CHECK(checkpoint.moving_average.size() == ema_.views.size(),
+            "{}: the checkpoint's moving average has {} tensors, the model {}",
+            checkpoint.dir.string(), checkpoint.moving_average.size(), ema_.views.size());
+  for (size_t i = 0; i < ema_.views.size(); ++i) {
+    const auto& [name, value] = checkpoint.moving_average[i];
+    TFM_CHECK(name == ema_.views[i].first && value.shape() == ema_.views[i].second.shape(),
+              "{}: the moving average's tensor '{}' {} is not the model's '{}' {}",
+              checkpoint.dir.string(), name, value.shape().str(), ema_.views[i].first,
+              ema_.views[i].second.shape().str());
+    ema_.views[i].second.copy_from(value);
+  }
+}
+
+double TrainingSession::moving_average_decay(int64_t step) const {
+  const double warming = (1.0 + static_cast<double>(step)) / (10.0 + static_cast<double>(step));
+  return std::min(options_.ema_decay, warming);
+}
+
+void TrainingSession::with_moving_average(const std::function<void()>& use) {
+  TFM_CHECK(has_moving_average(), "the session keeps no moving average of the weights");
+  Tensor weights = Tensor::empty(parameters_.flat.shape(), DType::f32, parameters_.flat.device());
+  weights.copy_from(parameters_.flat);
+  parameters_.flat.copy_from(ema_.flat);
+  struct PutBack {
+    Tensor& flat;
+    const Tensor& weights;
+    ~PutBack() { flat.copy_from(weights); }
+  } put_back{parameters_.flat, weights};
+  use();
 }
 
 UpdateResult TrainingSession::update(const std::vector<nn::Batch>& batches, int64_t first_batch,
@@ -118,6 +156,9 @@ UpdateResult TrainingSession::update(const std::vector<nn::Batch>& batches, int6
   if (!result.skipped) {
     clip_gradients(result.grad_norm);
     adam_.step(result.learning_rate);
+    if (has_moving_average())
+      ops::moving_average(ema_.flat, parameters_.flat,
+                          static_cast<float>(moving_average_decay(step())));
   }
   adam_.zero_grad();
   return result;
@@ -129,6 +170,8 @@ void TrainingSession::broadcast_state(int root) {
   communicator_->broadcast(flat.device_raw(), flat.nbytes(), root);
   for (const std::vector<Tensor>* moments : {&adam_.first_moments(), &adam_.second_moments()})
     for (const Tensor& t : *moments) communicator_->broadcast(t.device_raw(), t.nbytes(), root);
+  if (has_moving_average())
+    communicator_->broadcast(ema_.flat.device_raw(), ema_.flat.nbytes(), root);
   int64_t steps = adam_.steps();
   communicator_->broadcast(&steps, sizeof steps, root);
   adam_.set_steps(steps);

@@ -42,6 +42,11 @@ struct SessionOptions {
   // Where the weights, gradients, optimizer state and every op of a step live (ops::use_device
   // must have made it ready). Checkpoints are the same whichever device wrote them.
   Device device = Device::cpu;
+  // > 0: keep an exponential moving average of the weights, updated after every applied update t
+  // as ema = d_t ema + (1 - d_t) w with d_t = min(ema_decay, (1 + t) / (10 + t)): the warm-up form,
+  // so that a short run's average does not hold the initial weights (it spans about the last
+  // tenth of the updates until 1 / (1 - ema_decay) bounds it). 0: none.
+  double ema_decay = 0.0;
 };
 
 struct UpdateResult {
@@ -68,7 +73,8 @@ class TrainingSession {
  public:
   TrainingSession(const ModelConfig& config, const SessionOptions& options);
 
-  // Restores parameters, optimizer moments and the step from a checkpoint.
+  // Restores parameters, optimizer moments and the step from a checkpoint, and the moving average
+  // when the session keeps one: the checkpoint's, or (a checkpoint without one) the weights.
   void restore(const Checkpoint& checkpoint);
 
   // One optimizer update from these batches: gradients are summed over them and normalised by
@@ -92,6 +98,16 @@ class TrainingSession {
   // Loss over batches, without a tape or dropout.
   EvalResult evaluate(const std::vector<nn::Batch>& batches) const;
 
+  // The moving average of the weights (SessionOptions::ema_decay), named as the model's
+  // parameters; empty when the session keeps none.
+  nn::NamedTensors moving_average() const { return ema_.views; }
+  bool has_moving_average() const { return ema_.flat.defined(); }
+  // The decay of update `step`'s average: min(ema_decay, (1 + step) / (10 + step)).
+  double moving_average_decay(int64_t step) const;
+  // Runs `use` with the model's weights replaced by their moving average (evaluation, decoding),
+  // and puts the weights back after it, also when it throws.
+  void with_moving_average(const std::function<void()>& use);
+
   nn::Transformer& model() { return model_; }
   const nn::Transformer& model() const { return model_; }
   const Adam& optimizer() const { return adam_; }
@@ -108,6 +124,7 @@ class TrainingSession {
   std::unique_ptr<dist::Communicator> own_communicator_;  // when none was given
   dist::Communicator* communicator_;
   FlatParameters parameters_;  // the model's parameters are views of parameters_.flat
+  FlatParameters ema_;         // their moving average (flat undefined: none)
   nn::Transformer model_;
   Adam adam_;
   std::unique_ptr<GradientBuckets> buckets_;

@@ -38,12 +38,12 @@ std::vector<AgreementPart> agreement_parts(const TrainRecipe& recipe, const Mode
       {"training corpus or batching (data.*, training.seed)",
        fmt::format("{} {}", batcher.fingerprint(), recipe.accumulate)},
       {"optimizer, precision or limits",
-       fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", recipe.lr_scale,
+       fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", recipe.lr_scale,
                    recipe.warmup, recipe.warmup_fraction, recipe.schedule, recipe.beta1,
-                   recipe.beta2, recipe.eps, recipe.clip_norm, recipe.precision, recipe.max_steps,
-                   recipe.max_epochs, recipe.max_minutes, recipe.checkpoint_every_steps,
-                   recipe.checkpoint_every_minutes, recipe.checkpoint_every_fraction,
-                   recipe.validate_every_steps)},
+                   recipe.beta2, recipe.eps, recipe.clip_norm, recipe.ema_decay, recipe.precision,
+                   recipe.max_steps, recipe.max_epochs, recipe.max_minutes,
+                   recipe.checkpoint_every_steps, recipe.checkpoint_every_minutes,
+                   recipe.checkpoint_every_fraction, recipe.validate_every_steps)},
   };
 }
 
@@ -117,6 +117,7 @@ void TrainingRun::create_session() {
                    parse_schedule_shape(recipe_.schedule, "optimizer.schedule")};
   session_options_.adam = AdamOptions{recipe_.beta1, recipe_.beta2, recipe_.eps};
   session_options_.clip_norm = recipe_.clip_norm;
+  session_options_.ema_decay = recipe_.ema_decay;
   session_options_.seed = recipe_.seed;
   session_options_.communicator = comm_;
   session_options_.bucket_bytes = static_cast<int64_t>(recipe_.allreduce_bucket_mb * (1 << 20));
@@ -140,6 +141,9 @@ void TrainingRun::resume() {
   }
   check_checkpoint_vocabulary(*vocab_, checkpoint->dir);
   session_->restore(*checkpoint);
+  if (session_->has_moving_average() && checkpoint->moving_average.empty())
+    note_(fmt::format("{} has no moving average of the weights: it starts again from them",
+                      checkpoint->dir.string()));
   const TrainingState& s = checkpoint->state;
   uint64_t fingerprint = s.extra.value("batcher_fingerprint", uint64_t{0});
   TFM_CHECK(fingerprint == batcher_->fingerprint(),
@@ -359,14 +363,29 @@ void TrainingRun::run_validation() {
                            {"elapsed_s", clock_->elapsed()}};
   std::string line = fmt::format("valid | step {} | loss {:.4f} | ppl {:.2f}", session_->step(),
                                  result.loss, result.perplexity());
-  if (recipe_.validate_bleu && options_.bleu) {
-    // A parsing model's score is bracketing F1 (eval/validation_bleu.h).
-    const bool parsing = session_->model().config().task == "parsing";
-    const double score =
+  // A parsing model's score is bracketing F1 (eval/validation_bleu.h).
+  const bool parsing = session_->model().config().task == "parsing";
+  const bool score = recipe_.validate_bleu && options_.bleu;
+  if (score) {
+    const double value =
         options_.bleu(session_->model(), *vocab_, valid_.sources, valid_.references);
-    summary_.last_valid_bleu = score;
-    record[parsing ? "f1" : "bleu"] = score;
-    line += fmt::format(" | {} {:.2f} (greedy)", parsing ? "F1" : "BLEU", score);
+    summary_.last_valid_bleu = value;
+    record[parsing ? "f1" : "bleu"] = value;
+    line += fmt::format(" | {} {:.2f} (greedy)", parsing ? "F1" : "BLEU", value);
+  }
+  if (session_->has_moving_average()) {
+    // The same measures of the weights' moving average, the model a budgeted run ends with.
+    session_->with_moving_average([&] {
+      const EvalResult average = session_->evaluate(
+          validation_batches(valid_.corpus, recipe_.max_tokens, config_.decoder_start()));
+      record["ema_loss"] = average.loss;
+      line += fmt::format(" | EMA loss {:.4f}", average.loss);
+      if (!score) return;
+      const double value =
+          options_.bleu(session_->model(), *vocab_, valid_.sources, valid_.references);
+      record[parsing ? "ema_f1" : "ema_bleu"] = value;
+      line += fmt::format(" {} {:.2f}", parsing ? "F1" : "BLEU", value);
+    });
   }
   metrics_.write(record);
   note_(line);
@@ -394,7 +413,7 @@ void TrainingRun::save() {
       checkpoint_state(recipe_, at, start_, std::string(dtype_name(session_options_.precision)));
   const fs::path dir =
       save_checkpoint(checkpoint_dir_, config_, session_->model().named_parameters(),
-                      session_->optimizer(), state, {vocab_->path()});
+                      session_->optimizer(), state, {vocab_->path()}, session_->moving_average());
   prune_checkpoints(checkpoint_dir_, static_cast<int>(recipe_.keep_checkpoints));
   summary_.last_checkpoint = dir.string();
 }
