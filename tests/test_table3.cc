@@ -24,13 +24,13 @@ namespace {
 using testing::expect_error;
 using testing::TempDir;
 
-// configs/multi30k-en-de.yaml's model with its 8000-piece vocabulary.
+// configs/multi30k-en-de-paper.yaml's model with its 8000-piece vocabulary.
 ModelConfig multi30k_model() {
   TempDir dir;
   const std::string data = dir.path().string();
   ::setenv("TFM_DATA_DIR", data.c_str(), 1);
-  const TrainRecipe recipe =
-      load_recipe(std::filesystem::path(tfm_source_dir()) / "configs" / "multi30k-en-de.yaml");
+  const TrainRecipe recipe = load_recipe(std::filesystem::path(tfm_source_dir()) / "configs" /
+                                         "multi30k-en-de-paper.yaml");
   ::unsetenv("TFM_DATA_DIR");
   return recipe.model_config(recipe.vocab_size);
 }
@@ -109,7 +109,7 @@ TEST(Table3, ScalingBaseGivesThePapersRows) {
   EXPECT_EQ(count(scaled_row(base, "big")), 214171648);
 }
 
-// configs/multi30k-en-de.yaml: N 3, d_model 256, d_ff 1024, h 4, d_k = d_v 64, P_drop 0.2,
+// configs/multi30k-en-de-paper.yaml: N 3, d_model 256, d_ff 1024, h 4, d_k = d_v 64, P_drop 0.2,
 // eps_ls 0.1, every row worked out by hand from the rule of model/table3.h.
 TEST(Table3, EveryRowOfTheMulti30kRecipe) {
   const ModelConfig m = multi30k_model();
