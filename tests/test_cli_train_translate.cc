@@ -340,6 +340,51 @@ TEST(CliTrainTranslate, ACosineScheduleDecaysToTheUpdatesATimeBudgetAllows) {
   }
 }
 
+// Under a time budget a decay's end is estimated twice: after the probe (which also fits the
+// warmup) and at the warmup's end; the second is recorded and the rates after it follow it.
+TEST(CliTrainTranslate, ADecaysEndIsEstimatedAgainAtTheWarmupsEnd) {
+  TempDir dir;
+  write_recipe(dir);
+  auto run = run_tfm_command(
+      fmt::format("train -c {} --max-minutes 0.1 --set optimizer.warmup=100000 "
+                  "--set optimizer.warmup_fraction=0.5 --set optimizer.schedule=linear "
+                  "--set checkpoints.every_steps=0 --set validation.bleu=false "
+                  "--set validation.every_steps=1000000000",
+                  quoted(dir / "recipe.yaml")),
+      dir);
+  ASSERT_EQ(run.status, 0) << run.err;
+  const std::string said =
+      "schedule: the decay's end estimated again at the warmup's end, from the "
+      "speed of the updates so far: 0 at update ";
+  const size_t at = run.err.find(said);
+  ASSERT_NE(at, std::string::npos) << run.err;
+  const int64_t end = std::stoll(run.err.substr(at + said.size()));
+  const size_t was_at = run.err.find(" (was ", at);
+  ASSERT_NE(was_at, std::string::npos) << run.err;
+  const int64_t first_end = std::stoll(run.err.substr(was_at + 6));
+  // The warmup is half of the first estimate.
+  const std::string warmup_said = "warmup: ";
+  const size_t warmup_at = run.err.find(warmup_said);
+  ASSERT_NE(warmup_at, std::string::npos) << run.err;
+  const int64_t warmup = std::stoll(run.err.substr(warmup_at + warmup_said.size()));
+  EXPECT_NEAR(static_cast<double>(warmup), first_end / 2.0, 1.0) << run.err;
+  EXPECT_GT(end, warmup) << run.err;
+  EXPECT_EQ(load_training_state(list_checkpoints(dir / "run" / "checkpoints").back())
+                .extra.value("decay_end", int64_t{0}),
+            end);
+  // d_model 16, recipe warmup 100000: the peak 16^-0.5 * 100000^-0.5, then linear to `end`.
+  const double peak = 0.25 / std::sqrt(100000.0);
+  int64_t checked = 0;
+  for (const auto& [step, rate] : logged_learning_rates(dir / "run" / "metrics.jsonl")) {
+    if (step <= warmup) continue;
+    const double want =
+        step >= end ? 0.0 : peak * (1.0 - static_cast<double>(step - warmup) / (end - warmup));
+    EXPECT_NEAR(rate, want, 1e-12) << step;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << run.err;
+}
+
 // A time budget that ends within the recipe's warmup leaves nothing to decay over: the log says so.
 TEST(CliTrainTranslate, ADecayThatATimeBudgetEndsWithinTheWarmupIsSaid) {
   TempDir dir;

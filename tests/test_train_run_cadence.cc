@@ -56,6 +56,58 @@ TEST(TrainRunCadence, ADecayingScheduleIsFittedToTheStepsOrTheTimeBudget) {
   EXPECT_EQ(decay_end(0.2), 1);
 }
 
+// A decaying schedule under a time budget estimates its end again at the warmup's end, from the
+// speed of every update timed so far (here slower than the first ones).
+TEST(TrainRunCadence, ADecaysEndIsEstimatedAgainAtTheWarmupsEndFromTheSpeedSoFar) {
+  TrainRecipe recipe;
+  recipe.schedule = "linear";
+  recipe.warmup_fraction = 0.25;
+  recipe.max_minutes = 1;  // 60 s
+  WarmupFit fit(recipe, false);
+  double now = 1;
+  auto clock = [&] { return now; };
+  EXPECT_EQ(fit.after_update(1, clock), std::nullopt);  // the probe starts after update 1
+  now = 1 + 0.1 * kWarmupProbeUpdates;                  // 0.1 s an update
+  const std::optional<double> first = fit.after_update(1 + kWarmupProbeUpdates, clock);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_NEAR(*first, 21 + 57 / 0.1, 1e-6);  // 591
+  fit.set_fitted(true);
+  fit.plan_decay_refit(148, 21);
+  // Then 0.2 s an update: at update 148, 147 updates took 27.4 s since update 1.
+  now = 3 + 127 * 0.2;
+  EXPECT_EQ(fit.decay_refit(147, clock), std::nullopt);
+  const std::optional<double> again = fit.decay_refit(148, clock);
+  ASSERT_TRUE(again.has_value());
+  const double per_update = (now - 1) / 147;
+  EXPECT_NEAR(*again, 148 + (60 - now) / per_update, 1e-9);
+  EXPECT_LT(*again, *first);
+  EXPECT_EQ(fit.decay_refit(148, clock), std::nullopt);  // once
+  // At most training.max_steps.
+  recipe.max_steps = 200;
+  WarmupFit capped(recipe, true);
+  now = 1;
+  EXPECT_EQ(capped.after_update(1, clock), std::nullopt);  // a resumed run times its updates too
+  capped.plan_decay_refit(50, 10);
+  now = 2;
+  EXPECT_EQ(capped.decay_refit(50, clock), 200.0);
+  // Not planned: a warmup already over (the rate would jump), a step budget, equation 3.
+  WarmupFit over(recipe, true);
+  over.after_update(1, clock);
+  over.plan_decay_refit(30, 30);
+  EXPECT_EQ(over.decay_refit(30, clock), std::nullopt);
+  recipe.max_minutes = 0;
+  WarmupFit steps(recipe, true);
+  steps.after_update(1, clock);
+  steps.plan_decay_refit(50, 10);
+  EXPECT_EQ(steps.decay_refit(50, clock), std::nullopt);
+  recipe.max_minutes = 1;
+  recipe.schedule = "noam";
+  WarmupFit noam(recipe, true);
+  noam.after_update(1, clock);
+  noam.plan_decay_refit(50, 10);
+  EXPECT_EQ(noam.decay_refit(50, clock), std::nullopt);
+}
+
 TEST(TrainRunCadence, AStepBudgetFitsTheWarmupAtTheStart) {
   TrainRecipe recipe;
   recipe.warmup_fraction = 0.25;

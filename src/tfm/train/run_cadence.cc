@@ -37,7 +37,8 @@ WarmupFit::WarmupFit(const TrainRecipe& recipe, bool fitted)
       warmup_(recipe.warmup),
       max_steps_(recipe.max_steps),
       max_minutes_(recipe.max_minutes),
-      fitted_(fitted) {}
+      fitted_(fitted),
+      decays_(recipe.schedule != "noam") {}
 
 std::optional<double> WarmupFit::at_start(const std::function<void(const std::string&)>& note) {
   if (!fits_budget_ || fitted_ || max_minutes_ > 0) return std::nullopt;
@@ -51,19 +52,35 @@ std::optional<double> WarmupFit::at_start(const std::function<void(const std::st
 
 std::optional<double> WarmupFit::after_update(int64_t step,
                                               const std::function<double()>& elapsed) {
-  if (fitted_) return std::nullopt;
   if (probe_start_step_ < 0) {
     probe_start_step_ = step;
     probe_start_seconds_ = elapsed();
     return std::nullopt;
   }
-  if (step - probe_start_step_ < kWarmupProbeUpdates) return std::nullopt;
+  if (fitted_ || step - probe_start_step_ < kWarmupProbeUpdates) return std::nullopt;
+  return expected_updates(step, elapsed());
+}
+
+// The updates done plus those the time left allows at the speed of the updates timed so far.
+std::optional<double> WarmupFit::expected_updates(int64_t step, double now) const {
+  if (probe_start_step_ < 0 || step <= probe_start_step_) return std::nullopt;
   const double per_update =
-      (elapsed() - probe_start_seconds_) / static_cast<double>(step - probe_start_step_);
-  double expected =
-      static_cast<double>(step) + std::max(0.0, max_minutes_ * 60 - elapsed()) / per_update;
+      (now - probe_start_seconds_) / static_cast<double>(step - probe_start_step_);
+  double expected = static_cast<double>(step) +
+                    std::max(0.0, max_minutes_ * 60 - now) / std::max(per_update, 1e-9);
   if (max_steps_ > 0) expected = std::min(expected, static_cast<double>(max_steps_));
   return expected;
+}
+
+void WarmupFit::plan_decay_refit(int64_t warmup_end, int64_t step) {
+  const bool due = decays_ && max_minutes_ > 0 && warmup_end > step;
+  decay_refit_at_ = due ? warmup_end : -1;
+}
+
+std::optional<double> WarmupFit::decay_refit(int64_t step, const std::function<double()>& elapsed) {
+  if (decay_refit_at_ < 0 || step != decay_refit_at_) return std::nullopt;
+  decay_refit_at_ = -1;
+  return expected_updates(step, elapsed());
 }
 
 CheckpointInterval checkpoint_interval(const TrainRecipe& recipe) {

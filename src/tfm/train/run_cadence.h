@@ -54,7 +54,21 @@ class WarmupFit {
   // kWarmupProbeUpdates of them are timed (at most training.max_steps).
   std::optional<double> after_update(int64_t step, const std::function<double()>& elapsed);
 
+  // A decaying schedule under a time budget is fitted twice: the first estimate (after_update)
+  // sets the warmup and a provisional end; at the warmup's end, where the rate is the peak for any
+  // end, the end is estimated again from the speed of every update this process has timed, its
+  // validations and checkpoints included, which the first updates alone overstate. Called with
+  // the fitted warmup and the step at the fit (or at a resume): the re-estimate is due at the
+  // warmup's end when that is still ahead (a warmup already over keeps its end: changing it
+  // during the decay would make the rate jump).
+  void plan_decay_refit(int64_t warmup_end, int64_t step);
+  // After each update: the updates the budget allows, once, at the planned update (at most
+  // training.max_steps); nullopt otherwise.
+  std::optional<double> decay_refit(int64_t step, const std::function<double()>& elapsed);
+
  private:
+  std::optional<double> expected_updates(int64_t step, double now) const;
+
   bool fits_budget_;
   int64_t warmup_;
   int64_t max_steps_;
@@ -62,6 +76,8 @@ class WarmupFit {
   bool fitted_;
   int64_t probe_start_step_ = -1;  // the speed of the updates after this process's first one
   double probe_start_seconds_ = 0;
+  bool decays_;                  // optimizer.schedule is not noam
+  int64_t decay_refit_at_ = -1;  // the update after which decay_refit estimates again; -1: none
 };
 
 struct CheckpointInterval {

@@ -169,7 +169,11 @@ void TrainingRun::restore_fitted_schedule() {
   session_->set_schedule(schedule);
   const bool warmup_kept = recipe_.warmup_fraction <= 0 || start_.fitted_warmup.has_value();
   const bool decay_kept = recipe_.schedule == "noam" || start_.decay_end.has_value();
-  if (schedule_fits_budget(recipe_) && warmup_kept && decay_kept) warmup_.set_fitted(true);
+  if (schedule_fits_budget(recipe_) && warmup_kept && decay_kept) {
+    warmup_.set_fitted(true);
+    // Stopped before the warmup's end: the end is estimated again there, as in one process.
+    warmup_.plan_decay_refit(schedule.warmup, session_->step());
+  }
 }
 
 // Every rank starts where rank 0 stands: its weights, Adam's moments and step, the data position
@@ -194,6 +198,7 @@ void TrainingRun::share_start() {
     schedule = schedule.with_decay_end(end);
   session_->set_schedule(schedule);
   warmup_.set_fitted(where["warmup_fitted"].get<bool>());
+  if (warmup_.fitted()) warmup_.plan_decay_refit(schedule.warmup, session_->step());
   summary_.last_checkpoint = where["last_checkpoint"].get<std::string>();
   check_ranks_agree(*comm_, {{"initial weights", std::to_string(session_->parameters_checksum())}});
 }
@@ -246,6 +251,20 @@ void TrainingRun::fit_schedule(double expected_updates) {
   }
   session_->set_schedule(schedule);
   warmup_.set_fitted(true);
+  warmup_.plan_decay_refit(schedule.warmup, session_->step());
+}
+
+// The second estimate of a decaying schedule's end (WarmupFit::plan_decay_refit), at the warmup's
+// end: the rate there is the peak whatever the end, so the curve stays continuous.
+void TrainingRun::refit_decay(double expected_updates) {
+  const NoamSchedule before = session_->schedule();
+  // The decay needs at least one update after this one.
+  const int64_t end = std::max(decay_end(expected_updates), session_->step() + 1);
+  session_->set_schedule(before.with_decay_end(end));
+  note_(fmt::format(
+      "schedule: the decay's end estimated again at the warmup's end, from the speed of the "
+      "updates so far: 0 at update {} (was {})",
+      end, before.decay_end));
 }
 
 TrainSummary TrainingRun::run() {
@@ -303,6 +322,9 @@ bool TrainingRun::update() {
   if (const std::optional<double> updates =
           warmup_.after_update(session_->step(), [this] { return clock_->elapsed(); }))
     fit_schedule(*updates);
+  if (const std::optional<double> updates =
+          warmup_.decay_refit(session_->step(), [this] { return clock_->elapsed(); }))
+    refit_decay(*updates);
   if (session_->step() % recipe_.log_every == 0) log_progress(result);
   const bool epoch_ended = completed_epochs() != epochs_before;
   summary_.epochs_completed = completed_epochs();

@@ -64,6 +64,7 @@ class TrainingRun {
   // The warmup (optimizer.warmup_fraction) and the decay's end (optimizer.schedule) fitted to the
   // run's `expected_updates`, each said in the log.
   void fit_schedule(double expected_updates);
+  void refit_decay(double expected_updates);
   void run_validation();
   void save();
   void finish();
