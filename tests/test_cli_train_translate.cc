@@ -173,6 +173,16 @@ TEST(CliTrainTranslate, OneEpochValidatesOnceAtItsEnd) {
 namespace tfm::internal {
 namespace {
 
+// A 6-second run of the test recipe in `dir` with `sets` added, checkpoints by time only and
+// validation only at its end (so that the first updates time the run's speed).
+auto train_for_six_seconds(const TempDir& dir, const std::string& sets) {
+  return run_tfm_command(
+      fmt::format("train -c {} --max-minutes 0.1 --set checkpoints.every_steps=0 "
+                  "--set validation.bleu=false --set validation.every_steps=1000000000 {}",
+                  quoted(dir / "recipe.yaml"), sets),
+      dir);
+}
+
 // The learning rate of each logged update in metrics.jsonl.
 std::map<int64_t, double> logged_learning_rates(const std::filesystem::path& metrics_path) {
   std::map<int64_t, double> rates;
@@ -313,12 +323,7 @@ TEST(CliTrainTranslate, ALinearScheduleDecaysToZeroAtTheStepBudgetAndAResumeKeep
 TEST(CliTrainTranslate, ACosineScheduleDecaysToTheUpdatesATimeBudgetAllows) {
   TempDir dir;
   write_recipe(dir);
-  auto run = run_tfm_command(
-      fmt::format("train -c {} --max-minutes 0.1 --set optimizer.warmup=2 "
-                  "--set optimizer.schedule=cosine --set checkpoints.every_steps=0 "
-                  "--set validation.bleu=false --set validation.every_steps=1000000000",
-                  quoted(dir / "recipe.yaml")),
-      dir);
+  auto run = train_for_six_seconds(dir, "--set optimizer.warmup=2 --set optimizer.schedule=cosine");
   ASSERT_EQ(run.status, 0) << run.err;
   const std::string said = "schedule: cosine decay from the peak learning rate ";
   const size_t at = run.err.find(said);
@@ -345,13 +350,10 @@ TEST(CliTrainTranslate, ACosineScheduleDecaysToTheUpdatesATimeBudgetAllows) {
 TEST(CliTrainTranslate, ADecaysEndIsEstimatedAgainAtTheWarmupsEnd) {
   TempDir dir;
   write_recipe(dir);
-  auto run = run_tfm_command(
-      fmt::format("train -c {} --max-minutes 0.1 --set optimizer.warmup=100000 "
-                  "--set optimizer.warmup_fraction=0.5 --set optimizer.schedule=linear "
-                  "--set checkpoints.every_steps=0 --set validation.bleu=false "
-                  "--set validation.every_steps=1000000000",
-                  quoted(dir / "recipe.yaml")),
-      dir);
+  auto run =
+      train_for_six_seconds(dir,
+                            "--set optimizer.warmup=100000 --set optimizer.warmup_fraction=0.5 "
+                            "--set optimizer.schedule=linear");
   ASSERT_EQ(run.status, 0) << run.err;
   const std::string said =
       "schedule: the decay's end estimated again at the warmup's end, from the "
@@ -389,12 +391,8 @@ TEST(CliTrainTranslate, ADecaysEndIsEstimatedAgainAtTheWarmupsEnd) {
 TEST(CliTrainTranslate, ADecayThatATimeBudgetEndsWithinTheWarmupIsSaid) {
   TempDir dir;
   write_recipe(dir);
-  auto run = run_tfm_command(
-      fmt::format("train -c {} --max-minutes 0.1 --set optimizer.warmup=1000000 "
-                  "--set optimizer.schedule=linear --set checkpoints.every_steps=0 "
-                  "--set validation.bleu=false --set validation.every_steps=1000000000",
-                  quoted(dir / "recipe.yaml")),
-      dir);
+  auto run =
+      train_for_six_seconds(dir, "--set optimizer.warmup=1000000 --set optimizer.schedule=linear");
   ASSERT_EQ(run.status, 0) << run.err;
   EXPECT_NE(run.err.find("end within the warmup of 1000000: the rate is 0 from update 1000001 on "
                          "(optimizer.warmup_fraction fits the warmup to the budget)"),

@@ -373,8 +373,9 @@ void TrainingRun::log_progress(const UpdateResult& result) {
 void TrainingRun::run_validation() {
   if (!has_valid_) return;
   last_validation_step_ = session_->step();
-  const EvalResult result = session_->evaluate(
-      validation_batches(valid_.corpus, recipe_.max_tokens, config_.decoder_start()));
+  const std::vector<nn::Batch> batches =
+      validation_batches(valid_.corpus, recipe_.max_tokens, config_.decoder_start());
+  const EvalResult result = session_->evaluate(batches);
   summary_.last_valid_loss = result.loss;
   nlohmann::json record = {{"type", "valid"},
                            {"step", session_->step()},
@@ -398,8 +399,7 @@ void TrainingRun::run_validation() {
   if (session_->has_moving_average()) {
     // The same measures of the weights' moving average, the model a budgeted run ends with.
     session_->with_moving_average([&] {
-      const EvalResult average = session_->evaluate(
-          validation_batches(valid_.corpus, recipe_.max_tokens, config_.decoder_start()));
+      const EvalResult average = session_->evaluate(batches);
       record["ema_loss"] = average.loss;
       line += fmt::format(" | EMA loss {:.4f}", average.loss);
       if (!score) return;
