@@ -310,5 +310,78 @@ TEST(ConstrainedSearch, TranslateGivesEachSourceItsOwnConstraint) {
   }
 }
 
+// A state that scores one token by a pool (ConstraintState::pooled): before the third token, 4 or
+// 5, then eos. Token 4 stands for the choice of 4, 6 or 7 and scores log(p4 + p6 + p7); at the
+// second step token 5 is certain and scores 0.
+class PooledState final : public ConstraintState {
+ public:
+  std::unique_ptr<ConstraintState> clone() const override {
+    return std::make_unique<PooledState>(*this);
+  }
+  void allowed(std::vector<int32_t>& tokens) const override {
+    if (length_ < 3) tokens.insert(tokens.end(), {4, 5});
+  }
+  bool may_end() const override { return length_ == 3; }
+  void advance(int32_t) override { ++length_; }
+  Pooled pooled() const override {
+    static const std::vector<int32_t> kLeaves{4, 6, 7};
+    return length_ == 1 ? Pooled{5, nullptr} : Pooled{4, &kLeaves};
+  }
+
+ private:
+  int64_t length_ = 0;
+};
+
+class PooledConstraint final : public Constraint {
+ public:
+  std::unique_ptr<ConstraintState> start(int64_t, int64_t) const override {
+    return std::make_unique<PooledState>();
+  }
+};
+
+// The brute force: every output of PooledState, its log-probability summed as the search does
+// (each step's term rounded to float, as the search's log-probabilities are).
+std::vector<std::pair<std::vector<int32_t>, double>> pooled_outputs(const Distribution& dist) {
+  std::vector<std::pair<std::vector<int32_t>, double>> all;
+  for (int code = 0; code < 8; ++code) {
+    std::vector<int32_t> tokens;
+    double log_prob = 0;
+    for (int i = 0; i < 3; ++i) {
+      const std::vector<double> p = dist(0, tokens);
+      const int32_t t = (code >> i) & 1 ? 5 : 4;
+      const double term = i == 1 ? (t == 5 ? 0.0 : std::log(p[4]))
+                                 : (t == 4 ? std::log(p[4] + p[6] + p[7]) : std::log(p[5]));
+      log_prob += static_cast<float>(term);
+      tokens.push_back(t);
+    }
+    log_prob += static_cast<float>(std::log(dist(0, tokens)[kEos]));
+    all.emplace_back(tokens, log_prob);
+  }
+  std::sort(all.begin(), all.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
+  return all;
+}
+
+TEST(ConstrainedSearch, APooledTokenScoresTheTotalProbabilityOfItsPool) {
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    const Distribution dist = random_table(seed, kVocab);
+    const auto want = pooled_outputs(dist);
+    const PooledConstraint constraint;
+    SearchOptions options;
+    options.beam_size = 8;
+    options.n_best = 8;
+    TableScorer scorer(kVocab, 1, options.beam_size, dist);
+    std::vector<std::unique_ptr<ConstraintState>> starts;
+    starts.push_back(constraint.start(0, 0));
+    const auto found = beam_search(scorer, {6}, options, std::move(starts));
+    ASSERT_EQ(found.size(), 1u);
+    ASSERT_EQ(found[0].size(), 8u) << "seed " << seed;
+    for (size_t i = 0; i < 8; ++i) {
+      EXPECT_EQ(found[0][i].tokens, want[i].first) << "seed " << seed << " rank " << i;
+      EXPECT_NEAR(found[0][i].log_prob, want[i].second, 1e-5) << "seed " << seed << " rank " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tfm::internal::decode

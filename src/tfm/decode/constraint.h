@@ -28,6 +28,18 @@ class ConstraintState {
   // The hypothesis takes `token`, one that allowed() listed (never eos: a hypothesis that ends
   // needs no state).
   virtual void advance(int32_t token) = 0;
+
+  // How the allowed tokens are scored. By default each by the model's log-probability of it. A
+  // state may name one allowed token that stands for a choice the input has already spelled out (a
+  // parser's leaf, which copies the input's next word): that token then scores the log of the total
+  // probability of `members`, log sum_{t in members} p(t), which is the probability of making the
+  // choice here whatever the model would have spelled; with no members it scores 0, a token that
+  // an earlier choice made certain (the rest of a word of several pieces).
+  struct Pooled {
+    int32_t token = -1;                             // -1: none
+    const std::vector<int32_t>* members = nullptr;  // nullptr or empty: the token scores 0
+  };
+  virtual Pooled pooled() const { return {}; }
 };
 
 // Makes each source's first state. A search gives a hypothesis at most max_length tokens, eos

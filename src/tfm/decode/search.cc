@@ -50,6 +50,29 @@ void StepScorer::step_top(const std::vector<int32_t>& last_tokens, int64_t m, in
   out.assign(ops::top_k(log_probs, m, excluded), rows());
 }
 
+namespace {
+
+// log sum_{t in members} exp(values[t]) (0 for no members), from the largest term so that nothing
+// overflows: m + log sum exp(values[t] - m).
+float pooled_log_prob(const float* values, int64_t vocab, const std::vector<int32_t>* members,
+                      int64_t step) {
+  if (members == nullptr || members->empty()) return 0.0F;
+  float largest = -std::numeric_limits<float>::infinity();
+  for (int32_t token : *members) {
+    TFM_CHECK(token >= 0 && token < vocab,
+              "search: the constraint pools token {}, outside the vocabulary of {}", token, vocab);
+    if (std::isnan(values[token]) || values[token] == std::numeric_limits<float>::infinity())
+      fail_non_finite(step);
+    largest = std::max(largest, values[token]);
+  }
+  if (largest == -std::numeric_limits<float>::infinity()) return largest;
+  double sum = 0;
+  for (int32_t token : *members) sum += std::exp(static_cast<double>(values[token] - largest));
+  return largest + static_cast<float>(std::log(sum));
+}
+
+}  // namespace
+
 void constrained_step_top(StepScorer& scorer, const std::vector<int32_t>& last_tokens,
                           const std::vector<const ConstraintState*>& states, int64_t m,
                           int32_t excluded, int32_t eos_id, int64_t step, StepTop& out) {
@@ -77,11 +100,15 @@ void constrained_step_top(StepScorer& scorer, const std::vector<int32_t>& last_t
     std::sort(allowed.begin(), allowed.end());
     allowed.erase(std::unique(allowed.begin(), allowed.end()), allowed.end());
     ranked.clear();
+    const float* row_values = values + row * vocab;
+    const ConstraintState::Pooled pooled = state->pooled();
     for (int32_t token : allowed) {
       TFM_CHECK(token >= 0 && token < vocab,
                 "search: the constraint allows token {}, outside the vocabulary of {}", token,
                 vocab);
-      const float value = values[row * vocab + token];
+      const float value = token == pooled.token
+                              ? pooled_log_prob(row_values, vocab, pooled.members, step)
+                              : row_values[token];
       if (std::isnan(value) || value == std::numeric_limits<float>::infinity())
         fail_non_finite(step);
       if (token != excluded && value != -std::numeric_limits<float>::infinity())
