@@ -289,6 +289,12 @@ TEST(ModelConfig, JsonRoundTrip) {
   EXPECT_EQ(config_from_json(plain), c);
   EXPECT_EQ(config_to_json(c).size(), 20u);
   EXPECT_EQ(config_to_json(c).begin().key(), "layers");
+  // A lexicalised parser's tree_leaves is written (after task); the placeholder default is not.
+  ModelConfig lexical = c;
+  lexical.tree_leaves = "words";
+  EXPECT_EQ(config_to_json(lexical).size(), 21u);
+  EXPECT_EQ(config_to_json(lexical)["tree_leaves"], "words");
+  EXPECT_EQ(config_from_json(config_to_json(lexical)), lexical);
 
   TempDir dir;
   save_config(dir / "config.json", c);
@@ -308,7 +314,7 @@ TEST(ModelConfig, VariantKeysRoundTripAndAreLeftOutAtTheirDefaults) {
             R"("max_positions":1024,"vocab_size":37000,"norm":"post","attention_bias":false,)"
             R"("layer_norm_eps":1e-05,"pad_id":0,"unk_id":1,"bos_id":2,"eos_id":3,)"
             R"("task":"translation"})");
-  EXPECT_EQ(config_keys().size(), 27u);
+  EXPECT_EQ(config_keys().size(), 28u);
   EXPECT_EQ(config_keys().back(), "decoder_start_id");
 
   ModelConfig c;
@@ -339,6 +345,7 @@ TEST(ModelConfig, VariantKeysRoundTripAndAreLeftOutAtTheirDefaults) {
 
 TEST(ModelConfig, PartialJsonOverridesDefaults) {
   const ModelConfig c = config_from_json(nlohmann::json{{"layers", 3}, {"vocab_size", 500}});
+  EXPECT_EQ(c.tree_leaves, "xx");
   EXPECT_EQ(c.layers, 3);
   EXPECT_EQ(c.vocab_size, 500);
   EXPECT_EQ(c.d_model, 512);
@@ -376,6 +383,9 @@ TEST(ModelConfig, JsonValidationNamesTheKeyAndTheProblem) {
       {with("positional", "rotary"), {"'positional' must be", "\"rotary\""}},
       {with("norm", "middle"), {"'norm' must be \"post\" or \"pre\"", "middle"}},
       {with("task", "tagging"), {"'task' must be \"translation\" or \"parsing\"", "tagging"}},
+      {with("tree_leaves", "XX"), {"'tree_leaves' must be one of \"xx\", \"words\"", "\"XX\""}},
+      {with("tree_leaves", "words"),
+       {"'tree_leaves' \"words\" needs task \"parsing\", got task \"translation\""}},
       {with("dropout", 1.0), {"'dropout' must be in [0, 1), got 1"}},
       {with("attention_dropout", -0.1), {"'attention_dropout' must be in [0, 1)"}},
       {with("label_smoothing", 1.5), {"'label_smoothing' must be in [0, 1)"}},

@@ -2,20 +2,28 @@
 // points; against brute force, that it allows exactly the continuations of the sequences
 // data::delinearise accepts within the maximum length; over a random walk of 10,000 steps, that
 // it never writes a non-tree and can always end in time; and beam search under it on a random
-// model returns only trees.
+// model returns only trees. The same for the lexicalised scheme (words, of one or more pieces, in
+// place of XX), and its pieces against a trained SentencePiece vocabulary.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "data_test_util.h"
 #include "test_decode_helpers.h"
 #include "tfm/core/error.h"
 #include "tfm/data/tree_sequences.h"
+#include "tfm/data/trees.h"
+#include "tfm/data/vocab.h"
 #include "tfm/decode/translate.h"
+#include "tfm/tasks/parsing.h"
 #include "tfm/tasks/tree_constraint.h"
 
 namespace tfm::internal::tasks {
@@ -215,6 +223,211 @@ TEST(TreeConstraint, BeamSearchUnderItReturnsOnlyTrees) {
       }
     }
   }
+}
+
+// The lexicalised scheme (TreeLeaves::words): a vocabulary without XX, whose words are a piece
+// each, or two ("▁s" "at"), and <unk> for a word it lacks.
+const std::vector<std::string> kWordPieces = {
+    "<pad>",     "<unk>",     "<s>",       "</s>",    "\u2581(S", "\u2581)S", "\u2581(NP",
+    "\u2581)NP", "\u2581The", "\u2581cat", "\u2581s", "at",       "\u2581."};
+enum : int32_t { Unk = 1, WOpenS = 4, WCloseS, WOpenNP, WCloseNP, The, Cat, S_, At, Dot };
+
+std::shared_ptr<const TreeTokens> word_tokens() {
+  return std::make_shared<TreeTokens>(
+      TreeTokens::from_pieces(kWordPieces, "words.model", data::TreeLeaves::words));
+}
+
+// A lexicalised sequence in the placeholder scheme when it spells `leaves` in order between
+// brackets, else nullopt: each word's pieces become XX, a bracket stays.
+std::optional<std::string> placeholders(const std::vector<int32_t>& ids, const Leaves& leaves) {
+  std::string out;
+  size_t word = 0;
+  for (size_t i = 0; i < ids.size();) {
+    std::string token;
+    if (ids[i] >= WOpenS && ids[i] <= WCloseNP) {
+      token = kWordPieces[static_cast<size_t>(ids[i++])].substr(3);
+    } else {
+      if (word >= leaves.size()) return std::nullopt;
+      for (int32_t piece : leaves[word])
+        if (i >= ids.size() || ids[i++] != piece) return std::nullopt;
+      ++word, token = "XX";
+    }
+    if (!out.empty()) out += ' ';
+    out += token;
+  }
+  if (word != leaves.size()) return std::nullopt;
+  return out;
+}
+
+bool is_lexical_tree(const std::vector<int32_t>& ids, const Leaves& leaves) {
+  const std::optional<std::string> text = placeholders(ids, leaves);
+  return text && data::delinearise(*text, std::vector<std::string>(leaves.size(), "w"));
+}
+
+TEST(TreeConstraint, TheLexicalisedSchemeSpellsEachWordsPiecesInOrder) {
+  // "The sat ." ("sat" in two pieces) and "The zebra" (unknown: <unk>).
+  const TreeConstraint c(word_tokens(),
+                         WordLeaves{{Leaves{{The}, {S_, At}, {Dot}}, Leaves{{The}, {Unk}}}});
+  // The first word's first piece or a constituent; never another word, a close or eos.
+  EXPECT_EQ(next_of(*after(c, 0, 20, {})), (V{WOpenS, WOpenNP, The}));
+  EXPECT_EQ(next_of(*after(c, 0, 20, {WOpenS, The})), (V{WOpenS, WCloseS, WOpenNP, S_}));
+  // Inside a word: only its next piece (no bracket, no eos).
+  EXPECT_EQ(next_of(*after(c, 0, 20, {WOpenS, The, S_})), (V{At}));
+  EXPECT_EQ(next_of(*after(c, 0, 20, {WOpenS, The, S_, At})), (V{WOpenS, WCloseS, WOpenNP, Dot}));
+  EXPECT_EQ(next_of(*after(c, 0, 20, {WOpenS, The, S_, At, Dot})), (V{WCloseS}));
+  EXPECT_EQ(next_of(*after(c, 0, 20, {WOpenS, The, S_, At, Dot, WCloseS})), (V{kEos}));
+  EXPECT_EQ(next_of(*after(c, 0, 20, {The, S_, At, Dot})), (V{kEos}));
+  // The length bound counts pieces: 4 pieces and eos need 5 tokens, a bracket pair 2 more.
+  EXPECT_EQ(next_of(*after(c, 0, 5, {})), (V{The}));
+  EXPECT_EQ(next_of(*after(c, 0, 6, {})), (V{The}));
+  EXPECT_EQ(next_of(*after(c, 0, 7, {})), (V{WOpenS, WOpenNP, The}));
+  EXPECT_EQ(next_of(*after(c, 0, 7, {WOpenS, The, S_})), (V{At}));
+  EXPECT_EQ(next_of(*after(c, 0, 7, {WOpenS, The, S_, At})), (V{WCloseS, Dot}));
+  EXPECT_EQ(next_of(*after(c, 0, 4, {})), V{}) << "no tree of 4 pieces fits 4 tokens";
+  // An unknown word is its <unk>.
+  EXPECT_EQ(next_of(*after(c, 1, 20, {The})), (V{Unk, WOpenS, WOpenNP}));
+  EXPECT_EQ(next_of(*after(c, 1, 20, {The, Unk})), (V{kEos}));
+  // Tokens it does not allow are errors: a word out of place, a bracket inside a word.
+  EXPECT_THROW(after(c, 0, 20, {Cat}), Error);
+  EXPECT_THROW(after(c, 0, 20, {The, Dot}), Error);
+  EXPECT_THROW(after(c, 0, 20, {WOpenS, The, S_, WCloseS}), Error);
+  EXPECT_THROW(after(c, 0, 20, {The, S_, S_}), Error);
+  // The lexicalised vocabulary needs no XX; a word without pieces is refused.
+  EXPECT_EQ(word_tokens()->placeholder, -1);
+  EXPECT_THROW(TreeConstraint(word_tokens(), std::vector<int64_t>{2}), Error);
+  EXPECT_THROW(TreeConstraint(word_tokens(), WordLeaves{{Leaves{{The}, {}}}}), Error);
+}
+
+// Random sentences over one- to three-piece words (<unk> among them).
+std::vector<Leaves> random_leaves(int64_t sentences, std::mt19937_64& rng) {
+  const Leaves words = {{The}, {Cat}, {S_, At}, {Dot}, {Unk}, {S_, At, At}};
+  std::vector<Leaves> out;
+  for (int64_t s = 0; s < sentences; ++s) {
+    out.emplace_back();
+    const auto n = static_cast<int64_t>(1 + rng() % 12);
+    for (int64_t w = 0; w < n; ++w) out.back().push_back(words[rng() % words.size()]);
+  }
+  return out;
+}
+
+// As the placeholder walk: 10,000 steps, every walk a tree that spells each word's pieces in order.
+TEST(TreeConstraint, ALexicalisedRandomWalkOnlyWritesTreesSpellingEachWord) {
+  std::mt19937_64 rng(46);
+  const std::vector<Leaves> leaves = random_leaves(16, rng);
+  const TreeConstraint c(word_tokens(), WordLeaves{leaves});
+  int64_t steps = 0, sentences = 0;
+  while (steps < 10000) {
+    const auto source = static_cast<size_t>(rng() % leaves.size());
+    int64_t pieces = 0;
+    for (const auto& leaf : leaves[source]) pieces += static_cast<int64_t>(leaf.size());
+    const int64_t max_length = pieces + 1 + static_cast<int64_t>(rng() % 60);
+    auto state = c.start(static_cast<int64_t>(source), max_length);
+    std::vector<int32_t> sequence;
+    for (;;) {
+      const V next = next_of(*state);
+      ASSERT_FALSE(next.empty()) << "stuck after " << sequence.size() << " tokens";
+      const int32_t token = next[rng() % next.size()];
+      ++steps;
+      ASSERT_LE(static_cast<int64_t>(sequence.size()) + 1, max_length);
+      if (token == kEos) break;
+      sequence.push_back(token);
+      state->advance(token);
+    }
+    ASSERT_TRUE(is_lexical_tree(sequence, leaves[source])) << sequence.size() << " tokens";
+    ++sentences;
+  }
+  EXPECT_GT(sentences, 50);
+}
+
+TEST(TreeConstraint, BeamSearchUnderTheLexicalisedOneReturnsOnlyTreesOfTheWords) {
+  ModelConfig config = testing::tiny_decoder_config();
+  config.vocab_size = 16;
+  nn::Transformer model(config);
+  model.init(7);
+  std::vector<std::string> pieces = kWordPieces;
+  while (pieces.size() < 16) pieces.push_back("\u2581w" + std::to_string(pieces.size()));
+  std::mt19937_64 rng(5);
+  const std::vector<Leaves> leaves = random_leaves(5, rng);
+  std::vector<int> lengths;  // a source has as many tokens as its words' pieces
+  for (const Leaves& sentence : leaves) {
+    lengths.push_back(0);
+    for (const auto& leaf : sentence) lengths.back() += static_cast<int>(leaf.size());
+  }
+  const auto sources = testing::random_sources(lengths, static_cast<int32_t>(config.vocab_size), 5);
+  for (int64_t beam : {1, 5}) {
+    decode::TranslateOptions options;
+    options.beam_size = beam;
+    options.n_best = beam;
+    options.alpha = 0.3;
+    options.max_length_offset = 12;
+    options.batch_size = 2;
+    options.constraint =
+        std::make_shared<TreeConstraint>(std::make_shared<TreeTokens>(TreeTokens::from_pieces(
+                                             pieces, "test", data::TreeLeaves::words)),
+                                         WordLeaves{leaves});
+    const auto found = decode::translate(model, sources, options);
+    for (size_t s = 0; s < sources.size(); ++s) {
+      ASSERT_EQ(found[s].size(), static_cast<size_t>(beam)) << "sentence " << s;
+      for (const decode::Hypothesis& h : found[s]) {
+        EXPECT_TRUE(h.ended_by_eos);
+        EXPECT_TRUE(is_lexical_tree(h.tokens, leaves[s])) << "sentence " << s;
+      }
+    }
+  }
+}
+
+// Against a trained SentencePiece BPE vocabulary small enough to split words: a word's leaf pieces
+// (the word encoded alone) are its pieces inside the source and inside the lexicalised target, as
+// the model was trained on them; placeholder_sequence reads the target's ids back as the XX
+// sequence, and an unknown character inside a word (<unk>, decoded " ⁇ ") does not split it.
+TEST(TreeConstraint, AWordsLeafPiecesAreItsPiecesInsideTheSentenceAndTheTree) {
+  testing::TempDir dir;
+  const std::vector<std::string> trees = {
+      "(TOP (S (NP (DT The) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat)))) (. .)))",
+      "(TOP (S (NP (NNS Cats)) (VP (VBD rested) (ADVP (RB quietly))) (. .)))",
+      "(TOP (NP (NP (DT a) (NN dog)) (, ,) (NP (DT a) (NN catalogue))))"};
+  std::string text;
+  for (const std::string& tree : trees) {
+    const data::Tree parsed = data::parse_tree(tree);
+    text += fmt::format("{}\n{}\n", fmt::join(data::tree_words(parsed), " "),
+                        data::linearise(parsed, data::TreeLeaves::words));
+  }
+  testing::write_text(dir / "train.txt", text);
+  data::VocabTrainOptions options;
+  options.inputs = {dir / "train.txt"};
+  options.output_prefix = dir / "bpe";
+  options.vocab_size = 60;
+  options.num_threads = 1;
+  const data::Vocabulary vocab(data::train_vocabulary(options).model_path);
+  int64_t split_words = 0;
+  for (std::string tree : trees) {
+    if (const size_t a = tree.find("(DT a)"); a != std::string::npos)
+      tree.replace(a, 6, "(DT \u00e9a\u00e9)");  // a character the vocabulary has not seen
+    const data::Tree parsed = data::parse_tree(tree);
+    const std::vector<std::string> words = data::tree_words(parsed);
+    const Leaves leaves = leaf_pieces(vocab, words);
+    std::vector<int32_t> joined;
+    for (const std::vector<int32_t>& leaf : leaves) {
+      joined.insert(joined.end(), leaf.begin(), leaf.end());
+      split_words += leaf.size() > 1;
+    }
+    EXPECT_EQ(vocab.encode(parse_source(words)), joined) << tree;
+    std::vector<int32_t> target;
+    const std::string lexical = data::linearise(parsed, data::TreeLeaves::words);
+    size_t word = 0;
+    std::istringstream tokens(lexical);
+    for (std::string token; tokens >> token;) {
+      const bool bracket = token[0] == '(' || token[0] == ')';
+      const std::vector<int32_t> ids = bracket ? vocab.encode(token) : leaves.at(word++);
+      target.insert(target.end(), ids.begin(), ids.end());
+    }
+    EXPECT_EQ(vocab.encode(lexical), target) << lexical;
+    EXPECT_EQ(placeholder_sequence(vocab.encode(lexical), leaves, vocab), data::linearise(parsed));
+  }
+  EXPECT_GT(split_words, 3) << "the vocabulary should split some words into several pieces";
+  EXPECT_NE(vocab.decode(leaf_pieces(vocab, {"\u00e9a\u00e9"}).front()).find(' '),
+            std::string::npos)
+      << "the unknown character decodes with spaces around it";
 }
 
 }  // namespace

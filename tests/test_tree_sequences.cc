@@ -1,7 +1,7 @@
 // Trees as sequences (data/tree_sequences.h): linearisation and its inverse on every tree of the
 // PTB sample, the well-formedness rules, repair of every kind of ill-formed sequence (and of random
 // ones) into a tree over exactly the input's words, tags guessed for punctuation, word escaping and
-// the Penn Treebank tokenizer.
+// the Penn Treebank tokenizer; the lexicalised scheme (words in place of XX) and its reading back.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ptb_sample.h"
+#include "tfm/core/error.h"
 #include "tfm/data/tree_sequences.h"
 #include "tfm/data/trees.h"
 #include "tfm/tasks/parsing.h"
@@ -44,6 +45,53 @@ TEST(TreeSequences, LinearisesDepthFirstWithAPlaceholderForEachWord) {
   EXPECT_EQ(data::linearise(Tree{}), "");
 }
 
+// The lexicalised scheme writes each preterminal's word (escaped) where the placeholder scheme
+// writes XX; every other token is the same.
+TEST(TreeSequences, TheLexicalisedSchemeWritesTheWordsInPlaceOfXX) {
+  using data::TreeLeaves;
+  const Tree tree = parse_tree("(TOP (S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .)))");
+  EXPECT_EQ(data::linearise(tree, TreeLeaves::words), "(S (NP The cat )NP (VP sat )VP . )S");
+  EXPECT_EQ(data::linearise(tree, TreeLeaves::placeholder), data::linearise(tree));
+  // Brackets in words are escaped as in the words file, so no word reads as a bracket token.
+  const Tree brackets = Tree::node(
+      "NP", {Tree::node("-LRB-", {Tree::leaf("(")}), Tree::node("NN", {Tree::leaf("a(b)")})});
+  EXPECT_EQ(data::linearise(brackets, TreeLeaves::words), "(NP -LRB- a-LRB-b-RRB- )NP");
+  EXPECT_EQ(data::linearise(parse_tree("( (S (VP (VB Go))))"), TreeLeaves::words),
+            "(S (VP Go )VP )S");
+  EXPECT_EQ(data::linearise(Tree{}, TreeLeaves::words), "");
+  EXPECT_EQ(data::tree_leaves_named("xx"), TreeLeaves::placeholder);
+  EXPECT_EQ(data::tree_leaves_named("words"), TreeLeaves::words);
+  EXPECT_THROW(data::tree_leaves_named("XX"), Error);
+}
+
+// Read back: every token that is not a bracket ("(" or ")" and more) is a leaf, so after
+// placeholder_leaves, delinearise and repair read a lexicalised sequence as the XX one; the words
+// and tags come from the input whatever the leaves spell.
+TEST(TreeSequences, LexicalisedSequencesAreReadThroughThePlaceholderScheme) {
+  EXPECT_EQ(data::placeholder_leaves("(S (NP The cat )NP (VP sat )VP . )S"),
+            "(S (NP XX XX )NP (VP XX )VP XX )S");
+  EXPECT_EQ(data::placeholder_leaves("  ( ) -LRB- XX (NP\t)NP "), "XX XX XX XX (NP )NP");
+  EXPECT_EQ(data::placeholder_leaves(""), "");
+  const std::vector<std::string> words = words_of("The cat sat .");
+  const std::optional<Tree> tree =
+      data::delinearise(data::placeholder_leaves("(S (NP The cat )NP (VP sat )VP . )S"), words,
+                        {"DT", "NN", "VBD", "."});
+  ASSERT_TRUE(tree);
+  EXPECT_EQ(data::to_string(*tree), "(TOP (S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .)))");
+  // Wrong words in the right places still give the input's words; one leaf too many does not.
+  EXPECT_TRUE(
+      data::delinearise(data::placeholder_leaves("(S (NP A dog )NP (VP ran )VP ! )S"), words));
+  EXPECT_FALSE(
+      data::delinearise(data::placeholder_leaves("(S (NP The cat )NP sat sat . )S"), words));
+  const data::Repaired repaired =
+      data::repair(data::placeholder_leaves("(S (NP The cat )NP (VP sat sat )VP . )S"), words);
+  EXPECT_EQ(repaired.edits, 1);
+  EXPECT_EQ(data::tree_words(repaired.tree), words);
+  EXPECT_EQ(
+      data::repair(data::placeholder_leaves("(S (NP The cat )NP (VP sat )VP . )S"), words).edits,
+      0);
+}
+
 TEST(TreeSequences, DelineariseIsTheInverseOnEveryTreeOfTheSample) {
   const std::filesystem::path dir = testing::ptb_sample_dir();
   if (dir.empty())
@@ -60,6 +108,9 @@ TEST(TreeSequences, DelineariseIsTheInverseOnEveryTreeOfTheSample) {
     if ((!back || *back != clean) && ++wrong <= 3)
       ADD_FAILURE() << "tree " << i + 1 << ": " << data::to_string(clean) << "\n  sequence "
                     << sequence << "\n  back " << (back ? data::to_string(*back) : "(ill formed)");
+    // The lexicalised sequence reads back to the same tree; its leaves are the escaped words.
+    const std::string lexical = data::linearise(clean, data::TreeLeaves::words);
+    EXPECT_EQ(data::placeholder_leaves(lexical), sequence) << lexical;
     // Repair leaves a well-formed sequence as it is.
     if (i % 13 == 0) {
       const data::Repaired repaired =

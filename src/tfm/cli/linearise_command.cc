@@ -1,7 +1,7 @@
 // tfm linearise: a parser's training data from bracketed trees. Each tree is normalised as
 // parser evaluations do and written as its words (the source) and its linearised form (the
-// target), one sentence a line, in tree order; optionally the normalised trees too (the gold side
-// for tfm evalb). docs/PARSING.md.
+// target; --leaves words writes each word where the default writes XX), one sentence a line, in
+// tree order; optionally the normalised trees too (the gold side for tfm evalb). docs/PARSING.md.
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -22,10 +22,12 @@ namespace {
 struct LineariseOptions {
   std::string input;
   std::string words, sequences, trees;
-  std::string range;  // "FIRST-LAST", 1-based and inclusive; empty: all trees
+  std::string range;          // "FIRST-LAST", 1-based and inclusive; empty: all trees
+  std::string leaves = "xx";  // what a preterminal is written as: XX or its word
 };
 
 void run_linearise(const LineariseOptions& options) {
+  const data::TreeLeaves leaves = data::tree_leaves_named(options.leaves);
   const std::vector<data::Tree> trees = data::read_tree_file(options.input);
   size_t first = 1, last = trees.size();
   if (!options.range.empty()) {
@@ -53,7 +55,7 @@ void run_linearise(const LineariseOptions& options) {
     for (const std::string& word : data::tree_words(tree))
       escaped.push_back(data::escape_word(word));
     words << tasks::parse_source(escaped) << "\n";
-    sequences << data::linearise(tree) << "\n";
+    sequences << data::linearise(tree, leaves) << "\n";
     if (gold.is_open()) gold << (tree.empty() ? "" : data::to_string(tree)) << "\n";
   }
   TFM_CHECK(words.good() && sequences.good() && (!gold.is_open() || gold.good()),
@@ -77,6 +79,10 @@ void register_linearise(CLI::App& app) {
       ->required();
   cmd->add_option("--trees", o->trees, "output: each tree normalised, one a line (gold for evalb)");
   cmd->add_option("--range", o->range, "only trees FIRST-LAST (1-based, inclusive)");
+  cmd->add_option("--leaves", o->leaves,
+                  "xx: every preterminal written as XX (default); words: as its word (the "
+                  "lexicalised scheme, for a model with model.tree_leaves: words)")
+      ->check(CLI::IsMember({"xx", "words"}));
   cmd->callback([o] { run_linearise(*o); });
 }
 

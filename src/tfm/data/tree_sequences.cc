@@ -5,6 +5,8 @@
 #include <regex>
 #include <utility>
 
+#include "tfm/core/error.h"
+
 namespace tfm::internal::data {
 
 namespace {
@@ -20,13 +22,16 @@ void append_token(std::string& out, std::string_view token) {
   out += token;
 }
 
-void linearise_node(const Tree& node, std::string& out) {
+void linearise_node(const Tree& node, TreeLeaves leaves, std::string& out) {
   if (node.is_preterminal() || node.is_leaf()) {
-    append_token(out, kPreterminalPlaceholder);
+    if (leaves == TreeLeaves::placeholder)
+      append_token(out, kPreterminalPlaceholder);
+    else
+      append_token(out, escape_word(node.is_leaf() ? node.word : node.children[0].word));
     return;
   }
   append_token(out, "(" + node.label);
-  for (const Tree& child : node.children) linearise_node(child, out);
+  for (const Tree& child : node.children) linearise_node(child, leaves, out);
   append_token(out, ")" + node.label);
 }
 
@@ -110,13 +115,28 @@ class TreeBuilder {
 
 }  // namespace
 
-std::string linearise(const Tree& tree) {
+TreeLeaves tree_leaves_named(std::string_view name) {
+  if (name == "xx") return TreeLeaves::placeholder;
+  if (name == "words") return TreeLeaves::words;
+  fail("tree leaves must be \"xx\" or \"words\", got \"{}\"", name);
+}
+
+std::string linearise(const Tree& tree, TreeLeaves leaves) {
   std::string out;
   if (tree.empty()) return out;
   if (is_root_label(tree.label) && !tree.is_preterminal()) {
-    for (const Tree& child : tree.children) linearise_node(child, out);
+    for (const Tree& child : tree.children) linearise_node(child, leaves, out);
   } else {
-    linearise_node(tree, out);
+    linearise_node(tree, leaves, out);
+  }
+  return out;
+}
+
+std::string placeholder_leaves(std::string_view sequence) {
+  std::string out;
+  for (std::string_view token : split_tokens(sequence)) {
+    const bool bracket = token.size() > 1 && (token[0] == '(' || token[0] == ')');
+    append_token(out, bracket ? token : kPreterminalPlaceholder);
   }
   return out;
 }

@@ -6,6 +6,9 @@
 // is "(S (NP XX XX )NP (VP XX )VP XX )S". The output never copies a word: the words (and the tags,
 // where known) are put back from the input, and a sequence is a tree over exactly those words only
 // when it is well formed; repair() makes one of any sequence. docs/PARSING.md gives the reasons.
+// The lexicalised scheme (TreeLeaves::words, He & Choi 2023) writes each preterminal as its word
+// instead, "(S (NP The cat )NP (VP sat )VP . )S"; it is read back by placeholder_leaves() first,
+// so the words and tags still come from the input, never from the output.
 #pragma once
 
 #include <cstdint>
@@ -22,10 +25,20 @@ inline constexpr std::string_view kPreterminalPlaceholder = "XX";
 // The tag written where the input gives none and the word is not punctuation (see guess_tag).
 inline constexpr std::string_view kUnknownTag = "XX";
 
+// What a sequence writes for a preterminal: the placeholder XX, or the word (escape_word'ed; the
+// model configuration's tree_leaves "xx" or "words").
+enum class TreeLeaves { placeholder, words };
+// "xx" or "words" (ModelConfig::tree_leaves, tfm linearise --leaves); anything else throws.
+TreeLeaves tree_leaves_named(std::string_view name);
+
 // The sequence of a tree (normalised or not: the root's label, if any, is left out; a tree with
 // a root other than TOP or "" keeps it, as normalise() would put TOP above it). The empty tree is
 // the empty sequence.
-std::string linearise(const Tree& tree);
+std::string linearise(const Tree& tree, TreeLeaves leaves = TreeLeaves::placeholder);
+
+// A lexicalised sequence in the placeholder scheme: every token that is not a bracket (a bracket
+// starts with "(" or ")" and is longer than that; an escaped word never starts so) becomes XX.
+std::string placeholder_leaves(std::string_view sequence);
 
 // The tree of a well-formed sequence over `words` (tags[i] the POS tag of words[i]; tags may be
 // empty, then guess_tag). Well formed: brackets balanced, each ")X" closing the innermost open

@@ -37,6 +37,8 @@ double greedy_validation_f1(const nn::Transformer& model, const data::Vocabulary
   options.beam_size = 1;
   options.batch_size = 64;
   const auto longest = static_cast<size_t>(decode::max_input_length(options, model.config()));
+  // A lexicalised reference's leaves are its words: read as the placeholder scheme.
+  const bool words = data::tree_leaves_named(model.config().tree_leaves) == data::TreeLeaves::words;
   std::vector<tasks::ParseInput> inputs;
   std::vector<data::Tree> gold;
   for (size_t i = 0; i < sources.size() && i < references.size(); ++i) {
@@ -44,7 +46,8 @@ double greedy_validation_f1(const nn::Transformer& model, const data::Vocabulary
     input.words = data::split_words(sources[i]);
     // Sentences too long for the model are left out: a validation score should not end a run.
     if (input.words.empty() || vocab.encode(sources[i]).size() > longest) continue;
-    gold.push_back(data::repair(references[i], input.words).tree);
+    const std::string reference = words ? data::placeholder_leaves(references[i]) : references[i];
+    gold.push_back(data::repair(reference, input.words).tree);
     inputs.push_back(std::move(input));
   }
   std::vector<data::Tree> test;

@@ -132,6 +132,7 @@ const KeyTable<ModelConfig, nlohmann::json>& config_table() {
       row("bos_id", &ModelConfig::bos_id, read_token_id),
       row("eos_id", &ModelConfig::eos_id, read_token_id),
       row("task", &ModelConfig::task, read_string),
+      row("tree_leaves", &ModelConfig::tree_leaves, read_string),
       row("activation", &ModelConfig::activation, read_string),
       row("tie_embeddings", &ModelConfig::tie_embeddings, read_string),
       row("output_bias", &ModelConfig::output_bias, read_bool),
@@ -143,11 +144,12 @@ const KeyTable<ModelConfig, nlohmann::json>& config_table() {
   return table;
 }
 
-// The keys of the model variants (config.h): config.json holds them only when they differ from
-// the default, so that a model of the paper's architecture writes the same file as before them.
-constexpr std::array<std::string_view, 7> kVariantKeys = {
-    "activation", "tie_embeddings",  "output_bias",     "scale_embeddings",
-    "sinusoid",   "position_offset", "decoder_start_id"};
+// The keys of the model variants (config.h) and tree_leaves: config.json holds them only when
+// they differ from the default, so that a model of the paper's architecture (or a parser with the
+// placeholder scheme) writes the same file as before them.
+constexpr std::array<std::string_view, 8> kVariantKeys = {
+    "tree_leaves",      "activation", "tie_embeddings",  "output_bias",
+    "scale_embeddings", "sinusoid",   "position_offset", "decoder_start_id"};
 
 void check_choice(std::string_view key, const std::string& value,
                   std::initializer_list<std::string_view> valid) {
@@ -263,6 +265,10 @@ void validate(const ModelConfig& c) {
             "configuration key 'norm' must be \"post\" or \"pre\", got \"{}\"", c.norm);
   TFM_CHECK(c.task == "translation" || c.task == "parsing",
             "configuration key 'task' must be \"translation\" or \"parsing\", got \"{}\"", c.task);
+  check_choice("tree_leaves", c.tree_leaves, {"xx", "words"});
+  TFM_CHECK(c.tree_leaves == "xx" || c.task == "parsing",
+            "configuration key 'tree_leaves' \"{}\" needs task \"parsing\", got task \"{}\"",
+            c.tree_leaves, c.task);
   TFM_CHECK(std::isfinite(c.layer_norm_eps) && c.layer_norm_eps > 0.0,
             "configuration key 'layer_norm_eps' must be positive, got {}", c.layer_norm_eps);
   const std::array<std::pair<std::string_view, int32_t>, 4> ids = {

@@ -37,6 +37,9 @@ struct ModelConfig {
   // What the model's outputs are: "translation" (text), or "parsing" (linearised trees,
   // data/tree_sequences.h: `tfm parse` reads these models, `tfm translate` refuses them).
   std::string task = "translation";
+  // A parser's tree leaves (data/tree_sequences.h): "xx", every preterminal written as the
+  // placeholder XX; or "words", as its word. Only "xx" with task "translation".
+  std::string tree_leaves = "xx";
 
   // Variants of other toolkits' Transformers (docs/MODEL_FORMAT.md). The defaults are the paper's
   // model, and config.json leaves these keys out while they hold their defaults.

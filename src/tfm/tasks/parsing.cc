@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include "tfm/core/error.h"
@@ -63,17 +65,52 @@ ParseResult choose_trees(const std::vector<std::string>& sequences,
   return result;
 }
 
+std::string placeholder_sequence(const std::vector<int32_t>& ids, const Leaves& leaves,
+                                 const data::Vocabulary& vocab) {
+  std::string out;
+  auto append = [&out](std::string_view text) {
+    if (text.empty()) return;
+    if (!out.empty()) out += ' ';
+    out += text;
+  };
+  std::vector<int32_t> rest;  // tokens between the words: brackets (or, unconstrained, anything)
+  auto flush = [&] {
+    append(data::placeholder_leaves(vocab.decode(rest)));
+    rest.clear();
+  };
+  size_t word = 0;
+  for (size_t i = 0; i < ids.size();) {
+    const std::vector<int32_t>* leaf = word < leaves.size() ? &leaves[word] : nullptr;
+    if (leaf && ids.size() - i >= leaf->size() &&
+        std::equal(leaf->begin(), leaf->end(), ids.begin() + static_cast<ptrdiff_t>(i))) {
+      flush();
+      append(data::kPreterminalPlaceholder);
+      i += leaf->size();
+      ++word;
+    } else {
+      rest.push_back(ids[i++]);
+    }
+  }
+  flush();
+  return out;
+}
+
 namespace {
 
 // Encodes the inputs with words, searches them with `search` (all finished hypotheses of each,
-// under the tree constraint when `constrained`), and chooses each sentence's trees.
+// under the tree constraint when `constrained`), and chooses each sentence's trees. The model
+// configuration's tree_leaves says what a leaf is.
 template <typename Search>
-std::vector<ParseResult> parse_inputs(const Search& search, const data::Vocabulary& vocab,
+std::vector<ParseResult> parse_inputs(const Search& search, const ModelConfig& config,
+                                      const data::Vocabulary& vocab,
                                       const std::vector<ParseInput>& inputs, int64_t n_best,
                                       bool constrained, ParseCounts* counts) {
   TFM_CHECK(n_best >= 1, "parse: n-best {} must be at least 1", n_best);
+  const data::TreeLeaves scheme = data::tree_leaves_named(config.tree_leaves);
+  const bool words = scheme == data::TreeLeaves::words;
   std::vector<std::vector<int32_t>> sources;
   std::vector<int64_t> word_counts;
+  std::vector<Leaves> leaves;  // lexicalised: each sentence's word pieces
   std::vector<size_t> positions;
   for (size_t i = 0; i < inputs.size(); ++i) {
     TFM_CHECK(inputs[i].tags.empty() || inputs[i].tags.size() == inputs[i].words.size(),
@@ -82,20 +119,26 @@ std::vector<ParseResult> parse_inputs(const Search& search, const data::Vocabula
     if (inputs[i].words.empty()) continue;
     sources.push_back(vocab.encode(parse_source(inputs[i].words)));
     word_counts.push_back(static_cast<int64_t>(inputs[i].words.size()));
+    if (words) leaves.push_back(leaf_pieces(vocab, inputs[i].words));
     positions.push_back(i);
   }
   std::vector<ParseResult> results(inputs.size());
   if (sources.empty()) return results;
   std::shared_ptr<const decode::Constraint> constraint;
-  if (constrained)
-    constraint = std::make_shared<TreeConstraint>(
-        std::make_shared<TreeTokens>(TreeTokens::from_vocabulary(vocab)), std::move(word_counts));
+  if (constrained) {
+    auto tokens = std::make_shared<TreeTokens>(TreeTokens::from_vocabulary(vocab, scheme));
+    if (words)
+      constraint = std::make_shared<TreeConstraint>(std::move(tokens), WordLeaves{leaves});
+    else
+      constraint = std::make_shared<TreeConstraint>(std::move(tokens), std::move(word_counts));
+  }
   const std::vector<std::vector<Hypothesis>> hypotheses = search(sources, constraint);
   for (size_t k = 0; k < positions.size(); ++k) {
     std::vector<std::string> sequences;
     std::vector<double> scores;
     for (const Hypothesis& hypothesis : hypotheses[k]) {
-      sequences.push_back(vocab.decode(hypothesis.tokens));
+      sequences.push_back(words ? placeholder_sequence(hypothesis.tokens, leaves[k], vocab)
+                                : vocab.decode(hypothesis.tokens));
       scores.push_back(hypothesis.score);
     }
     results[positions[k]] = choose_trees(sequences, scores, inputs[positions[k]], n_best, counts);
@@ -115,7 +158,8 @@ std::vector<ParseResult> parse(const Translator& translator, const data::Vocabul
     const Translator all_hypotheses(translator.shared_model(), options, translator.threads());
     return all_hypotheses.translate(sources);
   };
-  return parse_inputs(search, vocab, inputs, n_best, constrained, counts);
+  return parse_inputs(search, translator.shared_model()->config(), vocab, inputs, n_best,
+                      constrained, counts);
 }
 
 std::vector<ParseResult> parse(const nn::Transformer& model, const TranslateOptions& options,
@@ -128,7 +172,7 @@ std::vector<ParseResult> parse(const nn::Transformer& model, const TranslateOpti
     all.constraint = std::move(constraint);
     return translate(model, sources, all, precision);
   };
-  return parse_inputs(search, vocab, inputs, n_best, constrained, counts);
+  return parse_inputs(search, model.config(), vocab, inputs, n_best, constrained, counts);
 }
 
 }  // namespace tfm::internal::tasks

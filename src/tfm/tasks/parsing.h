@@ -15,6 +15,7 @@
 #include "tfm/data/trees.h"
 #include "tfm/data/vocab.h"
 #include "tfm/decode/translate.h"
+#include "tfm/tasks/tree_constraint.h"
 
 namespace tfm::internal::tasks {
 
@@ -47,8 +48,9 @@ struct ParseCounts {
 
 // Parses every input (in order) with `translator` (its options' n_best is raised to its beam size
 // so that every finished hypothesis is seen), under the tree constraint when `constrained` (then
-// the vocabulary must hold "XX" as a piece). A sentence of more source tokens than the model
-// accepts is an error naming its index.
+// the vocabulary must hold "XX" as a piece, unless the model's tree_leaves is "words"). The model
+// configuration's tree_leaves says what the model writes for a word: "xx" or the word itself. A
+// sentence of more source tokens than the model accepts is an error naming its index.
 std::vector<ParseResult> parse(const decode::Translator& translator, const data::Vocabulary& vocab,
                                const std::vector<ParseInput>& inputs, int64_t n_best,
                                bool constrained, ParseCounts* counts = nullptr);
@@ -66,6 +68,15 @@ std::vector<ParseResult> parse(const nn::Transformer& model,
 ParseResult choose_trees(const std::vector<std::string>& sequences,
                          const std::vector<double>& scores, const ParseInput& input, int64_t n_best,
                          ParseCounts* counts = nullptr);
+
+// A lexicalised hypothesis (token ids) in the placeholder scheme, for delinearise and repair:
+// each run of tokens that spells the next word's leaf (leaves: tree_constraint.h's leaf_pieces)
+// becomes XX, and the tokens between them are decoded as text, in which every token that is not
+// a bracket is a leaf (data::placeholder_leaves). Under the constraint the tokens between words
+// are brackets only; matching the pieces, not the decoded text, keeps an unknown piece inside a
+// word (decoded " ⁇ ") from splitting it.
+std::string placeholder_sequence(const std::vector<int32_t>& ids, const Leaves& leaves,
+                                 const data::Vocabulary& vocab);
 
 // The source text of a sentence, as the model was trained on it: the words joined by spaces.
 std::string parse_source(const std::vector<std::string>& words);

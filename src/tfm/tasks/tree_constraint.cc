@@ -1,5 +1,6 @@
 #include "tfm/tasks/tree_constraint.h"
 
+#include <algorithm>
 #include <map>
 #include <string_view>
 #include <utility>
@@ -24,34 +25,51 @@ std::string_view bracket_label(std::string_view token, char bracket) {
 
 class TreeState final : public decode::ConstraintState {
  public:
-  TreeState(std::shared_ptr<const TreeTokens> tokens, int64_t words, int64_t max_length)
-      : tokens_(std::move(tokens)), words_left_(words), max_length_(max_length) {}
+  TreeState(std::shared_ptr<const TreeTokens> tokens, std::shared_ptr<const Leaves> leaves,
+            int64_t max_length)
+      : tokens_(std::move(tokens)), leaves_(std::move(leaves)), max_length_(max_length) {
+    for (const std::vector<int32_t>& leaf : *leaves_)
+      pieces_left_ += static_cast<int64_t>(leaf.size());
+  }
 
   std::unique_ptr<decode::ConstraintState> clone() const override {
     return std::make_unique<TreeState>(*this);
   }
 
   void allowed(std::vector<int32_t>& out) const override {
+    // Inside a word: only its next piece (the bound below held when the word began).
+    if (piece_ > 0) {
+      out.push_back(leaf()[piece_]);
+      return;
+    }
     const auto open = static_cast<int64_t>(open_.size());
-    // Tokens still needed after this state at the least: its XXs, its closes and eos.
-    const int64_t needed = length_ + words_left_ + open + 1;
-    if (words_left_ > 0 && needed <= max_length_) out.push_back(tokens_->placeholder);
+    // Tokens still needed after this state at the least: its leaf pieces, its closes and eos.
+    const int64_t needed = length_ + pieces_left_ + open + 1;
+    const bool words_left = word_ < leaves_->size();
+    if (words_left && needed <= max_length_) out.push_back(leaf()[0]);
     // An open adds itself and its close; TOP and a preterminal count towards the depth.
-    if (words_left_ > 0 && needed + 2 <= max_length_ && open + 3 <= data::kMaxTreeDepth)
+    if (words_left && needed + 2 <= max_length_ && open + 3 <= data::kMaxTreeDepth)
       out.insert(out.end(), tokens_->opens.begin(), tokens_->opens.end());
     if (open > 0 && open_.back().has_child)
       out.push_back(tokens_->closes[static_cast<size_t>(open_.back().label)]);
   }
 
-  bool may_end() const override { return words_left_ == 0 && open_.empty(); }
+  bool may_end() const override { return word_ == leaves_->size() && open_.empty(); }
 
   void advance(int32_t token) override {
     const auto id = static_cast<size_t>(token);
     const bool known = token >= 0 && id < tokens_->label_of_open.size();
-    if (token == tokens_->placeholder && words_left_ > 0) {
-      --words_left_;
-      mark_child();
-    } else if (known && tokens_->label_of_open[id] >= 0 && words_left_ > 0) {
+    const bool words_left = word_ < leaves_->size();
+    if (words_left && token == leaf()[piece_]) {
+      --pieces_left_;
+      if (++piece_ == leaf().size()) {
+        ++word_;
+        piece_ = 0;
+        mark_child();
+      }
+    } else if (piece_ > 0) {
+      fail("tree constraint: token {} inside word {} after {} tokens", token, word_, length_);
+    } else if (known && tokens_->label_of_open[id] >= 0 && words_left) {
       open_.push_back({tokens_->label_of_open[id], false});
     } else if (known && !open_.empty() && open_.back().has_child &&
                tokens_->label_of_close[id] == open_.back().label) {
@@ -68,21 +86,25 @@ class TreeState final : public decode::ConstraintState {
     int32_t label;
     bool has_child;
   };
+  const std::vector<int32_t>& leaf() const { return (*leaves_)[word_]; }
   void mark_child() {
     if (!open_.empty()) open_.back().has_child = true;
   }
 
   std::shared_ptr<const TreeTokens> tokens_;
+  std::shared_ptr<const Leaves> leaves_;
   std::vector<Open> open_;
-  int64_t words_left_;
+  size_t word_ = 0;          // the word being written or next
+  size_t piece_ = 0;         // its pieces written
+  int64_t pieces_left_ = 0;  // of all words left, this one's unwritten included
   int64_t max_length_;
   int64_t length_ = 0;
 };
 
 }  // namespace
 
-TreeTokens TreeTokens::from_pieces(const std::vector<std::string>& pieces,
-                                   const std::string& name) {
+TreeTokens TreeTokens::from_pieces(const std::vector<std::string>& pieces, const std::string& name,
+                                   data::TreeLeaves leaves) {
   TreeTokens t;
   t.label_of_open.assign(pieces.size(), -1);
   t.label_of_close.assign(pieces.size(), -1);
@@ -98,7 +120,7 @@ TreeTokens TreeTokens::from_pieces(const std::vector<std::string>& pieces,
     if (const std::string_view label = bracket_label(piece, ')'); !label.empty())
       brackets.try_emplace(label, -1, -1).first->second.second = token;
   }
-  TFM_CHECK(t.placeholder >= 0,
+  TFM_CHECK(t.placeholder >= 0 || leaves == data::TreeLeaves::words,
             "{}: the vocabulary has no piece {} (a parser's vocabulary holds the tree tokens as "
             "whole words): the tree constraint cannot place a word",
             name, data::kPreterminalPlaceholder);
@@ -114,25 +136,47 @@ TreeTokens TreeTokens::from_pieces(const std::vector<std::string>& pieces,
   return t;
 }
 
-TreeTokens TreeTokens::from_vocabulary(const data::Vocabulary& vocab) {
+TreeTokens TreeTokens::from_vocabulary(const data::Vocabulary& vocab, data::TreeLeaves leaves) {
   std::vector<std::string> pieces;
   for (int64_t id = 0; id < vocab.size(); ++id)
     pieces.push_back(vocab.piece(static_cast<int32_t>(id)));
-  return from_pieces(pieces, vocab.path().string());
+  return from_pieces(pieces, vocab.path().string(), leaves);
+}
+
+Leaves leaf_pieces(const data::Vocabulary& vocab, const std::vector<std::string>& words) {
+  Leaves leaves;
+  for (const std::string& word : words) {
+    leaves.push_back(vocab.encode_target(word));
+    if (leaves.back().empty()) leaves.back().push_back(data::kUnkId);
+  }
+  return leaves;
 }
 
 TreeConstraint::TreeConstraint(std::shared_ptr<const TreeTokens> tokens,
                                std::vector<int64_t> word_counts)
-    : tokens_(std::move(tokens)), word_counts_(std::move(word_counts)) {
+    : tokens_(std::move(tokens)) {
+  TFM_CHECK(tokens_ != nullptr && tokens_->placeholder >= 0, "tree constraint: no XX token");
+  for (int64_t words : word_counts)
+    leaves_.push_back(
+        std::make_shared<const Leaves>(static_cast<size_t>(std::max<int64_t>(words, 0)),
+                                       std::vector<int32_t>{tokens_->placeholder}));
+}
+
+TreeConstraint::TreeConstraint(std::shared_ptr<const TreeTokens> tokens, const WordLeaves& leaves)
+    : tokens_(std::move(tokens)) {
   TFM_CHECK(tokens_ != nullptr, "tree constraint: no tokens");
+  for (size_t s = 0; s < leaves.sources.size(); ++s) {
+    for (const std::vector<int32_t>& leaf : leaves.sources[s])
+      TFM_CHECK(!leaf.empty(), "tree constraint: source {} has a word without pieces", s);
+    leaves_.push_back(std::make_shared<const Leaves>(leaves.sources[s]));
+  }
 }
 
 std::unique_ptr<decode::ConstraintState> TreeConstraint::start(int64_t source,
                                                                int64_t max_length) const {
-  TFM_CHECK(source >= 0 && source < static_cast<int64_t>(word_counts_.size()),
-            "tree constraint: source {} of {}", source, word_counts_.size());
-  return std::make_unique<TreeState>(tokens_, word_counts_[static_cast<size_t>(source)],
-                                     max_length);
+  TFM_CHECK(source >= 0 && source < static_cast<int64_t>(leaves_.size()),
+            "tree constraint: source {} of {}", source, leaves_.size());
+  return std::make_unique<TreeState>(tokens_, leaves_[static_cast<size_t>(source)], max_length);
 }
 
 }  // namespace tfm::internal::tasks
