@@ -299,6 +299,30 @@ TEST(TreeConstraint, TheLexicalisedSchemeSpellsEachWordsPiecesInOrder) {
 }
 
 // Random sentences over one- to three-piece words (<unk> among them).
+// A lexicalised leaf is scored as the choice of a word there: the first piece of the next word
+// pools every piece that starts a word (not the brackets, the middles of words or the specials,
+// but <unk>), its other pieces are certain, and nothing is pooled once the words are placed. The
+// placeholder scheme pools nothing (its leaf is one token, scored as it is).
+TEST(TreeConstraint, ALexicalisedLeafPoolsEveryWordStartAndItsOtherPiecesAreCertain) {
+  EXPECT_EQ(word_tokens()->leaf_starts, (V{The, Cat, S_, Dot, Unk}));
+  const TreeConstraint c(word_tokens(), WordLeaves{{Leaves{{The}, {S_, At}}}});
+  using Pooled = decode::ConstraintState::Pooled;
+  const auto pooled = [&](const std::vector<int32_t>& prefix) {
+    return after(c, 0, 20, prefix)->pooled();
+  };
+  const Pooled first = pooled({WOpenS});
+  EXPECT_EQ(first.token, The);
+  ASSERT_NE(first.members, nullptr);
+  EXPECT_EQ(*first.members, (V{The, Cat, S_, Dot, Unk}));
+  EXPECT_EQ(pooled({WOpenS, The}).token, S_);
+  const Pooled inside = pooled({WOpenS, The, S_});
+  EXPECT_EQ(inside.token, At);
+  EXPECT_EQ(inside.members, nullptr);
+  EXPECT_EQ(pooled({WOpenS, The, S_, At}).token, -1);
+  const TreeConstraint placeholder(tokens(), std::vector<int64_t>{2});
+  EXPECT_EQ(after(placeholder, 0, 20, {})->pooled().token, -1);
+}
+
 std::vector<Leaves> random_leaves(int64_t sentences, std::mt19937_64& rng) {
   const Leaves words = {{The}, {Cat}, {S_, At}, {Dot}, {Unk}, {S_, At, At}};
   std::vector<Leaves> out;

@@ -26,8 +26,11 @@ std::string_view bracket_label(std::string_view token, char bracket) {
 class TreeState final : public decode::ConstraintState {
  public:
   TreeState(std::shared_ptr<const TreeTokens> tokens, std::shared_ptr<const Leaves> leaves,
-            int64_t max_length)
-      : tokens_(std::move(tokens)), leaves_(std::move(leaves)), max_length_(max_length) {
+            int64_t max_length, bool pooled)
+      : tokens_(std::move(tokens)),
+        leaves_(std::move(leaves)),
+        max_length_(max_length),
+        pooled_(pooled) {
     for (const std::vector<int32_t>& leaf : *leaves_)
       pieces_left_ += static_cast<int64_t>(leaf.size());
   }
@@ -55,6 +58,14 @@ class TreeState final : public decode::ConstraintState {
   }
 
   bool may_end() const override { return word_ == leaves_->size() && open_.empty(); }
+
+  // Lexicalised: the next word's first piece stands for every leaf start, its other pieces are
+  // certain (TreeConstraint's constructor says why).
+  Pooled pooled() const override {
+    if (!pooled_ || word_ == leaves_->size()) return {};
+    if (piece_ > 0) return {leaf()[piece_], nullptr};
+    return {leaf()[0], &tokens_->leaf_starts};
+  }
 
   void advance(int32_t token) override {
     const auto id = static_cast<size_t>(token);
@@ -99,6 +110,7 @@ class TreeState final : public decode::ConstraintState {
   int64_t pieces_left_ = 0;  // of all words left, this one's unwritten included
   int64_t max_length_;
   int64_t length_ = 0;
+  bool pooled_;
 };
 
 }  // namespace
@@ -115,11 +127,12 @@ TreeTokens TreeTokens::from_pieces(const std::vector<std::string>& pieces, const
     piece.remove_prefix(kWordBoundary.size());
     const auto token = static_cast<int32_t>(id);
     if (piece == data::kPreterminalPlaceholder) t.placeholder = token;
-    if (const std::string_view label = bracket_label(piece, '('); !label.empty())
-      brackets.try_emplace(label, -1, -1).first->second.first = token;
-    if (const std::string_view label = bracket_label(piece, ')'); !label.empty())
-      brackets.try_emplace(label, -1, -1).first->second.second = token;
+    const std::string_view open = bracket_label(piece, '('), close = bracket_label(piece, ')');
+    if (!open.empty()) brackets.try_emplace(open, -1, -1).first->second.first = token;
+    if (!close.empty()) brackets.try_emplace(close, -1, -1).first->second.second = token;
+    if (open.empty() && close.empty()) t.leaf_starts.push_back(token);
   }
+  if (data::kUnkId < static_cast<int32_t>(pieces.size())) t.leaf_starts.push_back(data::kUnkId);
   TFM_CHECK(t.placeholder >= 0 || leaves == data::TreeLeaves::words,
             "{}: the vocabulary has no piece {} (a parser's vocabulary holds the tree tokens as "
             "whole words): the tree constraint cannot place a word",
@@ -170,13 +183,15 @@ TreeConstraint::TreeConstraint(std::shared_ptr<const TreeTokens> tokens, const W
       TFM_CHECK(!leaf.empty(), "tree constraint: source {} has a word without pieces", s);
     leaves_.push_back(std::make_shared<const Leaves>(leaves.sources[s]));
   }
+  pooled_ = true;
 }
 
 std::unique_ptr<decode::ConstraintState> TreeConstraint::start(int64_t source,
                                                                int64_t max_length) const {
   TFM_CHECK(source >= 0 && source < static_cast<int64_t>(leaves_.size()),
             "tree constraint: source {} of {}", source, leaves_.size());
-  return std::make_unique<TreeState>(tokens_, leaves_[static_cast<size_t>(source)], max_length);
+  return std::make_unique<TreeState>(tokens_, leaves_[static_cast<size_t>(source)], max_length,
+                                     pooled_);
 }
 
 }  // namespace tfm::internal::tasks

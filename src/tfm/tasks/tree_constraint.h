@@ -36,6 +36,9 @@ struct TreeTokens {
   std::vector<int32_t> closes;          // ")L", closes[i] closing opens[i]
   std::vector<int32_t> label_of_open;   // per id: the label index of an "(L", or -1
   std::vector<int32_t> label_of_close;  // per id: the label index of a ")L", or -1
+  // The pieces a lexicalised leaf may begin with: every piece that starts a word ("▁...") and is
+  // not a bracket of the scheme, and the unknown id (an unknown word's leaf).
+  std::vector<int32_t> leaf_starts;
 
   // From the pieces of a vocabulary, by id, as it spells them: a scheme token is a whole word, so
   // its piece starts with SentencePiece's word boundary "▁" (U+2581); a piece without it (the
@@ -70,12 +73,18 @@ class TreeConstraint final : public decode::Constraint {
   // its sources), each leaf the piece XX.
   TreeConstraint(std::shared_ptr<const TreeTokens> tokens, std::vector<int64_t> word_counts);
   // The lexicalised scheme: leaves.sources[s] the pieces of each word of source s (each non-empty).
+  // A leaf is scored as the choice of writing a word there, not of the word (the input gives it):
+  // its first piece scores log sum_{t in leaf_starts} p(t), the model's probability that some word
+  // comes next, and its other pieces score 0 (decode::ConstraintState::pooled). Masking alone
+  // would score the word's own probability, and a model that expects another word would rather
+  // open brackets than write it.
   TreeConstraint(std::shared_ptr<const TreeTokens> tokens, const WordLeaves& leaves);
   std::unique_ptr<decode::ConstraintState> start(int64_t source, int64_t max_length) const override;
 
  private:
   std::shared_ptr<const TreeTokens> tokens_;
   std::vector<std::shared_ptr<const Leaves>> leaves_;  // by source
+  bool pooled_ = false;                                // leaves scored as a choice (lexicalised)
 };
 
 }  // namespace tfm::internal::tasks
