@@ -15,6 +15,9 @@ recipe="${3:-configs/ptb-sample-parse.yaml}"
 tfm=build/release/tfm
 [ -x "$tfm" ] || { cmake --preset release -G Ninja >/dev/null && cmake --build --preset release; }
 export PARSE_DATA="$run/data"
+# The target's leaves as the recipe's model.tree_leaves says (xx or words; docs/PARSING.md).
+leaves="$(sed -n 's/^ *tree_leaves: *\([a-z]*\).*/\1/p' "$recipe")"
+leaves="${leaves:-xx}"
 mkdir -p "$PARSE_DATA"
 if [ -n "${WSJ_DIR:-}" ]; then
   [ -d "$WSJ_DIR/02" ] && [ -d "$WSJ_DIR/23" ] \
@@ -23,14 +26,14 @@ if [ -n "${WSJ_DIR:-}" ]; then
     name="${split%%:*}"
     for section in ${split#*:}; do cat "$WSJ_DIR/$section"/*.mrg; done > "$PARSE_DATA/$name.mrg"
     "$tfm" linearise -i "$PARSE_DATA/$name.mrg" --words "$PARSE_DATA/$name.words" \
-      --sequences "$PARSE_DATA/$name.sequences" --trees "$PARSE_DATA/$name.gold"
+      --sequences "$PARSE_DATA/$name.sequences" --trees "$PARSE_DATA/$name.gold" --leaves "$leaves"
   done
 else
   trees="$(scripts/fetch_ptb_sample.sh)/wsj_sample.trees.gz"
   for split in train:1-3396 dev:3397-3669 test:3670-3914; do
     name="${split%%:*}"
     "$tfm" linearise -i "$trees" --range "${split#*:}" --words "$PARSE_DATA/$name.words" \
-      --sequences "$PARSE_DATA/$name.sequences" --trees "$PARSE_DATA/$name.gold"
+      --sequences "$PARSE_DATA/$name.sequences" --trees "$PARSE_DATA/$name.gold" --leaves "$leaves"
   done
 fi
 
