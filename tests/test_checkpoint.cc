@@ -152,6 +152,12 @@ TEST(Checkpoint, StateJsonOfWrongTypesOrValuesIsAnErrorNamingTheFileAndTheField)
          s["extra"]["steps_by_products"] = {{"f32", 7}};
        },
        "counts 7 updates, 'step' is 40"},
+      {[](nlohmann::json& s) { s["extra"]["decay_from"] = 0; },
+       "'extra.decay_from' must be at least 1"},
+      {[](nlohmann::json& s) { s["extra"]["decay_from_progress"] = 1.5; },
+       "'extra.decay_from_progress' must be a number from 0 to 1, got 1.5"},
+      {[](nlohmann::json& s) { s["extra"]["decay_from_progress"] = "0.5"; },
+       "'extra.decay_from_progress' must be a number from 0 to 1"},
       {[](nlohmann::json& s) { s["step"] = -5; }, "'step' must be a non-negative integer, got -5"},
       {[](nlohmann::json& s) { s["step"] = 1e15; }, "'step' must be a non-negative integer"},
       {[](nlohmann::json& s) {

@@ -387,6 +387,55 @@ TEST(CliTrainTranslate, ADecaysEndIsEstimatedAgainAtTheWarmupsEnd) {
   EXPECT_GT(checked, 0) << run.err;
 }
 
+// During the decay a time budget's end is estimated again at each checkpoint and the decay moves to
+// it from there without a jump: the rate falls all the way, each stretch on the line from the rate
+// where the end moved to zero at the new end, and the checkpoints record the last move.
+TEST(CliTrainTranslate, ADecaysEndFollowsTheTimeBudgetDuringTheDecay) {
+  TempDir dir;
+  write_recipe(dir);
+  auto run =
+      train_for_six_seconds(dir,
+                            "--set optimizer.warmup=100000 --set optimizer.warmup_fraction=0.25 "
+                            "--set optimizer.schedule=linear --set checkpoints.every_fraction=0.1 "
+                            "--set checkpoints.keep=2 --set training.log_every=1");
+  ASSERT_EQ(run.status, 0) << run.err;
+  const std::string said = "schedule: the decay's end estimated again at update ";
+  std::vector<std::pair<int64_t, int64_t>> moves;  // (update, new end)
+  for (size_t at = run.err.find(said); at != std::string::npos; at = run.err.find(said, at + 1)) {
+    const size_t end_at = run.err.find(": 0 at update ", at);
+    ASSERT_NE(end_at, std::string::npos) << run.err;
+    moves.emplace_back(std::stoll(run.err.substr(at + said.size())),
+                       std::stoll(run.err.substr(end_at + 14)));
+  }
+  ASSERT_FALSE(moves.empty()) << run.err;
+  const auto rates = logged_learning_rates(dir / "run" / "metrics.jsonl");
+  const std::string warmup_said = "warmup: ";
+  const size_t warmup_at = run.err.find(warmup_said);
+  ASSERT_NE(warmup_at, std::string::npos) << run.err;
+  const int64_t warmup = std::stoll(run.err.substr(warmup_at + warmup_said.size()));
+  for (const auto& [step, rate] : rates) {
+    if (step > warmup && rates.count(step - 1)) {
+      EXPECT_LE(rate, rates.at(step - 1)) << step;
+    }
+  }
+  for (size_t i = 0; i < moves.size(); ++i) {
+    const auto [from, end] = moves[i];
+    ASSERT_GT(from, warmup) << run.err;
+    ASSERT_TRUE(rates.count(from)) << from;
+    const int64_t until = i + 1 < moves.size() ? moves[i + 1].first : rates.rbegin()->first;
+    for (int64_t step = from + 1; step <= until; ++step) {
+      const double want = step >= end ? 0.0
+                                      : rates.at(from) * static_cast<double>(end - step) /
+                                            static_cast<double>(end - from);
+      EXPECT_NEAR(rates.at(step), want, 1e-12) << step << " after the move at " << from;
+    }
+  }
+  const TrainingState last =
+      load_training_state(list_checkpoints(dir / "run" / "checkpoints").back());
+  EXPECT_EQ(last.extra.value("decay_end", int64_t{0}), moves.back().second);
+  EXPECT_EQ(last.extra.value("decay_from", int64_t{0}), moves.back().first);
+}
+
 // A time budget that ends within the recipe's warmup leaves nothing to decay over: the log says so.
 TEST(CliTrainTranslate, ADecayThatATimeBudgetEndsWithinTheWarmupIsSaid) {
   TempDir dir;

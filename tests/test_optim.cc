@@ -94,6 +94,52 @@ TEST(NoamSchedule, ADecayFollowsEquationThreeUntilItsEndIsKnownAndNoamIgnoresAnE
   EXPECT_THROW(unknown_end.with_decay_end(0), Error);
 }
 
+// A time budget's end estimated again during the decay moves the end from that update on: the
+// rate there is unchanged and then runs on the same shape to zero at the new end.
+TEST(NoamSchedule, ADecaysEndMovedDuringTheDecayKeepsTheRateContinuous) {
+  for (ScheduleShape shape : {ScheduleShape::linear, ScheduleShape::cosine}) {
+    NoamSchedule first{64, 10, 2.0};
+    first.shape = shape;
+    first = first.with_decay_end(110);  // progress 0.4 at update 50
+    const NoamSchedule later = first.with_decay_end_from(50, 160);
+    const NoamSchedule sooner = first.with_decay_end_from(50, 80);
+    for (int64_t step = 1; step <= 50; ++step) {
+      EXPECT_NEAR(later.learning_rate(step), first.learning_rate(step), 1e-15) << step;
+      EXPECT_NEAR(sooner.learning_rate(step), first.learning_rate(step), 1e-15) << step;
+    }
+    EXPECT_EQ(later.decay_from, 50);
+    EXPECT_DOUBLE_EQ(later.decay_from_progress, 0.4);
+    // The progress runs from 0.4 at update 50 to 1 at the new end: 0.7 halfway.
+    EXPECT_DOUBLE_EQ(later.decay_progress(105), 0.7);
+    EXPECT_DOUBLE_EQ(sooner.decay_progress(65), 0.7);
+    const double peak = first.peak();
+    const double at_seventy = shape == ScheduleShape::linear
+                                  ? peak * 0.3
+                                  : peak * 0.5 * (1.0 + std::cos(std::acos(-1.0) * 0.7));
+    EXPECT_NEAR(later.learning_rate(105), at_seventy, 1e-15);
+    EXPECT_NEAR(sooner.learning_rate(65), at_seventy, 1e-15);
+    EXPECT_GT(later.learning_rate(159), 0.0);
+    EXPECT_EQ(later.learning_rate(160), 0.0);
+    EXPECT_EQ(sooner.learning_rate(80), 0.0);
+    for (int64_t step = 11; step <= 170; ++step) {
+      EXPECT_LE(later.learning_rate(step), later.learning_rate(step - 1)) << step;
+      EXPECT_LE(sooner.learning_rate(step), sooner.learning_rate(step - 1)) << step;
+    }
+    // Moved twice: anchored at the second move, from the first move's line.
+    const NoamSchedule twice = later.with_decay_end_from(105, 130);
+    EXPECT_DOUBLE_EQ(twice.decay_from_progress, 0.7);
+    EXPECT_NEAR(twice.learning_rate(105), later.learning_rate(105), 1e-15);
+    EXPECT_EQ(twice.learning_rate(130), 0.0);
+    // An end not after the update moves just past it; within the warmup it is with_decay_end,
+    // which also drops an anchor.
+    EXPECT_EQ(first.with_decay_end_from(50, 40).decay_end, 51);
+    const NoamSchedule in_warmup = first.with_decay_end_from(8, 200);
+    EXPECT_EQ(in_warmup.decay_from, 0);
+    EXPECT_EQ(in_warmup.learning_rate(105), first.with_decay_end(200).learning_rate(105));
+    EXPECT_EQ(later.with_decay_end(160).decay_from, 0);
+  }
+}
+
 TEST(NoamSchedule, ShapesHaveNames) {
   EXPECT_EQ(parse_schedule_shape("noam", "k"), ScheduleShape::noam);
   EXPECT_EQ(parse_schedule_shape("linear", "k"), ScheduleShape::linear);

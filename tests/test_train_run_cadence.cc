@@ -108,6 +108,43 @@ TEST(TrainRunCadence, ADecaysEndIsEstimatedAgainAtTheWarmupsEndFromTheSpeedSoFar
   EXPECT_EQ(noam.decay_refit(50, clock), std::nullopt);
 }
 
+// During a time budget's decay the end is estimated again whenever the run asks (at each
+// checkpoint), from the speed of every update timed since the process's first.
+TEST(TrainRunCadence, ADecaysEndIsEstimatedAgainDuringTheDecay) {
+  TrainRecipe recipe;
+  recipe.schedule = "cosine";
+  recipe.max_minutes = 1;  // 60 s
+  WarmupFit fit(recipe, false);
+  double now = 1;
+  auto clock = [&] { return now; };
+  fit.after_update(1, clock);
+  now = 11;  // 99 updates in 10 s after the first
+  EXPECT_EQ(fit.decay_estimate(100, 50, clock), std::nullopt);  // not fitted yet
+  fit.set_fitted(true);
+  EXPECT_EQ(fit.decay_estimate(50, 50, clock), std::nullopt);  // the warmup is not over
+  const std::optional<double> estimate = fit.decay_estimate(100, 50, clock);
+  ASSERT_TRUE(estimate.has_value());
+  EXPECT_NEAR(*estimate, 100 + 49 / (10.0 / 99), 1e-9);
+  now = 31;  // slower: 199 updates in 30 s
+  EXPECT_NEAR(*fit.decay_estimate(200, 50, clock), 200 + 29 / (30.0 / 199), 1e-9);
+  EXPECT_NEAR(*fit.decay_estimate(200, 50, clock), 200 + 29 / (30.0 / 199), 1e-9);  // any time
+  // At most training.max_steps; nothing for a step budget or equation 3.
+  recipe.max_steps = 300;
+  WarmupFit capped(recipe, true);
+  capped.after_update(1, clock);
+  now = 32;
+  EXPECT_EQ(capped.decay_estimate(100, 50, clock), 300.0);
+  recipe.max_minutes = 0;
+  WarmupFit steps(recipe, true);
+  steps.after_update(1, clock);
+  EXPECT_EQ(steps.decay_estimate(100, 50, clock), std::nullopt);
+  recipe.max_minutes = 1;
+  recipe.schedule = "noam";
+  WarmupFit noam(recipe, true);
+  noam.after_update(1, clock);
+  EXPECT_EQ(noam.decay_estimate(100, 50, clock), std::nullopt);
+}
+
 TEST(TrainRunCadence, AStepBudgetFitsTheWarmupAtTheStart) {
   TrainRecipe recipe;
   recipe.warmup_fraction = 0.25;

@@ -132,6 +132,31 @@ TEST(TrainRunState, ADecayingSchedulesEndIsRecordedAndResumed) {
   EXPECT_EQ(run_start_from(state, recipe).decay_end, std::nullopt);
 }
 
+// Where a time budget's decay was re-anchored when its end moved (NoamSchedule::decay_from) is
+// recorded beside the end, so a resumed run continues the same line.
+TEST(TrainRunState, ADecaysAnchorIsRecordedAndResumedWithItsEnd) {
+  TrainRecipe recipe;
+  recipe.schedule = "linear";
+  RunStart start;
+  RunPosition at;
+  at.step = 300;
+  at.decay_end = 1200;
+  TrainingState state = checkpoint_state(recipe, at, start, "f32");
+  EXPECT_FALSE(state.extra.contains("decay_from"));
+  EXPECT_EQ(run_start_from(state, recipe).decay_from, std::nullopt);
+  at.decay_from = 250;
+  at.decay_from_progress = 0.375;
+  state = checkpoint_state(recipe, at, start, "f32");
+  EXPECT_EQ(state.extra["decay_from"], 250);
+  EXPECT_EQ(state.extra["decay_from_progress"], 0.375);
+  const RunStart resumed = run_start_from(state, recipe);
+  EXPECT_EQ(resumed.decay_end, 1200);
+  EXPECT_EQ(resumed.decay_from, 250);
+  EXPECT_EQ(resumed.decay_from_progress, 0.375);
+  recipe.schedule = "noam";  // no decay: neither is kept
+  EXPECT_EQ(run_start_from(state, recipe).decay_from, std::nullopt);
+}
+
 TEST(TrainRunState, ANonFiniteParameterIsNotSaved) {
   nn::NamedTensors parameters = {{"a", Tensor::full({2}, 1.0f)},
                                  {"b", Tensor::from_floats({2}, {0.0f, std::nanf("")})}};

@@ -86,10 +86,15 @@ void check_extra(const nlohmann::json& extra, int64_t step) {
     TFM_CHECK(extra["batcher_fingerprint"].is_number_unsigned(),
               "'extra.batcher_fingerprint' must be an unsigned integer, got {}",
               extra["batcher_fingerprint"].dump());
-  for (const char* key : {"max_tokens", "accumulate", "fitted_warmup", "decay_end"})
+  for (const char* key : {"max_tokens", "accumulate", "fitted_warmup", "decay_end", "decay_from"})
     if (extra.contains(key))
       TFM_CHECK(count_field(extra, key, "extra.") >= 1, "'extra.{}' must be at least 1, got {}",
                 key, extra[key].dump());
+  if (extra.contains("decay_from_progress")) {
+    const nlohmann::json& v = extra["decay_from_progress"];
+    TFM_CHECK(v.is_number() && v.get<double>() >= 0 && v.get<double>() <= 1,
+              "'extra.decay_from_progress' must be a number from 0 to 1, got {}", v.dump());
+  }
   if (extra.contains("steps_by_products")) {
     const nlohmann::json& by = extra["steps_by_products"];
     TFM_CHECK(by.is_object(), "'extra.steps_by_products' must be an object, got {}", by.dump());

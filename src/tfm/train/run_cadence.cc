@@ -83,6 +83,12 @@ std::optional<double> WarmupFit::decay_refit(int64_t step, const std::function<d
   return expected_updates(step, elapsed());
 }
 
+std::optional<double> WarmupFit::decay_estimate(int64_t step, int64_t warmup_end,
+                                                const std::function<double()>& elapsed) const {
+  if (!decays_ || max_minutes_ <= 0 || !fitted_ || step <= warmup_end) return std::nullopt;
+  return expected_updates(step, elapsed());
+}
+
 CheckpointInterval checkpoint_interval(const TrainRecipe& recipe) {
   CheckpointInterval interval{recipe.checkpoint_every_steps, recipe.checkpoint_every_minutes};
   const double fraction = recipe.checkpoint_every_fraction;

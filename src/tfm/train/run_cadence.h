@@ -59,12 +59,20 @@ class WarmupFit {
   // end, the end is estimated again from the speed of every update this process has timed, its
   // validations and checkpoints included, which the first updates alone overstate. Called with
   // the fitted warmup and the step at the fit (or at a resume): the re-estimate is due at the
-  // warmup's end when that is still ahead (a warmup already over keeps its end: changing it
-  // during the decay would make the rate jump).
+  // warmup's end when that is still ahead (a warmup already over leaves the end to
+  // decay_estimate, which moves it without a jump).
   void plan_decay_refit(int64_t warmup_end, int64_t step);
   // After each update: the updates the budget allows, once, at the planned update (at most
   // training.max_steps); nullopt otherwise.
   std::optional<double> decay_refit(int64_t step, const std::function<double()>& elapsed);
+  // During a time budget's decay (after `warmup_end`), whenever the run asks (at each
+  // checkpoint): the updates the budget allows at the speed of every update this process has
+  // timed, validations and checkpoints included. The run moves the decay's end there from `step`
+  // on (NoamSchedule::with_decay_end_from), so the rate reaches zero as the budget ends rather
+  // than at an end estimated in the run's first quarter. nullopt: no time budget, no decay, not
+  // fitted yet, or the warmup not over.
+  std::optional<double> decay_estimate(int64_t step, int64_t warmup_end,
+                                       const std::function<double()>& elapsed) const;
 
  private:
   std::optional<double> expected_updates(int64_t step, double now) const;

@@ -39,6 +39,10 @@ RunStart run_start_from(const TrainingState& state, const TrainRecipe& recipe) {
     start.fitted_warmup = state.extra.value("fitted_warmup", recipe.warmup);
   if (recipe.schedule != "noam" && state.extra.contains("decay_end"))
     start.decay_end = state.extra.value("decay_end", int64_t{1});
+  if (start.decay_end && state.extra.contains("decay_from")) {
+    start.decay_from = state.extra.value("decay_from", int64_t{1});
+    start.decay_from_progress = state.extra.value("decay_from_progress", 0.0);
+  }
   return start;
 }
 
@@ -56,7 +60,13 @@ TrainingState checkpoint_state(const TrainRecipe& recipe, const RunPosition& at,
                  {"accumulate", recipe.accumulate}};
   if (recipe.warmup_fraction > 0 && at.fitted_warmup)
     state.extra["fitted_warmup"] = *at.fitted_warmup;
-  if (recipe.schedule != "noam" && at.decay_end) state.extra["decay_end"] = *at.decay_end;
+  if (recipe.schedule != "noam" && at.decay_end) {
+    state.extra["decay_end"] = *at.decay_end;
+    if (at.decay_from) {
+      state.extra["decay_from"] = *at.decay_from;
+      state.extra["decay_from_progress"] = at.decay_from_progress;
+    }
+  }
   nlohmann::json by_products = start.steps_by_products;
   by_products[products] = by_products.value(products, int64_t{0}) + at.step - start.first_step;
   state.extra["steps_by_products"] = by_products;

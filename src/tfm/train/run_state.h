@@ -31,8 +31,12 @@ struct RunStart {
   nlohmann::json steps_by_products = nlohmann::json::object();
   // The warmup fitted to the budget (optimizer.warmup_fraction) when the run started.
   std::optional<int64_t> fitted_warmup;
-  // The update at which a decaying optimizer.schedule reaches zero, fitted when the run started.
+  // The update at which a decaying optimizer.schedule reaches zero, as last estimated.
   std::optional<int64_t> decay_end;
+  // Where the decay's progress was last anchored when its end moved during the decay
+  // (NoamSchedule::decay_from, decay_from_progress); absent: the warmup's end.
+  std::optional<int64_t> decay_from;
+  double decay_from_progress = 0.0;
 };
 
 // From a checkpoint's state. A checkpoint written before the products were counted counts its
@@ -48,11 +52,14 @@ struct RunPosition {
   double elapsed_seconds = 0;
   std::optional<int64_t> fitted_warmup;  // when optimizer.warmup_fraction fitted it
   std::optional<int64_t> decay_end;      // when a decaying optimizer.schedule was fitted
+  std::optional<int64_t> decay_from;     // when the decay's end moved during the decay
+  double decay_from_progress = 0.0;
 };
 
 // The state.json of a checkpoint at `at`: the data position, the seed, and the trainer's fields
 // (elapsed_s, batcher_fingerprint, the batch size a resume with `auto` keeps, fitted_warmup,
-// decay_end and steps_by_products, which adds this process's updates in `products` to `start`'s).
+// decay_end, decay_from, decay_from_progress and steps_by_products, which adds this process's
+// updates in `products` to `start`'s).
 TrainingState checkpoint_state(const TrainRecipe& recipe, const RunPosition& at,
                                const RunStart& start, const std::string& products);
 

@@ -40,12 +40,24 @@ double equation_three(const NoamSchedule& schedule, int64_t step) {
 
 }  // namespace
 
+double NoamSchedule::decay_progress(int64_t step) const {
+  if (shape == ScheduleShape::noam || decay_end == 0 || step <= warmup) return 0.0;
+  if (step >= decay_end) return 1.0;
+  const bool anchored = decay_from > warmup;
+  const int64_t from = anchored ? decay_from : warmup;
+  const double p0 = anchored ? decay_from_progress : 0.0;
+  // Before the anchor (not asked in a run): the straight line from the warmup's end to it, which is
+  // the line it was moved from when it moved once.
+  if (step <= from)
+    return p0 * static_cast<double>(step - warmup) / static_cast<double>(from - warmup);
+  return p0 + (1.0 - p0) * static_cast<double>(step - from) / static_cast<double>(decay_end - from);
+}
+
 double NoamSchedule::learning_rate(int64_t step) const {
   const double noam = equation_three(*this, step);
   if (shape == ScheduleShape::noam || decay_end == 0 || step <= warmup) return noam;
   if (step >= decay_end) return 0.0;
-  const double p =
-      static_cast<double>(step - warmup) / static_cast<double>(decay_end - warmup);  // in (0, 1)
+  const double p = decay_progress(step);  // in (0, 1)
   const double top = peak();
   if (shape == ScheduleShape::linear) return top * (1.0 - p);
   return top * 0.5 * (1.0 + std::cos(std::numbers::pi * p));
@@ -68,7 +80,18 @@ NoamSchedule NoamSchedule::with_decay_end(int64_t end) const {
   TFM_CHECK(end >= 1, "the decay's end must be >= 1, got {}", end);
   NoamSchedule decaying = *this;
   decaying.decay_end = std::max(end, warmup + 1);
+  decaying.decay_from = 0;
+  decaying.decay_from_progress = 0.0;
   return decaying;
+}
+
+NoamSchedule NoamSchedule::with_decay_end_from(int64_t step, int64_t end) const {
+  if (step <= warmup || decay_end == 0) return with_decay_end(end);
+  NoamSchedule moved = *this;
+  moved.decay_from = step;
+  moved.decay_from_progress = decay_progress(step);
+  moved.decay_end = std::max(end, step + 1);
+  return moved;
 }
 
 }  // namespace tfm::internal

@@ -27,11 +27,20 @@ struct NoamSchedule {
   // linear, cosine: the update at which the rate reaches zero (after the warmup); 0: not known yet
   // (a time budget before its speed is measured), when the rate follows equation 3.
   int64_t decay_end = 0;
+  // linear, cosine: where the decay's progress was last anchored when its end moved during the
+  // decay (with_decay_end_from): progress decay_from_progress at update decay_from. 0: the
+  // warmup's end, progress 0.
+  int64_t decay_from = 0;
+  double decay_from_progress = 0.0;
 
-  // step is 1-based (the first update is step 1). With a decay, p = (step - warmup) /
-  // (decay_end - warmup) in [0, 1] after the warmup gives peak * (1 - p) (linear) or
+  // step is 1-based (the first update is step 1). With a decay, the progress after the warmup
+  //   p = p0 + (1 - p0) (step - from) / (decay_end - from)   in [0, 1]
+  // (from = warmup and p0 = 0 unless re-anchored; before `from`, the line from 0 at the warmup's
+  // end to p0) gives peak * (1 - p) (linear) or
   // peak * (1 + cos(pi p)) / 2 (cosine); past decay_end the rate is 0.
   double learning_rate(int64_t step) const;
+  // The decay's progress p at `step` (0 up to the warmup's end or while the end is unknown).
+  double decay_progress(int64_t step) const;
 
   // The highest rate, reached at step `warmup`: scale * d_model^-0.5 * warmup^-0.5.
   double peak() const;
@@ -43,9 +52,16 @@ struct NoamSchedule {
   // 1000 makes Multi30k's small model diverge).
   NoamSchedule with_warmup_at_same_peak(int64_t shorter_warmup) const;
 
-  // This schedule decaying to zero at `end` (linear, cosine; kept for noam, which ignores it).
-  // An end within the warmup moves to warmup + 1: the decay always follows the peak.
+  // This schedule decaying to zero at `end` (linear, cosine; kept for noam, which ignores it) from
+  // the warmup's end (any anchor is dropped). An end within the warmup moves to warmup + 1: the
+  // decay always follows the peak.
   NoamSchedule with_decay_end(int64_t end) const;
+
+  // This schedule reaching zero at `end` instead, from update `step` on: the progress is
+  // re-anchored at `step` (the rate there is unchanged) and runs linearly to 1 at `end`, so a
+  // time budget's end can be estimated again during the decay without the rate jumping. Within the
+  // warmup it is with_decay_end. An end not after `step` moves to step + 1.
+  NoamSchedule with_decay_end_from(int64_t step, int64_t end) const;
 };
 
 }  // namespace tfm::internal

@@ -159,13 +159,18 @@ void TrainingRun::resume() {
   summary_.last_checkpoint = checkpoint->dir.string();
 }
 
-// A resumed run keeps the warmup and the decay's end its checkpoint recorded, whatever speed this
-// process measures: the same update gets the same learning rate. What the checkpoint lacks (saved
-// before the fit, or with another recipe) is fitted again.
+// A resumed run keeps the warmup, the decay's end and its anchor its checkpoint recorded, whatever
+// speed this process measures: the same update gets the same learning rate (under a time budget
+// until the next checkpoint estimates the end again). What the checkpoint lacks (saved before the
+// fit, or with another recipe) is fitted again.
 void TrainingRun::restore_fitted_schedule() {
   NoamSchedule schedule = session_options_.schedule;
   if (start_.fitted_warmup) schedule = schedule.with_warmup_at_same_peak(*start_.fitted_warmup);
   if (start_.decay_end) schedule = schedule.with_decay_end(*start_.decay_end);
+  if (start_.decay_end && start_.decay_from) {
+    schedule.decay_from = *start_.decay_from;
+    schedule.decay_from_progress = start_.decay_from_progress;
+  }
   session_->set_schedule(schedule);
   const bool warmup_kept = recipe_.warmup_fraction <= 0 || start_.fitted_warmup.has_value();
   const bool decay_kept = recipe_.schedule == "noam" || start_.decay_end.has_value();
@@ -181,21 +186,25 @@ void TrainingRun::restore_fitted_schedule() {
 void TrainingRun::share_start() {
   if (ranks_ == 1) return;
   session_->broadcast_state(0);
-  const nlohmann::json where = nlohmann::json::parse(
-      broadcast_text(*comm_, nlohmann::json{{"epoch", batcher_->state().epoch},
-                                            {"batch", batcher_->state().batch},
-                                            {"elapsed_s", start_.elapsed_before},
-                                            {"warmup", session_->schedule().warmup},
-                                            {"decay_end", session_->schedule().decay_end},
-                                            {"warmup_fitted", warmup_.fitted()},
-                                            {"last_checkpoint", summary_.last_checkpoint}}
-                                 .dump()));
+  const nlohmann::json where = nlohmann::json::parse(broadcast_text(
+      *comm_, nlohmann::json{{"epoch", batcher_->state().epoch},
+                             {"batch", batcher_->state().batch},
+                             {"elapsed_s", start_.elapsed_before},
+                             {"warmup", session_->schedule().warmup},
+                             {"decay_end", session_->schedule().decay_end},
+                             {"decay_from", session_->schedule().decay_from},
+                             {"decay_from_progress", session_->schedule().decay_from_progress},
+                             {"warmup_fitted", warmup_.fitted()},
+                             {"last_checkpoint", summary_.last_checkpoint}}
+                  .dump()));
   batcher_->restore({where["epoch"].get<int64_t>(), where["batch"].get<int64_t>()});
   start_.elapsed_before = where["elapsed_s"].get<double>();
   NoamSchedule schedule =
       session_options_.schedule.with_warmup_at_same_peak(where["warmup"].get<int64_t>());
   if (const auto end = where["decay_end"].get<int64_t>(); end > 0)
     schedule = schedule.with_decay_end(end);
+  schedule.decay_from = where["decay_from"].get<int64_t>();
+  schedule.decay_from_progress = where["decay_from_progress"].get<double>();
   session_->set_schedule(schedule);
   warmup_.set_fitted(where["warmup_fitted"].get<bool>());
   if (warmup_.fitted()) warmup_.plan_decay_refit(schedule.warmup, session_->step());
@@ -267,6 +276,22 @@ void TrainingRun::refit_decay(double expected_updates) {
       end, before.decay_end));
 }
 
+// During a time budget's decay, at each checkpoint: the end estimated again from the speed of the
+// updates so far, the progress re-anchored here (WarmupFit::decay_estimate), said when it moved.
+void TrainingRun::refit_decay_during_decay() {
+  const NoamSchedule before = session_->schedule();
+  const std::optional<double> updates =
+      warmup_.decay_estimate(session_->step(), before.warmup, [this] { return clock_->elapsed(); });
+  if (!updates || before.decay_end == 0) return;
+  const NoamSchedule after = before.with_decay_end_from(session_->step(), decay_end(*updates));
+  session_->set_schedule(after);
+  if (after.decay_end != before.decay_end)
+    note_(
+        fmt::format("schedule: the decay's end estimated again at update {}: 0 at update {} (was "
+                    "{})",
+                    session_->step(), after.decay_end, before.decay_end));
+}
+
 TrainSummary TrainingRun::run() {
   if (lead_) metrics_ = MetricsLog(run_dir_ / "metrics.jsonl", options_.on_record);
   StopSignals signals;
@@ -329,7 +354,10 @@ bool TrainingRun::update() {
   const bool epoch_ended = completed_epochs() != epochs_before;
   summary_.epochs_completed = completed_epochs();
   if (validation_due(recipe_, session_->step(), epoch_ended)) run_validation();
-  if (cadence_->due(session_->step(), clock_->elapsed())) save();
+  if (cadence_->due(session_->step(), clock_->elapsed())) {
+    refit_decay_during_decay();
+    save();
+  }
   return true;
 }
 
@@ -429,8 +457,13 @@ void TrainingRun::save() {
   at.batcher_fingerprint = batcher_->fingerprint();
   at.elapsed_seconds = clock_->elapsed();
   if (warmup_.fitted()) at.fitted_warmup = session_->schedule().warmup;
-  if (warmup_.fitted() && session_->schedule().decay_end > 0)
+  if (warmup_.fitted() && session_->schedule().decay_end > 0) {
     at.decay_end = session_->schedule().decay_end;
+    if (session_->schedule().decay_from > 0) {
+      at.decay_from = session_->schedule().decay_from;
+      at.decay_from_progress = session_->schedule().decay_from_progress;
+    }
+  }
   const TrainingState state =
       checkpoint_state(recipe_, at, start_, std::string(dtype_name(session_options_.precision)));
   const fs::path dir =

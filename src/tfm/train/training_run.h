@@ -65,6 +65,7 @@ class TrainingRun {
   // run's `expected_updates`, each said in the log.
   void fit_schedule(double expected_updates);
   void refit_decay(double expected_updates);
+  void refit_decay_during_decay();
   void run_validation();
   void save();
   void finish();
