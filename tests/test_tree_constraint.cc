@@ -76,6 +76,67 @@ std::unique_ptr<decode::ConstraintState> after(const TreeConstraint& c, int64_t 
 
 using V = std::vector<int32_t>;
 
+// One walk of `state` to its end, each token drawn uniformly among those it allows (eos included),
+// `steps` counting them: the tokens before eos, or nullopt with a failure recorded when a state
+// allows nothing or the walk outgrows `max_length`.
+std::optional<V> random_walk(decode::ConstraintState& state, int64_t max_length,
+                             std::mt19937_64& rng, int64_t& steps) {
+  V sequence;
+  for (;;) {
+    const V next = next_of(state);
+    if (next.empty()) {
+      ADD_FAILURE() << "stuck after " << sequence.size() << " tokens";
+      return std::nullopt;
+    }
+    const int32_t token = next[rng() % next.size()];
+    ++steps;
+    if (static_cast<int64_t>(sequence.size()) + 1 > max_length) {
+      ADD_FAILURE() << "longer than the bound " << max_length;
+      return std::nullopt;
+    }
+    if (token == kEos) return sequence;
+    sequence.push_back(token);
+    state.advance(token);
+  }
+}
+
+// Beam (5-best) and greedy search, batched, on a tiny random Transformer whose vocabulary is
+// `pieces` padded to 16, over random sources of `lengths` tokens, under `constraint`: every
+// hypothesis ends by eos and `valid(source, tokens)` holds for it.
+void expect_searches_return_only(const std::vector<std::string>& pieces,
+                                 const std::vector<int>& lengths, int64_t max_length_offset,
+                                 const std::shared_ptr<const decode::Constraint>& constraint,
+                                 const std::function<bool(size_t, const V&)>& valid) {
+  ModelConfig config = testing::tiny_decoder_config();
+  config.vocab_size = 16;
+  nn::Transformer model(config);
+  model.init(7);
+  const auto sources = testing::random_sources(lengths, static_cast<int32_t>(config.vocab_size), 5);
+  for (int64_t beam : {1, 5}) {
+    decode::TranslateOptions options;
+    options.beam_size = beam;
+    options.n_best = beam;
+    options.alpha = 0.3;
+    options.max_length_offset = max_length_offset;
+    options.batch_size = 2;
+    options.constraint = constraint;
+    const auto found = decode::translate(model, sources, options);
+    for (size_t s = 0; s < sources.size(); ++s) {
+      ASSERT_EQ(found[s].size(), static_cast<size_t>(beam)) << "sentence " << s;
+      for (const decode::Hypothesis& h : found[s]) {
+        EXPECT_TRUE(h.ended_by_eos);
+        EXPECT_TRUE(valid(s, h.tokens)) << "beam " << beam << ", sentence " << s;
+      }
+    }
+  }
+}
+
+// kPieces (or another list) padded to the tiny model's 16 tokens with words.
+std::vector<std::string> padded_to_16(std::vector<std::string> pieces) {
+  while (pieces.size() < 16) pieces.push_back("\u2581w" + std::to_string(pieces.size()));
+  return pieces;
+}
+
 TEST(TreeConstraint, AllowsByHand) {
   const TreeConstraint c(tokens(), {2, 1, 0});
   // Two words, room enough: a word or a constituent; never a close, eos, VP, "cat" or "(NP".
@@ -176,18 +237,9 @@ TEST(TreeConstraint, ARandomWalkOnlyWritesTreesAndAlwaysEndsInTime) {
     const int64_t words = std::vector<int64_t>{1, 2, 3, 5, 8, 13, 21, 40}[source];
     const int64_t max_length = words + 1 + static_cast<int64_t>(rng() % 60);
     auto state = c.start(source, max_length);
-    std::vector<int32_t> sequence;
-    for (;;) {
-      const V next = next_of(*state);
-      ASSERT_FALSE(next.empty()) << "stuck after '" << text_of(sequence) << "'";
-      const int32_t token = next[rng() % next.size()];
-      ++steps;
-      ASSERT_LE(static_cast<int64_t>(sequence.size()) + 1, max_length);
-      if (token == kEos) break;
-      sequence.push_back(token);
-      state->advance(token);
-    }
-    ASSERT_TRUE(is_tree(sequence, words)) << text_of(sequence);
+    const std::optional<V> sequence = random_walk(*state, max_length, rng, steps);
+    ASSERT_TRUE(sequence.has_value());
+    ASSERT_TRUE(is_tree(*sequence, words)) << text_of(*sequence);
     ++sentences;
   }
   EXPECT_GT(sentences, 50);
@@ -196,33 +248,13 @@ TEST(TreeConstraint, ARandomWalkOnlyWritesTreesAndAlwaysEndsInTime) {
 // A tiny random Transformer whose vocabulary is kPieces' ids and some more: beam and greedy
 // search under the constraint return n-best lists of trees over each source's words only.
 TEST(TreeConstraint, BeamSearchUnderItReturnsOnlyTrees) {
-  ModelConfig config = testing::tiny_decoder_config();
-  config.vocab_size = 16;
-  nn::Transformer model(config);
-  model.init(7);
-  std::vector<std::string> pieces = kPieces;
-  while (pieces.size() < 16) pieces.push_back("\u2581w" + std::to_string(pieces.size()));
   const std::vector<int64_t> words{1, 4, 2, 7, 3};
-  const auto sources =
-      testing::random_sources({1, 4, 2, 7, 3}, static_cast<int32_t>(config.vocab_size), 5);
-  for (int64_t beam : {1, 5}) {
-    decode::TranslateOptions options;
-    options.beam_size = beam;
-    options.n_best = beam;
-    options.alpha = 0.3;
-    options.max_length_offset = 6;
-    options.batch_size = 2;
-    options.constraint = std::make_shared<TreeConstraint>(
-        std::make_shared<TreeTokens>(TreeTokens::from_pieces(pieces, "test")), words);
-    const auto found = decode::translate(model, sources, options);
-    for (size_t s = 0; s < sources.size(); ++s) {
-      ASSERT_EQ(found[s].size(), static_cast<size_t>(beam)) << "sentence " << s;
-      for (const decode::Hypothesis& h : found[s]) {
-        EXPECT_TRUE(h.ended_by_eos);
-        EXPECT_TRUE(is_tree(h.tokens, words[s])) << "sentence " << s << ": " << text_of(h.tokens);
-      }
-    }
-  }
+  const std::vector<std::string> pieces = padded_to_16(kPieces);
+  expect_searches_return_only(
+      pieces, {1, 4, 2, 7, 3}, 6,
+      std::make_shared<TreeConstraint>(
+          std::make_shared<TreeTokens>(TreeTokens::from_pieces(pieces, "test")), words),
+      [&](size_t s, const V& tokens) { return is_tree(tokens, words[s]); });
 }
 
 // The lexicalised scheme (TreeLeaves::words): a vocabulary without XX, whose words are a piece
@@ -346,30 +378,15 @@ TEST(TreeConstraint, ALexicalisedRandomWalkOnlyWritesTreesSpellingEachWord) {
     for (const auto& leaf : leaves[source]) pieces += static_cast<int64_t>(leaf.size());
     const int64_t max_length = pieces + 1 + static_cast<int64_t>(rng() % 60);
     auto state = c.start(static_cast<int64_t>(source), max_length);
-    std::vector<int32_t> sequence;
-    for (;;) {
-      const V next = next_of(*state);
-      ASSERT_FALSE(next.empty()) << "stuck after " << sequence.size() << " tokens";
-      const int32_t token = next[rng() % next.size()];
-      ++steps;
-      ASSERT_LE(static_cast<int64_t>(sequence.size()) + 1, max_length);
-      if (token == kEos) break;
-      sequence.push_back(token);
-      state->advance(token);
-    }
-    ASSERT_TRUE(is_lexical_tree(sequence, leaves[source])) << sequence.size() << " tokens";
+    const std::optional<V> sequence = random_walk(*state, max_length, rng, steps);
+    ASSERT_TRUE(sequence.has_value());
+    ASSERT_TRUE(is_lexical_tree(*sequence, leaves[source])) << sequence->size() << " tokens";
     ++sentences;
   }
   EXPECT_GT(sentences, 50);
 }
 
 TEST(TreeConstraint, BeamSearchUnderTheLexicalisedOneReturnsOnlyTreesOfTheWords) {
-  ModelConfig config = testing::tiny_decoder_config();
-  config.vocab_size = 16;
-  nn::Transformer model(config);
-  model.init(7);
-  std::vector<std::string> pieces = kWordPieces;
-  while (pieces.size() < 16) pieces.push_back("\u2581w" + std::to_string(pieces.size()));
   std::mt19937_64 rng(5);
   const std::vector<Leaves> leaves = random_leaves(5, rng);
   std::vector<int> lengths;  // a source has as many tokens as its words' pieces
@@ -377,27 +394,13 @@ TEST(TreeConstraint, BeamSearchUnderTheLexicalisedOneReturnsOnlyTreesOfTheWords)
     lengths.push_back(0);
     for (const auto& leaf : sentence) lengths.back() += static_cast<int>(leaf.size());
   }
-  const auto sources = testing::random_sources(lengths, static_cast<int32_t>(config.vocab_size), 5);
-  for (int64_t beam : {1, 5}) {
-    decode::TranslateOptions options;
-    options.beam_size = beam;
-    options.n_best = beam;
-    options.alpha = 0.3;
-    options.max_length_offset = 12;
-    options.batch_size = 2;
-    options.constraint =
-        std::make_shared<TreeConstraint>(std::make_shared<TreeTokens>(TreeTokens::from_pieces(
-                                             pieces, "test", data::TreeLeaves::words)),
-                                         WordLeaves{leaves});
-    const auto found = decode::translate(model, sources, options);
-    for (size_t s = 0; s < sources.size(); ++s) {
-      ASSERT_EQ(found[s].size(), static_cast<size_t>(beam)) << "sentence " << s;
-      for (const decode::Hypothesis& h : found[s]) {
-        EXPECT_TRUE(h.ended_by_eos);
-        EXPECT_TRUE(is_lexical_tree(h.tokens, leaves[s])) << "sentence " << s;
-      }
-    }
-  }
+  const std::vector<std::string> pieces = padded_to_16(kWordPieces);
+  expect_searches_return_only(
+      pieces, lengths, 12,
+      std::make_shared<TreeConstraint>(std::make_shared<TreeTokens>(TreeTokens::from_pieces(
+                                           pieces, "test", data::TreeLeaves::words)),
+                                       WordLeaves{leaves}),
+      [&](size_t s, const V& tokens) { return is_lexical_tree(tokens, leaves[s]); });
 }
 
 // Against a trained SentencePiece BPE vocabulary small enough to split words: a word's leaf pieces
