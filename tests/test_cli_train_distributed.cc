@@ -225,9 +225,15 @@ TEST(CliTrainDistributed, ARankThatIsNotTrainingEndsTheJobAtStartUp) {
   EXPECT_NE(result.status, 0);
   EXPECT_NE(result.status, 124) << "the job hung: " << result.err;
   EXPECT_LT(seconds, 60.0);
-  EXPECT_NE(result.err.find("rank 0 of 2: the job's ranks did not all start MPI within 3 s"),
-            std::string::npos)
-      << result.err;
+  // Whichever comes first says why: rank 0's deadline, or (on a loaded machine, where rank 0 is
+  // still starting when rank 1 has ended) mpiexec's report of a rank that ended without joining.
+  const bool deadline_said =
+      result.err.find("rank 0 of 2: the job's ranks did not all start MPI within 3 s") !=
+      std::string::npos;
+  const bool mpiexec_said =
+      result.err.find("mpiexec has exited due to process rank 1") != std::string::npos &&
+      result.err.find("exiting improperly") != std::string::npos;
+  EXPECT_TRUE(deadline_said || mpiexec_said) << result.err;
 }
 
 #else
