@@ -277,19 +277,20 @@ void TrainingRun::refit_decay(double expected_updates) {
 }
 
 // During a time budget's decay, at each checkpoint: the end estimated again from the speed of the
-// updates so far, the progress re-anchored here (WarmupFit::decay_estimate), said when it moved.
+// updates so far (WarmupFit::decay_estimate); when it moved, the progress is re-anchored here and
+// the move said.
 void TrainingRun::refit_decay_during_decay() {
   const NoamSchedule before = session_->schedule();
   const std::optional<double> updates =
       warmup_.decay_estimate(session_->step(), before.warmup, [this] { return clock_->elapsed(); });
   if (!updates || before.decay_end == 0) return;
   const NoamSchedule after = before.with_decay_end_from(session_->step(), decay_end(*updates));
+  if (after.decay_end == before.decay_end) return;  // the same line: nothing to move
   session_->set_schedule(after);
-  if (after.decay_end != before.decay_end)
-    note_(
-        fmt::format("schedule: the decay's end estimated again at update {}: 0 at update {} (was "
-                    "{})",
-                    session_->step(), after.decay_end, before.decay_end));
+  note_(
+      fmt::format("schedule: the decay's end estimated again at update {}: 0 at update {} (was "
+                  "{})",
+                  session_->step(), after.decay_end, before.decay_end));
 }
 
 TrainSummary TrainingRun::run() {
