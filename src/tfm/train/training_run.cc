@@ -288,8 +288,7 @@ void TrainingRun::refit_decay_during_decay() {
   if (after.decay_end == before.decay_end) return;  // the same line: nothing to move
   session_->set_schedule(after);
   note_(
-      fmt::format("schedule: the decay's end estimated again at update {}: 0 at update {} (was "
-                  "{})",
+      fmt::format("schedule: the decay's end estimated again at update {}: 0 at update {} (was {})",
                   session_->step(), after.decay_end, before.decay_end));
 }
 
