@@ -99,8 +99,8 @@ def test_ctrl_c_stops_a_long_call(translator, tmp_path):
     begin = time.perf_counter()
     translator.translate_batch(part, batch_size=8, max_length_offset=30)
     whole = 20 * (time.perf_counter() - begin)
+    assert whole > 0.5, "the call is too short to interrupt"
     sources = SOURCES * 1000
-    assert len(sources) == 20 * len(part)
 
     interrupter, armed = interrupt_after_arming(0.02)
     begin = time.perf_counter()
