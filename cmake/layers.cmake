@@ -1,10 +1,10 @@
 # The layers of src/tfm as CMake targets (docs/ARCHITECTURE.md, "The layers" and "The library").
 #
 #   tfm_add_layer(<name> [PROGRAM] [DEPENDS <layer>...] [LIBRARIES <target>...]
-#                 [EXCLUDE <regex>...] [SOURCES <file>...])
+#                 [EXCLUDE <regex>...] [SOURCES <file>...] [OBJECTS <object>...])
 #
 # makes tfm_<name>, a static library of src/tfm/<name>/**/*.cc (less the files matching an EXCLUDE
-# regex, plus SOURCES), linked to the layers it may use (DEPENDS: the folders of its row in
+# regex, plus SOURCES and the compiled OBJECTS of other targets: the CPU kernel sets), linked to the layers it may use (DEPENDS: the folders of its row in
 # tests/test_layering.cc's table) and to the outside libraries it uses itself (LIBRARIES; public, as
 # a layer's header may include them). A layer whose folder holds no source yet makes no target, and
 # a DEPENDS layer without a target is passed over, so that a folder can be added or removed without
@@ -28,7 +28,7 @@ define_property(GLOBAL PROPERTY TFM_LAYERS BRIEF_DOCS "tfm's layers, lowest firs
                 FULL_DOCS "cmake/layers.cmake")
 
 function(tfm_add_layer name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "PROGRAM" "" "DEPENDS;LIBRARIES;EXCLUDE;SOURCES")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "PROGRAM" "" "DEPENDS;LIBRARIES;EXCLUDE;SOURCES;OBJECTS")
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/tfm/${name}/*.cc)
   foreach(regex IN LISTS arg_EXCLUDE)
     list(FILTER sources EXCLUDE REGEX "${regex}")
@@ -41,10 +41,12 @@ function(tfm_add_layer name)
 
   set(target tfm_${name})
   if(arg_PROGRAM)
-    add_library(${target} OBJECT ${sources})
+    add_library(${target} OBJECT ${sources} ${arg_OBJECTS})
   else()
-    add_library(${target} STATIC ${sources})
+    add_library(${target} STATIC ${sources} ${arg_OBJECTS})
   endif()
+  # Everything the layer compiles into a library: its own objects and the OBJECTS.
+  set_property(GLOBAL PROPERTY TFM_LAYER_OBJECTS_${name} $<TARGET_OBJECTS:${target}> ${arg_OBJECTS})
   set(flags ${TFM_LAYER_FLAGS})
   if(name IN_LIST TFM_DRIVER_LAYERS)
     set(flags ${TFM_DRIVER_FLAGS})
@@ -74,7 +76,8 @@ function(tfm_add_layer name)
 
   set(objects "")
   foreach(layer IN LISTS below)
-    list(APPEND objects $<TARGET_OBJECTS:tfm_${layer}>)
+    get_property(layer_objects GLOBAL PROPERTY TFM_LAYER_OBJECTS_${layer})
+    list(APPEND objects ${layer_objects})
   endforeach()
   add_library(tfm_link_check_${name} SHARED EXCLUDE_FROM_ALL ${objects})
   set_target_properties(tfm_link_check_${name} PROPERTIES LINKER_LANGUAGE CXX)

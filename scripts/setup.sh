@@ -42,6 +42,7 @@ packages=(
   libcpp-httplib-dev     # tfm serve: HTTP server (and the tests' client)
   prometheus-cpp-dev     # tfm serve: /metrics in the Prometheus text format
   wrk                    # bench/serve.sh: HTTP load generator
+  qemu-user              # the CPU dispatch test runs tfm on an emulated older CPU (qemu-x86_64 -cpu)
 )
 # npm installs the browser test's driver (playwright-core). Debian's nodejs comes without it, in the
 # npm package; NodeSource's nodejs bundles it and conflicts with that package, so it is asked for

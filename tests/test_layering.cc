@@ -117,6 +117,37 @@ TEST(Layering, InternalsLiveInTfmInternal) {
   EXPECT_GT(internal_openings, 250);  // the scan saw the layers' files
 }
 
+// The CPU kernel sets (kernels/cpu/isa.h): the library outside kernels/cpu/ is compiled for the
+// baseline x86-64, where a kernels/cpu header would name the x86-64-v2 set and bypass the dispatch;
+// it includes isa_dispatch.h alone. Inside, every file opens the set's inline namespace, so that
+// two sets' functions never share a name (the ODR), and isa_dispatch.cc, compiled once, opens none.
+TEST(Layering, CpuKernelSetsAreReachedThroughTheDispatchAlone) {
+  const std::filesystem::path root = std::filesystem::path(tfm_source_dir()) / "src/tfm";
+  std::string broken;
+  int set_files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+    if (!entry.is_regular_file()) continue;
+    const std::string relative = entry.path().lexically_relative(root).string();
+    const bool in_cpu = relative.starts_with("kernels/cpu/");
+    const bool dispatch =
+        relative.starts_with("kernels/cpu/isa_dispatch.") || relative == "kernels/cpu/isa.h";
+    bool opens_set = false;
+    std::ifstream in(entry.path());
+    std::string line;
+    for (int number = 1; std::getline(in, line); ++number) {
+      if (line == "inline namespace TFM_CPU_ISA {") opens_set = true;
+      if (!in_cpu && line.starts_with("#include \"tfm/kernels/cpu/") &&
+          line != "#include \"tfm/kernels/cpu/isa_dispatch.h\"")
+        broken += relative + ":" + std::to_string(number) + ": " + line + "\n";
+    }
+    if (in_cpu && !dispatch && !opens_set) broken += relative + ": opens no kernel-set namespace\n";
+    if (dispatch && opens_set) broken += relative + ": is compiled once, not per kernel set\n";
+    set_files += in_cpu && opens_set;
+  }
+  EXPECT_EQ(broken, "");
+  EXPECT_GT(set_files, 40);  // the scan saw kernels/cpu/
+}
+
 TEST(Layering, DataAndNnDoNotIncludeEachOther) {
   EXPECT_EQ(includes_of("data", "tfm/nn/"), "");
   EXPECT_EQ(includes_of("nn", "tfm/data/"), "");

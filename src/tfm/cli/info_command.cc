@@ -1,5 +1,6 @@
 // tfm info: a configuration's Table 3 columns, exact parameter count with its breakdown, and
-// forward FLOPs per token, for a preset, a config.json, a model directory or every preset at once.
+// forward FLOPs per token, for a preset, a config.json, a model directory or every preset at once;
+// with --cpu, the CPU's instruction-set levels and the one in use (kernels/cpu/isa_dispatch.h).
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "tfm/model/config.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/model/parameters.h"
+#include "tfm/ops/autocast.h"
 
 namespace tfm::internal::cli {
 
@@ -29,6 +31,7 @@ struct InfoOptions {
   bool vocab_given = false;
   bool all_presets = false;
   bool json = false;
+  bool cpu = false;
 };
 
 // A described configuration: where it came from, and the configuration.
@@ -175,6 +178,10 @@ void print_all_presets(const InfoOptions& options, int64_t source_length, int64_
 }
 
 void run_info(const InfoOptions& options) {
+  if (options.cpu) {
+    std::fputs(ops::describe_cpu().c_str(), stdout);
+    return;
+  }
   TFM_CHECK(!options.vocab_given || options.vocab_size > 0, "--vocab must be positive, got {}",
             options.vocab_size);
   TFM_CHECK(options.length > 0, "--length must be positive, got {}", options.length);
@@ -242,12 +249,19 @@ void register_info(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_option("--target-length", options->target_length, "Target length (default --length)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-  cmd->add_flag("--json", options->json, "Machine-readable output");
+  CLI::Option* json_option = cmd->add_flag("--json", options->json, "Machine-readable output");
+  CLI::Option* cpu_option = cmd->add_flag(
+      "--cpu", options->cpu,
+      "The CPU's instruction-set levels, the one in use and why (TFM_CPU_ISA chooses a lower one), "
+      "and what decides precision auto");
 
   model_option->excludes(preset_option)->excludes(config_option)->excludes(all_option);
   model_option->excludes(vocab_option)->excludes(bias_option);
   config_option->excludes(preset_option)->excludes(all_option);
   all_option->excludes(preset_option);
+  for (CLI::Option* other : {preset_option, model_option, config_option, all_option, vocab_option,
+                             bias_option, json_option})
+    cpu_option->excludes(other);
 
   cmd->callback([options, vocab_option] {
     options->vocab_given = vocab_option->count() > 0;

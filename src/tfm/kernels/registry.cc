@@ -2,7 +2,7 @@
 // has. Adding a backend is one line here (its table) besides its folder and the build.
 #include <array>
 
-#include "tfm/kernels/cpu/cpu_kernels.h"
+#include "tfm/kernels/cpu/isa_dispatch.h"
 #include "tfm/kernels/kernel_table.h"
 
 #ifdef TFM_HAVE_CUDA
@@ -29,7 +29,7 @@ constexpr std::array<BackendInfo, kDevices> kBackends = {{
 std::array<const KernelTable*, kDevices>& tables() {
   static std::array<const KernelTable*, kDevices> registered = [] {
     std::array<const KernelTable*, kDevices> builtin{};
-    builtin[static_cast<size_t>(Device::cpu)] = &cpu::kernel_table();
+    builtin[static_cast<size_t>(Device::cpu)] = &cpu::dispatched_kernel_table();
 #ifdef TFM_HAVE_CUDA
     builtin[static_cast<size_t>(Device::cuda)] = &cuda::kernel_table();
 #endif

@@ -4,8 +4,7 @@
 
 #include <atomic>
 
-#include "tfm/kernels/cpu/blocked_gemm_cpu.h"
-#include "tfm/kernels/cpu/matmul_cpu.h"
+#include "tfm/kernels/cpu/isa_dispatch.h"
 #include "tfm/ops/dispatch.h"
 
 namespace tfm::internal::ops {
@@ -18,21 +17,43 @@ std::atomic<int64_t> converted_elements{0};
 }  // namespace
 
 bool native_bf16_products() {
-  if (__builtin_cpu_supports("amx-bf16")) return true;
-  if (!__builtin_cpu_supports("avx512bf16")) return false;
+  // The kernel set in use decides (isa_dispatch.h): a level forced below avx512-bf16 has neither
+  // vdpbf16ps nor oneDNN's bf16 products.
+  const cpu::IsaKernels& k = *cpu::cpu_dispatch().kernels;
+  if (k.onednn_uses_amx()) return true;
   // Where vdpbf16ps does no more multiply-adds a second than the FMA (an Intel Xeon without AMX),
-  // bf16 products are widened to f32 (cpu::bf16_products()) and run no faster than f32's.
-  const double rate = cpu::vdpbf16ps_to_fma_rate();
-  return !(rate > 0 && rate <= 1);
+  // bf16 products are widened to f32 (cpu::bf16_products()) and run no faster than f32's; 0: the
+  // kernel set has no AVX512-BF16.
+  const double rate = k.vdpbf16ps_to_fma_rate();
+  return rate > 1;
 }
 
 std::string describe_products(DType precision, Device device) {
   if (precision != DType::bf16 || device != Device::cpu) return "";
-  if (!cpu::onednn_multiplies_bf16()) return " (widened to f32: this CPU has no bf16 products)";
-  if (!cpu::bf16_products_widened()) return "";
+  const cpu::IsaKernels& k = *cpu::cpu_dispatch().kernels;
+  if (!k.onednn_multiplies_bf16()) return " (widened to f32: this CPU has no bf16 products)";
+  if (!k.bf16_products_widened()) return "";
   return fmt::format(
       " (widened to f32: this CPU's vdpbf16ps does {:.2f}x the multiply-adds of its FMA)",
-      cpu::vdpbf16ps_to_fma_rate());
+      k.vdpbf16ps_to_fma_rate());
+}
+
+std::string describe_cpu() {
+  const cpu::IsaKernels& k = *cpu::cpu_dispatch().kernels;
+  std::string text = cpu::describe_cpu_dispatch();
+  const double rate = k.vdpbf16ps_to_fma_rate();
+  std::string why;
+  if (k.onednn_uses_amx())
+    why = "oneDNN multiplies bf16 on AMX tiles";
+  else if (rate == 0)
+    why = "the kernels in use have no AVX512-BF16";
+  else
+    why = fmt::format("vdpbf16ps does {:.2f}x the multiply-adds a second of the FMA ({} 1)", rate,
+                      rate > 1 ? ">" : "<=");
+  text += fmt::format("vdpbf16ps / FMA rate  {:.2f} (measured now; 0: no AVX512-BF16)\n", rate);
+  text +=
+      fmt::format("precision auto        {}: {}\n", native_bf16_products() ? "bf16" : "f32", why);
+  return text;
 }
 
 bool native_bf16_products(Device device) {

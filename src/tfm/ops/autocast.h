@@ -11,10 +11,11 @@
 
 namespace tfm::internal::ops {
 
-// Whether this CPU multiplies bf16 faster than f32: AMX-BF16, or AVX512-BF16 unless its vdpbf16ps
-// measured no faster than its FMA (cpu::vdpbf16ps_to_fma_rate(): an Intel Xeon without AMX, where
-// bf16 products are widened to f32 and run at f32's speed). Elsewhere oneDNN emulates bf16
-// products, which are then slower than f32 ones.
+// Whether this CPU multiplies bf16 faster than f32 at the instruction-set level in use
+// (kernels/cpu/isa_dispatch.h): oneDNN on AMX tiles, or AVX512-BF16 unless its vdpbf16ps measured
+// no faster than its FMA (cpu::vdpbf16ps_to_fma_rate(): an Intel Xeon without AMX, where bf16
+// products are widened to f32 and run at f32's speed). Elsewhere oneDNN emulates bf16 products,
+// which are then slower than f32 ones.
 bool native_bf16_products();
 // The same for `device`: the CPU's rule above, or the device's own (a GPU with bf16 tensor cores).
 bool native_bf16_products(Device device);
@@ -30,6 +31,11 @@ DType parse_precision(const std::string& name, const char* what = "precision",
 // cpu::bf16_products_widened(), " (widened to f32: this CPU has no bf16 products)" where oneDNN
 // has none (cpu::onednn_multiplies_bf16()), else "".
 std::string describe_products(DType precision, Device device);
+
+// `tfm info --cpu`: the CPU, the instruction-set levels this build has and which is in use and why
+// (kernels/cpu/isa_dispatch.h), oneDNN's instruction set, and the measured rate that decides
+// `precision: auto` on the CPU. Lines of text, each ending in a newline.
+std::string describe_cpu();
 
 // x (f32) converted to bf16, a fresh tensor with no autograd link.
 Tensor to_bf16(const Tensor& x);

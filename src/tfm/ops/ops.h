@@ -10,10 +10,6 @@
 
 #include "tfm/core/tensor.h"
 
-namespace tfm::internal::cpu {
-class PackedWeight;
-}
-
 namespace tfm::internal::ops {
 
 class PackedWeight;  // ops/packed_weight.h

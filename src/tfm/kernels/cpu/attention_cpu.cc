@@ -14,6 +14,7 @@
 #include "tfm/kernels/cpu/vector_math.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 namespace {
 
@@ -402,4 +403,5 @@ void attention_backward(const AttentionDims& dims, const AttentionMaskSpec& mask
   }
 }
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -7,9 +7,11 @@
 #include <cstdint>
 
 #include "tfm/core/dtype.h"
+#include "tfm/kernels/cpu/isa.h"
 #include "tfm/kernels/kernel_args.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 // ---- the attention-dropout mask: a pure function of (seed, element index) ----
 // Its own names: dropout_cpu.h's mask (residual dropout) hashes differently, and two inline
@@ -65,4 +67,5 @@ void attention_backward(const AttentionDims& dims, const AttentionMaskSpec& mask
                         const float* v, const float* probs, const float* d_out, float* d_probs,
                         float* dropped, const AttentionGrads& grads);
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

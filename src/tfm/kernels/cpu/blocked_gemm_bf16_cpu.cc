@@ -22,6 +22,7 @@
 #endif
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 namespace {
 
@@ -298,4 +299,5 @@ void blocked_gemm_bf16(int64_t, int64_t, int64_t, StridedBf16Matrix, StridedBf16
 
 #endif
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -17,6 +17,7 @@
 #endif
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 namespace {
 
@@ -241,4 +242,5 @@ void blocked_gemm_bf16_widened(int64_t, int64_t, int64_t, StridedBf16Matrix, Str
 
 #endif
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -14,8 +14,10 @@
 #include <initializer_list>
 
 #include "tfm/core/dtype.h"
+#include "tfm/kernels/cpu/isa.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 // One matrix operand: element (i, j) at data[i * row_stride + j * col_stride].
 template <class T>
@@ -114,4 +116,5 @@ const char* environment_choice(const char* name, std::initializer_list<const cha
 void set_blocked_gemm_enabled(bool enabled);
 bool blocked_gemm_enabled();
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

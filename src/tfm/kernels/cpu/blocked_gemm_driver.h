@@ -24,9 +24,12 @@
 
 #include "tfm/core/error.h"
 #include "tfm/kernels/cpu/blocked_gemm_cpu.h"
+#include "tfm/kernels/cpu/isa.h"
 #include "tfm/kernels/cpu/vector_math.h"
 
-namespace tfm::internal::cpu::blocked {
+namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
+namespace blocked {
 
 // What a tile does with its sums: add them to c (a later depth block, or `accumulate`) or write
 // them, add the bias (first depth block), apply ReLU (last).
@@ -193,4 +196,6 @@ void product(const char* name, int64_t m, int64_t n, int64_t k, Strided<typename
   for (int block = 0; block < threads; ++block) run(block);
 }
 
-}  // namespace tfm::internal::cpu::blocked
+}  // namespace blocked
+}  // namespace TFM_CPU_ISA
+}  // namespace tfm::internal::cpu

@@ -3,6 +3,7 @@
 #include <cstring>
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 void cache_write(char* dst, int64_t dst_capacity, const char* src, int64_t rows, int64_t n,
                  int64_t width, int64_t position) {
@@ -29,4 +30,5 @@ void cache_gather(char* dst, int64_t dst_capacity, const char* src, int64_t src_
   }
 }
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

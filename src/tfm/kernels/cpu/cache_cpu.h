@@ -4,7 +4,10 @@
 
 #include <cstdint>
 
+#include "tfm/kernels/cpu/isa.h"
+
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 // dst[r, position + j, :] = src[r, j, :] for r < rows, j < n; src: [rows, n, width].
 void cache_write(char* dst, int64_t dst_capacity, const char* src, int64_t rows, int64_t n,
@@ -16,4 +19,5 @@ void cache_gather(char* dst, int64_t dst_capacity, const char* src, int64_t src_
                   const int32_t* slots, int64_t slots_stride, const int64_t* rows, int64_t n_rows,
                   int64_t positions, int64_t width);
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -3,6 +3,7 @@
 #include "tfm/kernels/cpu/parallel.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 void f32_to_bf16(const float* src, bf16* dst, int64_t n) {
   uint16_t* out = reinterpret_cast<uint16_t*>(dst);
@@ -17,4 +18,5 @@ void bf16_to_f32(const bf16* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<uint32_t>(in[i]) << 16;
 }
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

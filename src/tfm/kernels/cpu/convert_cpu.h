@@ -5,8 +5,10 @@
 #include <cstring>
 
 #include "tfm/core/dtype.h"
+#include "tfm/kernels/cpu/isa.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 // The bits of float_to_bf16(value), without branches so that loops over it vectorise. Round to
 // nearest even on the bit pattern: add 0x7fff plus the lowest kept bit, then truncate; NaNs are
@@ -26,4 +28,5 @@ void f32_to_bf16(const float* src, bf16* dst, int64_t n);
 // dst[i] = src[i] as f32, exactly (a bf16 is the high half of its f32).
 void bf16_to_f32(const bf16* src, float* dst, int64_t n);
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -4,6 +4,7 @@
 #include "tfm/kernels/cpu/cpu_kernels.h"
 
 #include "tfm/kernels/cpu/attention_cpu.h"
+#include "tfm/kernels/cpu/blocked_gemm_cpu.h"
 #include "tfm/kernels/cpu/cache_cpu.h"
 #include "tfm/kernels/cpu/convert_cpu.h"
 #include "tfm/kernels/cpu/cross_entropy_cpu.h"
@@ -19,6 +20,7 @@
 #include "tfm/kernels/cpu/top_k_cpu.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 namespace {
 
@@ -132,4 +134,11 @@ const kernels::KernelTable& kernel_table() {
   return table;
 }
 
+const IsaKernels& isa_kernels() {
+  static const IsaKernels kernels{&kernel_table, &vdpbf16ps_to_fma_rate, &onednn_multiplies_bf16,
+                                  &bf16_products_widened, &onednn_uses_amx};
+  return kernels;
+}
+
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

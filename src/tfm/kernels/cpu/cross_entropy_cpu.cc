@@ -9,6 +9,7 @@
 #include "tfm/kernels/cpu/vector_math.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 namespace {
 
@@ -154,4 +155,5 @@ void cross_entropy_backward(const float* logits, const int32_t* targets, const f
   }
 }
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -4,9 +4,11 @@
 #include <cstdint>
 
 #include "tfm/core/dtype.h"
+#include "tfm/kernels/cpu/isa.h"
 #include "tfm/kernels/kernel_args.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 using kernels::CrossEntropySums;  // kernels/kernel_args.h
 
@@ -37,4 +39,5 @@ void cross_entropy_backward(const float* logits, const int32_t* targets, const f
                             int64_t rows, int64_t vocab, float label_smoothing,
                             int32_t ignore_index, float scale, float* dlogits, bool accumulate);
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -5,6 +5,7 @@
 #include "tfm/kernels/cpu/parallel.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed) {
   const float scale = 1.0f / (1.0f - p);
@@ -40,4 +41,5 @@ void dropout_backward(const float* g, float* dx, int64_t n, float p, uint64_t se
   }
 }
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -5,7 +5,10 @@
 
 #include <cstdint>
 
+#include "tfm/kernels/cpu/isa.h"
+
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 // splitmix64's finaliser: a bijection of 64-bit words whose output bits each depend on every input
 // bit, so consecutive counters give independent-looking words.
@@ -33,4 +36,5 @@ void dropout(const float* x, float* y, int64_t n, float p, uint64_t seed);
 void dropout_backward(const float* g, float* dx, int64_t n, float p, uint64_t seed,
                       bool accumulate);
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -7,6 +7,7 @@
 #include "tfm/kernels/cpu/parallel.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 void write_grad(float* dst, const float* src, int64_t n, bool accumulate, float scale) {
   if (accumulate) {
@@ -113,4 +114,5 @@ void swish_backward(const float* x, const float* g, float* dx, int64_t n, bool a
   activation_backward(x, g, dx, n, accumulate, swish_slope);
 }
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

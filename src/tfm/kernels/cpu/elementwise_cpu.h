@@ -4,8 +4,10 @@
 #include <cstdint>
 
 #include "tfm/core/dtype.h"
+#include "tfm/kernels/cpu/isa.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 // dst = scale * src when !accumulate (the first gradient written this pass), dst += scale * src
 // afterwards: a tensor used by several ops sums the gradients from each of them.
@@ -28,4 +30,5 @@ void gelu_backward(const float* x, const float* g, float* dx, int64_t n, bool ac
 void swish(const float* x, float* y, int64_t n);
 void swish_backward(const float* x, const float* g, float* dx, int64_t n, bool accumulate);
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -8,6 +8,7 @@
 #include "tfm/kernels/cpu/parallel.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 void embedding(const int32_t* ids, int64_t n, const float* table, int64_t d, float scale,
                float* out) {
@@ -88,4 +89,5 @@ void add_positions_backward_table(const float* g, int64_t batch, int64_t steps, 
   }
 }
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -3,7 +3,10 @@
 
 #include <cstdint>
 
+#include "tfm/kernels/cpu/isa.h"
+
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 // out[i, :] = scale * table[ids[i], :] for i < n. The ids must already be in range.
 void embedding(const int32_t* ids, int64_t n, const float* table, int64_t d, float scale,
@@ -23,4 +26,5 @@ void add_positions_backward_table(const float* g, int64_t batch, int64_t steps, 
                                   int64_t offset, int64_t table_rows, float* dtable,
                                   bool accumulate);
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

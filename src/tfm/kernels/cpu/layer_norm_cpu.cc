@@ -8,6 +8,7 @@
 #include "tfm/kernels/cpu/parallel.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 namespace {
 
@@ -216,4 +217,5 @@ void add_dropout_layer_norm_backward(const float* sum, const float* gamma, const
                 BranchGrad{dbranch, dbranch_accumulate, p, seed});
 }
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

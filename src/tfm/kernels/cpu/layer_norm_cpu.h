@@ -4,9 +4,11 @@
 
 #include <cstdint>
 
+#include "tfm/kernels/cpu/isa.h"
 #include "tfm/kernels/kernel_args.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 // y = (x - mean) * rstd * gamma + beta per row, rstd = 1 / sqrt(biased var + eps). Writes each
 // row's mean and rstd (arrays of `rows`) for the backward.
@@ -34,4 +36,5 @@ void add_dropout_layer_norm_backward(const float* sum, const float* gamma, const
                                      float p, uint64_t seed, const LayerNormGrads& grads,
                                      float* dbranch, bool dbranch_accumulate);
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

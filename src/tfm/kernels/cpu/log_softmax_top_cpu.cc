@@ -16,6 +16,7 @@
 #include "tfm/kernels/cpu/vector_math.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 namespace {
 
@@ -145,4 +146,5 @@ void log_softmax_top(const LogSoftmaxTopArgs& args, float* values, int32_t* toke
   }
 }
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

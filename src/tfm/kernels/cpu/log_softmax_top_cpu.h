@@ -9,9 +9,11 @@
 #include <cstdint>
 
 #include "tfm/core/dtype.h"
+#include "tfm/kernels/cpu/isa.h"
 #include "tfm/kernels/kernel_args.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 using kernels::LogSoftmaxTopArgs;  // kernels/kernel_args.h
 
@@ -21,4 +23,5 @@ using kernels::LogSoftmaxTopArgs;  // kernels/kernel_args.h
 void log_softmax_top(const LogSoftmaxTopArgs& args, float* values, int32_t* tokens, int32_t* counts,
                      float* log_norms = nullptr);
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

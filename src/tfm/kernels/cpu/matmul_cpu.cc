@@ -17,6 +17,7 @@
 #include "tfm/kernels/cpu/primitive_cache.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 namespace {
 
@@ -415,4 +416,5 @@ size_t gemm_cache_size() {
   return gemm_cache().size();
 }
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -8,9 +8,11 @@
 
 #include <cstdint>
 
+#include "tfm/kernels/cpu/isa.h"
 #include "tfm/kernels/kernel_args.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 // The product's operands and arguments (kernels/kernel_args.h).
 using kernels::GemmArgs;
@@ -44,4 +46,5 @@ void reset_gemm_stats();
 // a parallel region each thread counts seconds / threads.
 void record_gemm(double seconds, double flops);
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -4,6 +4,7 @@
 #include <cmath>
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 void adam_step(float* p, float* m, float* v, const float* g, int64_t n, const AdamStep& step) {
   const float b1 = step.beta1, b2 = step.beta2, step_size = step.step_size;
@@ -37,4 +38,5 @@ void moving_average(float* average, const float* x, int64_t n, float decay) {
   for (int64_t i = 0; i < n; ++i) average[i] += rate * (x[i] - average[i]);
 }
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -3,9 +3,11 @@
 
 #include <cstdint>
 
+#include "tfm/kernels/cpu/isa.h"
 #include "tfm/kernels/kernel_args.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 using kernels::AdamStep;  // kernels/kernel_args.h
 
@@ -25,4 +27,5 @@ void fill(float* x, int64_t n, float value);
 // average = decay * average + (1 - decay) * x.
 void moving_average(float* average, const float* x, int64_t n, float decay);
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -20,6 +20,7 @@
 #include "tfm/kernels/cpu/quantize_cpu.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 struct PackedWeight::Layout {
   dnnl::memory::desc md;  // of W^T, [k, n]
@@ -336,4 +337,5 @@ void packed_linear_quantized(const uint8_t* u, const float* x_scales, int64_t m,
                      zero_point);
 }
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

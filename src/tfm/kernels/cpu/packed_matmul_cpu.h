@@ -14,10 +14,12 @@
 
 #include "tfm/core/dtype.h"
 #include "tfm/core/tensor.h"
+#include "tfm/kernels/cpu/isa.h"
 #include "tfm/kernels/cpu/quantize_cpu.h"
 #include "tfm/kernels/kernel_args.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 class PackedWeight final : public kernels::PackedForm {
  public:
@@ -85,4 +87,5 @@ void packed_linear_quantized(const uint8_t* u, const float* x_scales, int64_t m,
                              const PackedWeight& w, const float* bias, float* y, bool relu = false,
                              int32_t zero_point = activation_zero_point());
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

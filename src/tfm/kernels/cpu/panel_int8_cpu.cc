@@ -12,6 +12,7 @@
 #endif
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 namespace {
 
@@ -152,4 +153,5 @@ void panel_product_u8s8(const uint8_t*, int64_t, int64_t, int64_t, const int8_t*
 
 #endif
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

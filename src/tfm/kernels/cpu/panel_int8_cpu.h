@@ -20,7 +20,10 @@
 
 #include <cstdint>
 
+#include "tfm/kernels/cpu/isa.h"
+
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 // The panels' column count and the k values of a column stored together.
 constexpr int64_t kInt8PanelColumns = 64;
@@ -42,4 +45,5 @@ void pack_int8_panels(const int8_t* q, int64_t n, int64_t k, int8_t* panels);
 void panel_product_u8s8(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t* panels,
                         int32_t* acc);
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

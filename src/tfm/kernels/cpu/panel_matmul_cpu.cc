@@ -13,6 +13,7 @@
 #endif
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 #ifdef __AVX512F__
 
@@ -194,4 +195,5 @@ void panel_linear_f32(const float*, int64_t, int64_t, int64_t, const float*, con
 
 #endif
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

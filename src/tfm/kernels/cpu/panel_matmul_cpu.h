@@ -19,7 +19,10 @@
 
 #include <cstdint>
 
+#include "tfm/kernels/cpu/isa.h"
+
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 // The panels' column count and the rounding of k in the layout above.
 constexpr int64_t kPanelColumns = 64;
@@ -34,4 +37,5 @@ bool panel_kernel_available();
 void panel_linear_f32(const float* x, int64_t m, int64_t n, int64_t k, const float* panels,
                       const float* bias, bool relu, float* y);
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

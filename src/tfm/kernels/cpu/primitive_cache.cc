@@ -4,6 +4,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 void use_only_tfm_primitive_caches() {
   static const bool done = [] {
@@ -14,4 +15,5 @@ void use_only_tfm_primitive_caches() {
   (void)done;
 }
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -18,7 +18,10 @@
 #include <unordered_map>
 #include <utility>
 
+#include "tfm/kernels/cpu/isa.h"
+
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 // Switches oneDNN's own primitive cache off (once, unless the environment sets its capacity).
 void use_only_tfm_primitive_caches();
@@ -64,4 +67,5 @@ class PrimitiveCache {
   std::unordered_map<Key, typename std::list<Entry>::iterator, Hash> index_;
 };
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

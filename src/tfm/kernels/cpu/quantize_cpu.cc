@@ -13,6 +13,7 @@
 #include "tfm/kernels/cpu/vector_math.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 namespace {
 
@@ -161,4 +162,5 @@ void dequantize_product(const int32_t* acc, int64_t rows, int64_t n, const float
   }
 }
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

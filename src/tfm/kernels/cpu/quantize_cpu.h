@@ -14,7 +14,10 @@
 
 #include <cstdint>
 
+#include "tfm/kernels/cpu/isa.h"
+
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 inline constexpr int32_t kWeightLevels = 127;
 inline constexpr int32_t kNativeZeroPoint = 128;     // 8-bit activations
@@ -44,4 +47,5 @@ void dequantize_product(const int32_t* acc, int64_t rows, int64_t n, const float
                         const float* w_scales, const int32_t* w_row_sums, const float* bias,
                         bool relu, float* y, int32_t zero_point = activation_zero_point());
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

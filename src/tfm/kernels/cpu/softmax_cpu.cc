@@ -7,6 +7,7 @@
 #include "tfm/kernels/cpu/vector_math.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 void softmax_row(const float* x, float* y, int64_t n) {
   const float max = max_of(x, n);
@@ -56,4 +57,5 @@ void log_softmax(const float* x, float* y, int64_t rows, int64_t n) {
   }
 }
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -3,7 +3,10 @@
 
 #include <cstdint>
 
+#include "tfm/kernels/cpu/isa.h"
+
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 // One row, on the calling thread (for fused kernels such as attention). Subtracts the row's
 // maximum first, so large inputs do not overflow; -inf entries get exactly 0 (a row of only -inf
@@ -19,4 +22,5 @@ void softmax_backward(const float* y, const float* g, float* dx, int64_t rows, i
 // y = x - log(sum_j exp(x_j)) per row (log-softmax); y may equal x.
 void log_softmax(const float* x, float* y, int64_t rows, int64_t n);
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

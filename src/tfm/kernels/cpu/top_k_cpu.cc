@@ -1,6 +1,7 @@
 #include "tfm/kernels/cpu/top_k_cpu.h"
 
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 void top_k_rows(const float* x, int64_t rows, int64_t n, int64_t k, int64_t excluded, float* values,
                 int32_t* indices, int32_t* counts) {
@@ -12,4 +13,5 @@ void top_k_rows(const float* x, int64_t rows, int64_t n, int64_t k, int64_t excl
   }
 }
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -12,7 +12,10 @@
 #include <immintrin.h>
 #endif
 
+#include "tfm/kernels/cpu/isa.h"
+
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 struct TopK {
   float* values = nullptr;     // [m]
@@ -76,4 +79,5 @@ struct TopK {
 void top_k_rows(const float* x, int64_t rows, int64_t n, int64_t k, int64_t excluded, float* values,
                 int32_t* indices, int32_t* counts);
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -10,7 +10,10 @@
 #include <immintrin.h>
 #endif
 
+#include "tfm/kernels/cpu/isa.h"
+
 namespace tfm::internal::cpu {
+inline namespace TFM_CPU_ISA {
 
 // The constants of exp_f32 and exp16 (Cephes expf).
 namespace exp_constants {
@@ -160,4 +163,5 @@ inline float sum_exp(const float* x, int64_t n, float shift, float* y = nullptr)
 #endif
 }
 
+}  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu
