@@ -226,7 +226,7 @@ tfm info --preset base --vocab 37000 | grep 63,045,632
 python3 /root/tfm/python/tests/installed_check.py --module-dir /usr/lib/python3/dist-packages/tfm \
   --version "$version" --cli /usr/bin/tfm
 cmake -S /root/tfm/tests/consumer -B /tmp/tfm-consumer -G Ninja -DCMAKE_BUILD_TYPE=Release
-grep '^tfm_DIR:' /tmp/tfm-consumer/CMakeCache.txt | grep -q ':/usr/lib/'
+grep -q '^tfm_DIR:PATH=/usr/lib/cmake/tfm$' /tmp/tfm-consumer/CMakeCache.txt
 cmake --build /tmp/tfm-consumer
 /tmp/tfm-consumer/consumer /root/tfm/tests/fixtures/tiny 2>&1 | grep 'vocab.model: missing'
 echo "the .deb: installed with apt-get, tfm, the Python module and the CMake package work: ok"
