@@ -64,7 +64,8 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     env = dict(os.environ, TFM_WHEEL_BUILD_DIR=str(args.build_dir.resolve()),
-               PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", PYTHONNOUSERSITE="1")
+               PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", PYTHONNOUSERSITE="1",
+               PYTHONDONTWRITEBYTECODE="1")
     # Nothing but the wheel from outside: no extra path, no pip links or index of the machine's.
     for name in ["PYTHONPATH", "PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"]:
         env.pop(name, None)

@@ -15,6 +15,9 @@
 # Usage: deb_test.sh --build DIR --source DIR --cpack CPACK --generator G --cxx CXX [--python PY]
 # --python empty or absent: the build has no Python module (the .deb must then have none).
 set -euo pipefail
+shopt -s inherit_errexit
+# A command that fails without a message of ours still says which it was (the work folder is kept).
+trap 'echo "deb_test.sh: line $LINENO: \"$BASH_COMMAND\" failed (status $?); see ${work:-the build tree}" >&2' ERR
 
 fail() { echo "deb_test.sh: $*" >&2; exit 1; }
 build="" source="" cpack="" generator="" cxx="" python=""
