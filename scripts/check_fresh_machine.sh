@@ -4,28 +4,31 @@
 # the archive named in this machine's apt sources, puts a clean clone of this repository's committed
 # HEAD at /root/tfm in it (uncommitted changes are NOT tested) and a copy of ../shared at /root/shared,
 # then runs, as root in a chroot with an empty environment, the README's main job (with the training
-# budget given here) and its test command. Needs root and the network (the Debian archive).
+# budget given here) and its test command, and installs the .deb of the build they made with apt-get
+# (docs/PACKAGING.md), runs its `tfm` and imports its Python module from Debian's python3. Needs root
+# and the network (the Debian archive).
 #
 # Usage: scripts/check_fresh_machine.sh [--minutes N] [--keep] [--update-stamp]
 #   --minutes N     training budget of the main job, in minutes (default 1; the README says 5)
 #   --keep          keep the root afterwards (it is removed by default)
 #   --update-stamp  after a PASS, write .ci/fresh-machine.stamp (the set-up fingerprint of what passed,
 #                   scripts/setup_fingerprint.sh) so that CI skips the check until the set-up changes
-#   --steps LIST    for debugging: run only these of bootstrap,clone,main,tests (comma-separated)
+#   --steps LIST    for debugging: run only these of bootstrap,clone,main,tests,deb (comma-separated)
 #   -h, --help      this text
 # Prints one line per step with its exit status and seconds, keeps each step's log in a folder it
 # names, and ends with "fresh-machine check: PASS" (exit 0) or "fresh-machine check: FAIL" (exit 1).
 set -euo pipefail
 shopt -s inherit_errexit
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "check_fresh_machine.sh: $*" >&2; exit 2; }
 
 minutes=1
 keep=0
 root=""
 update_stamp=0
-steps="bootstrap,clone,main,tests"
+all_steps="bootstrap,clone,main,tests,deb"
+steps="$all_steps"
 while [ $# -gt 0 ]; do
   case "$1" in
     --minutes) [ $# -ge 2 ] || die "--minutes needs a value"; minutes="$2"; shift ;;
@@ -41,11 +44,11 @@ while [ $# -gt 0 ]; do
 done
 [[ "$minutes" =~ ^[1-9][0-9]*$ ]] || die "--minutes wants a whole number of minutes >= 1, not '$minutes'"
 for s in ${steps//,/ }; do
-  case "$s" in bootstrap|clone|main|tests) ;; *) die "unknown step '$s' in --steps" ;; esac
+  case "$s" in bootstrap|clone|main|tests|deb) ;; *) die "unknown step '$s' in --steps" ;; esac
 done
 want() { [[ ",$steps," == *",$1,"* ]]; }
 want bootstrap || die "--steps must include bootstrap (every step runs in the new root)"
-if [ "$update_stamp" = 1 ] && [ "$steps" != "bootstrap,clone,main,tests" ]; then
+if [ "$update_stamp" = 1 ] && [ "$steps" != "$all_steps" ]; then
   die "--update-stamp needs the whole check (no --steps)"
 fi
 
@@ -202,6 +205,34 @@ readme_commands() {
   printf '%s\n' "$commands" | sed -n 2p
 }
 
+# The step deb: the .deb of the release build that the main job made (CPack: cmake/packaging.cmake),
+# installed as a user installs a downloaded package, `apt-get install ./tfm_*.deb` (its Depends
+# resolved by apt), then used from where it put things, outside the checkout: `tfm` on the PATH, the
+# module imported by Debian's python3 without PYTHONPATH, trained and translated as that `tfm` does
+# (python/tests/installed_check.py), and the CMake package found by an outside project
+# (tests/consumer).
+deb_commands() {
+  cat <<'EOF'
+set -euo pipefail
+cpack --config build/release/CPackConfig.cmake -B /tmp/tfm-packages
+deb="$(ls /tmp/tfm-packages/tfm_*.deb)"
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$deb"
+dpkg-query -W -f='${Package} ${Version}\nDepends: ${Depends}\n' tfm
+cd /tmp
+[ "$(command -v tfm)" = /usr/bin/tfm ]
+version="$(tfm --version | sed -n 's/^tfm //p')"
+echo "tfm --version: $version"
+tfm info --preset base --vocab 37000 | grep 63,045,632
+python3 /root/tfm/python/tests/installed_check.py --module-dir /usr/lib/python3/dist-packages/tfm \
+  --version "$version" --cli /usr/bin/tfm
+cmake -S /root/tfm/tests/consumer -B /tmp/tfm-consumer -G Ninja -DCMAKE_BUILD_TYPE=Release
+grep -q '^tfm_DIR:PATH=/usr/lib/cmake/tfm$' /tmp/tfm-consumer/CMakeCache.txt
+cmake --build /tmp/tfm-consumer
+/tmp/tfm-consumer/consumer /root/tfm/tests/fixtures/tiny 2>&1 | grep 'vocab.model: missing'
+echo "the .deb: installed with apt-get, tfm, the Python module and the CMake package work: ok"
+EOF
+}
+
 failed=""
 results=()
 # step NAME COMMAND...: runs COMMAND with its output in $logs/NAME.log, prints its line.
@@ -297,7 +328,7 @@ in_root() {
 }
 
 step bootstrap bootstrap
-for s in clone main tests; do
+for s in clone main tests deb; do
   if ! want "$s"; then
     skip "$s" "not in --steps"
   elif [ -n "$failed" ]; then
@@ -307,6 +338,7 @@ for s in clone main tests; do
       clone) step clone clone ;;
       main) step main in_root "$(sed -n 1p "$work/commands")" ;;
       tests) step tests in_root "$(sed -n 2p "$work/commands")" ;;
+      deb) step deb in_root "$(deb_commands)" ;;
     esac
     if [ "$s" = main ] && [ -z "$failed" ]; then
       grep -A1 '^== test 2016' "$logs/main.log" | tail -n 1 | sed 's/^/main job: /' || true
@@ -318,7 +350,7 @@ if [ -n "$failed" ]; then
   echo "fresh-machine check: FAIL"
   exit 1
 fi
-if [ "$steps" != "bootstrap,clone,main,tests" ]; then
+if [ "$steps" != "$all_steps" ]; then
   echo "fresh-machine check: INCOMPLETE (only --steps $steps ran, and passed)"
   exit 0
 fi

@@ -36,6 +36,9 @@ packages=(
   python3 python3-numpy
   python3-dev pybind11-dev  # the Python module (python/): Python's headers and pybind11
   python3-pytest         # the Python module's tests (python/tests)
+  python3-setuptools python3-wheel  # the module's wheel: python/setup.py drives the CMake build
+  python3-pip python3-venv  # building the wheel (pip wheel) and its test in a fresh venv
+  dpkg-dev file          # the .deb: CPack's DEB generator runs dpkg-shlibdeps (dpkg-dev), which needs file
   curl ca-certificates   # scripts/fetch_multi30k.sh downloads Multi30k over https when no copy is found
   chromium nodejs        # the browser test of `tfm attention`'s page (tests/browser, headless)
   fonts-dejavu-core      # a font for its screenshots (a minimal root has none)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prints a sha256 over the files that define tfm's set-up: the scripts that the README's two commands
-# run, the CMake files, CI's entry point, the fresh-machine check itself and the text of the README's
-# two commands (only the commands, so that editing the README's prose changes nothing).
+# run, the CMake files, the wheel's build files (python/pyproject.toml, python/setup.py), CI's entry
+# point, the fresh-machine check itself and the text of the README's two commands (only the commands,
+# so that editing the README's prose changes nothing).
 # .ci/run compares it with .ci/fresh-machine.stamp to decide whether to run scripts/check_fresh_machine.sh.
 # Usage: scripts/setup_fingerprint.sh              the fingerprint (64 hex digits)
 #        scripts/setup_fingerprint.sh --files      each input with its own sha256
@@ -33,7 +34,7 @@ inputs() {
   for f in scripts/setup.sh scripts/test.sh scripts/multi30k.sh scripts/fetch_multi30k.sh \
            scripts/prepare_multi30k.sh scripts/check_fresh_machine.sh scripts/setup_fingerprint.sh \
            scripts/ccache_env.sh CMakeLists.txt CMakePresets.json .ci/run tests/browser/package.json \
-           tests/browser/package-lock.json; do
+           tests/browser/package-lock.json python/pyproject.toml python/setup.py; do
     echo "$f"
   done
   if [ -d cmake ]; then find cmake -type f | LC_ALL=C sort; fi
@@ -60,6 +61,6 @@ case "${1:-}" in
   "") text="$(listing)"; printf '%s\n' "$text" | sha256sum | cut -d' ' -f1 ;;
   --files) text="$(listing)"; printf '%s\n' "$text" ;;
   --commands) readme_commands ;;
-  -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' ;;
+  -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) echo "setup_fingerprint.sh: unknown option $1" >&2; exit 2 ;;
 esac

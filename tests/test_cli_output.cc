@@ -12,6 +12,7 @@
 #include "build_paths.h"
 #include "data_test_util.h"
 #include "temp_dir.h"
+#include "tfm/version.h"
 
 namespace tfm::internal {
 namespace {
@@ -65,6 +66,15 @@ TEST(CliOutput, AFullOrClosedStandardOutputFailsTheCommand) {
     expect_output_error(run_with_stdout(command, "> /dev/full", dir), command + " > /dev/full");
     expect_output_error(run_with_stdout(command, ">&-", dir), command + " >&-");
   }
+}
+
+// `tfm --version` prints the project's version (include/tfm/version.h), as the packages (the .deb,
+// the wheel) report it, with status 0 and no subcommand.
+TEST(CliOutput, VersionIsTheProjectsVersion) {
+  TempDir dir;
+  const Outcome run = run_with_stdout("--version", "> " + quoted(dir / "out"), dir);
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(read_text(dir / "out"), "tfm " TFM_VERSION "\n");
 }
 
 }  // namespace

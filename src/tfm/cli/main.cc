@@ -17,6 +17,7 @@
 #include "tfm/core/error.h"
 #include "tfm/core/openmp_wait.h"
 #include "tfm/dist/communicator.h"
+#include "tfm/version.h"
 
 namespace {
 
@@ -77,6 +78,8 @@ int main(int argc, char** argv) {
   for (std::string& arg : arguments) translated.push_back(arg.data());
   CLI::App app{"tfm: the Transformer of \"Attention Is All You Need\""};
   app.require_subcommand(1);
+  // `tfm --version`: "tfm 0.1.0", the project's version (include/tfm/version.h).
+  app.set_version_flag("--version", "tfm " TFM_VERSION);
   // Usage errors are one line on stderr, like every other error.
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return "tfm: error: " + std::string(e.what()) + " (see --help)\n";
