@@ -61,14 +61,20 @@ TEST(CpuDispatch, ChoosesTheKernelSetThisMachineCompilesFor) {
   EXPECT_EQ(d.onednn_cap, "");
 }
 
+// The built tfm run by the shell command `launcher` ("env VAR=...", an emulator), with `arguments`.
+CommandResult run_launched(const std::string& launcher, const std::string& arguments,
+                           const TempDir& dir) {
+  const auto out = dir / "stdout", err = dir / "stderr";
+  const std::string command = fmt::format("{} '{}/tfm' {} > {} 2> {}", launcher, tfm_binary_dir(),
+                                          arguments, quoted(out), quoted(err));
+  const int raw = std::system(command.c_str());
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, testing::read_text(out), testing::read_text(err)};
+}
+
 // The built tfm with TFM_CPU_ISA set to `level` ("" counts as unset).
 CommandResult run_with_level(const std::string& level, const std::string& arguments,
                              const TempDir& dir) {
-  const auto out = dir / "stdout", err = dir / "stderr";
-  const std::string command = fmt::format("TFM_CPU_ISA='{}' '{}/tfm' {} > {} 2> {}", level,
-                                          tfm_binary_dir(), arguments, quoted(out), quoted(err));
-  const int raw = std::system(command.c_str());
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, testing::read_text(out), testing::read_text(err)};
+  return run_launched(fmt::format("env TFM_CPU_ISA='{}'", level), arguments, dir);
 }
 
 // The levels `tfm info --cpu` lists as this CPU's ("in use" or "supported") and those it lacks.
@@ -226,14 +232,9 @@ TEST(CpuDispatch, OlderCpusTakeTheirLevelAndTranslateAlike) {
   const std::pair<const char*, const char*> cpus[] = {{"Nehalem", "x86-64-v2"},
                                                       {"Haswell", "avx2"}};
   for (const auto& [model_name, level] : cpus) {
-    const std::string tfm = fmt::format("{} -cpu {} '{}/tfm'", qemu, model_name, tfm_binary_dir());
     auto run = [&](const std::string& arguments) {
-      const auto out = dir / "stdout", err = dir / "stderr";
-      const int raw = std::system(fmt::format("env -u TFM_CPU_ISA {} {} > {} 2> {}", tfm, arguments,
-                                              quoted(out), quoted(err))
-                                      .c_str());
-      return CommandResult{WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, testing::read_text(out),
-                           testing::read_text(err)};
+      return run_launched(fmt::format("env -u TFM_CPU_ISA {} -cpu {}", qemu, model_name), arguments,
+                          dir);
     };
     const CommandResult info = run("info --cpu");
     ASSERT_EQ(info.status, 0) << model_name << ": " << info.err;
