@@ -5,15 +5,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "data_test_util.h"
+#include "tfm/model/config.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/device.h"
 #include "tfm/train/checkpoint.h"
+#include "tfm/train/run_cadence.h"
 #include "train_test_util.h"
 
 namespace tfm::internal {
@@ -194,6 +197,17 @@ std::map<int64_t, double> logged_learning_rates(const std::filesystem::path& met
   return rates;
 }
 
+// The loss of each logged update in metrics.jsonl.
+std::map<int64_t, double> logged_losses(const std::filesystem::path& metrics_path) {
+  std::map<int64_t, double> losses;
+  std::stringstream lines(testing::read_text(metrics_path));
+  for (std::string line; std::getline(lines, line);) {
+    auto record = nlohmann::json::parse(line);
+    if (record["type"] == "train") losses[record["step"].get<int64_t>()] = record["loss"];
+  }
+  return losses;
+}
+
 TEST(CliTrainTranslate, WarmupAndCheckpointsFitAStepBudgetAndSurviveAResume) {
   TempDir dir;
   write_recipe(dir);
@@ -233,6 +247,51 @@ TEST(CliTrainTranslate, WarmupAndCheckpointsFitAStepBudgetAndSurviveAResume) {
   rates = logged_learning_rates(dir / "run" / "metrics.jsonl");
   ASSERT_TRUE(rates.count(22));
   EXPECT_NEAR(rates[22], peak * std::sqrt(5.0 / 22), 1e-12);
+}
+
+// model.dropout auto: chosen from the epochs of the step budget, said in the log, written into
+// every checkpoint's configuration, and kept by a resumed run (whose checkpoint must match it).
+TEST(CliTrainTranslate, DropoutAutoIsChosenFromTheBudgetsEpochsAndSurvivesAResume) {
+  TempDir dir;
+  write_recipe(dir);
+  const std::string options =
+      "--set model.dropout=auto --set validation.bleu=false --set checkpoints.every_steps=10 "
+      "--set data.max_tokens=2000";
+  auto run = run_tfm_command(
+      fmt::format("train -c {} --max-steps 100 {}", quoted(dir / "recipe.yaml"), options), dir);
+  ASSERT_EQ(run.status, 0) << run.err;
+  // "dropout: P for the about E epochs of the budget (model.dropout auto)"
+  const size_t at = run.err.find("dropout: ");
+  ASSERT_NE(at, std::string::npos) << run.err;
+  double chosen = -1, epochs = -1;
+  ASSERT_EQ(
+      std::sscanf(run.err.c_str() + at, "dropout: %lf for the about %lf epochs", &chosen, &epochs),
+      2)
+      << run.err;
+  EXPECT_EQ(chosen, dropout_for_epochs(epochs));
+  EXPECT_GT(chosen, 0.0) << "100 updates are several epochs of the test corpus: " << run.err;
+  const auto checkpoints = list_checkpoints(dir / "run" / "checkpoints");
+  ASSERT_FALSE(checkpoints.empty());
+  EXPECT_EQ(load_config(checkpoints.back() / "config.json").dropout, chosen);
+  // A step budget chooses before the first update: the run is the one with that dropout given.
+  TempDir given;
+  write_recipe(given);
+  auto same = run_tfm_command(fmt::format("train -c {} --max-steps 100 {} --set model.dropout={}",
+                                          quoted(given / "recipe.yaml"), options, chosen),
+                              given);
+  ASSERT_EQ(same.status, 0) << same.err;
+  const auto losses = logged_losses(dir / "run" / "metrics.jsonl");
+  ASSERT_FALSE(losses.empty());
+  EXPECT_EQ(losses, logged_losses(given / "run" / "metrics.jsonl"));
+
+  auto resumed = run_tfm_command(
+      fmt::format("train -c {} --max-steps 120 --resume {}", quoted(dir / "recipe.yaml"), options),
+      dir);
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_EQ(resumed.err.find("dropout: "), std::string::npos) << resumed.err;  // kept, not chosen
+  EXPECT_EQ(
+      load_config(list_checkpoints(dir / "run" / "checkpoints").back() / "config.json").dropout,
+      chosen);
 }
 
 TEST(CliTrainTranslate, WarmupFitsATimeBudgetFromTheSpeedOfTheFirstUpdates) {

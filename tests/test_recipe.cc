@@ -406,5 +406,31 @@ TEST(Recipe, ScheduleNamesAndTheBudgetADecayNeeds) {
   EXPECT_EQ(std::count(keys.begin(), keys.end(), "optimizer.schedule"), 1);
 }
 
+// model.dropout auto: 0 in the configuration until the run chooses it from its budget's epochs,
+// which it must have.
+TEST(Recipe, DropoutAutoNeedsABudgetAndStartsAtZero) {
+  TempDir tmp;
+  const std::string data = "data:\n  train_source: a.en\n  train_target: a.de\n";
+  TrainRecipe r = load_recipe(write(
+      tmp, "model:\n  preset: base\n  dropout: auto\n" + data + "training:\n  max_minutes: 5\n"));
+  EXPECT_TRUE(r.dropout_auto());
+  validate(r);
+  EXPECT_EQ(r.model_config(100).dropout, 0.0);  // base's own is 0.1
+  apply_override(r, "model.dropout=0.2");
+  EXPECT_FALSE(r.dropout_auto());
+  EXPECT_EQ(r.model_config(100).dropout, 0.2);
+
+  r = load_recipe(write(tmp, "model:\n  dropout: auto\n" + data + "training:\n  max_epochs: 3\n"));
+  expect_error([&] { validate(r); },
+               {"recipe.yaml:2: ",
+                "model.dropout auto is chosen from the epochs the budget allows: it needs "
+                "training.max_steps or training.max_minutes"});
+  apply_override(r, "training.max_steps=50");
+  validate(r);
+  // Any other text is still an error of the model's configuration.
+  r = load_recipe(write(tmp, "model:\n  dropout: automatic\n" + data));
+  expect_error([&] { validate(r); }, {"recipe.yaml:2: ", "dropout"});
+}
+
 }  // namespace
 }  // namespace tfm::internal

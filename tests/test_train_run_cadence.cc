@@ -206,6 +206,26 @@ TEST(TrainRunCadence, ATimeBudgetFitsTheWarmupFromTheSpeedOfTheUpdatesAfterTheFi
   EXPECT_EQ(bounded.after_update(50, clock), std::nullopt);
 }
 
+// model.dropout auto: 0 for a few epochs, 0.1 for about ten, 0.3 for more (the measured runs of
+// docs/RESULTS.md at 2.4, 7.6 and 24 epochs, split at the geometric middles); and the run fits it
+// with the schedule, so that it has a budget's estimate to choose from.
+TEST(TrainRunCadence, DropoutAutoGrowsWithTheEpochsOfTheBudget) {
+  EXPECT_EQ(dropout_for_epochs(0.5), 0.0);
+  EXPECT_EQ(dropout_for_epochs(2.4), 0.0);
+  EXPECT_EQ(dropout_for_epochs(4.2), 0.0);
+  EXPECT_EQ(dropout_for_epochs(4.4), 0.1);
+  EXPECT_EQ(dropout_for_epochs(7.6), 0.1);
+  EXPECT_EQ(dropout_for_epochs(13.4), 0.1);
+  EXPECT_EQ(dropout_for_epochs(13.6), 0.3);
+  EXPECT_EQ(dropout_for_epochs(24), 0.3);
+  EXPECT_EQ(dropout_for_epochs(1000), 0.3);
+
+  TrainRecipe recipe;  // noam, no warmup_fraction: nothing to fit ...
+  EXPECT_FALSE(schedule_fits_budget(recipe));
+  recipe.model_overrides["dropout"] = "auto";  // ... but the dropout
+  EXPECT_TRUE(schedule_fits_budget(recipe));
+}
+
 TEST(TrainRunCadence, CheckpointIntervalsShrinkToTheFractionOfTheBudget) {
   TrainRecipe recipe;
   recipe.checkpoint_every_steps = 0;

@@ -238,6 +238,21 @@ void Transformer::load(const NamedTensors& values) {
   }
 }
 
+void Transformer::set_dropout(double p) {
+  TFM_CHECK(p >= 0 && p < 1, "dropout {} must be in [0, 1)", p);
+  config_.dropout = p;
+  const auto residual = static_cast<float>(p);
+  for (auto& layer : encoder_layers_) {
+    layer.self_attn_block.dropout = residual;
+    layer.ffn_block.dropout = residual;
+  }
+  for (auto& layer : decoder_layers_) {
+    layer.self_attn_block.dropout = residual;
+    layer.cross_attn_block.dropout = residual;
+    layer.ffn_block.dropout = residual;
+  }
+}
+
 void Transformer::pack(DType precision) {
   for (auto& layer : encoder_layers_) layer.pack(precision);
   for (auto& layer : decoder_layers_) layer.pack(precision);

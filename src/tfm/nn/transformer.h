@@ -130,6 +130,9 @@ class Transformer {
   void pack(DType precision);
 
   const ModelConfig& config() const { return config_; }
+  // The residual and embedding dropout (config "dropout") from now on: a run chooses it once it
+  // knows its budget (model.dropout auto, train/run_cadence.h).
+  void set_dropout(double p);
   // (name, tensor) in the documented order (docs/MODEL_FORMAT.md).
   NamedTensors named_parameters() const;
   std::vector<Tensor> parameters() const;

@@ -231,6 +231,10 @@ std::vector<std::string> recipe_keys() {
 ModelConfig TrainRecipe::model_config(int64_t vocab_size_) const {
   nlohmann::json json = nlohmann::json::object();
   for (const auto& [key, value] : model_overrides) {
+    if (key == "dropout" && value == "auto") {  // chosen by the run, once it knows its epochs
+      json[key] = 0.0;
+      continue;
+    }
     // YAML scalars arrive as text: give each its JSON type (out-of-range numbers stay text, and
     // the configuration's own check names the key).
     char* end = nullptr;
@@ -255,6 +259,11 @@ ModelConfig TrainRecipe::model_config(int64_t vocab_size_) const {
   ModelConfig base = tfm::internal::preset(preset);
   base.vocab_size = vocab_size_;
   return config_from_json(json, base);  // validates
+}
+
+bool TrainRecipe::dropout_auto() const {
+  const auto it = model_overrides.find("dropout");
+  return it != model_overrides.end() && it->second == "auto";
 }
 
 void apply_override(TrainRecipe& recipe, const std::string& assignment) {
@@ -573,8 +582,18 @@ void validate_training(const TrainRecipe& r) {
 
 }  // namespace
 
+// model.dropout auto is chosen from the epochs the budget allows: it needs that budget.
+void validate_dropout_auto(const TrainRecipe& r) {
+  if (!r.dropout_auto()) return;
+  TFM_CHECK(r.max_steps > 0 || r.max_minutes > 0,
+            "{}model.dropout auto is chosen from the epochs the budget allows: it needs "
+            "training.max_steps or training.max_minutes",
+            origin(r, {"model.dropout"}));
+}
+
 void validate(const TrainRecipe& r) {
   validate_numbers(r);
+  validate_dropout_auto(r);
   validate_data(r);
   validate_training(r);
   validate_model(r);  // the model section's keys and values

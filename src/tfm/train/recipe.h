@@ -97,8 +97,11 @@ struct TrainRecipe {
   std::map<std::string, std::string> origins;
 
   // The model configuration: preset + overrides, with the given vocabulary size; validated (the
-  // one check of it: config.h).
+  // one check of it: config.h). With model.dropout auto its dropout is 0 until the run chooses
+  // it (dropout_for_epochs).
   ModelConfig model_config(int64_t vocab_size) const;
+  // model.dropout is `auto`: chosen from the epochs the budget allows (train/run_cadence.h).
+  bool dropout_auto() const;
 };
 
 // Reads a YAML recipe (missing keys keep their defaults). `${VAR}` in strings is replaced by the

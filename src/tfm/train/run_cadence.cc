@@ -15,7 +15,13 @@ int64_t fitted_warmup(const TrainRecipe& recipe, double expected_updates) {
 }
 
 bool schedule_fits_budget(const TrainRecipe& recipe) {
-  return recipe.warmup_fraction > 0 || recipe.schedule != "noam";
+  return recipe.warmup_fraction > 0 || recipe.schedule != "noam" || recipe.dropout_auto();
+}
+
+double dropout_for_epochs(double epochs) {
+  if (epochs < 4.3) return 0.0;   // sqrt(2.4 * 7.6)
+  if (epochs < 13.5) return 0.1;  // sqrt(7.6 * 24)
+  return 0.3;
 }
 
 int64_t decay_end(double expected_updates) {

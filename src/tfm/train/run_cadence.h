@@ -23,9 +23,16 @@ constexpr int64_t kWarmupProbeUpdates = 20;
 // optimizer.warmup_fraction of `expected_updates`, at least 1 and at most optimizer.warmup.
 int64_t fitted_warmup(const TrainRecipe& recipe, double expected_updates);
 
-// Whether the schedule is fitted to the run's updates: optimizer.warmup_fraction is on, or
-// optimizer.schedule decays to zero at the run's end.
+// Whether the schedule is fitted to the run's updates: optimizer.warmup_fraction is on,
+// optimizer.schedule decays to zero at the run's end, or model.dropout is auto (chosen at the same
+// moment, from the same estimate).
 bool schedule_fits_budget(const TrainRecipe& recipe);
+
+// model.dropout auto: the dropout for a run of about `epochs` passes over the training data. The
+// more epochs, the more a model overfits without it: on Multi30k's recipe (docs/RESULTS.md) 0 was
+// best at 2.4 epochs, 0.1 at 7.6 and 0.3 at 24; each step of this table is the geometric middle
+// between two measured runs.
+double dropout_for_epochs(double epochs);
 
 // The update at which a decaying schedule reaches zero: `expected_updates` rounded, at least 1.
 int64_t decay_end(double expected_updates);

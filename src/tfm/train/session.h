@@ -109,6 +109,8 @@ class TrainingSession {
   void with_moving_average(const std::function<void()>& use);
 
   nn::Transformer& model() { return model_; }
+  // model.dropout auto: the dropout chosen for the run (nn::Transformer::set_dropout).
+  void set_dropout(double p) { model_.set_dropout(p); }
   const nn::Transformer& model() const { return model_; }
   const Adam& optimizer() const { return adam_; }
   int64_t step() const { return adam_.steps(); }

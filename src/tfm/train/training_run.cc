@@ -140,6 +140,9 @@ void TrainingRun::resume() {
     return;
   }
   check_checkpoint_vocabulary(*vocab_, checkpoint->dir);
+  // model.dropout auto: the dropout the run chose (a checkpoint saved before the choice has 0 and
+  // is fitted again with the schedule).
+  if (recipe_.dropout_auto()) set_dropout(checkpoint->config.dropout);
   session_->restore(*checkpoint);
   if (session_->has_moving_average() && checkpoint->moving_average.empty())
     note_(fmt::format("{} has no moving average of the weights: it starts again from them",
@@ -195,9 +198,11 @@ void TrainingRun::share_start() {
                              {"decay_from", session_->schedule().decay_from},
                              {"decay_from_progress", session_->schedule().decay_from_progress},
                              {"warmup_fitted", warmup_.fitted()},
+                             {"dropout", config_.dropout},
                              {"last_checkpoint", summary_.last_checkpoint}}
                   .dump()));
   batcher_->restore({where["epoch"].get<int64_t>(), where["batch"].get<int64_t>()});
+  if (recipe_.dropout_auto()) set_dropout(where["dropout"].get<double>());
   start_.elapsed_before = where["elapsed_s"].get<double>();
   NoamSchedule schedule =
       session_options_.schedule.with_warmup_at_same_peak(where["warmup"].get<int64_t>());
@@ -261,6 +266,23 @@ void TrainingRun::fit_schedule(double expected_updates) {
   session_->set_schedule(schedule);
   warmup_.set_fitted(true);
   warmup_.plan_decay_refit(schedule.warmup, session_->step());
+  if (recipe_.dropout_auto()) choose_dropout(expected_updates);
+}
+
+// model.dropout auto, with the first estimate of the budget's updates: the dropout for its epochs.
+void TrainingRun::choose_dropout(double expected_updates) {
+  const double updates_per_epoch =
+      static_cast<double>(batcher_->batches_in_epoch()) /
+      static_cast<double>(std::max<int64_t>(recipe_.accumulate * ranks_, 1));
+  const double epochs = expected_updates / std::max(updates_per_epoch, 1.0);
+  set_dropout(dropout_for_epochs(epochs));
+  note_(fmt::format("dropout: {:g} for the about {:.1f} epochs of the budget (model.dropout auto)",
+                    config_.dropout, epochs));
+}
+
+void TrainingRun::set_dropout(double p) {
+  config_.dropout = p;
+  session_->set_dropout(p);
 }
 
 // The second estimate of a decaying schedule's end (WarmupFit::plan_decay_refit), at the warmup's

@@ -64,6 +64,9 @@ class TrainingRun {
   // The warmup (optimizer.warmup_fraction) and the decay's end (optimizer.schedule) fitted to the
   // run's `expected_updates`, each said in the log.
   void fit_schedule(double expected_updates);
+  // model.dropout auto: the dropout for the epochs of `expected_updates` (dropout_for_epochs).
+  void choose_dropout(double expected_updates);
+  void set_dropout(double p);  // the run's configuration and its model's
   void refit_decay(double expected_updates);
   void refit_decay_during_decay();
   void run_validation();
