@@ -186,26 +186,24 @@ auto train_for_six_seconds(const TempDir& dir, const std::string& sets) {
       dir);
 }
 
-// The learning rate of each logged update in metrics.jsonl.
-std::map<int64_t, double> logged_learning_rates(const std::filesystem::path& metrics_path) {
-  std::map<int64_t, double> rates;
+// The value of `field` ("lr", "loss") of each logged update in metrics.jsonl, by step.
+std::map<int64_t, double> logged_train_values(const std::filesystem::path& metrics_path,
+                                              const std::string& field) {
+  std::map<int64_t, double> values;
   std::stringstream lines(testing::read_text(metrics_path));
   for (std::string line; std::getline(lines, line);) {
     auto record = nlohmann::json::parse(line);
-    if (record["type"] == "train") rates[record["step"].get<int64_t>()] = record["lr"];
+    if (record["type"] == "train") values[record["step"].get<int64_t>()] = record[field];
   }
-  return rates;
+  return values;
 }
 
-// The loss of each logged update in metrics.jsonl.
+std::map<int64_t, double> logged_learning_rates(const std::filesystem::path& metrics_path) {
+  return logged_train_values(metrics_path, "lr");
+}
+
 std::map<int64_t, double> logged_losses(const std::filesystem::path& metrics_path) {
-  std::map<int64_t, double> losses;
-  std::stringstream lines(testing::read_text(metrics_path));
-  for (std::string line; std::getline(lines, line);) {
-    auto record = nlohmann::json::parse(line);
-    if (record["type"] == "train") losses[record["step"].get<int64_t>()] = record["loss"];
-  }
-  return losses;
+  return logged_train_values(metrics_path, "loss");
 }
 
 TEST(CliTrainTranslate, WarmupAndCheckpointsFitAStepBudgetAndSurviveAResume) {
