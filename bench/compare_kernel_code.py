@@ -19,10 +19,12 @@ FUNCTION = re.compile(r"^[0-9a-f]+ <(.*)>:$")
 
 def masked(instruction):
     """An instruction with its numbers and symbol names masked: only the operation and registers."""
+    instruction = re.sub(r"#.*$", "", instruction)  # objdump's comment: the address an operand means
     instruction = re.sub(r"<[^>]*>", "", instruction)
     instruction = re.sub(r"-?0x[0-9a-f]+", "X", instruction)
-    instruction = re.sub(r"\b[0-9a-f]{4,}\b", "A", instruction)
-    return instruction.strip()
+    # A jump's or a call's target: a bare hexadecimal address as the whole operand (matching the
+    # operand alone leaves a mnemonic such as x87's `fadd` as it is).
+    return re.sub(r"^(\S+\s+)[0-9a-f]+$", r"\1A", instruction.strip())
 
 
 def functions(binary, pattern):
