@@ -2,6 +2,10 @@
 // strided oneDNN product underneath them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <string>
+
 #include "gradcheck.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/ops/ops.h"
@@ -216,6 +220,118 @@ TEST(GemmCpu, Bf16OperandsWithF32Result) {
   cpu::gemm(args);
   testing::expect_close(c, matmul_reference(a, b, 1, 6, 9, 4, 9, false, true, false), 1e-5, 1e-6,
                         "bf16 a @ bf16 b^T");
+}
+
+// A product whose row count or inner dimension is a batch's token count is cut into a part of a
+// multiple of 256 and a zero-padded tail (matmul_cpu.cc), so that oneDNN makes a few primitives
+// rather than one per batch. Each case: every element of c within the f32 rounding bound of the
+// exact result, and the columns of c's buffer beyond the product untouched.
+struct CutCase {
+  int64_t m, k, n;
+  bool a_transposed;  // a seen through a [k, m] buffer, as a weight gradient's x^T
+  DType dtype;
+  bool bias, accumulate, relu;
+  float alpha;
+};
+
+void check_cut_case(const CutCase& t, unsigned seed) {
+  SCOPED_TRACE(std::to_string(t.m) + " x " + std::to_string(t.k) + " x " + std::to_string(t.n) +
+               (t.a_transposed ? ", a transposed" : "") + ", " + std::string(dtype_name(t.dtype)));
+  std::mt19937 rng(seed);
+  const int64_t ldc = t.n + 3;
+  Values a = random_values(t.m * t.k, rng), b = random_values(t.k * t.n, rng);
+  Values bias = random_values(t.n, rng), c0 = random_values(t.m * ldc, rng);
+  std::vector<float> fa(a.begin(), a.end()), fb(b.begin(), b.end());
+  std::vector<bf16> ha, hb;
+  for (size_t i = 0; i < a.size(); ++i) ha.push_back(float_to_bf16(fa[i]));
+  for (size_t i = 0; i < b.size(); ++i) hb.push_back(float_to_bf16(fb[i]));
+  if (t.dtype == DType::bf16) {  // the exact result of the values the product sees
+    for (size_t i = 0; i < a.size(); ++i) a[i] = bf16_to_float(ha[i]);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = bf16_to_float(hb[i]);
+  }
+  const void* a_data = t.dtype == DType::bf16 ? static_cast<const void*>(ha.data()) : fa.data();
+  const void* b_data = t.dtype == DType::bf16 ? static_cast<const void*>(hb.data()) : fb.data();
+  std::vector<float> fbias(bias.begin(), bias.end()), c(c0.begin(), c0.end());
+  cpu::GemmArgs args;
+  // a[i, p] is a[i * k + p], or a[p * m + i] when transposed.
+  args.a = t.a_transposed ? cpu::GemmOperand::dense(a_data, t.dtype, {t.k, t.m}).transposed()
+                          : cpu::GemmOperand::dense(a_data, t.dtype, {t.m, t.k});
+  args.b = cpu::GemmOperand::dense(b_data, t.dtype, {t.k, t.n});
+  args.c = cpu::GemmOperand::strided(c.data(), DType::f32, {t.m, t.n}, {ldc, 1});
+  args.bias = t.bias ? fbias.data() : nullptr;
+  args.accumulate = t.accumulate;
+  args.relu = t.relu;
+  args.alpha = t.alpha;
+  cpu::gemm(args);
+
+  const double u = std::ldexp(1.0, -24);
+  double largest = 0;
+  for (int64_t i = 0; i < t.m; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      const double old = c0[static_cast<size_t>(i * ldc + j)];
+      const float got = c[static_cast<size_t>(i * ldc + j)];
+      if (j >= t.n) {
+        ASSERT_EQ(got, static_cast<float>(old))
+            << "c's buffer beyond the product at (" << i << ", " << j << ")";
+        continue;
+      }
+      double sum = 0, magnitude = 0;
+      for (int64_t p = 0; p < t.k; ++p) {
+        const double x = t.a_transposed ? a[static_cast<size_t>(p * t.m + i)]
+                                        : a[static_cast<size_t>(i * t.k + p)];
+        const double y = b[static_cast<size_t>(p * t.n + j)];
+        sum += x * y;
+        magnitude += std::fabs(x * y);
+      }
+      const double b_j = t.bias ? bias[static_cast<size_t>(j)] : 0.0;
+      double expected = t.alpha * (sum + b_j) + (t.accumulate ? old : 0.0);
+      if (t.relu) expected = std::max(expected, 0.0);
+      const double bound = static_cast<double>(t.k + 3) * u *
+                           (std::fabs(t.alpha) * (magnitude + std::fabs(b_j)) + std::fabs(old));
+      ASSERT_NEAR(got, expected, bound) << "element (" << i << ", " << j << ")";
+      largest = std::max(largest, std::fabs(expected));
+    }
+  EXPECT_GT(largest, 1.0) << "the expected values are too small to test anything";
+}
+
+TEST(GemmCpu, ChangingRowsAndInnerDimensionsAreCutWithinTheRoundingBound) {
+  const DType f32 = DType::f32, bf16 = DType::bf16;
+  const CutCase cases[] = {
+      // rows: 256 + a tail of 44 padded to 64; every option
+      {300, 64, 40, false, f32, true, true, true, 0.5f},
+      {300, 64, 40, false, bf16, true, false, false, 1.0f},
+      // rows below 256: only the padded tail
+      {45, 32, 24, false, f32, false, true, false, 1.0f},
+      {45, 32, 24, false, bf16, true, false, true, 1.0f},
+      // the inner dimension of a transposed a (a weight gradient's tokens): 256 + 44
+      {48, 300, 40, true, f32, true, true, true, 0.25f},
+      {48, 300, 40, true, bf16, true, false, false, 1.0f},
+      // below 256, and both the inner dimension and the rows changing
+      {64, 77, 40, true, f32, true, false, true, 1.0f},
+      {290, 300, 24, true, bf16, false, true, false, 1.0f},
+  };
+  unsigned seed = 40;
+  for (const CutCase& t : cases) check_cut_case(t, seed++);
+}
+
+TEST(GemmCpu, TwoHundredRowCountsMakeAFewPrimitives) {
+  // Products of 257..456 rows, as a layer sees from batches of changing token counts: one head
+  // of 256 rows and tails padded to 32..224 rows, 8 shapes, rather than 200.
+  std::mt19937 rng(50);
+  Values a = random_values(456 * 64, rng), b = random_values(64 * 40, rng);
+  std::vector<float> fa(a.begin(), a.end()), fb(b.begin(), b.end()), c(456 * 40);
+  const int64_t before = cpu::gemm_primitives_made();
+  for (int64_t m = 257; m <= 456; ++m) {
+    cpu::GemmArgs args;
+    args.a = cpu::GemmOperand::dense(fa.data(), DType::f32, {m, 64});
+    args.b = cpu::GemmOperand::dense(fb.data(), DType::f32, {64, 40});
+    args.c = cpu::GemmOperand::dense(c.data(), DType::f32, {m, 40});
+    cpu::gemm(args);
+  }
+  EXPECT_LE(cpu::gemm_primitives_made() - before, 8);
+  double expected = 0;
+  for (int p = 0; p < 64; ++p) expected += a[455 * 64 + p] * b[p * 40 + 39];
+  EXPECT_NEAR(c[455 * 40 + 39], expected, 1e-4);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -108,7 +109,10 @@ dnnl::stream& cpu_stream() {
   return stream;
 }
 
+std::atomic<int64_t> primitives_made{0};
+
 GemmPrimitive create_primitive(const GemmKey& key) {
+  primitives_made.fetch_add(1, std::memory_order_relaxed);
   GemmPrimitive p;
   p.a_md = memory_desc(key.rank, key.dims[0], key.strides[0], key.dtypes[0]);
   p.b_md = memory_desc(key.rank, key.dims[1], key.strides[1], key.dtypes[1]);
@@ -143,12 +147,14 @@ GemmPrimitive create_primitive(const GemmKey& key) {
   return p;
 }
 
-// Attention products change shape with every batch's sequence lengths: a bounded cache.
+// Bounded caches. Batched products (attention's) change shape with every batch's sequence lengths
+// and have one of their own, so that they do not push out the one-matrix products, whose shapes
+// try_split_for_few_shapes keeps to a few per layer.
 using GemmCache = PrimitiveCache<GemmKey, GemmPrimitive, GemmKeyHash>;
 
-GemmCache& gemm_cache() {
-  static GemmCache cache(256);
-  return cache;
+GemmCache& gemm_cache(bool batched) {
+  static GemmCache matrices(512), batches(256);
+  return batched ? batches : matrices;
 }
 
 void check_shapes(const GemmArgs& args) {
@@ -298,6 +304,166 @@ void run_widened_gemm(const GemmArgs& args) {
   });
 }
 
+void run_gemm(const GemmArgs& args);
+
+// A product's row count and inner dimension are often a batch's token count, a new number with
+// every batch, and each new shape needs a oneDNN primitive of its own: 0.2 ms to make in f32 and
+// about 1.2 ms for AMX's bf16 kernels, more than a Multi30k layer's product takes. So a dimension
+// that is neither a multiple of kShapeStep nor a multiple of kTailStep below it is cut in two: a
+// part of a multiple of kShapeStep and a tail copied into a block padded with zeros to a multiple
+// of kTailStep. A layer then has a few shapes, made once, whatever the batches.
+constexpr int64_t kShapeStep = 256;
+constexpr int64_t kTailStep = 32;
+
+bool canonical_dim(int64_t d) {
+  return d % kShapeStep == 0 || (d < kShapeStep && d % kTailStep == 0);
+}
+
+int64_t round_up(int64_t n, int64_t step) {
+  return (n + step - 1) / step * step;
+}
+
+// Every batch dim 1: one matrix.
+bool single_matrix(const GemmOperand& op) {
+  for (int i = 0; i < op.rank - 2; ++i)
+    if (op.dims[i] != 1) return false;
+  return true;
+}
+
+// The block [row0, row0 + rows) x [col0, col0 + cols) of a one-matrix operand, as a view.
+GemmOperand block_view(const GemmOperand& op, int64_t row0, int64_t rows, int64_t col0,
+                       int64_t cols) {
+  GemmOperand view = op;
+  const int64_t offset = row0 * op.strides[op.rank - 2] + col0 * op.strides[op.rank - 1];
+  view.data = static_cast<char*>(op.data) + offset * static_cast<int64_t>(dtype_size(op.dtype));
+  view.dims[op.rank - 2] = rows;
+  view.dims[op.rank - 1] = cols;
+  return view;
+}
+
+// A dense [rows, cols] block of host memory from the caching allocator (zero-filled when
+// `zeroed`), released when it goes out of scope.
+class ScratchMatrix {
+ public:
+  ScratchMatrix(const GemmOperand& like, int64_t rows, int64_t cols, bool zeroed)
+      : bytes_(static_cast<size_t>(rows * cols) * dtype_size(like.dtype)),
+        data_(CachingAllocator::cpu().allocate(bytes_)) {
+    if (zeroed) std::memset(data_, 0, bytes_);
+    operand_ = like;
+    operand_.data = data_;
+    for (int i = 0; i < like.rank - 2; ++i) operand_.dims[i] = 1, operand_.strides[i] = rows * cols;
+    operand_.dims[like.rank - 2] = rows;
+    operand_.dims[like.rank - 1] = cols;
+    operand_.strides[like.rank - 2] = cols;
+    operand_.strides[like.rank - 1] = 1;
+  }
+  ~ScratchMatrix() { CachingAllocator::cpu().release(data_, bytes_); }
+  ScratchMatrix(const ScratchMatrix&) = delete;
+  ScratchMatrix& operator=(const ScratchMatrix&) = delete;
+  const GemmOperand& operand() const { return operand_; }
+
+ private:
+  size_t bytes_;
+  void* data_;
+  GemmOperand operand_;
+};
+
+// dst[i, j] = src[i, j] for every element of src's rows x cols (both one matrix, same type).
+void copy_matrix(const GemmOperand& src, const GemmOperand& dst) {
+  const int64_t rows = src.rows(), cols = src.cols(), size = dtype_size(src.dtype);
+  const int64_t sr = src.strides[src.rank - 2], sc = src.strides[src.rank - 1];
+  const int64_t dr = dst.strides[dst.rank - 2], dc = dst.strides[dst.rank - 1];
+  const char* from = static_cast<const char*>(src.data);
+  char* to = static_cast<char*>(dst.data);
+  for (int64_t i = 0; i < rows; ++i) {
+    if (sc == 1 && dc == 1) {
+      std::memcpy(to + i * dr * size, from + i * sr * size, static_cast<size_t>(cols * size));
+      continue;
+    }
+    for (int64_t j = 0; j < cols; ++j)
+      std::memcpy(to + (i * dr + j * dc) * size, from + (i * sr + j * sc) * size,
+                  static_cast<size_t>(size));
+  }
+}
+
+// c's rows [0, head) directly, the tail through a zero-padded block of a multiple of kTailStep
+// rows. The padded rows' results are dropped.
+void run_gemm_split_rows(const GemmArgs& args) {
+  const GemmOperand &a = args.a, &c = args.c;
+  const int64_t m = c.rows(), k = a.cols(), n = c.cols();
+  const int64_t head = m / kShapeStep * kShapeStep, tail = m - head;
+  if (head > 0) {
+    GemmArgs part = args;
+    part.a = block_view(a, 0, head, 0, k);
+    part.c = block_view(c, 0, head, 0, n);
+    run_gemm(part);
+  }
+  const int64_t padded = round_up(tail, kTailStep);
+  ScratchMatrix a_tail(a, padded, k, true), c_tail(c, padded, n, args.accumulate);
+  copy_matrix(block_view(a, head, tail, 0, k), block_view(a_tail.operand(), 0, tail, 0, k));
+  if (args.accumulate)
+    copy_matrix(block_view(c, head, tail, 0, n), block_view(c_tail.operand(), 0, tail, 0, n));
+  GemmArgs part = args;
+  part.a = a_tail.operand();
+  part.c = c_tail.operand();
+  run_gemm(part);
+  copy_matrix(block_view(c_tail.operand(), 0, tail, 0, n), block_view(c, head, tail, 0, n));
+}
+
+// The inner dimension [0, head) directly, the tail's columns of a and rows of b through blocks
+// padded with zeros (which add nothing to the sums), added to c.
+void run_gemm_split_inner(const GemmArgs& args) {
+  const GemmOperand &a = args.a, &b = args.b, &c = args.c;
+  const int64_t m = c.rows(), k = a.cols(), n = c.cols();
+  const int64_t head = k / kShapeStep * kShapeStep, tail = k - head;
+  GemmArgs first = args;
+  first.relu = false;  // applied once the sum is whole
+  if (head > 0) {
+    first.a = block_view(a, 0, m, 0, head);
+    first.b = block_view(b, 0, head, 0, n);
+    run_gemm(first);
+  }
+  const int64_t padded = round_up(tail, kTailStep);
+  ScratchMatrix a_tail(a, m, padded, true), b_tail(b, padded, n, true);
+  copy_matrix(block_view(a, 0, m, head, tail), block_view(a_tail.operand(), 0, m, 0, tail));
+  copy_matrix(block_view(b, head, tail, 0, n), block_view(b_tail.operand(), 0, tail, 0, n));
+  GemmArgs second = first;
+  second.a = a_tail.operand();
+  second.b = b_tail.operand();
+  if (head > 0) {
+    second.bias = nullptr;  // added with the first part
+    second.accumulate = true;
+  }
+  run_gemm(second);
+  if (!args.relu) return;
+  TFM_CHECK(c.dtype == DType::f32, "gemm: a ReLU on a {} result is not supported", describe(c));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float& x = static_cast<float*>(c.data)[i * c.strides[c.rank - 2] + j * c.strides[c.rank - 1]];
+      x = std::max(x, 0.0f);
+    }
+}
+
+// Cuts a one-matrix product whose rows or inner dimension is not a canonical_dim; false when
+// there is nothing to cut, or when a cut would leave a part whose rows are not contiguous in
+// memory (the row-major a of a cut inner dimension, say), for which oneDNN 2.6 has only its slower
+// gemm:jit products.
+bool try_split_for_few_shapes(const GemmArgs& args) {
+  const GemmOperand &a = args.a, &b = args.b, &c = args.c;
+  if (!single_matrix(a) || !single_matrix(b) || !single_matrix(c)) return false;
+  auto row_major = [](const GemmOperand& op) { return op.strides[op.rank - 1] == 1; };
+  auto column_major = [](const GemmOperand& op) { return op.strides[op.rank - 2] == 1; };
+  if (!canonical_dim(a.cols()) && column_major(a) && row_major(b)) {
+    run_gemm_split_inner(args);
+    return true;
+  }
+  if (!canonical_dim(c.rows()) && row_major(a) && row_major(c)) {
+    run_gemm_split_rows(args);
+    return true;
+  }
+  return false;
+}
+
 void run_gemm(const GemmArgs& args) {
   const GemmOperand &a = args.a, &b = args.b, &c = args.c;
   for (int i = 0; i < c.rank; ++i)
@@ -311,6 +477,7 @@ void run_gemm(const GemmArgs& args) {
     run_widened_gemm(args);
     return;
   }
+  if (try_split_for_few_shapes(args)) return;
 
   GemmKey key;
   key.rank = c.rank;
@@ -330,7 +497,7 @@ void run_gemm(const GemmArgs& args) {
 
   GemmPrimitive p;
   try {
-    p = gemm_cache().get(key, [&] { return create_primitive(key); });
+    p = gemm_cache(!single_matrix(c)).get(key, [&] { return create_primitive(key); });
   } catch (const dnnl::error& e) {
     fail("gemm: oneDNN has no matmul for a {} @ b {} -> c {}: {}", describe(a), describe(b),
          describe(c), e.what());
@@ -413,7 +580,11 @@ void reset_gemm_stats() {
 }
 
 size_t gemm_cache_size() {
-  return gemm_cache().size();
+  return gemm_cache(false).size() + gemm_cache(true).size();
+}
+
+int64_t gemm_primitives_made() {
+  return primitives_made.load(std::memory_order_relaxed);
 }
 
 }  // namespace TFM_CPU_ISA

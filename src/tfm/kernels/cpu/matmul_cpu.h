@@ -29,6 +29,8 @@ bool onednn_multiplies_bf16();
 
 // Number of oneDNN primitives currently cached (for tests and diagnostics).
 size_t gemm_cache_size();
+// Number of oneDNN primitives made since the start: each cache miss makes one.
+int64_t gemm_primitives_made();
 
 // Accounting of every gemm call since the start or the last reset_gemm_stats(), always on: two
 // steady_clock reads and three relaxed atomic additions per call, negligible beside a product.

@@ -4,8 +4,10 @@
 // memory each. Products change shape with every batch (rows = sentences x beam while decoding,
 // sentences x padded length in the encoder, and attention's lengths), so a cache that keeps every
 // shape grows for a whole run, and a large bound is only reached after many minutes of serving.
-// Creating a primitive takes 50 to 250 microseconds, so a small bound costs little: the entries a
-// batch keeps using stay, the rest are made again when needed.
+// Creating a primitive takes 0.1 to 0.3 ms in f32 and about 1.2 ms for AMX's bf16 kernels, so
+// one-matrix products keep their shapes few instead (matmul_cpu.cc cuts a changing row count or
+// inner dimension into a multiple of 256 and a padded tail), and a small bound costs little: the
+// entries a batch keeps using stay, the rest are made again when needed.
 //
 // These caches are the one bound on primitives: oneDNN's own primitive cache would keep another
 // copy of each (1024 by default), so it is switched off unless the ONEDNN_PRIMITIVE_CACHE_CAPACITY
