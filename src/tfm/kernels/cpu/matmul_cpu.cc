@@ -207,15 +207,20 @@ int64_t product_flops(const GemmArgs& args) {
   return 2 * matrices * args.c.rows() * args.c.cols() * args.a.cols();
 }
 
+// Every batch dim 1: one matrix.
+bool single_matrix(const GemmOperand& op) {
+  for (int i = 0; i < op.rank - 2; ++i)
+    if (op.dims[i] != 1) return false;
+  return true;
+}
+
 // Our blocked kernels (blocked_gemm_cpu.h) for one large matrix (every batch dim 1) of f32, or of
 // bf16 operands with an f32 result; alpha 1, c's rows contiguous, a and b each contiguous along one
 // of their dims; else false.
 bool try_blocked_gemm(const GemmArgs& args) {
   const GemmOperand &a = args.a, &b = args.b, &c = args.c;
   if (c.dtype != DType::f32 || a.dtype != b.dtype) return false;
-  if (args.alpha != 1.0f || c.strides[c.rank - 1] != 1) return false;
-  for (int i = 0; i < c.rank - 2; ++i)
-    if (c.dims[i] != 1) return false;
+  if (args.alpha != 1.0f || c.strides[c.rank - 1] != 1 || !single_matrix(c)) return false;
   auto unit_stride = [](const GemmOperand& op) {
     return op.strides[op.rank - 1] == 1 || op.strides[op.rank - 2] == 1;
   };
@@ -321,13 +326,6 @@ bool canonical_dim(int64_t d) {
 
 int64_t round_up(int64_t n, int64_t step) {
   return (n + step - 1) / step * step;
-}
-
-// Every batch dim 1: one matrix.
-bool single_matrix(const GemmOperand& op) {
-  for (int i = 0; i < op.rank - 2; ++i)
-    if (op.dims[i] != 1) return false;
-  return true;
 }
 
 // The block [row0, row0 + rows) x [col0, col0 + cols) of a one-matrix operand, as a view.

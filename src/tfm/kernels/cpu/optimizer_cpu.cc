@@ -18,8 +18,11 @@ void adam_step(float* p, float* m, float* v, const float* g, int64_t n, const Ad
 }
 
 double sum_squares(const float* x, int64_t n) {
+  // `simd` lets each thread keep one partial sum a vector lane (the order of the additions is then
+  // fixed by n, the threads and the lane count): without it the sum is one chain of dependent
+  // double additions, one element every add's latency, about 4 GB/s.
   double s = 0;
-#pragma omp parallel for reduction(+ : s) schedule(static) if (n > 65536)
+#pragma omp parallel for simd reduction(+ : s) schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
   return s;
 }
