@@ -3,7 +3,7 @@
 #
 #   bench/ab_train.sh TFM_BEFORE TFM_AFTER [ROUNDS]
 #
-# Trains the Multi30k recipe (RECIPE, default configs/multi30k-en-de.yaml) for STEPS updates (default
+# Trains the Multi30k recipe (RECIPE, default configs/multi30k-en-de-d256.yaml) for STEPS updates (default
 # 400) with each binary, alternating (before, after, after, before, ...) ROUNDS times each (default
 # 3), and prints per run the seconds an update from update 150 on (metrics.jsonl's elapsed_s), then
 # the medians, after / before and the runs' spread. Real batches change shape from update to update,
@@ -21,7 +21,7 @@ fi
 before="$(realpath "$1")" after="$(realpath "$2")" rounds="${3:-3}"
 for b in "$before" "$after"; do [ -x "$b" ] || { echo "ab_train.sh: $b is not a program" >&2; exit 2; }; done
 cd "$(dirname "$0")/.."
-recipe="${RECIPE:-configs/multi30k-en-de.yaml}" steps="${STEPS:-400}" count_steps="${COUNT_STEPS:-150}"
+recipe="${RECIPE:-configs/multi30k-en-de-d256.yaml}" steps="${STEPS:-400}" count_steps="${COUNT_STEPS:-150}"
 data="$(scripts/fetch_multi30k.sh)"
 export TFM_DATA_DIR="$(dirname "$data")"
 out="$(mktemp -d /tmp/tfm-ab-train-XXXXXX)"

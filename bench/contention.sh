@@ -7,7 +7,7 @@
 #
 # Usage: bench/contention.sh MODEL_DIR SOURCE_FILE [extra translate flags...]
 #        bench/contention.sh --command PROGRAM [ARGS...]   (any command instead, e.g. a training step:
-#          build/release/bench_train_step --config configs/multi30k-en-de.yaml --steps 3)
+#          build/release/bench_train_step --config configs/multi30k-en-de-d256.yaml --steps 3)
 # Environment: TFM (build/release/tfm), ROUNDS (3), LINES (all; plain or .gz source), THREADS (2),
 #   POLICIES (space-separated env settings; "tfm" = tfm's own default, nothing set),
 #   OUT (/tmp/contention).

@@ -12,7 +12,7 @@
 # all-reduce (MB per update, alone s and GB/s, exposed s, hidden fraction); the ratios of tfm-ranks to
 # pytorch-ddp, and of each framework's ranks to its one process.
 #
-# Models: recipe = the model section of RECIPE (configs/multi30k-en-de.yaml, vocab data.vocab_size)
+# Models: recipe = the model section of RECIPE (configs/multi30k-en-de-d256.yaml, vocab data.vocab_size)
 # written to a config.json by bench_train_step --recipe --write-config as bench/suite.sh does, or
 # RECIPE_CONFIG=config.json (e.g. a training run's checkpoint's, as bench/recipe_train_step.sh takes);
 # base = the `base` preset, vocab BASE_VOCAB. PyTorch runs in its best settings here
@@ -25,7 +25,7 @@
 #   OUT (a new file in /tmp): the JSON lines of every run (kept; the table says where)
 #   MODELS (recipe base)  REPEATS (3)  RUNS (tfm-process,tfm-ranks,pytorch-ddp,pytorch-process)
 #   RANKS (2)  THREADS (2: the one-process runs')  WARMUP (2)  BUCKET_CAP_MB (25: PyTorch DDP's)
-#   RECIPE (configs/multi30k-en-de.yaml)  RECIPE_CONFIG  RECIPE_BATCH (128)  RECIPE_SRC_LEN (16)
+#   RECIPE (configs/multi30k-en-de-d256.yaml)  RECIPE_CONFIG  RECIPE_BATCH (128)  RECIPE_SRC_LEN (16)
 #   RECIPE_TGT_LEN (16)  RECIPE_STEPS (10)
 #   BASE_VOCAB (37000)  BASE_BATCH (128)  BASE_SRC_LEN (32)  BASE_TGT_LEN (32)  BASE_STEPS (2)
 # bench/distributed_table.py table FILE prints the table again from a saved OUT file.
@@ -48,7 +48,7 @@ RANKS="${RANKS:-2}"
 THREADS="${THREADS:-2}"
 WARMUP="${WARMUP:-2}"
 BUCKET_CAP_MB="${BUCKET_CAP_MB:-25}"
-RECIPE="${RECIPE:-configs/multi30k-en-de.yaml}"
+RECIPE="${RECIPE:-configs/multi30k-en-de-d256.yaml}"
 RECIPE_CONFIG="${RECIPE_CONFIG:-}"
 RECIPE_BATCH="${RECIPE_BATCH:-128}"
 RECIPE_SRC_LEN="${RECIPE_SRC_LEN:-16}"

@@ -56,7 +56,7 @@ if [ ! -d "$WORK/iwslt-model" ]; then
       -e "s|\${TFM_DATA_DIR}/multi30k/train.de.gz|$d/train.en|" \
       -e "s|\${TFM_DATA_DIR}/multi30k/val.en.gz|$d/valid.de|" \
       -e "s|\${TFM_DATA_DIR}/multi30k/val.de.gz|$d/valid.en|" \
-      configs/multi30k-en-de.yaml > "$WORK/iwslt14-de-en.yaml"
+      configs/multi30k-en-de-d256.yaml > "$WORK/iwslt14-de-en.yaml"
   "$TFM" train -c "$WORK/iwslt14-de-en.yaml" -o "$WORK/iwslt-run" --max-minutes "$IWSLT_MINUTES" \
     --threads "$THREADS" > "$WORK/iwslt-train.log" 2>&1
   "$TFM" average -c "$WORK/iwslt-run/checkpoints" -n 5 -o "$WORK/iwslt-model" >> "$WORK/iwslt-train.log" 2>&1

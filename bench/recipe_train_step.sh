@@ -3,8 +3,8 @@
 # the newest checkpoint of a `tfm train` run directory and runs bench/train_step.sh on it with a batch
 # shaped like the recipe's batches, printing the side-by-side table.
 #
-# The default batch is the Multi30k recipe's (configs/multi30k-en-de.yaml, max_tokens 4096 of padded
-# source + target): 128 pairs of 16 source and 16 target tokens = 4096 tokens (Multi30k's sentences
+# The default batch is shaped like a Multi30k recipe's batch of 4096 padded source + target tokens
+# (data.max_tokens 4096): 128 pairs of 16 source and 16 target tokens = 4096 tokens (Multi30k's sentences
 # are ~14-15 BPE pieces on average, and a length-sorted batch is padded to its longest pair).
 #
 # Usage: bench/recipe_train_step.sh [run dir (default runs/multi30k-en-de)]

@@ -5,9 +5,9 @@
 #      operands with an f32 result, in GFLOP/s and as a fraction of the ceiling: the best rate this
 #      run measured for that element type on the large (linear, 4096-row) products.
 #   2. Training step (bench_train_step beside bench/train_step_pytorch.py): `base` (vocab 37000,
-#      128 pairs of 32 + 32 tokens) and the model section of the Multi30k recipe
-#      (configs/multi30k-en-de.yaml, vocab data.vocab_size = 8000, 128 pairs of 16 + 16 tokens, the
-#      recipe's max_tokens of 4096); tfm f32 and bf16, PyTorch f32 and bf16 autocast; tokens/s,
+#      128 pairs of 32 + 32 tokens) and the model section of the Multi30k budget recipe
+#      with its larger model (configs/multi30k-en-de-d256.yaml, vocab data.vocab_size = 8000, 128 pairs
+#      of 16 + 16 tokens = 4096 padded tokens); tfm f32 and bf16, PyTorch f32 and bf16 autocast; tokens/s,
 #      s/step, peak RSS, and the share of tfm's step spent outside matrix products.
 #   3. Decoding (bench_decode beside bench/decode_pytorch.py, same weights and sources): `base`,
 #      vocab 32000, 32 sentences of 25 tokens, exactly 25 output tokens each; beam 4 and greedy;
@@ -28,7 +28,7 @@
 #   PYTORCH (1; 0: tfm's rows only, as bench/compare_builds.sh runs it)
 #   GEMM_MIN_TIME (0.2 s per product)  GEMM_FILTER (a --benchmark_filter regex; default all)
 #   TRAIN_STEPS (2)  TRAIN_WARMUP (2)  BASE_VOCAB (37000)  BASE_BATCH (128)  BASE_SRC_LEN (32)
-#   BASE_TGT_LEN (32)  RECIPE (configs/multi30k-en-de.yaml)  RECIPE_BATCH (128)
+#   BASE_TGT_LEN (32)  RECIPE (configs/multi30k-en-de-d256.yaml)  RECIPE_BATCH (128)
 #   RECIPE_SRC_LEN (16)  RECIPE_TGT_LEN (16)
 #   DECODE_VOCAB (32000)  DECODE_BATCH (32)  DECODE_SRC_LEN (25)  DECODE_OUT_LEN (25)
 #   DECODE_BEAMS (4,1)  DECODE_RUNS (2)  DECODE_WARMUP (1)
@@ -54,7 +54,7 @@ BASE_VOCAB="${BASE_VOCAB:-37000}"
 BASE_BATCH="${BASE_BATCH:-128}"
 BASE_SRC_LEN="${BASE_SRC_LEN:-32}"
 BASE_TGT_LEN="${BASE_TGT_LEN:-32}"
-RECIPE="${RECIPE:-configs/multi30k-en-de.yaml}"
+RECIPE="${RECIPE:-configs/multi30k-en-de-d256.yaml}"
 RECIPE_BATCH="${RECIPE_BATCH:-128}"
 RECIPE_SRC_LEN="${RECIPE_SRC_LEN:-16}"
 RECIPE_TGT_LEN="${RECIPE_TGT_LEN:-16}"
