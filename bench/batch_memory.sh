@@ -18,7 +18,7 @@ threads="${THREADS:-2}"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-# The small model of configs/multi30k-en-de-d256.yaml.
+# The model of configs/multi30k-en-de-d256.yaml (d_model 256, 3+3 layers).
 cat > "$work/small.json" <<'EOF'
 {"layers": 3, "d_model": 256, "d_ff": 1024, "heads": 4, "d_k": 64, "d_v": 64, "dropout": 0.2,
  "max_positions": 256, "vocab_size": 8000}

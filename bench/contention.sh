@@ -7,7 +7,8 @@
 #
 # Usage: bench/contention.sh MODEL_DIR SOURCE_FILE [extra translate flags...]
 #        bench/contention.sh --command PROGRAM [ARGS...]   (any command instead, e.g. a training step:
-#          build/release/bench_train_step --config configs/multi30k-en-de-d256.yaml --steps 3)
+#          build/release/bench_train_step --recipe configs/multi30k-en-de-d256.yaml --steps 3,
+#          with TFM_DATA_DIR set, which the recipe's data paths name)
 # Environment: TFM (build/release/tfm), ROUNDS (3), LINES (all; plain or .gz source), THREADS (2),
 #   POLICIES (space-separated env settings; "tfm" = tfm's own default, nothing set),
 #   OUT (/tmp/contention).
@@ -15,7 +16,7 @@
 #            ../shared/data/multi30k/test_2016_flickr.en.gz --precision int8
 set -euo pipefail
 unset GOMP_SPINCOUNT OMP_WAIT_POLICY  # each policy below sets its own; "tfm" is tfm's default
-[ $# -ge 2 ] || { sed -n '2,17p' "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
 command=()
 if [ "$1" = --command ]; then
   shift
