@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "tfm/core/error.h"
+#include "tfm/core/integer_math.h"
 #include "tfm/model/parameters.h"
 #include "tfm/ops/ops.h"
 
@@ -20,10 +21,6 @@ constexpr int64_t kFloat = 4;
 constexpr double kAllocatorRounding = 1.1;
 // Automatic budgets are multiples of this many tokens.
 constexpr int64_t kTokenMultiple = 64;
-
-int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
 
 }  // namespace
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "tfm/core/error.h"
+#include "tfm/core/integer_math.h"
 #include "tfm/kernels/cpu/blocked_gemm_cpu.h"
 #include "tfm/kernels/cpu/isa.h"
 #include "tfm/kernels/cpu/vector_math.h"
@@ -104,10 +105,6 @@ __attribute__((always_inline)) inline void store_tile(const __m512 (&acc)[kMr][2
   }
 }
 
-inline int64_t round_up(int64_t value, int64_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
-}
-
 template <class T>
 T* aligned_64(std::vector<T>& buffer, size_t count) {
   buffer.resize(count + 64 / sizeof(T));
@@ -171,15 +168,15 @@ void product(const char* name, int64_t m, int64_t n, int64_t k, Strided<typename
   double best = -1;
   for (int split = 1; split <= threads; ++split) {
     if (threads % split) continue;
-    const double block_rows = static_cast<double>(round_up((m + split - 1) / split, Kernel::kMr));
+    const double block_rows = static_cast<double>(round_up(ceil_div(m, split), Kernel::kMr));
     const double block_cols =
         static_cast<double>(round_up((n + threads / split - 1) / (threads / split), Kernel::kNr));
     const double cost = block_rows * block_cols + 8.0 * (block_rows + block_cols);
     if (best < 0 || cost < best) best = cost, rows_split = split;
   }
   const int cols_split = threads / rows_split;
-  const int64_t block_rows = round_up((m + rows_split - 1) / rows_split, Kernel::kMr);
-  const int64_t block_cols = round_up((n + cols_split - 1) / cols_split, Kernel::kNr);
+  const int64_t block_rows = round_up(ceil_div(m, rows_split), Kernel::kMr);
+  const int64_t block_cols = round_up(ceil_div(n, cols_split), Kernel::kNr);
   auto run = [&](int block) {
     const int64_t i0 = (block / cols_split) * block_rows, j0 = (block % cols_split) * block_cols;
     if (i0 >= m || j0 >= n) return;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tfm/core/error.h"
+#include "tfm/core/integer_math.h"
 #include "tfm/core/tensor.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/kernels/cpu/packed_matmul_cpu.h"
@@ -67,7 +68,7 @@ void log_softmax_top(const LogSoftmaxTopArgs& args, float* values, int32_t* toke
   const int64_t rows = args.rows, d = args.d, vocab = args.vocab, m = args.m;
   if (rows == 0) return;
   const int64_t block = args.block;
-  const int64_t blocks = (vocab + block - 1) / block;
+  const int64_t blocks = ceil_div(vocab, block);
   const size_t element = dtype_size(args.dtype);
   const int max_threads = omp_get_max_threads();
   // An int8 embedding: hidden quantised once, for every block.

@@ -14,6 +14,7 @@
 
 #include "tfm/core/allocator.h"
 #include "tfm/core/error.h"
+#include "tfm/core/integer_math.h"
 #include "tfm/kernels/cpu/blocked_gemm_cpu.h"
 #include "tfm/kernels/cpu/primitive_cache.h"
 
@@ -322,10 +323,6 @@ constexpr int64_t kTailStep = 32;
 
 bool canonical_dim(int64_t d) {
   return d % kShapeStep == 0 || (d < kShapeStep && d % kTailStep == 0);
-}
-
-int64_t round_up(int64_t n, int64_t step) {
-  return (n + step - 1) / step * step;
 }
 
 // The block [row0, row0 + rows) x [col0, col0 + cols) of a one-matrix operand, as a view.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tfm/core/error.h"
+#include "tfm/core/integer_math.h"
 
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -162,12 +163,11 @@ void panel_linear_f32(const float* x, int64_t m, int64_t n, int64_t k, const flo
   // tiles), so that every thread streams its own part of the weight.
   int64_t row_chunks = 1;
   if (panel_count < threads) {
-    const int64_t tiles = (m + kTileRows - 1) / kTileRows;
-    row_chunks = std::min<int64_t>(tiles, (threads + panel_count - 1) / panel_count);
+    const int64_t tiles = ceil_div(m, kTileRows);
+    row_chunks = std::min<int64_t>(tiles, ceil_div(threads, panel_count));
   }
-  const int64_t chunk_rows =
-      ((m + row_chunks - 1) / row_chunks + kTileRows - 1) / kTileRows * kTileRows;
-  row_chunks = (m + chunk_rows - 1) / chunk_rows;
+  const int64_t chunk_rows = round_up(ceil_div(m, row_chunks), kTileRows);
+  row_chunks = ceil_div(m, chunk_rows);
   const int64_t items = panel_count * row_chunks;
   auto run = [&](int64_t item) {
     const int64_t p = item / row_chunks, chunk = item % row_chunks;
