@@ -385,14 +385,17 @@ TEST(Recipe, ScheduleNamesAndTheBudgetADecayNeeds) {
   expect_error([&] { validate(r); }, {"recipe.yaml:5: ",
                                       "optimizer.schedule must be noam, linear or cosine, got "
                                       "'inverse_sqrt'"});
-  // A decay without any length: neither max_steps nor max_minutes (epochs are not enough).
-  r = load_recipe(
-      write(tmp, data + "optimizer:\n  schedule: linear\ntraining:\n  max_epochs: 3\n"));
+  // A decay without any length: no max_steps, max_epochs or max_minutes.
+  r = load_recipe(write(tmp, data + "optimizer:\n  schedule: linear\n"));
   expect_error([&] { validate(r); },
                {"recipe.yaml:5: ",
                 "optimizer.schedule linear decays to zero at the end of the run: "
-                "it needs training.max_steps or training.max_minutes"});
-  // A step budget no longer than the warmup leaves nothing to decay over.
+                "it needs training.max_steps, max_epochs or max_minutes"});
+  // Epochs are a length (in updates once the corpus is batched).
+  apply_override(r, "training.max_epochs=3");
+  validate(r);
+  // A step budget alone no longer than the warmup leaves nothing to decay over.
+  apply_override(r, "training.max_epochs=0");
   apply_override(r, "training.max_steps=4000");
   expect_error([&] { validate(r); }, {"recipe.yaml:5: ",
                                       "optimizer.schedule linear decays after optimizer.warmup "
@@ -420,11 +423,14 @@ TEST(Recipe, DropoutAutoNeedsABudgetAndStartsAtZero) {
   EXPECT_FALSE(r.dropout_auto());
   EXPECT_EQ(r.model_config(100).dropout, 0.2);
 
-  r = load_recipe(write(tmp, "model:\n  dropout: auto\n" + data + "training:\n  max_epochs: 3\n"));
+  r = load_recipe(write(tmp, "model:\n  dropout: auto\n" + data));
   expect_error([&] { validate(r); },
                {"recipe.yaml:2: ",
                 "model.dropout auto is chosen from the epochs the budget allows: it needs "
-                "training.max_steps or training.max_minutes"});
+                "training.max_steps, max_epochs or max_minutes"});
+  apply_override(r, "training.max_epochs=3");
+  validate(r);
+  apply_override(r, "training.max_epochs=0");
   apply_override(r, "training.max_steps=50");
   validate(r);
   // Any other text is still an error of the model's configuration.

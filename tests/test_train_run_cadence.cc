@@ -37,7 +37,7 @@ TEST(TrainRunCadence, ADecayingScheduleIsFittedToTheStepsOrTheTimeBudget) {
   EXPECT_TRUE(schedule_fits_budget(recipe));
   recipe.max_steps = 300;
   EXPECT_EQ(WarmupFit(recipe, false).at_start([](const std::string&) { FAIL(); }), 300.0);
-  EXPECT_EQ(describe_budget_length(recipe, 0, 300), "training.max_steps");
+  EXPECT_EQ(describe_budget_length(recipe, 300, 0, 300), "training.max_steps");
   // A time budget: after the probe, as the warmup (estimates at most max_steps).
   recipe.schedule = "cosine";
   recipe.max_minutes = 1;
@@ -48,12 +48,51 @@ TEST(TrainRunCadence, ADecayingScheduleIsFittedToTheStepsOrTheTimeBudget) {
   EXPECT_EQ(fit.after_update(1, clock), std::nullopt);
   now = 10 + kWarmupProbeUpdates;  // 1 s an update, 30 s left
   EXPECT_EQ(fit.after_update(1 + kWarmupProbeUpdates, clock), 21.0 + 30.0);
-  EXPECT_EQ(describe_budget_length(recipe, 21, 51),
+  EXPECT_EQ(describe_budget_length(recipe, 300, 21, 51),
             "the updates training.max_minutes 1 allows, estimated after update 21");
-  EXPECT_EQ(describe_budget_length(recipe, 21, 300),
+  EXPECT_EQ(describe_budget_length(recipe, 300, 21, 300),
             "training.max_steps, fewer than training.max_minutes 1 allows");
   EXPECT_EQ(decay_end(69.5), 70);
   EXPECT_EQ(decay_end(0.2), 1);
+}
+
+// training.max_epochs is a budget in updates as soon as an epoch's updates are known: the schedule
+// decays to zero and the checkpoints are spaced over the epochs' updates, as for max_steps.
+TEST(TrainRunCadence, AnEpochBudgetIsABudgetOfUpdates) {
+  TrainRecipe recipe;
+  recipe.schedule = "linear";
+  recipe.warmup_fraction = 0.25;
+  recipe.checkpoint_every_fraction = 0.1;
+  EXPECT_EQ(update_budget(recipe, 78.4), 0);  // no budget
+  recipe.max_epochs = 10;
+  EXPECT_EQ(update_budget(recipe, 78.4), 784);
+  EXPECT_EQ(update_budget(recipe, 78.41), 785);  // rounded up: the last epoch's last update
+  recipe.max_steps = 500;                        // the less of the two
+  EXPECT_EQ(update_budget(recipe, 78.4), 500);
+  EXPECT_EQ(describe_budget_length(recipe, 500, 0, 500), "training.max_steps");
+  recipe.max_steps = 1000;
+  const int64_t budget = update_budget(recipe, 78.4);
+  EXPECT_EQ(budget, 784);
+  EXPECT_EQ(describe_budget_length(recipe, budget, 0, 784), "training.max_epochs");
+
+  WarmupFit fit(recipe, false);
+  fit.set_update_budget(budget);
+  EXPECT_EQ(fit.at_start([](const std::string&) { FAIL(); }), 784.0);
+  EXPECT_EQ(fitted_warmup(recipe, 784), 196);
+  EXPECT_EQ(checkpoint_interval(recipe, budget).steps, 78);  // round(78.4)
+
+  // With a time budget as well, the epochs bound the time's estimate.
+  recipe.max_minutes = 1;
+  WarmupFit timed(recipe, false);
+  timed.set_update_budget(budget);
+  EXPECT_EQ(timed.at_start([](const std::string&) { FAIL(); }), std::nullopt);
+  double now = 0;
+  auto clock = [&] { return now; };
+  EXPECT_EQ(timed.after_update(1, clock), std::nullopt);
+  now = 0.01 * kWarmupProbeUpdates;  // 0.01 s an update: 6000 more in the minute
+  EXPECT_EQ(timed.after_update(1 + kWarmupProbeUpdates, clock), 784.0);
+  EXPECT_EQ(describe_budget_length(recipe, budget, 21, 784),
+            "training.max_epochs, fewer than training.max_minutes 1 allows");
 }
 
 // A decaying schedule under a time budget estimates its end again at the warmup's end, from the
@@ -170,8 +209,8 @@ TEST(TrainRunCadence, WithoutABudgetTheRecipesWarmupStaysAndSaysSo) {
   EXPECT_TRUE(fit.fitted());
   ASSERT_EQ(said.size(), 1u);
   EXPECT_EQ(said[0],
-            "optimizer.warmup_fraction needs a budget (training.max_steps or max_minutes): "
-            "warmup 300");
+            "optimizer.warmup_fraction needs a budget (training.max_steps, max_epochs or "
+            "max_minutes): warmup 300");
 }
 
 TEST(TrainRunCadence, ATimeBudgetFitsTheWarmupFromTheSpeedOfTheUpdatesAfterTheFirst) {
@@ -230,13 +269,13 @@ TEST(TrainRunCadence, CheckpointIntervalsShrinkToTheFractionOfTheBudget) {
   TrainRecipe recipe;
   recipe.checkpoint_every_steps = 0;
   recipe.checkpoint_every_minutes = 10;
-  CheckpointInterval interval = checkpoint_interval(recipe);
+  CheckpointInterval interval = checkpoint_interval(recipe, 0);
   EXPECT_EQ(interval.steps, 0);
   EXPECT_EQ(interval.minutes, 10.0);
   recipe.checkpoint_every_fraction = 0.25;
   recipe.max_steps = 22;
   recipe.max_minutes = 8;
-  interval = checkpoint_interval(recipe);
+  interval = checkpoint_interval(recipe, recipe.max_steps);
   EXPECT_EQ(interval.steps, 6);      // round(5.5)
   EXPECT_EQ(interval.minutes, 2.0);  // the less of 10 and a quarter of 8
   EXPECT_EQ(describe_checkpoint_interval(interval, 4),

@@ -514,16 +514,18 @@ void validate_schedule(const TrainRecipe& r) {
     fail("{}{}", origin(r, {"optimizer.schedule"}), e.what());
   }
   if (shape == ScheduleShape::noam) return;
-  TFM_CHECK(r.max_steps > 0 || r.max_minutes > 0,
+  TFM_CHECK(r.max_steps > 0 || r.max_epochs > 0 || r.max_minutes > 0,
             "{}optimizer.schedule {} decays to zero at the end of the run: it needs "
-            "training.max_steps or training.max_minutes",
+            "training.max_steps, max_epochs or max_minutes",
             origin(r, {"optimizer.schedule"}), r.schedule);
-  // With a step budget alone the decay's start and end are known now.
-  TFM_CHECK(r.max_minutes > 0 || r.warmup_fraction > 0 || r.warmup < r.max_steps,
-            "{}optimizer.schedule {} decays after optimizer.warmup ({}) to zero at "
-            "training.max_steps ({}): give a shorter warmup or optimizer.warmup_fraction",
-            origin(r, {"optimizer.schedule", "optimizer.warmup", "training.max_steps"}), r.schedule,
-            r.warmup, r.max_steps);
+  // With a step budget alone the decay's start and end are known now (an epoch's updates are
+  // known once the corpus is batched: a warmup longer than the epochs is said then).
+  TFM_CHECK(
+      r.max_minutes > 0 || r.max_epochs > 0 || r.warmup_fraction > 0 || r.warmup < r.max_steps,
+      "{}optimizer.schedule {} decays after optimizer.warmup ({}) to zero at "
+      "training.max_steps ({}): give a shorter warmup or optimizer.warmup_fraction",
+      origin(r, {"optimizer.schedule", "optimizer.warmup", "training.max_steps"}), r.schedule,
+      r.warmup, r.max_steps);
 }
 
 // The optimizer, precision, device, schedule, limits, checkpoints and validation.
@@ -585,9 +587,9 @@ void validate_training(const TrainRecipe& r) {
 // model.dropout auto is chosen from the epochs the budget allows: it needs that budget.
 void validate_dropout_auto(const TrainRecipe& r) {
   if (!r.dropout_auto()) return;
-  TFM_CHECK(r.max_steps > 0 || r.max_minutes > 0,
+  TFM_CHECK(r.max_steps > 0 || r.max_epochs > 0 || r.max_minutes > 0,
             "{}model.dropout auto is chosen from the epochs the budget allows: it needs "
-            "training.max_steps or training.max_minutes",
+            "training.max_steps, max_epochs or max_minutes",
             origin(r, {"model.dropout"}));
 }
 

@@ -28,11 +28,26 @@ int64_t decay_end(double expected_updates) {
   return std::max<int64_t>(1, std::llround(expected_updates));
 }
 
-std::string describe_budget_length(const TrainRecipe& recipe, int64_t step,
+int64_t update_budget(const TrainRecipe& recipe, double updates_per_epoch) {
+  int64_t budget = recipe.max_steps;
+  if (recipe.max_epochs > 0) {
+    const auto by_epochs = std::max<int64_t>(
+        1, static_cast<int64_t>(
+               std::ceil(static_cast<double>(recipe.max_epochs) * updates_per_epoch - 1e-9)));
+    budget = budget > 0 ? std::min(budget, by_epochs) : by_epochs;
+  }
+  return budget;
+}
+
+std::string describe_budget_length(const TrainRecipe& recipe, int64_t update_budget, int64_t step,
                                    double expected_updates) {
-  if (recipe.max_minutes <= 0) return "training.max_steps";
-  if (recipe.max_steps > 0 && expected_updates >= static_cast<double>(recipe.max_steps))
-    return fmt::format("training.max_steps, fewer than training.max_minutes {:g} allows",
+  const char* limit =
+      recipe.max_epochs > 0 && (recipe.max_steps <= 0 || update_budget < recipe.max_steps)
+          ? "training.max_epochs"
+          : "training.max_steps";
+  if (recipe.max_minutes <= 0) return limit;
+  if (update_budget > 0 && expected_updates >= static_cast<double>(update_budget))
+    return fmt::format("{}, fewer than training.max_minutes {:g} allows", limit,
                        recipe.max_minutes);
   return fmt::format("the updates training.max_minutes {:g} allows, estimated after update {}",
                      recipe.max_minutes, step);
@@ -41,16 +56,17 @@ std::string describe_budget_length(const TrainRecipe& recipe, int64_t step,
 WarmupFit::WarmupFit(const TrainRecipe& recipe, bool fitted)
     : fits_budget_(schedule_fits_budget(recipe)),
       warmup_(recipe.warmup),
-      max_steps_(recipe.max_steps),
+      update_budget_(recipe.max_steps),
       max_minutes_(recipe.max_minutes),
       fitted_(fitted),
       decays_(recipe.schedule != "noam") {}
 
 std::optional<double> WarmupFit::at_start(const std::function<void(const std::string&)>& note) {
   if (!fits_budget_ || fitted_ || max_minutes_ > 0) return std::nullopt;
-  if (max_steps_ > 0) return static_cast<double>(max_steps_);
+  if (update_budget_ > 0) return static_cast<double>(update_budget_);
   note(fmt::format(
-      "optimizer.warmup_fraction needs a budget (training.max_steps or max_minutes): warmup {}",
+      "optimizer.warmup_fraction needs a budget (training.max_steps, max_epochs or max_minutes): "
+      "warmup {}",
       warmup_));
   fitted_ = true;
   return std::nullopt;
@@ -74,7 +90,7 @@ std::optional<double> WarmupFit::expected_updates(int64_t step, double now) cons
       (now - probe_start_seconds_) / static_cast<double>(step - probe_start_step_);
   double expected = static_cast<double>(step) +
                     std::max(0.0, max_minutes_ * 60 - now) / std::max(per_update, 1e-9);
-  if (max_steps_ > 0) expected = std::min(expected, static_cast<double>(max_steps_));
+  if (update_budget_ > 0) expected = std::min(expected, static_cast<double>(update_budget_));
   return expected;
 }
 
@@ -95,7 +111,7 @@ std::optional<double> WarmupFit::decay_estimate(int64_t step, int64_t warmup_end
   return expected_updates(step, elapsed());
 }
 
-CheckpointInterval checkpoint_interval(const TrainRecipe& recipe) {
+CheckpointInterval checkpoint_interval(const TrainRecipe& recipe, int64_t update_budget) {
   CheckpointInterval interval{recipe.checkpoint_every_steps, recipe.checkpoint_every_minutes};
   const double fraction = recipe.checkpoint_every_fraction;
   if (fraction <= 0) return interval;
@@ -103,9 +119,9 @@ CheckpointInterval checkpoint_interval(const TrainRecipe& recipe) {
     const double minutes = fraction * recipe.max_minutes;
     interval.minutes = interval.minutes > 0 ? std::min(interval.minutes, minutes) : minutes;
   }
-  if (recipe.max_steps > 0) {
+  if (update_budget > 0) {
     const int64_t steps =
-        std::max<int64_t>(1, std::llround(fraction * static_cast<double>(recipe.max_steps)));
+        std::max<int64_t>(1, std::llround(fraction * static_cast<double>(update_budget)));
     interval.steps = interval.steps > 0 ? std::min(interval.steps, steps) : steps;
   }
   return interval;

@@ -37,9 +37,15 @@ double dropout_for_epochs(double epochs);
 // The update at which a decaying schedule reaches zero: `expected_updates` rounded, at least 1.
 int64_t decay_end(double expected_updates);
 
-// Where the run's length in updates came from, for the log: "training.max_steps", or the time
-// budget's estimate made after update `step`.
-std::string describe_budget_length(const TrainRecipe& recipe, int64_t step,
+// The run's length in updates where it is fixed before the first: training.max_steps, or
+// training.max_epochs at `updates_per_epoch` updates an epoch (rounded up), the less of the two
+// where both are set; 0 where neither is.
+int64_t update_budget(const TrainRecipe& recipe, double updates_per_epoch);
+
+// Where the run's length in updates came from, for the log: "training.max_steps" or
+// "training.max_epochs" (whichever gave `update_budget`), or the time budget's estimate made after
+// update `step`.
+std::string describe_budget_length(const TrainRecipe& recipe, int64_t update_budget, int64_t step,
                                    double expected_updates);
 
 // When the schedule is fitted to the budget (fitted_warmup, decay_end): at the start for a budget
@@ -52,13 +58,16 @@ class WarmupFit {
 
   bool fitted() const { return fitted_; }
   void set_fitted(bool fitted) { fitted_ = fitted; }
+  // The budget in updates (update_budget) once the epoch's length is known; until then
+  // training.max_steps.
+  void set_update_budget(int64_t updates) { update_budget_ = updates; }
 
-  // Before the first update: training.max_steps when it is the only budget. Without any budget
+  // Before the first update: the budget in updates when it is the only budget. Without any budget
   // the recipe's warmup stays (said through `note`) and nothing is left to fit.
   std::optional<double> at_start(const std::function<void(const std::string&)>& note);
   // After each update (`step` done, `elapsed` the run's clock in seconds): the updates the time
   // budget allows at the speed of the updates after this process's first one, once
-  // kWarmupProbeUpdates of them are timed (at most training.max_steps).
+  // kWarmupProbeUpdates of them are timed (at most the budget in updates).
   std::optional<double> after_update(int64_t step, const std::function<double()>& elapsed);
 
   // A decaying schedule under a time budget is fitted twice: the first estimate (after_update)
@@ -69,8 +78,8 @@ class WarmupFit {
   // warmup's end when that is still ahead (a warmup already over leaves the end to
   // decay_estimate, which moves it without a jump).
   void plan_decay_refit(int64_t warmup_end, int64_t step);
-  // After each update: the updates the budget allows, once, at the planned update (at most
-  // training.max_steps); nullopt otherwise.
+  // After each update: the updates the budget allows, once, at the planned update (at most the
+  // budget in updates); nullopt otherwise.
   std::optional<double> decay_refit(int64_t step, const std::function<double()>& elapsed);
   // During a time budget's decay (after `warmup_end`), whenever the run asks (at each
   // checkpoint): the updates the budget allows at the speed of every update this process has
@@ -86,7 +95,7 @@ class WarmupFit {
 
   bool fits_budget_;
   int64_t warmup_;
-  int64_t max_steps_;
+  int64_t update_budget_;  // the budget in updates; 0: none
   double max_minutes_;
   bool fitted_;
   int64_t probe_start_step_ = -1;  // the speed of the updates after this process's first one
@@ -100,8 +109,9 @@ struct CheckpointInterval {
   double minutes = 0.0;  // 0: not by time
 };
 
-// The recipe's intervals, shortened to checkpoints.every_fraction of its budgets.
-CheckpointInterval checkpoint_interval(const TrainRecipe& recipe);
+// The recipe's intervals, shortened to checkpoints.every_fraction of its budgets
+// (training.max_minutes and `update_budget`).
+CheckpointInterval checkpoint_interval(const TrainRecipe& recipe, int64_t update_budget);
 // "checkpoints every 0.50 minutes or 5 updates, keeping the last 10" (said when fitted).
 std::string describe_checkpoint_interval(const CheckpointInterval& interval, int64_t keep);
 

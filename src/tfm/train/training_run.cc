@@ -234,8 +234,10 @@ void TrainingRun::announce() {
                     comm_->describe(), num_threads(), static_cast<double>(reduce.bytes) / (1 << 20),
                     reduce.buckets, reduce.buckets == 1 ? "" : "s", recipe_.allreduce_bucket_mb));
   }
+  update_budget_ = update_budget(recipe_, updates_per_epoch());
+  warmup_.set_update_budget(update_budget_);
   if (const std::optional<double> updates = warmup_.at_start(note_)) fit_schedule(*updates);
-  checkpoint_every_ = checkpoint_interval(recipe_);
+  checkpoint_every_ = checkpoint_interval(recipe_, update_budget_);
   if (recipe_.checkpoint_every_fraction > 0)
     note_(describe_checkpoint_interval(checkpoint_every_, recipe_.keep_checkpoints));
 }
@@ -252,11 +254,11 @@ void TrainingRun::fit_schedule(double expected_updates) {
   }
   if (schedule.shape != ScheduleShape::noam) {
     schedule = schedule.with_decay_end(decay_end(expected_updates));
-    note_(
-        fmt::format("schedule: {} decay from the peak learning rate {:.3g} at update {} to 0 at "
-                    "update {} ({})",
-                    recipe_.schedule, schedule.peak(), schedule.warmup, schedule.decay_end,
-                    describe_budget_length(recipe_, session_->step(), expected_updates)));
+    note_(fmt::format(
+        "schedule: {} decay from the peak learning rate {:.3g} at update {} to 0 at "
+        "update {} ({})",
+        recipe_.schedule, schedule.peak(), schedule.warmup, schedule.decay_end,
+        describe_budget_length(recipe_, update_budget_, session_->step(), expected_updates)));
     if (decay_end(expected_updates) <= schedule.warmup)
       note_(fmt::format(
           "schedule: the budget's about {:.0f} updates end within the warmup of {}: the rate is "
@@ -271,13 +273,16 @@ void TrainingRun::fit_schedule(double expected_updates) {
 
 // model.dropout auto, with the first estimate of the budget's updates: the dropout for its epochs.
 void TrainingRun::choose_dropout(double expected_updates) {
-  const double updates_per_epoch =
-      static_cast<double>(batcher_->batches_in_epoch()) /
-      static_cast<double>(std::max<int64_t>(recipe_.accumulate * ranks_, 1));
-  const double epochs = expected_updates / std::max(updates_per_epoch, 1.0);
+  const double epochs = expected_updates / std::max(updates_per_epoch(), 1.0);
   set_dropout(dropout_for_epochs(epochs));
   note_(fmt::format("dropout: {:g} for the about {:.1f} epochs of the budget (model.dropout auto)",
                     config_.dropout, epochs));
+}
+
+// An epoch's batches over the batches of one update (data.accumulate on each of the ranks).
+double TrainingRun::updates_per_epoch() const {
+  return static_cast<double>(batcher_->batches_in_epoch()) /
+         static_cast<double>(std::max<int64_t>(recipe_.accumulate * ranks_, 1));
 }
 
 void TrainingRun::set_dropout(double p) {

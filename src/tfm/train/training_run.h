@@ -67,6 +67,7 @@ class TrainingRun {
   // model.dropout auto: the dropout for the epochs of `expected_updates` (dropout_for_epochs).
   void choose_dropout(double expected_updates);
   void set_dropout(double p);  // the run's configuration and its model's
+  double updates_per_epoch() const;
   void refit_decay(double expected_updates);
   void refit_decay_during_decay();
   void run_validation();
@@ -96,6 +97,7 @@ class TrainingRun {
   RunStart start_;
   TrainSummary summary_;
   WarmupFit warmup_;
+  int64_t update_budget_ = 0;  // run_cadence.h's update_budget; 0: none
   CheckpointInterval checkpoint_every_;
 
   // While run() trains.
