@@ -337,20 +337,22 @@ GemmOperand block_view(const GemmOperand& op, int64_t row0, int64_t rows, int64_
 }
 
 // A dense [rows, cols] block of host memory from the caching allocator (zero-filled when
-// `zeroed`), released when it goes out of scope.
+// `zeroed`), released when it goes out of scope: row-major, or column-major where `like` is
+// (then a copy into it moves whole columns, and the product sees the layout it already had).
 class ScratchMatrix {
  public:
   ScratchMatrix(const GemmOperand& like, int64_t rows, int64_t cols, bool zeroed)
       : bytes_(static_cast<size_t>(rows * cols) * dtype_size(like.dtype)),
         data_(CachingAllocator::cpu().allocate(bytes_)) {
     if (zeroed) std::memset(data_, 0, bytes_);
+    const bool column_major = like.strides[like.rank - 2] == 1 && like.strides[like.rank - 1] != 1;
     operand_ = like;
     operand_.data = data_;
     for (int i = 0; i < like.rank - 2; ++i) operand_.dims[i] = 1, operand_.strides[i] = rows * cols;
     operand_.dims[like.rank - 2] = rows;
     operand_.dims[like.rank - 1] = cols;
-    operand_.strides[like.rank - 2] = cols;
-    operand_.strides[like.rank - 1] = 1;
+    operand_.strides[like.rank - 2] = column_major ? 1 : cols;
+    operand_.strides[like.rank - 1] = column_major ? rows : 1;
   }
   ~ScratchMatrix() { CachingAllocator::cpu().release(data_, bytes_); }
   ScratchMatrix(const ScratchMatrix&) = delete;
@@ -363,22 +365,28 @@ class ScratchMatrix {
   GemmOperand operand_;
 };
 
-// dst[i, j] = src[i, j] for every element of src's rows x cols (both one matrix, same type).
+// dst[i, j] = src[i, j] for every element of src's rows x cols (both one matrix, same type):
+// whole rows where both are row-major, whole columns where both are column-major.
 void copy_matrix(const GemmOperand& src, const GemmOperand& dst) {
   const int64_t rows = src.rows(), cols = src.cols(), size = dtype_size(src.dtype);
   const int64_t sr = src.strides[src.rank - 2], sc = src.strides[src.rank - 1];
   const int64_t dr = dst.strides[dst.rank - 2], dc = dst.strides[dst.rank - 1];
   const char* from = static_cast<const char*>(src.data);
   char* to = static_cast<char*>(dst.data);
-  for (int64_t i = 0; i < rows; ++i) {
-    if (sc == 1 && dc == 1) {
+  if (sc == 1 && dc == 1) {
+    for (int64_t i = 0; i < rows; ++i)
       std::memcpy(to + i * dr * size, from + i * sr * size, static_cast<size_t>(cols * size));
-      continue;
-    }
+    return;
+  }
+  if (sr == 1 && dr == 1) {
+    for (int64_t j = 0; j < cols; ++j)
+      std::memcpy(to + j * dc * size, from + j * sc * size, static_cast<size_t>(rows * size));
+    return;
+  }
+  for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j)
       std::memcpy(to + (i * dr + j * dc) * size, from + (i * sr + j * sc) * size,
                   static_cast<size_t>(size));
-  }
 }
 
 // c's rows [0, head) directly, the tail through a zero-padded block of a multiple of kTailStep
