@@ -50,8 +50,10 @@ results="$(mktemp)"
 trap 'rm -f "$results"' EXIT
 
 echo "== tfm: $TFM_BENCH" >&2
-"$TFM_BENCH" "${model_args[@]}" --batch "$BATCH" --src-len "$SRC_LEN" --tgt-len "$TGT_LEN" \
-  --steps "$STEPS" --threads "$THREADS" | tee -a "$results"
+for mode in ${MODES//,/ }; do
+  "$TFM_BENCH" "${model_args[@]}" --precision "$mode" --batch "$BATCH" --src-len "$SRC_LEN" \
+    --tgt-len "$TGT_LEN" --steps "$STEPS" --threads "$THREADS" | tee -a "$results"
+done
 
 echo "== pytorch (tcmalloc, OpenBLAS, OMP_WAIT_POLICY=PASSIVE, OMP_NUM_THREADS=$THREADS)" >&2
 LD_PRELOAD="$TCMALLOC $OPENBLAS" OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS="$THREADS" \
