@@ -3,7 +3,8 @@
 # its last 5 checkpoints, translates test 2016 (beam 4, alpha 0.6) and prints one table: budget,
 # updates, the averaged model's sacreBLEU on test 2016, the last greedy validation BLEU and the minutes
 # of training, under a header with the machine, its threads and its measured peaks (f32 FMA and bf16
-# dot products, gemm_bench's peak_* rows), since the same budget buys different updates on each machine.
+# dot products, gemm_bench's peak_* rows) and the kernels in use (TFM_CPU_ISA caps them: `tfm info --cpu`),
+# since the same budget buys different updates on each machine.
 #
 #   bench/time_to_bleu.sh [--recipe CONFIG] [--budgets "5 15 60"] [--out DIR] [--set K=V ...]
 #
@@ -25,7 +26,7 @@ while (($#)); do
     --budgets) [ $# -ge 2 ] || die "--budgets needs a value"; budgets="$2"; shift ;;
     --out) [ $# -ge 2 ] || die "--out needs a value"; out="$2"; shift ;;
     --set) [ $# -ge 2 ] || die "--set needs a value"; sets+=(--set "$2"); shift ;;
-    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
   shift
@@ -58,7 +59,9 @@ cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -1)"
   echo "# Time to BLEU: $recipe"
   echo
   echo "Machine: $cpu, $(nproc) threads; measured peak $(peak peak_fma) GFLOP/s f32 FMA, $(peak peak_dot_bf16) GFLOP/s bf16 dot products."
-  echo "Command: bench/time_to_bleu.sh --recipe $recipe --budgets \"$budgets\"${sets:+ ${sets[*]}}"
+  info() { "$tfm" info --cpu 2>/dev/null | sed -n "s/^$1  *//p"; }
+  echo "Kernels: $(info 'in use'); training.precision auto: $(info 'precision auto')."
+  echo "Command: ${TFM_CPU_ISA:+TFM_CPU_ISA=$TFM_CPU_ISA }bench/time_to_bleu.sh --recipe $recipe --budgets \"$budgets\"${sets:+ ${sets[*]}}"
   echo
   echo "| budget (min) | updates | test 2016 BLEU (averaged, beam 4) | last greedy valid BLEU | training (min) |"
   echo "|---|---|---|---|---|"
