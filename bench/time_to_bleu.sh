@@ -55,12 +55,14 @@ except ValueError:  # gemm_bench has no such row for this CPU (its peak rows nee
 print("%.0f" % (rows[0]["FLOP/s"] / 1e9) if rows else "n/a")'
 }
 cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -1)"
+# The kernels in use and what `precision auto` takes: two fields of `tfm info --cpu`, run once.
+info="$("$tfm" info --cpu 2>/dev/null || true)"
+cpu_info() { sed -n "s/^$1  *//p" <<<"$info"; }
 {
   echo "# Time to BLEU: $recipe"
   echo
   echo "Machine: $cpu, $(nproc) threads; measured peak $(peak peak_fma) GFLOP/s f32 FMA, $(peak peak_dot_bf16) GFLOP/s bf16 dot products."
-  info() { "$tfm" info --cpu 2>/dev/null | sed -n "s/^$1  *//p"; }
-  echo "Kernels: $(info 'in use'); training.precision auto: $(info 'precision auto')."
+  echo "Kernels: $(cpu_info 'in use'); training.precision auto: $(cpu_info 'precision auto')."
   echo "Command: ${TFM_CPU_ISA:+TFM_CPU_ISA=$TFM_CPU_ISA }bench/time_to_bleu.sh --recipe $recipe --budgets \"$budgets\"${sets:+ ${sets[*]}}"
   echo
   echo "| budget (min) | updates | test 2016 BLEU (averaged, beam 4) | last greedy valid BLEU | training (min) |"
