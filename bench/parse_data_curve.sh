@@ -21,6 +21,7 @@ cd "$(dirname "$0")/.."
 sizes="425 849 1698 3396" epochs=100 out=runs/parse-data-curve
 recipe=configs/ptb-sample-parse.yaml sets=()
 die() { echo "parse_data_curve.sh: $*" >&2; exit 2; }
+source scripts/ptb_sample_splits.sh
 while (($#)); do
   case "$1" in
     --trees) [ $# -ge 2 ] || die "--trees needs a value"; sizes="$2"; shift ;;
@@ -35,8 +36,8 @@ while (($#)); do
 done
 [[ "$epochs" =~ ^[1-9][0-9]*$ ]] || die "--epochs must be a positive whole number, not '$epochs'"
 for n in $sizes; do
-  [[ "$n" =~ ^[1-9][0-9]*$ ]] && ((n <= 3396)) \
-    || die "--trees: '$n' is not a number of trees from 1 to 3396 (the training split's)"
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] && ((n <= PTB_SAMPLE_TRAIN_TREES)) \
+    || die "--trees: '$n' is not a number of trees from 1 to $PTB_SAMPLE_TRAIN_TREES (the training split's)"
 done
 [ -f "$recipe" ] || die "no recipe $recipe"
 tfm="${BUILD:-build/release}/tfm"
@@ -51,8 +52,8 @@ linearise() {  # name range
   "$tfm" linearise -i "$trees" --range "$2" --words "$out/data/$1.words" \
     --sequences "$out/data/$1.sequences" --trees "$out/data/$1.gold" --leaves "$leaves"
 }
-linearise dev 3397-3669
-linearise test 3670-3914
+linearise dev "$PTB_SAMPLE_DEV"
+linearise test "$PTB_SAMPLE_TEST"
 
 # F1 of the "-- All --" block of an EVALB report.
 fmeasure() { grep -A 9 -- "-- All --" "$1" | sed -n 's/^Bracketing FMeasure *= *//p'; }

@@ -30,7 +30,8 @@ if [ -n "${WSJ_DIR:-}" ]; then
   done
 else
   trees="$(scripts/fetch_ptb_sample.sh)/wsj_sample.trees.gz"
-  for split in train:1-3396 dev:3397-3669 test:3670-3914; do
+  source scripts/ptb_sample_splits.sh
+  for split in train:$PTB_SAMPLE_TRAIN dev:$PTB_SAMPLE_DEV test:$PTB_SAMPLE_TEST; do
     name="${split%%:*}"
     "$tfm" linearise -i "$trees" --range "${split#*:}" --words "$PARSE_DATA/$name.words" \
       --sequences "$PARSE_DATA/$name.sequences" --trees "$PARSE_DATA/$name.gold" --leaves "$leaves"
