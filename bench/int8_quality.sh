@@ -52,12 +52,11 @@ for lang in de en; do
   zcat "$iwslt/test.$lang.gz" > "$d/test.$lang"
 done
 if [ ! -d "$WORK/iwslt-model" ]; then
-  sed -e "s|\${TFM_DATA_DIR}/multi30k/train.en.gz|$d/train.de|" \
-      -e "s|\${TFM_DATA_DIR}/multi30k/train.de.gz|$d/train.en|" \
-      -e "s|\${TFM_DATA_DIR}/multi30k/val.en.gz|$d/valid.de|" \
-      -e "s|\${TFM_DATA_DIR}/multi30k/val.de.gz|$d/valid.en|" \
-      configs/multi30k-en-de-d256.yaml > "$WORK/iwslt14-de-en.yaml"
-  "$TFM" train -c "$WORK/iwslt14-de-en.yaml" -o "$WORK/iwslt-run" --max-minutes "$IWSLT_MINUTES" \
+  # The Multi30k recipe's larger model on IWSLT14's German -> English files.
+  TFM_DATA_DIR="$DATA" "$TFM" train -c configs/multi30k-en-de-d256.yaml \
+    --set data.train_source="$d/train.de" --set data.train_target="$d/train.en" \
+    --set data.valid_source="$d/valid.de" --set data.valid_target="$d/valid.en" \
+    -o "$WORK/iwslt-run" --max-minutes "$IWSLT_MINUTES" \
     --threads "$THREADS" > "$WORK/iwslt-train.log" 2>&1
   "$TFM" average -c "$WORK/iwslt-run/checkpoints" -n 5 -o "$WORK/iwslt-model" >> "$WORK/iwslt-train.log" 2>&1
 fi

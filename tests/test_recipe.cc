@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "build_paths.h"
 #include "temp_dir.h"
 #include "tfm/train/recipe.h"
 
@@ -215,6 +216,92 @@ TEST(Recipe, AnUnterminatedQuoteOrAMultiLineValueIsAnError) {
       write(tmp, "training:\n  run_dir: \"runs/a\"  # here\n\n  # a comment\n  seed:\n    5\n"));
   EXPECT_EQ(r.run_dir, "runs/a");
   EXPECT_EQ(r.seed, 5u);
+}
+
+std::filesystem::path write_file(const TempDir& tmp, const std::string& name,
+                                 const std::string& text) {
+  auto path = tmp / name;
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(Recipe, ExtendsStartsFromAnotherRecipeAndOverridesItsKeys) {
+  TempDir tmp;
+  write_file(tmp, "configs/base.yaml",
+             "model:\n  layers: 4\n  d_model: 128\ndata:\n  max_tokens: 2048\n"
+             "training:\n  seed: 7\n  run_dir: runs/base\n");
+  // The path is relative to the extending file's folder, and `extends` may stand anywhere.
+  const auto path = write_file(tmp, "configs/larger.yaml",
+                               "model:\n  d_model: 256\nextends: base.yaml\n"
+                               "training:\n  run_dir: runs/larger\n");
+  TrainRecipe r = load_recipe(path);
+  ModelConfig c = r.model_config(1000);
+  EXPECT_EQ(c.d_model, 256);  // overridden
+  EXPECT_EQ(c.layers, 4);     // from the base
+  EXPECT_EQ(r.max_tokens, 2048);
+  EXPECT_EQ(r.seed, 7u);
+  EXPECT_EQ(r.run_dir, "runs/larger");
+  // Each key's origin is the file that set it last.
+  EXPECT_EQ(r.origins.at("training.seed"), (tmp / "configs/base.yaml").string() + ":7");
+  EXPECT_EQ(r.origins.at("model.d_model"), path.string() + ":2");
+  // A chain: a recipe extending one that extends another.
+  const auto top =
+      write_file(tmp, "top.yaml", "extends: configs/larger.yaml\ntraining:\n  seed: 9\n");
+  r = load_recipe(top);
+  EXPECT_EQ(r.model_config(1000).d_model, 256);
+  EXPECT_EQ(r.max_tokens, 2048);
+  EXPECT_EQ(r.seed, 9u);
+}
+
+TEST(Recipe, ExtendsErrorsNameTheFileAndLine) {
+  TempDir tmp;
+  expect_error(
+      [&] { load_recipe(write_file(tmp, "a.yaml", "training:\n  seed: 2\nextends: gone.yaml\n")); },
+      {"a.yaml:3: extends", "gone.yaml", "no such recipe file"});
+  // An error inside the base names the base's own line.
+  write_file(tmp, "bad.yaml", "data:\n  max_tokns: 100\n");
+  expect_error([&] { load_recipe(write_file(tmp, "b.yaml", "extends: bad.yaml\n")); },
+               {"b.yaml:1: extends", "bad.yaml:2", "max_tokns"});
+  // A cycle, of one file or of two.
+  expect_error([&] { load_recipe(write_file(tmp, "self.yaml", "extends: self.yaml\n")); },
+               {"self.yaml:1", "cycle"});
+  write_file(tmp, "x.yaml", "extends: y.yaml\n");
+  write_file(tmp, "y.yaml", "training:\n  seed: 1\nextends: x.yaml\n");
+  expect_error([&] { load_recipe(tmp / "x.yaml"); }, {"y.yaml:3", "cycle", "x.yaml -> "});
+  // Not a file name, or given twice.
+  expect_error([&] { load_recipe(write_file(tmp, "c.yaml", "extends:\n  model: base.yaml\n")); },
+               {"c.yaml:1", "'extends' must be one recipe file"});
+  expect_error(
+      [&] { load_recipe(write_file(tmp, "d.yaml", "extends: x.yaml\nextends: y.yaml\n")); },
+      {"d.yaml:2", "'extends' given twice"});
+}
+
+// The Multi30k recipe with the larger model is the main job's recipe with its model changed.
+TEST(Recipe, TheLargerMulti30kRecipeExtendsTheMainJobs) {
+  // The recipes name their data through ${TFM_DATA_DIR}: any value will do for reading them.
+  const char* data = std::getenv("TFM_DATA_DIR");
+  const std::string saved = data ? data : "";
+  ::setenv("TFM_DATA_DIR", "/data", 1);
+  const auto configs = std::filesystem::path(tfm_source_dir()) / "configs";
+  const TrainRecipe main_job = load_recipe(configs / "multi30k-en-de.yaml");
+  const TrainRecipe larger = load_recipe(configs / "multi30k-en-de-d256.yaml");
+  if (data)
+    ::setenv("TFM_DATA_DIR", saved.c_str(), 1);
+  else
+    ::unsetenv("TFM_DATA_DIR");
+  const ModelConfig c = larger.model_config(8000);
+  EXPECT_EQ(c.d_model, 256);
+  EXPECT_EQ(c.layers, 3);
+  EXPECT_EQ(c.d_ff, 1024);
+  EXPECT_EQ(c.d_k, 64);
+  EXPECT_EQ(larger.run_dir, "runs/multi30k-en-de-d256");
+  EXPECT_EQ(larger.max_tokens, main_job.max_tokens);
+  EXPECT_EQ(larger.vocab_size, main_job.vocab_size);
+  EXPECT_EQ(larger.schedule, main_job.schedule);
+  EXPECT_EQ(larger.warmup_fraction, main_job.warmup_fraction);
+  EXPECT_EQ(larger.train_source, main_job.train_source);
+  EXPECT_EQ(main_job.model_config(8000).d_model, 128);
 }
 
 // A second YAML document was lost to YAML::Load and then reported as "(an unterminated quote?)";

@@ -325,9 +325,46 @@ std::optional<int> second_document_line(const std::string& text) {
   return std::nullopt;
 }
 
-}  // namespace
+// A chain of `extends` longer than this is an error rather than a deep recursion.
+constexpr size_t kMaxExtends = 16;
 
-TrainRecipe load_recipe(const std::filesystem::path& path) {
+TrainRecipe load_recipe_chain(const std::filesystem::path& path,
+                              std::vector<std::filesystem::path>& chain);
+
+// The recipe that `file` extends (`extends: VALUE` at its `line`): VALUE is a path relative to the
+// folder of `file` (or absolute, `${VAR}` expanded), loaded with everything it extends in turn.
+TrainRecipe load_base_recipe(const std::filesystem::path& file, int line, const std::string& value,
+                             std::vector<std::filesystem::path>& chain) {
+  const std::string name = file.string();
+  std::filesystem::path base;
+  try {
+    base = expand_environment("extends", value);
+  } catch (const Error& error) {
+    fail("{}:{}: {}", name, line, error.what());
+  }
+  TFM_CHECK(!base.empty(), "{}:{}: 'extends' needs the recipe file it extends", name, line);
+  if (base.is_relative()) base = file.parent_path() / base;
+  std::error_code ec;
+  const std::filesystem::path key = std::filesystem::weakly_canonical(base, ec);
+  for (const std::filesystem::path& seen : chain) {
+    if (!ec && seen == key) {
+      std::string cycle;
+      for (const std::filesystem::path& p : chain) cycle += p.string() + " -> ";
+      fail("{}:{}: extends {}, which makes a cycle: {}{}", name, line, base.string(), cycle,
+           key.string());
+    }
+  }
+  TFM_CHECK(chain.size() < kMaxExtends, "{}:{}: more than {} recipes extend one another", name,
+            line, kMaxExtends);
+  try {
+    return load_recipe_chain(base, chain);
+  } catch (const Error& error) {
+    fail("{}:{}: extends: {}", name, line, error.what());
+  }
+}
+
+TrainRecipe load_recipe_chain(const std::filesystem::path& path,
+                              std::vector<std::filesystem::path>& chain) {
   const std::string file = path.string();
   if (const std::optional<std::string> problem = file_type_problem(path)) {
     std::error_code ec;
@@ -347,6 +384,9 @@ TrainRecipe load_recipe(const std::filesystem::path& path) {
   TrainRecipe recipe;
   if (root.IsNull()) return recipe;
   TFM_CHECK(root.IsMap(), "{}: a recipe is a map of sections", file);
+  std::error_code ec;
+  std::filesystem::path canonical = std::filesystem::weakly_canonical(path, ec);
+  chain.push_back(ec ? path : canonical);
   // Keys are unique: YAML requires it, but yaml-cpp keeps both and the last would win.
   struct Entry {
     std::string key;
@@ -365,6 +405,13 @@ TrainRecipe load_recipe(const std::filesystem::path& path) {
       TFM_CHECK(fresh, "{}:{}: section '{}' given twice (first at line {})", file, line, name,
                 seen->second);
       key_lines.push_back(line - 1);
+      if (name == "extends") {
+        // The one key outside a section: the recipe this one starts from (load_base_recipe).
+        TFM_CHECK(section.second.IsScalar(), "{}:{}: 'extends' must be one recipe file", file,
+                  line);
+        entries.push_back({name, line, section.second.Mark().line, section.second.Scalar()});
+        continue;
+      }
       TFM_CHECK(section.second.IsMap() || section.second.IsNull(),
                 "{}:{}: section '{}' must be a map of keys", file, line, name);
       for (const auto& entry : section.second) {
@@ -396,7 +443,11 @@ TrainRecipe load_recipe(const std::filesystem::path& path) {
                 "values are one line",
                 file, e.key_line, e.key, l + 1);
   }
+  // The recipe extended comes first, wherever `extends` stands: this file's keys override its.
+  for (const Entry& e : entries)
+    if (e.key == "extends") recipe = load_base_recipe(path, e.key_line, e.value, chain);
   for (const Entry& e : entries) {
+    if (e.key == "extends") continue;
     try {
       set_key(recipe, e.key, e.value);
       recipe.origins[e.key] = fmt::format("{}:{}", file, e.key_line);
@@ -404,7 +455,15 @@ TrainRecipe load_recipe(const std::filesystem::path& path) {
       fail("{}:{}: {}", file, e.key_line, error.what());
     }
   }
+  chain.pop_back();
   return recipe;
+}
+
+}  // namespace
+
+TrainRecipe load_recipe(const std::filesystem::path& path) {
+  std::vector<std::filesystem::path> chain;
+  return load_recipe_chain(path, chain);
 }
 
 namespace {
