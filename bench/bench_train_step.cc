@@ -25,6 +25,7 @@
 #include "tfm/core/error.h"
 #include "tfm/core/openmp_wait.h"
 #include "tfm/core/threading.h"
+#include "tfm/dist/communicator.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/model/config.h"
 #include "tfm/nn/transformer.h"
@@ -32,6 +33,8 @@
 #include "tfm/ops/device.h"
 #include "tfm/train/adam.h"
 #include "tfm/train/batch_size.h"
+#include "tfm/train/flat_parameters.h"
+#include "tfm/train/gradient_buckets.h"
 #include "tfm/train/recipe.h"
 #include "tfm/train/schedule.h"
 
@@ -106,14 +109,19 @@ int main(int argc, char** argv) {
   // What the process holds before the model (libraries, the runtime): the memory estimate of
   // train/batch_size.h is compared with the peak above it.
   const double baseline_rss = rss_mb();
-  // Initialised on the host (the same weights on every device), then copied to the device.
+  // Initialised on the host (the same weights on every device), then copied to the device into
+  // one buffer laid out as the gradients' (as TrainingSession does), so that Adam updates the whole
+  // model in one pass, as in `tfm train`.
   tfm::internal::nn::Transformer initial(config);
   initial.init(7);
-  tfm::internal::nn::NamedTensors on_device;
-  for (const auto& [name, tensor] : initial.named_parameters())
-    on_device.emplace_back(name, tensor.to(device));
-  tfm::internal::nn::Transformer model(config, on_device);
+  const tfm::internal::FlatParameters parameters = tfm::internal::flatten(
+      initial.named_parameters(), device, tfm::internal::FlatLayout::reversed);
+  tfm::internal::nn::Transformer model(config, parameters.views);
+  const auto communicator = tfm::internal::dist::make_single_process();
+  const tfm::internal::GradientBuckets gradients(model.parameters(), *communicator, 1 << 25);
   tfm::internal::Adam adam(model.parameters());
+  TFM_CHECK(adam.use_flat(parameters.flat, gradients.flat()),
+            "the parameters and their gradients are not laid out alike");
   tfm::internal::NoamSchedule schedule{config.d_model, 4000, 1.0};
 
   std::mt19937 rng(11);

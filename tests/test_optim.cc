@@ -1,9 +1,17 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "tfm/autograd/tape.h"
+#include "tfm/dist/communicator.h"
 #include "tfm/train/adam.h"
+#include "tfm/train/flat_parameters.h"
+#include "tfm/train/gradient_buckets.h"
 #include "tfm/train/schedule.h"
 
 namespace tfm::internal {
@@ -176,6 +184,108 @@ TEST(Adam, MatchesTheUpdateFormulaOverSeveralSteps) {
     for (int i = 0; i < 3; ++i) EXPECT_NEAR(p.to_floats()[i], ref_p[i], 1e-6) << t << "," << i;
   }
   EXPECT_EQ(adam.steps(), 3);
+}
+
+// Parameters of `sizes` in one flat buffer laid out as `layout`, with gradient buffers laid out
+// by GradientBuckets (the gradients of the last parameter first), as TrainingSession has them.
+struct FlatModel {
+  FlatParameters parameters;
+  std::vector<Tensor> tensors;
+  std::unique_ptr<dist::Communicator> communicator = dist::make_single_process();
+  std::unique_ptr<GradientBuckets> buckets;
+
+  FlatModel(const std::vector<int64_t>& sizes, FlatLayout layout) {
+    nn::NamedTensors named;
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      std::vector<float> values(static_cast<size_t>(sizes[i]));
+      for (float& x : values) x = normal(rng);
+      named.emplace_back(fmt::format("p{}", i), Tensor::from_floats({sizes[i]}, values));
+    }
+    parameters = flatten(named, Device::cpu, layout);
+    for (auto& [name, t] : parameters.views) {
+      t.set_requires_grad(true);
+      tensors.push_back(t);
+    }
+    buckets = std::make_unique<GradientBuckets>(tensors, *communicator, 1 << 20);
+  }
+  // Gradients drawn from `seed` for the parameters whose entry in `given` is true.
+  void set_gradients(uint32_t seed, const std::vector<bool>& given) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 0.1f);
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      tensors[i].zero_grad();
+      if (!given[i]) continue;
+      GradTarget g = grad_target(tensors[i]);
+      for (int64_t j = 0; j < g.tensor.numel(); ++j) g.tensor.data<float>()[j] = normal(rng);
+    }
+  }
+};
+
+TEST(Adam, OnePassOverFlatBuffersEqualsTheUpdateTensorByTensor) {
+  // Sizes on both sides of the kernel's threshold for sharing a tensor between threads.
+  const std::vector<int64_t> sizes = {5, 40000, 7, 128, 33000};
+  FlatModel flat(sizes, FlatLayout::reversed), each(sizes, FlatLayout::reversed);
+  Adam one_pass(flat.tensors), by_tensor(each.tensors);
+  ASSERT_TRUE(one_pass.use_flat(flat.parameters.flat, flat.buckets->flat()));
+  EXPECT_TRUE(one_pass.uses_flat());
+  EXPECT_FALSE(by_tensor.uses_flat());
+  const std::vector<bool> all(sizes.size(), true), some = {true, false, true, true, false};
+  for (int t = 1; t <= 4; ++t) {
+    // The third update leaves two parameters without a gradient: they (and their moments) stay.
+    const std::vector<bool>& given = t == 3 ? some : all;
+    flat.set_gradients(static_cast<uint32_t>(t), given);
+    each.set_gradients(static_cast<uint32_t>(t), given);
+    EXPECT_EQ(one_pass.flat_gradients_complete(), t != 3) << t;
+    const std::vector<float> before = flat.parameters.flat.to_floats();
+    const std::vector<float> second_before = flat.tensors[1].to_floats();
+    one_pass.step(0.01 * t);
+    by_tensor.step(0.01 * t);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const auto a = flat.tensors[i].to_floats(), b = each.tensors[i].to_floats();
+      const auto ma = one_pass.first_moments()[i].to_floats();
+      const auto mb = by_tensor.first_moments()[i].to_floats();
+      const auto va = one_pass.second_moments()[i].to_floats();
+      const auto vb = by_tensor.second_moments()[i].to_floats();
+      for (size_t j = 0; j < a.size(); ++j) {
+        ASSERT_EQ(a[j], b[j]) << "step " << t << ", parameter " << i << ", element " << j;
+        ASSERT_EQ(ma[j], mb[j]) << "step " << t << ", parameter " << i << ", element " << j;
+        ASSERT_EQ(va[j], vb[j]) << "step " << t << ", parameter " << i << ", element " << j;
+      }
+    }
+    // Something moved, and on the third update only the parameters with a gradient did.
+    const std::vector<float> after = flat.parameters.flat.to_floats();
+    EXPECT_NE(before, after) << t;
+    if (t == 3) {
+      EXPECT_EQ(flat.tensors[1].to_floats(), second_before);
+    }
+  }
+}
+
+TEST(Adam, UseFlatRefusesBuffersLaidOutUnlike) {
+  // Parameters in order, gradients reversed: the offsets differ, so Adam keeps its own moments.
+  FlatModel model({3, 10, 6}, FlatLayout::in_order);
+  Adam adam(model.tensors);
+  EXPECT_FALSE(adam.use_flat(model.parameters.flat, model.buckets->flat()));
+  EXPECT_FALSE(adam.uses_flat());
+  // One parameter alone lies at offset 0 of both.
+  FlatModel single({12}, FlatLayout::in_order);
+  Adam alone(single.tensors);
+  EXPECT_TRUE(alone.use_flat(single.parameters.flat, single.buckets->flat()));
+}
+
+TEST(FlatParameters, AReversedLayoutKeepsTheViewsInTheOrderGiven) {
+  nn::NamedTensors named = {{"a", Tensor::from_floats({2}, {1, 2})},
+                            {"b", Tensor::from_floats({3}, {3, 4, 5})}};
+  FlatParameters in_order = flatten(named),
+                 reversed = flatten(named, Device::cpu, FlatLayout::reversed);
+  EXPECT_EQ(in_order.flat.to_floats(), (std::vector<float>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(reversed.flat.to_floats(), (std::vector<float>{3, 4, 5, 1, 2}));
+  ASSERT_EQ(reversed.views.size(), 2u);
+  EXPECT_EQ(reversed.views[0].first, "a");
+  EXPECT_EQ(reversed.views[0].second.to_floats(), (std::vector<float>{1, 2}));
+  EXPECT_EQ(reversed.views[1].second.to_floats(), (std::vector<float>{3, 4, 5}));
 }
 
 }  // namespace

@@ -89,6 +89,21 @@ TEST(TrainingSession, TwoHalfBatchesGiveTheUpdateOfTheWholeBatch) {
   EXPECT_LT(max_diff, 1e-5 * max_change);  // ...the same way both times
 }
 
+// The weights lie in their buffer as the gradients lie in theirs, so that Adam updates the whole
+// model in one pass (Adam::use_flat), with or without a moving average beside them.
+TEST(TrainingSession, TheOptimizerUpdatesTheWholeModelInOnePass) {
+  for (double ema : {0.0, 0.99}) {
+    SessionOptions o = options();
+    o.ema_decay = ema;
+    TrainingSession session(session_config(0.0), o);
+    EXPECT_TRUE(session.optimizer().uses_flat()) << ema;
+    std::mt19937 rng(3);
+    const UpdateResult r = session.update({random_batch(rng, 4)});
+    EXPECT_GT(r.grad_norm, 0.0);
+    EXPECT_TRUE(std::isfinite(r.grad_norm));
+  }
+}
+
 TEST(TrainingSession, AStopBetweenAccumulatedBatchesAbandonsTheUpdateLeavingNothingChanged) {
   // Issue 43 D3: a signal was only seen after all of an update's accumulated batches.
   std::mt19937 rng(3);

@@ -25,6 +25,19 @@ class Adam {
   //   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
   void step(double lr);
   void zero_grad();
+
+  // Makes the moments one buffer each, laid out as `flat_parameters`, when that buffer holds every
+  // parameter at the offset where `flat_gradients` holds its gradient (the parameters' current
+  // gradient buffers: train/gradient_buckets.h, flatten's FlatLayout::reversed). step() then
+  // updates all parameters in one pass whenever each has a gradient (one parallel loop instead of
+  // one per tensor, most of them too small to share between threads). Before the first step and
+  // restore; returns whether the layouts matched (if not, nothing changes and step() goes tensor by
+  // tensor).
+  bool use_flat(const Tensor& flat_parameters, const Tensor& flat_gradients);
+  // Whether use_flat succeeded and every parameter has a gradient now: the gradients are then
+  // exactly the elements of the flat gradient buffer.
+  bool flat_gradients_complete() const;
+  bool uses_flat() const { return flat_parameters_.defined(); }
   int64_t steps() const { return steps_; }
   // The step count alone (a rank given the state of another, TrainingSession::broadcast_state).
   void set_steps(int64_t steps) { steps_ = steps; }
@@ -36,7 +49,8 @@ class Adam {
 
  private:
   std::vector<Tensor> parameters_;
-  std::vector<Tensor> m_, v_;
+  std::vector<Tensor> m_, v_;  // views of flat_m_ and flat_v_ after use_flat
+  Tensor flat_parameters_, flat_gradients_, flat_m_, flat_v_;
   AdamOptions options_;
   int64_t steps_ = 0;
 };

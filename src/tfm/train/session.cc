@@ -26,14 +26,13 @@ double EvalResult::perplexity() const {
 }
 
 namespace {
-// The initial parameters of a run, copied into one flat buffer.
 // The initial parameters of a run (drawn on the host, so that every device starts from the same
-// weights), copied into one flat buffer on `device`.
+// weights), copied into one flat buffer on `device`, laid out as the gradients' (Adam::use_flat).
 FlatParameters initial_parameters(const ModelConfig& config, uint64_t seed, Device device) {
   ops::use_device(device);
   nn::Transformer initial(config);
   initial.init(seed);
-  return flatten(initial.named_parameters(), device);
+  return flatten(initial.named_parameters(), device, FlatLayout::reversed);
 }
 }  // namespace
 
@@ -49,7 +48,10 @@ TrainingSession::TrainingSession(const ModelConfig& config, const SessionOptions
   // Open MPI's reductions read host memory; GPU ranks need a device-aware collective (NCCL).
   TFM_CHECK(options.ema_decay >= 0 && options.ema_decay < 1,
             "the moving average's decay must be in [0, 1), got {}", options.ema_decay);
-  if (options.ema_decay > 0) ema_ = flatten(parameters_.views, options.device);
+  // The average is laid out as the weights, so that both are updated and swapped as whole buffers.
+  if (options.ema_decay > 0)
+    ema_ = flatten(parameters_.views, options.device, FlatLayout::reversed);
+  adam_.use_flat(parameters_.flat, buckets_->flat());
   TFM_CHECK(communicator_->size() == 1 || options.device == Device::cpu,
             "data-parallel training runs on CPUs only for now: {} ranks on {} need NCCL, which "
             "tfm does not use yet",
@@ -184,6 +186,7 @@ uint32_t TrainingSession::parameters_checksum() const {
 
 // Global L2 norm of all gradients.
 double TrainingSession::gradient_norm() const {
+  if (adam_.flat_gradients_complete()) return ops::global_norm({buckets_->flat()});
   std::vector<Tensor> grads;
   for (const Tensor& p : model_.parameters()) grads.push_back(p.grad());
   return ops::global_norm(grads);
@@ -192,9 +195,14 @@ double TrainingSession::gradient_norm() const {
 // Scales the gradients to clip_norm when their norm is above it.
 void TrainingSession::clip_gradients(double norm) {
   if (options_.clip_norm <= 0 || norm <= options_.clip_norm) return;
+  const auto scale = static_cast<float>(options_.clip_norm / norm);
+  if (adam_.flat_gradients_complete()) {
+    ops::scale_in_place({buckets_->flat()}, scale);
+    return;
+  }
   std::vector<Tensor> grads;
   for (const Tensor& p : model_.parameters()) grads.push_back(p.grad());
-  ops::scale_in_place(grads, static_cast<float>(options_.clip_norm / norm));
+  ops::scale_in_place(grads, scale);
 }
 
 EvalResult TrainingSession::evaluate(const std::vector<nn::Batch>& batches) const {
