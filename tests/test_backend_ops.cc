@@ -275,6 +275,28 @@ TEST_P(BackendOpsBasic, AddDropoutLayerNorm) {
   }
 }
 
+TEST_P(BackendOpsBasic, AddDropoutThenLayerNorm) {
+  for (const Shape& shape : {Shape{37, 5}, Shape{3, 70, 517}}) {
+    const int64_t d = shape[shape.rank() - 1];
+    const std::vector<Tensor> inputs = {uniform_tensor(shape, 16), uniform_tensor(shape, 17),
+                                        uniform_tensor({d}, 18, 0.5f, 1.5f),
+                                        uniform_tensor({d}, 19)};
+    for (float p : {0.0f, 0.1f}) {
+      const std::string what =
+          "add_dropout_then_layer_norm " + shape.str() + " p=" + std::to_string(p);
+      // A stream of two steps whose sums go on: the second's sum is used besides its norm, and
+      // the first's sum is the second's x, so the residual gradient reaches both backwards.
+      expect_op_matches(what, inputs, {true, true, true, true}, [p](auto& in) {
+        const ops::SumAndNorm first =
+            ops::add_dropout_then_layer_norm(in[0], in[1], p, 46, in[2], in[3], 1e-5f);
+        const ops::SumAndNorm second =
+            ops::add_dropout_then_layer_norm(first.sum, first.normed, p, 47, in[2], in[3], 1e-5f);
+        return ops::add(second.sum, second.normed);
+      });
+    }
+  }
+}
+
 TEST_P(BackendOpsBasic, Softmax) {
   // Short rows, a vocabulary-sized row, and a row with -inf entries (masked positions).
   Tensor masked = uniform_tensor({4, 37}, 16, -5.0f, 5.0f);

@@ -4,6 +4,7 @@
 // every gradient, with f32 and bf16 products for linear_relu).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "gradcheck.h"
@@ -258,6 +259,131 @@ TEST(OpsAddDropoutLayerNorm, GradientsOfSomeInputsOnly) {
   testing::check_op(
       {{shape, x, false}, {shape, branch}, {Shape{7}, gamma, false}, {Shape{7}, beta}}, op,
       reference);
+}
+
+// s + layer_norm(s) in double for s = x + dropout(branch): the pre-norm op's two outputs summed, so
+// that one finite-difference check covers the gradients through both.
+Values sum_plus_norm_reference(const Values& x, const Values& branch, const Values& gamma,
+                               const Values& beta, double p, uint64_t seed, double eps) {
+  Values y = add_dropout_layer_norm_reference(x, branch, gamma, beta, p, seed, eps);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const bool keep = cpu::dropout_keep(seed, i, static_cast<float>(p));
+    y[i] += x[i] + (keep ? branch[i] / (1 - p) : 0.0);
+  }
+  return y;
+}
+
+TEST(OpsAddDropoutThenLayerNorm, BothOutputsAndTheirGradientsAgainstDoubleReference) {
+  std::mt19937 rng(76);
+  const uint64_t seed = 4321;
+  for (float p : {0.0f, 0.3f}) {
+    SCOPED_TRACE(p);
+    const Shape shape{3, 2, 9};
+    testing::check_op(
+        {{shape, random_f32_values(shape.numel(), rng, -2.0, 2.0)},
+         {shape, random_f32_values(shape.numel(), rng, -2.0, 2.0)},
+         {Shape{9}, random_f32_values(9, rng, 0.5, 1.5)},
+         {Shape{9}, random_f32_values(9, rng, -1.0, 1.0)}},
+        [&](const std::vector<Tensor>& t) {
+          ops::SumAndNorm r =
+              ops::add_dropout_then_layer_norm(t[0], t[1], p, seed, t[2], t[3], kEps);
+          return ops::add(r.sum, r.normed);
+        },
+        [&](const std::vector<Values>& v) {
+          return sum_plus_norm_reference(v[0], v[1], v[2], v[3], p, seed, kEps);
+        });
+  }
+}
+
+struct StreamRun {
+  std::vector<float> out, dx, dbranch, dgamma, dbeta, dgamma2, dbeta2;
+};
+
+// A pre-norm stream of two steps and a final norm, as the encoder runs it:
+//   s1 = x + drop(b0), y1 = LN1(s1), b1 = gelu(y1), s2 = s1 + drop(b1), out = LN2(s2)
+// (`use_sum`: out + s2 instead, a stream that goes on), fused or with the unfused ops.
+StreamRun run_stream(bool fused, const std::vector<Tensor>& leaves, float p, const Tensor& upstream,
+                     bool use_sum) {
+  const Tensor &x = leaves[0], &b0 = leaves[1], &g1 = leaves[2], &be1 = leaves[3], &g2 = leaves[4],
+               &be2 = leaves[5];
+  for (Tensor t : leaves) t.zero_grad();
+  Tape tape;
+  Tensor out;
+  {
+    TapeScope scope(tape);
+    auto step = [&](const Tensor& stream, const Tensor& branch, uint64_t seed, const Tensor& gamma,
+                    const Tensor& beta) -> ops::SumAndNorm {
+      if (fused)
+        return ops::add_dropout_then_layer_norm(stream, branch, p, seed, gamma, beta, kEps);
+      Tensor sum = ops::add(stream, p > 0 ? ops::dropout(branch, p, seed) : branch);
+      return {sum, ops::layer_norm(sum, gamma, beta, kEps)};
+    };
+    ops::SumAndNorm first = step(x, b0, 31, g1, be1);
+    ops::SumAndNorm second = step(first.sum, ops::gelu(first.normed), 32, g2, be2);
+    out = use_sum ? ops::add(second.normed, second.sum) : second.normed;
+  }
+  tape.backward(out, upstream);
+  return {out.to_floats(),       x.grad().to_floats(),   b0.grad().to_floats(),
+          g1.grad().to_floats(), be1.grad().to_floats(), g2.grad().to_floats(),
+          be2.grad().to_floats()};
+}
+
+TEST(OpsAddDropoutThenLayerNorm, AStreamEqualsTheUnfusedOpsBitForBit) {
+  // 100 rows of 512 (above the parallel threshold, with a partial backward chunk).
+  const Shape shape{4, 25, 512};
+  std::mt19937 rng(77);
+  std::vector<Tensor> leaves = {
+      tensor_of(shape, random_f32_values(shape.numel(), rng, -2.0, 2.0), true),
+      tensor_of(shape, random_f32_values(shape.numel(), rng, -2.0, 2.0), true),
+      tensor_of({512}, random_f32_values(512, rng, 0.5, 1.5), true),
+      tensor_of({512}, random_f32_values(512, rng), true),
+      tensor_of({512}, random_f32_values(512, rng, 0.5, 1.5), true),
+      tensor_of({512}, random_f32_values(512, rng), true)};
+  Tensor upstream = tensor_of(shape, random_f32_values(shape.numel(), rng), false);
+  for (float p : {0.0f, 0.1f, 0.5f}) {
+    for (bool use_sum : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "p " << p << ", stream used after " << use_sum);
+      StreamRun unfused = run_stream(false, leaves, p, upstream, use_sum);
+      StreamRun fused = run_stream(true, leaves, p, upstream, use_sum);
+      EXPECT_EQ(fused.out, unfused.out);
+      EXPECT_EQ(fused.dx, unfused.dx);
+      EXPECT_EQ(fused.dbranch, unfused.dbranch);
+      EXPECT_EQ(fused.dgamma, unfused.dgamma);
+      EXPECT_EQ(fused.dbeta, unfused.dbeta);
+      EXPECT_EQ(fused.dgamma2, unfused.dgamma2);
+      EXPECT_EQ(fused.dbeta2, unfused.dbeta2);
+      // Not all zeros: every gradient was reached.
+      for (const auto* g : {&fused.dx, &fused.dbranch, &fused.dgamma, &fused.dgamma2})
+        EXPECT_GT(*std::max_element(g->begin(), g->end()), 0.0f);
+    }
+  }
+}
+
+TEST(OpsAddDropoutThenLayerNorm, OnlyTheSumUsedFurther) {
+  // The norm's output unused: the gradients are the stream's alone, d(x) = g and d(branch) =
+  // mask * g / (1 - p).
+  const Shape shape{6, 16};
+  std::mt19937 rng(78);
+  Tensor x = tensor_of(shape, random_f32_values(shape.numel(), rng), true);
+  Tensor branch = tensor_of(shape, random_f32_values(shape.numel(), rng), true);
+  Tensor gamma = tensor_of({16}, random_f32_values(16, rng, 0.5, 1.5), true);
+  Tensor beta = tensor_of({16}, random_f32_values(16, rng), true);
+  Tensor upstream = tensor_of(shape, random_f32_values(shape.numel(), rng), false);
+  Tape tape;
+  ops::SumAndNorm r;
+  {
+    TapeScope scope(tape);
+    r = ops::add_dropout_then_layer_norm(x, branch, 0.25f, 8, gamma, beta, kEps);
+  }
+  tape.backward(r.sum, upstream);
+  const std::vector<float> g = upstream.to_floats(), dx = x.grad().to_floats();
+  const std::vector<float> db = branch.grad().to_floats();
+  EXPECT_EQ(dx, g);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const bool keep = cpu::dropout_keep(8, i, 0.25f);
+    EXPECT_FLOAT_EQ(db[i], keep ? g[i] / 0.75f : 0.0f) << i;
+  }
+  for (float v : gamma.grad().to_floats()) EXPECT_EQ(v, 0.0f);
 }
 
 TEST(OpsAddDropoutLayerNorm, BadArgumentsThrow) {

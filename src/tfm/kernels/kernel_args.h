@@ -71,6 +71,9 @@ struct AttentionGrads {
 struct LayerNormGrads {
   float* dx = nullptr;  // null: not wanted
   bool dx_accumulate = false;
+  // The gradient that reaches the norm's input past the norm (a pre-norm residual stream's, [rows,
+  // d]), added to the input gradient that comes through it; null: none.
+  const float* residual = nullptr;
   float* dgamma = nullptr;
   bool dgamma_accumulate = false;
   float* dbeta = nullptr;

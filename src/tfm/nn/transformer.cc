@@ -9,18 +9,42 @@
 
 namespace tfm::internal::nn {
 
+ops::SumAndNorm normalize(const Residual& stream, const LayerNorm& norm) {
+  if (!stream.branch.defined()) return {stream.x, norm.forward(stream.x)};
+  return ops::add_dropout_then_layer_norm(stream.x, stream.branch, stream.p, stream.seed,
+                                          norm.weight, norm.bias, norm.eps);
+}
+
+Tensor settle(const Residual& stream) {
+  if (!stream.branch.defined()) return stream.x;
+  return ops::add(
+      stream.x, stream.p > 0 ? ops::dropout(stream.branch, stream.p, stream.seed) : stream.branch);
+}
+
+Tensor finish(const Residual& stream, const LayerNorm& final_norm) {
+  if (!final_norm.weight.defined()) return settle(stream);
+  return normalize(stream, final_norm).normed;
+}
+
+// The seed is drawn after the sub-layer ran, as the unfused composition draws it, so that every
+// random op sees the same seed either way.
 template <typename Sublayer>
-Tensor ResidualNorm::apply(const Tensor& x, ForwardContext& ctx, Sublayer&& sublayer) const {
+Residual ResidualNorm::apply(const Residual& stream, ForwardContext& ctx,
+                             Sublayer&& sublayer) const {
   const float p = ctx.dropout(dropout);
   if (pre_norm) {
-    Tensor branch = sublayer(norm.forward(x));
-    return ops::add(x, p > 0 ? ops::dropout(branch, p, ctx.next_seed()) : branch);
+    // x + Dropout(Sublayer(LayerNorm(x))): the sum is left to the next LayerNorm.
+    ops::SumAndNorm in = normalize(stream, norm);
+    Tensor branch = sublayer(in.normed);
+    const uint64_t seed = p > 0 ? ctx.next_seed() : 0;
+    return {in.sum, branch, p, seed};
   }
-  // LayerNorm(x + Dropout(branch)) in one op. The seed is drawn after the sub-layer ran, as the
-  // unfused composition draws it, so that every random op sees the same seed either way.
+  // LayerNorm(x + Dropout(branch)) in one op.
+  const Tensor x = settle(stream);
   Tensor branch = sublayer(x);
   const uint64_t seed = p > 0 ? ctx.next_seed() : 0;
-  return ops::add_dropout_layer_norm(x, branch, p, seed, norm.weight, norm.bias, norm.eps);
+  return Residual(
+      ops::add_dropout_layer_norm(x, branch, p, seed, norm.weight, norm.bias, norm.eps));
 }
 
 namespace {
@@ -48,9 +72,9 @@ EncoderLayer::EncoderLayer(const ModelConfig& c, const ParameterSource& source,
       ffn(feed_forward(c, source, prefix + "ffn.")),
       ffn_block(residual(c, source, prefix + "ffn_norm.")) {}
 
-Tensor EncoderLayer::forward(const Tensor& x, const ops::AttentionMask& source_mask,
-                             ForwardContext& ctx) const {
-  Tensor h = self_attn_block.apply(
+Residual EncoderLayer::forward(const Residual& x, const ops::AttentionMask& source_mask,
+                               ForwardContext& ctx) const {
+  Residual h = self_attn_block.apply(
       x, ctx, [&](const Tensor& in) { return self_attn.forward(in, in, source_mask, ctx); });
   return ffn_block.apply(h, ctx,
                          [&](const Tensor& in) { return ffn.forward(in, ctx.precision()); });
@@ -82,10 +106,10 @@ DecoderLayer::DecoderLayer(const ModelConfig& c, const ParameterSource& source,
       ffn(feed_forward(c, source, prefix + "ffn.")),
       ffn_block(residual(c, source, prefix + "ffn_norm.")) {}
 
-Tensor DecoderLayer::forward(const Tensor& y, const Tensor& memory,
-                             const ops::AttentionMask& self_mask,
-                             const ops::AttentionMask& source_mask, ForwardContext& ctx) const {
-  Tensor h = self_attn_block.apply(
+Residual DecoderLayer::forward(const Residual& y, const Tensor& memory,
+                               const ops::AttentionMask& self_mask,
+                               const ops::AttentionMask& source_mask, ForwardContext& ctx) const {
+  Residual h = self_attn_block.apply(
       y, ctx, [&](const Tensor& in) { return self_attn.forward(in, in, self_mask, ctx); });
   h = cross_attn_block.apply(
       h, ctx, [&](const Tensor& in) { return cross_attn.forward(in, memory, source_mask, ctx); });
@@ -93,13 +117,14 @@ Tensor DecoderLayer::forward(const Tensor& y, const Tensor& memory,
                          [&](const Tensor& in) { return ffn.forward(in, ctx.precision()); });
 }
 
-Tensor DecoderLayer::forward_step(const Tensor& y, KeyValueCache& self_cache,
-                                  const KeyValueCache& cross_cache,
-                                  const ops::AttentionMask& source_mask, int64_t beam,
-                                  DType precision, Tensor* self_probs, Tensor* cross_probs) const {
+Residual DecoderLayer::forward_step(const Residual& y, KeyValueCache& self_cache,
+                                    const KeyValueCache& cross_cache,
+                                    const ops::AttentionMask& source_mask, int64_t beam,
+                                    DType precision, Tensor* self_probs,
+                                    Tensor* cross_probs) const {
   auto ctx = ForwardContext::inference(precision);
-  const int64_t rows = y.dim(0), steps = y.dim(1), d = y.dim(2);
-  Tensor h = self_attn_block.apply(y, ctx, [&](const Tensor& in) {
+  const int64_t rows = y.x.dim(0), steps = y.x.dim(1), d = y.x.dim(2);
+  Residual h = self_attn_block.apply(y, ctx, [&](const Tensor& in) {
     // The new positions see every cached one and, among themselves, the earlier ones.
     ops::AttentionMask causal;
     causal.causal = true;
@@ -292,10 +317,9 @@ Tensor Transformer::encode(const Tensor& src, const std::vector<int32_t>& src_le
   ops::AttentionMask mask;
   mask.key_lengths = src_lengths;
   const auto [positions, offset] = position_table(encoder_positions_, 0, src.dim(1));
-  Tensor x = embed(src, source_embedding_, positions, ctx, offset);
+  Residual x{embed(src, source_embedding_, positions, ctx, offset)};
   for (const auto& layer : encoder_layers_) x = layer.forward(x, mask, ctx);
-  if (encoder_final_norm_.weight.defined()) x = encoder_final_norm_.forward(x);
-  return x;
+  return finish(x, encoder_final_norm_);
 }
 
 Tensor Transformer::decode(const Tensor& tgt_in, const Tensor& memory,
@@ -305,11 +329,10 @@ Tensor Transformer::decode(const Tensor& tgt_in, const Tensor& memory,
   ops::AttentionMask source_mask;
   source_mask.key_lengths = src_lengths;
   const auto [positions, offset] = position_table(decoder_positions_, 0, tgt_in.dim(1));
-  Tensor y = embed(tgt_in, target_embedding_, positions, ctx, offset);
+  Residual y{embed(tgt_in, target_embedding_, positions, ctx, offset)};
   for (const auto& layer : decoder_layers_)
     y = layer.forward(y, memory, self_mask, source_mask, ctx);
-  if (decoder_final_norm_.weight.defined()) y = decoder_final_norm_.forward(y);
-  return y;
+  return finish(y, decoder_final_norm_);
 }
 
 DecoderState Transformer::start_decoding(const Tensor& memory,
@@ -384,7 +407,7 @@ Tensor Transformer::decode_hidden(const Tensor& last_tokens, DecoderState& state
 
   auto ctx = ForwardContext::inference(state.precision);
   const auto [positions, offset] = position_table(decoder_positions_, position, 1);
-  Tensor y = embed(last_tokens.view({rows, 1}), target_embedding_, positions, ctx, offset);
+  Residual y{embed(last_tokens.view({rows, 1}), target_embedding_, positions, ctx, offset)};
   for (size_t i = 0; i < decoder_layers_.size(); ++i) {
     const bool kept =
         attention && (attention->layer < 0 || attention->layer == static_cast<int64_t>(i));
@@ -400,8 +423,7 @@ Tensor Transformer::decode_hidden(const Tensor& last_tokens, DecoderState& state
           self_probs.to(Device::cpu).view({rows, self_probs.dim(1), self_probs.dim(3)}));
     if (want_cross) attention->cross.push_back(cross_weights_by_row(cross_probs, state.beam));
   }
-  if (decoder_final_norm_.weight.defined()) y = decoder_final_norm_.forward(y);
-  return y.view({rows, config_.d_model});
+  return finish(y, decoder_final_norm_).view({rows, config_.d_model});
 }
 
 void DecoderState::select(const std::vector<int64_t>& rows) {

@@ -18,6 +18,28 @@
 
 namespace tfm::internal::nn {
 
+// The residual stream between sub-layers: x, plus Dropout(branch) when `branch` is defined, not
+// added yet. A pre-norm sub-layer leaves its sum to the next LayerNorm, which adds it in the same
+// pass (ops::add_dropout_then_layer_norm); a post-norm stream is always added (no branch).
+struct Residual {
+  Residual() = default;
+  explicit Residual(Tensor settled) : x(std::move(settled)) {}
+  Residual(Tensor stream, Tensor pending, float dropout, uint64_t dropout_seed)
+      : x(std::move(stream)), branch(std::move(pending)), p(dropout), seed(dropout_seed) {}
+
+  Tensor x;
+  Tensor branch;  // undefined: nothing pending
+  float p = 0.0f;
+  uint64_t seed = 0;
+};
+
+// The stream with its pending sum added, and `norm` of it.
+ops::SumAndNorm normalize(const Residual& stream, const LayerNorm& norm);
+// The stream with its pending sum added (x + Dropout(branch)).
+Tensor settle(const Residual& stream);
+// The end of a stack: `final_norm` of the stream (pre-norm models have one), else the stream.
+Tensor finish(const Residual& stream, const LayerNorm& final_norm);
+
 // x -> x + Dropout(Sublayer(x)) with the LayerNorm after (post-norm, the paper's) or before
 // (pre-norm).
 struct ResidualNorm {
@@ -26,14 +48,15 @@ struct ResidualNorm {
   float dropout = 0.0f;
 
   template <typename Sublayer>
-  Tensor apply(const Tensor& x, ForwardContext& ctx, Sublayer&& sublayer) const;
+  Residual apply(const Residual& stream, ForwardContext& ctx, Sublayer&& sublayer) const;
 };
 
 struct EncoderLayer {
   // prefix: "encoder.layers.<i>.", the start of its parameters' names.
   EncoderLayer(const ModelConfig& config, const ParameterSource& source = {},
                const std::string& prefix = "");
-  Tensor forward(const Tensor& x, const ops::AttentionMask& source_mask, ForwardContext& ctx) const;
+  Residual forward(const Residual& x, const ops::AttentionMask& source_mask,
+                   ForwardContext& ctx) const;
   void init(std::mt19937_64& rng);
   void collect(const std::string& prefix, NamedTensors& out) const;
   void pack(DType precision);
@@ -47,17 +70,18 @@ struct EncoderLayer {
 struct DecoderLayer {
   DecoderLayer(const ModelConfig& config, const ParameterSource& source = {},
                const std::string& prefix = "");
-  Tensor forward(const Tensor& y, const Tensor& memory, const ops::AttentionMask& self_mask,
-                 const ops::AttentionMask& source_mask, ForwardContext& ctx) const;
+  Residual forward(const Residual& y, const Tensor& memory, const ops::AttentionMask& self_mask,
+                   const ops::AttentionMask& source_mask, ForwardContext& ctx) const;
   // One position of incremental decoding (inference): y [rows, 1, d_model] for rows = sources *
   // beam; appends the position's self-attention keys/values to self_cache; cross_cache holds the
   // encoder output's keys/values, one row per source, which the `beam` rows of that source query
   // together. self_probs: the self-attention weights [rows, h, 1, positions so far];
   // cross_probs: the encoder-decoder attention weights [sources, h, beam, S]. Products in
   // `precision`.
-  Tensor forward_step(const Tensor& y, KeyValueCache& self_cache, const KeyValueCache& cross_cache,
-                      const ops::AttentionMask& source_mask, int64_t beam, DType precision,
-                      Tensor* self_probs = nullptr, Tensor* cross_probs = nullptr) const;
+  Residual forward_step(const Residual& y, KeyValueCache& self_cache,
+                        const KeyValueCache& cross_cache, const ops::AttentionMask& source_mask,
+                        int64_t beam, DType precision, Tensor* self_probs = nullptr,
+                        Tensor* cross_probs = nullptr) const;
   void init(std::mt19937_64& rng);
   void collect(const std::string& prefix, NamedTensors& out) const;
   void pack(DType precision);

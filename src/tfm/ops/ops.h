@@ -75,6 +75,18 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, floa
 Tensor add_dropout_layer_norm(const Tensor& x, const Tensor& branch, float p, uint64_t seed,
                               const Tensor& gamma, const Tensor& beta, float eps);
 
+// The step of a pre-norm residual stream, in the same one pass: sum = x + dropout(branch, p, seed)
+// (the stream, which the next sub-layer adds to) and normed = layer_norm(sum, gamma, beta, eps)
+// (the next sub-layer's input). Both outputs carry gradients: the backward adds sum's gradient to
+// the one that comes through the norm. Equals the unfused ops bit for bit, as above.
+struct SumAndNorm {
+  Tensor sum;
+  Tensor normed;
+};
+SumAndNorm add_dropout_then_layer_norm(const Tensor& x, const Tensor& branch, float p,
+                                       uint64_t seed, const Tensor& gamma, const Tensor& beta,
+                                       float eps);
+
 // Softmax over the last dimension.
 Tensor softmax(const Tensor& x);
 

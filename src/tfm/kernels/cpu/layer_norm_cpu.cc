@@ -51,7 +51,8 @@ struct BranchGrad {
 //   dbeta  = sum over rows of g
 //   dgamma = sum over rows of g * xhat
 //   dx     = rstd * (dxhat - mean_j(dxhat) - xhat * mean_j(dxhat * xhat)),  dxhat = g * gamma
-// (the last two terms are the paths through the row's mean and variance). With a branch (the fused
+// (the last two terms are the paths through the row's mean and variance), plus grads.residual (the
+// gradient that reaches x past the norm) where given. With a branch (the fused
 // sub-layer end, x = s = residual + dropout(branch)), d(branch) = mask * dx / (1 - p) as in
 // dropout_backward.
 void backward_rows(const float* x, const float* gamma, const float* mean, const float* rstd,
@@ -70,7 +71,8 @@ void backward_rows(const float* x, const float* gamma, const float* mean, const 
   // A row of d(s) per chunk for the fused backward when dx cannot hold it: the dx and d(branch)
   // writes then read it back from memory, as the unfused add and dropout backward would.
   Tensor scratch_tensor;
-  if (want_branch && chunks > 0) scratch_tensor = Tensor::empty({chunks, d});
+  if ((want_branch || grads.residual != nullptr) && chunks > 0)
+    scratch_tensor = Tensor::empty({chunks, d});
   const float inv_d = 1.0f / static_cast<float>(d);
   // Copies in registers: read through `branch` inside the loops, they would be reloaded after every
   // store (as far as the compiler knows, a store could change them), which stops vectorisation.
@@ -106,7 +108,8 @@ void backward_rows(const float* x, const float* gamma, const float* mean, const 
       const float mean_dxhat = sum_dxhat * inv_d;
       const float mean_dxhat_xhat = sum_dxhat_xhat * inv_d;
       float* dxr = grads.dx != nullptr ? grads.dx + r * d : nullptr;
-      if (dxr != nullptr && grads.dx_accumulate && !want_branch) {
+      const float* res = grads.residual != nullptr ? grads.residual + r * d : nullptr;
+      if (dxr != nullptr && grads.dx_accumulate && !want_branch && res == nullptr) {
 #pragma omp simd
         for (int64_t j = 0; j < d; ++j)
           dxr[j] += rs * (gr[j] * gamma[j] - mean_dxhat - (xr[j] - mu) * rs * mean_dxhat_xhat);
@@ -115,9 +118,25 @@ void backward_rows(const float* x, const float* gamma, const float* mean, const 
       // d(s) itself: into dx when dx is written fresh, else into the chunk's scratch row.
       float* ds =
           dxr != nullptr && !grads.dx_accumulate ? dxr : scratch_tensor.data<float>() + c * d;
+      if (res != nullptr) {
+        // The residual's gradient first, then the norm's added to it: the order (and the one
+        // rounding of a contracted multiply-add) of the unfused ops, where the stream's later use
+        // writes d(s) before the norm's backward adds to it.
 #pragma omp simd
-      for (int64_t j = 0; j < d; ++j)
-        ds[j] = rs * (gr[j] * gamma[j] - mean_dxhat - (xr[j] - mu) * rs * mean_dxhat_xhat);
+        for (int64_t j = 0; j < d; ++j)
+          ds[j] =
+              res[j] + rs * (gr[j] * gamma[j] - mean_dxhat - (xr[j] - mu) * rs * mean_dxhat_xhat);
+      } else {
+#pragma omp simd
+        for (int64_t j = 0; j < d; ++j)
+          ds[j] = rs * (gr[j] * gamma[j] - mean_dxhat - (xr[j] - mu) * rs * mean_dxhat_xhat);
+      }
+      if (!want_branch && dxr != nullptr && grads.dx_accumulate) {
+        // A pre-norm stream without a branch gradient: d(s) goes to dx alone.
+#pragma omp simd
+        for (int64_t j = 0; j < d; ++j) dxr[j] += ds[j];
+        continue;
+      }
       if (!want_branch) continue;
       if (dxr != nullptr && grads.dx_accumulate) {
 #pragma omp simd

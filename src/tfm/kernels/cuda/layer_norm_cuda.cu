@@ -68,12 +68,13 @@ __global__ void add_dropout_layer_norm_kernel(const float* x, const float* branc
 }
 
 // With xhat = (x - mean) * rstd, y = xhat * gamma + beta and dxhat = g * gamma:
-//   ds = rstd * (dxhat - mean_j(dxhat) - xhat * mean_j(dxhat * xhat))
+//   ds = rstd * (dxhat - mean_j(dxhat) - xhat * mean_j(dxhat * xhat))  (+ residual, when given)
 // written to dx (when wanted) and, with a branch, d(branch) = mask * ds / (1 - p). One block a row.
 __global__ void backward_rows_kernel(const float* x, const float* gamma, const float* mean,
                                      const float* rstd, const float* g, int64_t d, float inv_d,
-                                     float* dx, bool dx_accumulate, float* dbranch,
-                                     bool dbranch_accumulate, float p, float scale, uint64_t seed) {
+                                     float* dx, bool dx_accumulate, const float* residual,
+                                     float* dbranch, bool dbranch_accumulate, float p, float scale,
+                                     uint64_t seed) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   const float* xr = x + r * d;
@@ -91,7 +92,8 @@ __global__ void backward_rows_kernel(const float* x, const float* gamma, const f
   const float mean_dxhat_xhat = sum_dxhat_xhat * inv_d;
   const uint64_t first = static_cast<uint64_t>(r * d);
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-    const float ds = rs * (gr[j] * gamma[j] - mean_dxhat - (xr[j] - mu) * rs * mean_dxhat_xhat);
+    const float through = gr[j] * gamma[j] - mean_dxhat - (xr[j] - mu) * rs * mean_dxhat_xhat;
+    const float ds = residual != nullptr ? residual[r * d + j] + rs * through : rs * through;
     if (dx != nullptr) {
       float* out = dx + r * d + j;
       *out = dx_accumulate ? *out + ds : ds;
@@ -195,7 +197,7 @@ void backward(const float* x, const float* gamma, const float* mean, const float
     const float inv_d = 1.0f / static_cast<float>(d);
     const float scale = 1.0f / (1.0f - p);
     backward_rows_kernel<<<static_cast<unsigned>(rows), threads, 0, stream()>>>(
-        x, gamma, mean, rstd, g, d, inv_d, grads.dx, grads.dx_accumulate, dbranch,
+        x, gamma, mean, rstd, g, d, inv_d, grads.dx, grads.dx_accumulate, grads.residual, dbranch,
         dbranch_accumulate, p, scale, seed);
     TFM_CUDA_LAUNCHED(backward_rows_kernel);
   }
