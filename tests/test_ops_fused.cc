@@ -164,17 +164,22 @@ Values add_dropout_layer_norm_reference(const Values& x, const Values& branch, c
 
 constexpr float kEps = 1e-5f;
 
+// x and branch [3, 2, 9], gamma and beta [9]: the inputs of the sub-layer ends' reference checks.
+std::vector<Input> sub_layer_end_inputs(std::mt19937& rng) {
+  const Shape shape{3, 2, 9};
+  return {{shape, random_f32_values(shape.numel(), rng, -2.0, 2.0)},
+          {shape, random_f32_values(shape.numel(), rng, -2.0, 2.0)},
+          {Shape{9}, random_f32_values(9, rng, 0.5, 1.5)},
+          {Shape{9}, random_f32_values(9, rng, -1.0, 1.0)}};
+}
+
 TEST(OpsAddDropoutLayerNorm, ForwardAndGradientsAgainstDoubleReference) {
   std::mt19937 rng(73);
   const uint64_t seed = 1234;
   for (float p : {0.0f, 0.3f}) {
     SCOPED_TRACE(p);
-    const Shape shape{3, 2, 9};
     testing::check_op(
-        {{shape, random_f32_values(shape.numel(), rng, -2.0, 2.0)},
-         {shape, random_f32_values(shape.numel(), rng, -2.0, 2.0)},
-         {Shape{9}, random_f32_values(9, rng, 0.5, 1.5)},
-         {Shape{9}, random_f32_values(9, rng, -1.0, 1.0)}},
+        sub_layer_end_inputs(rng),
         [&](const std::vector<Tensor>& t) {
           return ops::add_dropout_layer_norm(t[0], t[1], p, seed, t[2], t[3], kEps);
         },
@@ -278,12 +283,8 @@ TEST(OpsAddDropoutThenLayerNorm, BothOutputsAndTheirGradientsAgainstDoubleRefere
   const uint64_t seed = 4321;
   for (float p : {0.0f, 0.3f}) {
     SCOPED_TRACE(p);
-    const Shape shape{3, 2, 9};
     testing::check_op(
-        {{shape, random_f32_values(shape.numel(), rng, -2.0, 2.0)},
-         {shape, random_f32_values(shape.numel(), rng, -2.0, 2.0)},
-         {Shape{9}, random_f32_values(9, rng, 0.5, 1.5)},
-         {Shape{9}, random_f32_values(9, rng, -1.0, 1.0)}},
+        sub_layer_end_inputs(rng),
         [&](const std::vector<Tensor>& t) {
           ops::SumAndNorm r =
               ops::add_dropout_then_layer_norm(t[0], t[1], p, seed, t[2], t[3], kEps);
