@@ -172,6 +172,13 @@ TEST(Recipe, RangeErrorsNameTheFileLineAndValue) {
                                     "  accumulate: 1000000\n"));
   expect_error([&] { validate(r); },
                {"recipe.yaml:4: ", "data.accumulate must be in [1, 1024] or auto, got 1000000"});
+  // BPE-dropout is a probability, and needs a BPE vocabulary.
+  TrainRecipe dropout = load_recipe(write(tmp, data + "  bpe_dropout: 1\n"));
+  expect_error([&] { validate(dropout); },
+               {"recipe.yaml:4: ", "data.bpe_dropout must be in [0, 1) (0: off), got 1"});
+  dropout = load_recipe(write(tmp, data + "  vocab_type: unigram\n  bpe_dropout: 0.1\n"));
+  expect_error([&] { validate(dropout); },
+               {"data.bpe_dropout needs a BPE vocabulary, but data.vocab_type is unigram"});
   // A value given with --set says so.
   apply_override(r, "data.accumulate=2");
   validate(r);

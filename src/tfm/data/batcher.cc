@@ -45,8 +45,9 @@ uint64_t splitmix64(uint64_t x) {
 
 }  // namespace
 
-Batcher::Batcher(const Corpus& corpus, const BatcherOptions& options, uint64_t seed)
-    : corpus_(corpus), options_(options), seed_(seed) {
+Batcher::Batcher(const Corpus& corpus, const BatcherOptions& options, uint64_t seed,
+                 const SubwordDropout* subword_dropout)
+    : corpus_(corpus), options_(options), seed_(seed), subword_dropout_(subword_dropout) {
   TFM_CHECK(options.max_tokens > 0, "batch token budget must be positive, got {}",
             options.max_tokens);
   TFM_CHECK(options.max_pairs >= 0, "batch pair limit must be >= 0 (0: none), got {}",
@@ -55,21 +56,9 @@ Batcher::Batcher(const Corpus& corpus, const BatcherOptions& options, uint64_t s
             options.window_batches);
   TFM_CHECK(corpus.size() <= int64_t{UINT32_MAX},
             "a corpus of {} pairs: at most 2^32 - 1 are supported", corpus.size());
+  usable_ = usable_entries(corpus, skipped_);
   int64_t usable_tokens = 0;
-  usable_.reserve(static_cast<size_t>(corpus.size()));
-  for (int64_t i = 0; i < corpus.size(); ++i) {
-    const int64_t source_width = corpus.source_length(i);
-    const int64_t target_width = corpus.target_length(i) + 1;
-    const int64_t alone = source_width + target_width;
-    if (alone > options.max_tokens || std::max(source_width, target_width) > UINT16_MAX) {
-      ++skipped_;
-      continue;
-    }
-    usable_.push_back({static_cast<uint32_t>(i), static_cast<uint16_t>(source_width),
-                       static_cast<uint16_t>(target_width)});
-    usable_tokens += alone;
-  }
-  usable_.shrink_to_fit();
+  for (const Entry& e : usable_) usable_tokens += e.source_width + e.target_width;
   TFM_CHECK(!usable_.empty(),
             "no sentence pair of the {} in the corpus fits the batch budget of {} tokens",
             corpus.size(), options.max_tokens);
@@ -85,8 +74,52 @@ Batcher::Batcher(const Corpus& corpus, const BatcherOptions& options, uint64_t s
     window_pairs_ = static_cast<size_t>(
         std::max(1.0, pairs_per_batch * static_cast<double>(options.window_batches)));
   }
-  plan_ = epoch_plan(0);
+  if (subword_dropout_ != nullptr) {
+    epoch_corpus_ = resegmented(0);
+    size_t skipped = 0;
+    plan_ = plan_entries(usable_entries(*epoch_corpus_, skipped), 0);
+  } else {
+    plan_ = epoch_plan(0);
+  }
   fingerprint_ = compute_fingerprint();
+}
+
+// The pairs that fit the budget alone, with their widths.
+std::vector<Batcher::Entry> Batcher::usable_entries(const Corpus& corpus, size_t& skipped) const {
+  std::vector<Entry> usable;
+  usable.reserve(static_cast<size_t>(corpus.size()));
+  for (int64_t i = 0; i < corpus.size(); ++i) {
+    const int64_t source_width = corpus.source_length(i);
+    const int64_t target_width = corpus.target_length(i) + 1;
+    if (source_width + target_width > options_.max_tokens ||
+        std::max(source_width, target_width) > UINT16_MAX) {
+      ++skipped;
+      continue;
+    }
+    usable.push_back({static_cast<uint32_t>(i), static_cast<uint16_t>(source_width),
+                      static_cast<uint16_t>(target_width)});
+  }
+  usable.shrink_to_fit();
+  return usable;
+}
+
+std::shared_ptr<const Corpus> Batcher::resegmented(int64_t epoch) const {
+  std::vector<std::vector<int32_t>> sources(static_cast<size_t>(corpus_.size()));
+  std::vector<std::vector<int32_t>> targets(sources.size());
+  for (int64_t i = 0; i < corpus_.size(); ++i) {
+    auto& source = sources[static_cast<size_t>(i)];
+    auto& target = targets[static_cast<size_t>(i)];
+    source.resize(static_cast<size_t>(corpus_.source_length(i)));
+    corpus_.copy_source(i, source.data());
+    target.resize(static_cast<size_t>(corpus_.target_length(i)));
+    corpus_.copy_target(i, target.data());
+  }
+  subword_dropout_->resegment(
+      sources, targets, splitmix64(seed_ ^ splitmix64(static_cast<uint64_t>(epoch) + 0xd50b)));
+  std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> pairs(sources.size());
+  for (size_t i = 0; i < sources.size(); ++i)
+    pairs[i] = {std::move(sources[i]), std::move(targets[i])};
+  return std::make_shared<const Corpus>(Corpus::from_pairs(pairs));
 }
 
 // Sorts by the longer side, max(S, T + 1), then by S, then by T + 1, ties in the shuffled order:
@@ -136,9 +169,14 @@ void Batcher::cut_window(std::vector<Entry>::const_iterator first,
 }
 
 std::vector<BatchPlan> Batcher::epoch_plan(int64_t epoch) const {
+  TFM_CHECK(subword_dropout_ == nullptr,
+            "epoch_plan with subword dropout: only the current epoch's segmentation is at hand");
+  return plan_entries(usable_, epoch);
+}
+
+std::vector<BatchPlan> Batcher::plan_entries(std::vector<Entry> order, int64_t epoch) const {
   TFM_CHECK(epoch >= 0, "epoch must be >= 0, got {}", epoch);
   std::mt19937_64 rng(splitmix64(seed_) ^ splitmix64(static_cast<uint64_t>(epoch) + 0x5eed));
-  std::vector<Entry> order = usable_;
   if (options_.shuffle) shuffle(order, rng);
 
   // Windows are sorted and cut on all threads, each into its own batches, then joined in order.
@@ -177,6 +215,7 @@ PlanSummary summarize_plan(const Corpus& corpus, const std::vector<BatchPlan>& p
 
 TokenBatch Batcher::make_batch(const BatchPlan& plan) const {
   TFM_CHECK(!plan.pairs.empty(), "a batch plan without pairs");
+  const Corpus& corpus = current_corpus();
   const int64_t rows = static_cast<int64_t>(plan.pairs.size());
   TokenBatch batch;
   batch.rows = rows;
@@ -190,17 +229,17 @@ TokenBatch Batcher::make_batch(const BatchPlan& plan) const {
   int32_t* to = batch.tgt_out.data();
   for (int64_t b = 0; b < rows; ++b) {
     const int64_t pair = plan.pairs[static_cast<size_t>(b)];
-    TFM_CHECK(pair < corpus_.size(), "batch plan names pair {} of a corpus of {}", pair,
-              corpus_.size());
-    const int64_t source_length = corpus_.source_length(pair);
-    const int64_t target_length = corpus_.target_length(pair);
+    TFM_CHECK(pair < corpus.size(), "batch plan names pair {} of a corpus of {}", pair,
+              corpus.size());
+    const int64_t source_length = corpus.source_length(pair);
+    const int64_t target_length = corpus.target_length(pair);
     TFM_CHECK(source_length <= plan.source_width && target_length + 1 <= plan.target_width,
               "batch plan is narrower than pair {}", pair);
-    corpus_.copy_source(pair, s + b * plan.source_width);
+    corpus.copy_source(pair, s + b * plan.source_width);
     int32_t* in_row = ti + b * plan.target_width;
     int32_t* out_row = to + b * plan.target_width;
     in_row[0] = kBosId;
-    corpus_.copy_target(pair, in_row + 1);
+    corpus.copy_target(pair, in_row + 1);
     std::copy(in_row + 1, in_row + 1 + target_length, out_row);
     out_row[target_length] = kEosId;
   }
@@ -223,13 +262,25 @@ void Batcher::restore(const State& state) {
   TFM_CHECK(state.epoch >= 0 && state.batch >= 0, "batcher state (epoch {}, batch {}) is negative",
             state.epoch, state.batch);
   std::vector<BatchPlan> other_epoch;
-  if (state.epoch != state_.epoch) other_epoch = epoch_plan(state.epoch);
+  std::shared_ptr<const Corpus> other_corpus;
+  if (state.epoch != state_.epoch) {
+    if (subword_dropout_ != nullptr) {
+      other_corpus = resegmented(state.epoch);
+      size_t skipped = 0;
+      other_epoch = plan_entries(usable_entries(*other_corpus, skipped), state.epoch);
+    } else {
+      other_epoch = epoch_plan(state.epoch);
+    }
+  }
   const std::vector<BatchPlan>& plan = state.epoch != state_.epoch ? other_epoch : plan_;
   TFM_CHECK(state.batch <= static_cast<int64_t>(plan.size()),
             "batcher state (epoch {}, batch {}) is past the epoch's {} batches: the corpus or the "
             "batching options changed",
             state.epoch, state.batch, plan.size());
-  if (state.epoch != state_.epoch) plan_ = std::move(other_epoch);
+  if (state.epoch != state_.epoch) {
+    plan_ = std::move(other_epoch);
+    epoch_corpus_ = std::move(other_corpus);
+  }
   state_ = state;
 }
 

@@ -19,15 +19,21 @@
 // batched: it is skipped (every epoch) and counted in skipped_pairs(), not an error, so one odd
 // pair cannot stop a training run; callers report the count.
 //
+// With subword dropout (BPE-dropout, data/subword_dropout.h) every epoch's pairs are first
+// segmented anew, drawn from (seed, epoch), and the epoch's plan is made from the new lengths, so
+// the budget holds for the batches as they are; the epoch's segmentation is held in memory.
+//
 // Memory: the batcher holds only each usable pair's index and lengths (8 bytes a pair) and the
 // current epoch's plan (4 bytes a pair); the token ids stay in the corpus (a mapped cache file)
 // until a batch is made.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "tfm/data/corpus.h"
+#include "tfm/data/subword_dropout.h"
 
 namespace tfm::internal::data {
 
@@ -84,13 +90,16 @@ class Batcher {
     bool operator==(const State&) const = default;
   };
 
-  // `corpus` must outlive the batcher. Throws when no pair fits the budget.
-  Batcher(const Corpus& corpus, const BatcherOptions& options, uint64_t seed);
+  // `corpus` (and `subword_dropout`, when given) must outlive the batcher. Throws when no pair fits
+  // the budget.
+  Batcher(const Corpus& corpus, const BatcherOptions& options, uint64_t seed,
+          const SubwordDropout* subword_dropout = nullptr);
 
-  // The batches of an epoch, in order.
+  // The batches of an epoch, in order (without subword dropout: with it only the current epoch's
+  // plan() has its segmentation at hand).
   std::vector<BatchPlan> epoch_plan(int64_t epoch) const;
   // The token ids of a plan's pairs: src = x (no bos/eos), tgt_in = bos y, tgt_out = y eos, each
-  // row right-padded with pad.
+  // row right-padded with pad. With subword dropout the pairs are the current epoch's.
   TokenBatch make_batch(const BatchPlan& plan) const;
 
   // The batch at state(), then advances; after an epoch's last batch comes the next epoch's first.
@@ -111,6 +120,9 @@ class Batcher {
   uint64_t fingerprint() const { return fingerprint_; }
   // The current epoch's batches, in order.
   const std::vector<BatchPlan>& plan() const { return plan_; }
+  // The pairs of the current epoch's batches: the corpus, or with subword dropout its epoch's
+  // segmentation.
+  const Corpus& current_corpus() const { return epoch_corpus_ ? *epoch_corpus_ : corpus_; }
 
  private:
   // A pair that fits the budget alone, with its widths: S and T + 1.
@@ -120,6 +132,10 @@ class Batcher {
     uint16_t target_width;
   };
 
+  std::vector<Entry> usable_entries(const Corpus& corpus, size_t& skipped) const;
+  std::vector<BatchPlan> plan_entries(std::vector<Entry> order, int64_t epoch) const;
+  // The corpus segmented anew for an epoch, pair for pair.
+  std::shared_ptr<const Corpus> resegmented(int64_t epoch) const;
   static void sort_window(std::vector<Entry>::iterator first, std::vector<Entry>::iterator last);
   void cut_window(std::vector<Entry>::const_iterator first, std::vector<Entry>::const_iterator last,
                   std::vector<BatchPlan>& batches) const;
@@ -134,6 +150,8 @@ class Batcher {
   State state_;
   std::vector<BatchPlan> plan_;  // of state_.epoch
   uint64_t fingerprint_ = 0;
+  const SubwordDropout* subword_dropout_ = nullptr;
+  std::shared_ptr<const Corpus> epoch_corpus_;  // state_.epoch's segmentation (subword dropout)
 };
 
 }  // namespace tfm::internal::data

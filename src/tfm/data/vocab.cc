@@ -212,6 +212,21 @@ Vocabulary Vocabulary::of_model_dir(const std::filesystem::path& dir) {
   return vocab;
 }
 
+namespace {
+
+// A BPE model scores its pieces by merge order: 0, -1, -2, ... (control and unknown pieces aside).
+bool scored_by_merge_order(const sentencepiece::SentencePieceProcessor& processor) {
+  int64_t rank = 0;
+  for (int id = 0; id < processor.GetPieceSize(); ++id) {
+    if (processor.IsControl(id) || processor.IsUnknown(id)) continue;
+    if (processor.GetScore(id) != static_cast<float>(-rank)) return false;
+    ++rank;
+  }
+  return rank > 0;
+}
+
+}  // namespace
+
 void Vocabulary::load(std::string_view bytes) {
   hash_ = hex64(fnv1a64(bytes));
   const auto status = processor_->LoadFromSerializedProto(bytes);
@@ -234,6 +249,7 @@ void Vocabulary::load(std::string_view bytes) {
               "vocabulary '{}': piece {} is '{}', expected '{}'", path_.string(), s.expected,
               processor_->IdToPiece(s.expected), s.piece);
   }
+  bpe_ = scored_by_merge_order(*processor_);
 }
 
 Vocabulary::~Vocabulary() = default;
@@ -246,6 +262,20 @@ std::vector<int32_t> Vocabulary::encode(std::string_view text) const {
   const auto status = processor_->Encode(text, &ids);
   TFM_CHECK(status.ok(), "vocabulary '{}': cannot encode: {}", path_.string(), status.message());
   return {ids.begin(), ids.end()};
+}
+
+std::vector<int32_t> Vocabulary::sample_encode(std::string_view text, double dropout) const {
+  TFM_CHECK(is_bpe(), "vocabulary '{}' is not a BPE model: BPE-dropout needs one", path_.string());
+  TFM_CHECK(dropout >= 0 && dropout < 1, "BPE-dropout must be in [0, 1), got {}", dropout);
+  std::vector<int> ids;
+  // For a BPE model nbest_size is unused and alpha is the probability of skipping a merge.
+  const auto status = processor_->SampleEncode(text, -1, static_cast<float>(dropout), &ids);
+  TFM_CHECK(status.ok(), "vocabulary '{}': cannot encode: {}", path_.string(), status.message());
+  return {ids.begin(), ids.end()};
+}
+
+bool Vocabulary::is_bpe() const {
+  return bpe_;
 }
 
 std::vector<int32_t> Vocabulary::encode_target(std::string_view text) const {

@@ -74,6 +74,15 @@ class Vocabulary {
   // Subword ids of a sentence, without bos/eos (an imported model's sources end with </s> when
   // its vocab.json says "source_eos").
   std::vector<int32_t> encode(std::string_view text) const;
+  // The ids of a sentence segmented with BPE-dropout: each merge is skipped with probability
+  // `dropout` (SentencePiece's SampleEncode; 0 gives encode()'s ids). The draws come from
+  // SentencePiece's per-thread generator, which a thread seeds at its first draw from the
+  // process-wide sentencepiece::SetRandomGeneratorSeed (data/subword_dropout.h makes batches
+  // repeatable so). Throws for an imported vocabulary or one that is not BPE (is_bpe()).
+  std::vector<int32_t> sample_encode(std::string_view text, double dropout) const;
+  // Whether this is a SentencePiece BPE model: its pieces are scored by merge order (0, -1, -2,
+  // ...), where a unigram or word model's scores are log probabilities.
+  bool is_bpe() const;
   // Subword ids of a target sentence (a reference to score or to show), without bos/eos: an
   // imported model's target.spm pieces numbered by its table; otherwise encode()'s.
   std::vector<int32_t> encode_target(std::string_view text) const;
@@ -108,6 +117,7 @@ class Vocabulary {
   std::string hash_;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
   std::unique_ptr<ImportedVocabulary> imported_;  // set for an imported model's vocabulary
+  bool bpe_ = false;                              // is_bpe()
 };
 
 }  // namespace tfm::internal::data

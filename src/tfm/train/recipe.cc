@@ -167,6 +167,7 @@ const KeyTable<TrainRecipe, std::string>& recipe_table() {
         {"data.update_tokens", integer(&TrainRecipe::update_tokens), {}},
         {"data.memory_fraction", number(&TrainRecipe::memory_fraction), {}},
         {"data.shuffle_window", integer(&TrainRecipe::shuffle_window), {}},
+        {"data.bpe_dropout", number(&TrainRecipe::bpe_dropout), {}},
         {"data.skip_empty_lines", boolean(&TrainRecipe::skip_empty_lines), {}},
         {"data.skip_invalid_lines", boolean(&TrainRecipe::skip_invalid_lines), {}},
         {"optimizer.lr_scale", number(&TrainRecipe::lr_scale), {}},
@@ -562,6 +563,12 @@ void validate_data(const TrainRecipe& r) {
             origin(r, {"training.allreduce_bucket_mb"}), r.allreduce_bucket_mb);
   TFM_CHECK(r.shuffle_window >= 1, "{}data.shuffle_window must be at least 1, got {}",
             origin(r, {"data.shuffle_window"}), r.shuffle_window);
+  TFM_CHECK(r.bpe_dropout >= 0 && r.bpe_dropout < 1,
+            "{}data.bpe_dropout must be in [0, 1) (0: off), got {}",
+            origin(r, {"data.bpe_dropout"}), r.bpe_dropout);
+  TFM_CHECK(r.bpe_dropout == 0 || !r.vocab.empty() || r.vocab_type == "bpe",
+            "{}data.bpe_dropout needs a BPE vocabulary, but data.vocab_type is {}",
+            origin(r, {"data.bpe_dropout", "data.vocab_type"}), r.vocab_type);
 }
 
 // optimizer.schedule: a known name; a decay to zero needs the run's length in updates.

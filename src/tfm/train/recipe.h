@@ -41,6 +41,9 @@ struct TrainRecipe {
   // With max_tokens auto: the share of the device's free memory the estimate may fill.
   double memory_fraction = kMemorySafetyFraction;
   int64_t shuffle_window = 100;  // batches' worth of pairs sorted by length together
+  // BPE-dropout: each batch's pairs segmented anew with each merge skipped with this probability
+  // (data/subword_dropout.h); 0: off. Needs a BPE vocabulary.
+  double bpe_dropout = 0.0;
   bool skip_empty_lines = false;
   // Skip (and count) pairs with invalid UTF-8 or a line over 64 KiB instead of failing.
   bool skip_invalid_lines = false;

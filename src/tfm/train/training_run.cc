@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -36,7 +37,7 @@ std::vector<AgreementPart> agreement_parts(const TrainRecipe& recipe, const Mode
       {"model configuration", config_to_json(config).dump()},
       {"vocabulary", vocab.hash()},
       {"training corpus or batching (data.*, training.seed)",
-       fmt::format("{} {}", batcher.fingerprint(), recipe.accumulate)},
+       fmt::format("{} {} {}", batcher.fingerprint(), recipe.accumulate, recipe.bpe_dropout)},
       {"optimizer, precision or limits",
        fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", recipe.lr_scale,
                    recipe.warmup, recipe.warmup_fraction, recipe.schedule, recipe.beta1,
@@ -125,7 +126,21 @@ void TrainingRun::create_session() {
   data::BatcherOptions batch_options;
   batch_options.max_tokens = recipe_.max_tokens;
   batch_options.window_batches = recipe_.shuffle_window;
-  batcher_.emplace(*train_, batch_options, recipe_.seed);
+  if (recipe_.bpe_dropout > 0)
+    subword_dropout_.emplace(*vocab_, recipe_.bpe_dropout, corpus_options_.max_length);
+  batcher_.emplace(*train_, batch_options, recipe_.seed,
+                   subword_dropout_ ? &*subword_dropout_ : nullptr);
+  if (subword_dropout_) {
+    const auto& plain = train_->stats();
+    const auto& first = batcher_->current_corpus().stats();
+    note_(fmt::format(
+        "BPE-dropout {:g}: each epoch's pairs are segmented anew (data.bpe_dropout); the first "
+        "epoch's hold {:.2f}x the tokens of the plain segmentation, in {} batches",
+        recipe_.bpe_dropout,
+        static_cast<double>(first.source_tokens + first.target_tokens) /
+            static_cast<double>(std::max<int64_t>(plain.source_tokens + plain.target_tokens, 1)),
+        batcher_->batches_in_epoch()));
+  }
   if (batcher_->skipped_pairs() > 0)
     note_(fmt::format("{} pairs exceed the batch budget alone and are skipped",
                       batcher_->skipped_pairs()));

@@ -93,6 +93,7 @@ class TrainingRun {
   ValidationSet valid_;
   SessionOptions session_options_;
   std::optional<TrainingSession> session_;
+  std::optional<data::SubwordDropout> subword_dropout_;  // before batcher_, which points to it
   std::optional<data::Batcher> batcher_;
   RunStart start_;
   TrainSummary summary_;
