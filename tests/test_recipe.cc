@@ -179,6 +179,9 @@ TEST(Recipe, RangeErrorsNameTheFileLineAndValue) {
   dropout = load_recipe(write(tmp, data + "  vocab_type: unigram\n  bpe_dropout: 0.1\n"));
   expect_error([&] { validate(dropout); },
                {"data.bpe_dropout needs a BPE vocabulary, but data.vocab_type is unigram"});
+  dropout = load_recipe(write(tmp, data + "  bpe_dropout: 0.1\n  bpe_dropout_sides: target\n"));
+  expect_error([&] { validate(dropout); },
+               {"recipe.yaml:5: ", "data.bpe_dropout_sides must be both or source, got 'target'"});
   // A value given with --set says so.
   apply_override(r, "data.accumulate=2");
   validate(r);

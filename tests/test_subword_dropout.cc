@@ -79,6 +79,16 @@ TEST(SubwordDropout, SegmentsAnewIntoMorePiecesOfTheSameText) {
   EXPECT_GT(tokens(targets), tokens(plain_targets) * 11 / 10);
 }
 
+TEST(SubwordDropout, TheTargetsMayKeepTheirPlainSegmentation) {
+  const Fixture f;
+  Sequences sources = f.encoded(f.en), targets = f.encoded(f.de);
+  const Sequences plain_sources = sources, plain_targets = targets;
+  const SubwordDropout dropout(f.vocab, 0.3, 0, /*targets=*/false);
+  dropout.resegment(sources, targets, 7);
+  EXPECT_EQ(targets, plain_targets);
+  EXPECT_GT(tokens(sources), tokens(plain_sources) * 11 / 10);
+}
+
 TEST(SubwordDropout, TheSameKeyGivesTheSameSegmentation) {
   const Fixture f;
   const SubwordDropout dropout(f.vocab, 0.1, 0);

@@ -12,8 +12,9 @@
 
 namespace tfm::internal::data {
 
-SubwordDropout::SubwordDropout(const Vocabulary& vocab, double probability, int64_t max_length)
-    : vocab_(vocab), probability_(probability), max_length_(max_length) {
+SubwordDropout::SubwordDropout(const Vocabulary& vocab, double probability, int64_t max_length,
+                               bool targets)
+    : vocab_(vocab), probability_(probability), max_length_(max_length), targets_(targets) {
   TFM_CHECK(probability > 0 && probability < 1, "BPE-dropout must be in (0, 1), got {}",
             probability);
   TFM_CHECK(vocab.is_bpe(),
@@ -50,10 +51,10 @@ void SubwordDropout::resegment(std::vector<std::vector<int32_t>>& sources,
       }
     });
   };
-  std::thread source_thread =
-      on_a_thread(errors[0], [&] { resegment_side(sources, max_length_); });
-  std::thread target_thread = on_a_thread(
-      errors[1], [&] { resegment_side(targets, max_length_ > 0 ? max_length_ - 1 : 0); });
+  std::thread source_thread = on_a_thread(errors[0], [&] { resegment_side(sources, max_length_); });
+  std::thread target_thread = on_a_thread(errors[1], [&] {
+    if (targets_) resegment_side(targets, max_length_ > 0 ? max_length_ - 1 : 0);
+  });
   source_thread.join();
   target_thread.join();
   for (const std::exception_ptr& error : errors)

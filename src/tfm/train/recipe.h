@@ -44,6 +44,7 @@ struct TrainRecipe {
   // BPE-dropout: each batch's pairs segmented anew with each merge skipped with this probability
   // (data/subword_dropout.h); 0: off. Needs a BPE vocabulary.
   double bpe_dropout = 0.0;
+  std::string bpe_dropout_sides = "both";  // or "source": the targets keep the plain segmentation
   bool skip_empty_lines = false;
   // Skip (and count) pairs with invalid UTF-8 or a line over 64 KiB instead of failing.
   bool skip_invalid_lines = false;

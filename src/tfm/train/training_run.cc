@@ -37,7 +37,8 @@ std::vector<AgreementPart> agreement_parts(const TrainRecipe& recipe, const Mode
       {"model configuration", config_to_json(config).dump()},
       {"vocabulary", vocab.hash()},
       {"training corpus or batching (data.*, training.seed)",
-       fmt::format("{} {} {}", batcher.fingerprint(), recipe.accumulate, recipe.bpe_dropout)},
+       fmt::format("{} {} {} {}", batcher.fingerprint(), recipe.accumulate, recipe.bpe_dropout,
+                   recipe.bpe_dropout_sides)},
       {"optimizer, precision or limits",
        fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", recipe.lr_scale,
                    recipe.warmup, recipe.warmup_fraction, recipe.schedule, recipe.beta1,
@@ -127,16 +128,17 @@ void TrainingRun::create_session() {
   batch_options.max_tokens = recipe_.max_tokens;
   batch_options.window_batches = recipe_.shuffle_window;
   if (recipe_.bpe_dropout > 0)
-    subword_dropout_.emplace(*vocab_, recipe_.bpe_dropout, corpus_options_.max_length);
+    subword_dropout_.emplace(*vocab_, recipe_.bpe_dropout, corpus_options_.max_length,
+                             recipe_.bpe_dropout_sides == "both");
   batcher_.emplace(*train_, batch_options, recipe_.seed,
                    subword_dropout_ ? &*subword_dropout_ : nullptr);
   if (subword_dropout_) {
     const auto& plain = train_->stats();
     const auto& first = batcher_->current_corpus().stats();
     note_(fmt::format(
-        "BPE-dropout {:g}: each epoch's pairs are segmented anew (data.bpe_dropout); the first "
-        "epoch's hold {:.2f}x the tokens of the plain segmentation, in {} batches",
-        recipe_.bpe_dropout,
+        "BPE-dropout {:g}: each epoch's {} are segmented anew (data.bpe_dropout); the first "
+        "epoch's pairs hold {:.2f}x the tokens of the plain segmentation, in {} batches",
+        recipe_.bpe_dropout, subword_dropout_->targets() ? "pairs" : "sources",
         static_cast<double>(first.source_tokens + first.target_tokens) /
             static_cast<double>(std::max<int64_t>(plain.source_tokens + plain.target_tokens, 1)),
         batcher_->batches_in_epoch()));
