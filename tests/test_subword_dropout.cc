@@ -143,17 +143,23 @@ TEST(SubwordDropout, EachEpochIsSegmentedAnewWithinTheBudgetAndResumesAlike) {
       data::TokenBatch batch = batcher.next();
       EXPECT_LE(batch.rows * (batch.source_width + batch.target_width), options.max_tokens);
       for (int64_t r = 0; r < batch.rows; ++r) {
-        std::vector<int32_t> source;
+        std::vector<int32_t> source, target;
         for (int64_t c = 0; c < batch.source_width; ++c)
           if (const int32_t id = batch.src[r * batch.source_width + c]; id != data::kPadId)
             source.push_back(id);
+        for (int64_t c = 0; c < batch.target_width; ++c)
+          if (const int32_t id = batch.tgt_out[r * batch.target_width + c]; id != data::kPadId)
+            target.push_back(id);
         tokens_seen += static_cast<int64_t>(source.size());
-        texts.insert(f.vocab.decode(source));
+        texts.insert(f.vocab.decode(source) + " | " + f.vocab.decode(target));
       }
       epochs[epoch].push_back(std::move(batch));
     }
-    // Every pair once, its text unchanged, in more pieces than the plain segmentation's.
-    EXPECT_EQ(texts, std::multiset<std::string>(f.en.begin(), f.en.end()));
+    // Every pair once, its sentences together and unchanged, in more pieces than the plain
+    // segmentation's (decode drops the target's eos).
+    std::multiset<std::string> pairs;
+    for (size_t i = 0; i < f.en.size(); ++i) pairs.insert(f.en[i] + " | " + f.de[i]);
+    EXPECT_EQ(texts, pairs);
     EXPECT_GT(tokens_seen, corpus.stats().source_tokens);
   }
   EXPECT_NE(epochs[0].front().src, epochs[1].front().src);

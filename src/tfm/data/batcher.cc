@@ -74,14 +74,21 @@ Batcher::Batcher(const Corpus& corpus, const BatcherOptions& options, uint64_t s
     window_pairs_ = static_cast<size_t>(
         std::max(1.0, pairs_per_batch * static_cast<double>(options.window_batches)));
   }
-  if (subword_dropout_ != nullptr) {
-    epoch_corpus_ = resegmented(0);
-    size_t skipped = 0;
-    plan_ = plan_entries(usable_entries(*epoch_corpus_, skipped), 0);
-  } else {
-    plan_ = epoch_plan(0);
-  }
+  Epoch first = make_epoch(0);
+  plan_ = std::move(first.plan);
+  epoch_corpus_ = std::move(first.corpus);
   fingerprint_ = compute_fingerprint();
+}
+
+Batcher::Epoch Batcher::make_epoch(int64_t epoch) const {
+  if (subword_dropout_ == nullptr) return {epoch_plan(epoch), nullptr};
+  std::shared_ptr<const Corpus> corpus = resegmented(epoch);
+  size_t skipped = 0;
+  std::vector<Entry> usable = usable_entries(*corpus, skipped);
+  TFM_CHECK(!usable.empty(),
+            "no sentence pair of epoch {}'s segmentation fits the batch budget of {} tokens", epoch,
+            options_.max_tokens);
+  return {plan_entries(std::move(usable), epoch), std::move(corpus)};
 }
 
 // The pairs that fit the budget alone, with their widths.
@@ -261,25 +268,16 @@ void Batcher::skip() {
 void Batcher::restore(const State& state) {
   TFM_CHECK(state.epoch >= 0 && state.batch >= 0, "batcher state (epoch {}, batch {}) is negative",
             state.epoch, state.batch);
-  std::vector<BatchPlan> other_epoch;
-  std::shared_ptr<const Corpus> other_corpus;
-  if (state.epoch != state_.epoch) {
-    if (subword_dropout_ != nullptr) {
-      other_corpus = resegmented(state.epoch);
-      size_t skipped = 0;
-      other_epoch = plan_entries(usable_entries(*other_corpus, skipped), state.epoch);
-    } else {
-      other_epoch = epoch_plan(state.epoch);
-    }
-  }
-  const std::vector<BatchPlan>& plan = state.epoch != state_.epoch ? other_epoch : plan_;
+  Epoch other;
+  if (state.epoch != state_.epoch) other = make_epoch(state.epoch);
+  const std::vector<BatchPlan>& plan = state.epoch != state_.epoch ? other.plan : plan_;
   TFM_CHECK(state.batch <= static_cast<int64_t>(plan.size()),
             "batcher state (epoch {}, batch {}) is past the epoch's {} batches: the corpus or the "
             "batching options changed",
             state.epoch, state.batch, plan.size());
   if (state.epoch != state_.epoch) {
-    plan_ = std::move(other_epoch);
-    epoch_corpus_ = std::move(other_corpus);
+    plan_ = std::move(other.plan);
+    epoch_corpus_ = std::move(other.corpus);
   }
   state_ = state;
 }

@@ -132,6 +132,12 @@ class Batcher {
     uint16_t target_width;
   };
 
+  // An epoch's plan, and with subword dropout the segmentation it is of (else nullptr).
+  struct Epoch {
+    std::vector<BatchPlan> plan;
+    std::shared_ptr<const Corpus> corpus;
+  };
+  Epoch make_epoch(int64_t epoch) const;
   std::vector<Entry> usable_entries(const Corpus& corpus, size_t& skipped) const;
   std::vector<BatchPlan> plan_entries(std::vector<Entry> order, int64_t epoch) const;
   // The corpus segmented anew for an epoch, pair for pair.
