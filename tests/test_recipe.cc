@@ -182,6 +182,21 @@ TEST(Recipe, RangeErrorsNameTheFileLineAndValue) {
   dropout = load_recipe(write(tmp, data + "  bpe_dropout: 0.1\n  bpe_dropout_sides: target\n"));
   expect_error([&] { validate(dropout); },
                {"recipe.yaml:5: ", "data.bpe_dropout_sides must be both or source, got 'target'"});
+  // R-Drop's weight is >= 0, runs on the CPU and needs the fused output loss (no output bias).
+  const std::string training = data + "training:\n";
+  TrainRecipe rdrop = load_recipe(write(tmp, training + "  rdrop_alpha: -1\n"));
+  expect_error([&] { validate(rdrop); },
+               {"recipe.yaml:5: ", "training.rdrop_alpha must be >= 0 (0: off), got -1"});
+  rdrop = load_recipe(write(tmp, training + "  rdrop_alpha: 5\n  device: cuda\n"));
+  expect_error([&] { validate(rdrop); },
+               {"recipe.yaml:5: ", "training.rdrop_alpha needs training.device cpu"});
+  rdrop =
+      load_recipe(write(tmp, "model:\n  output_bias: true\n" + training + "  rdrop_alpha: 5\n"));
+  expect_error([&] { validate(rdrop); },
+               {"recipe.yaml:7: ", "training.rdrop_alpha needs a model without output_bias"});
+  rdrop = load_recipe(write(tmp, training + "  rdrop_alpha: 5\n"));
+  EXPECT_NO_THROW(validate(rdrop));
+  EXPECT_EQ(rdrop.rdrop_alpha, 5.0);
   // A value given with --set says so.
   apply_override(r, "data.accumulate=2");
   validate(r);

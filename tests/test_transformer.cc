@@ -226,6 +226,35 @@ TEST(Transformer, DropoutIsReproducibleFromTheSeed) {
   EXPECT_NE(run(5), loss_of(model, batch));
 }
 
+TEST(Transformer, RDropAddsTheTwoPassesDivergence) {
+  ModelConfig c = tiny_config();
+  nn::Batch batch = make_batch(kSrc, kTgt, 5, 6);
+  auto run = [&](const nn::Transformer& model, float weight) {
+    auto ctx = nn::ForwardContext::training(5);
+    return model.loss(batch, ctx, 0.0, weight);
+  };
+  {
+    // Without dropout both passes are the same function: no divergence, the plain loss.
+    nn::Transformer model(c);
+    const ops::CrossEntropyResult plain = run(model, 0.0f), paired = run(model, 5.0f);
+    EXPECT_EQ(paired.tokens, plain.tokens);
+    EXPECT_NEAR(paired.consistency_sum, 0.0, 1e-6);
+    EXPECT_NEAR(paired.loss.to_floats()[0], plain.loss.to_floats()[0], 1e-6);
+    EXPECT_NEAR(paired.nll_sum, plain.nll_sum, 1e-5);
+  }
+  c.dropout = 0.3;
+  nn::Transformer model(c);
+  const ops::CrossEntropyResult none = run(model, 1e-30f), paired = run(model, 5.0f);
+  // Each pass has its own dropout, so they diverge; the seed's masks are the same for both
+  // weights, so the losses differ by the weight times the mean divergence over both passes.
+  EXPECT_GT(paired.consistency_sum, 1e-3);
+  EXPECT_NEAR(paired.consistency_sum, none.consistency_sum, 1e-6);
+  EXPECT_EQ(paired.tokens, batch.tgt_tokens);
+  const double expected =
+      5.0 * paired.consistency_sum / (2.0 * static_cast<double>(batch.tgt_tokens));
+  EXPECT_NEAR(paired.loss.to_floats()[0] - none.loss.to_floats()[0], expected, 1e-5);
+}
+
 TEST(Transformer, TrainingStepAllocatesNothingInSteadyState) {
   ModelConfig c = tiny_config();
   c.dropout = 0.1;

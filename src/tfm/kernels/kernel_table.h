@@ -163,6 +163,14 @@ struct KernelTable {
                                        int64_t vocab, float label_smoothing, int32_t ignore_index,
                                        float scale, float* row_loss_nll,
                                        bf16* dlogits_bf16) = nullptr;
+  // R-Drop's loss of two passes' logits with the same targets, and its gradient in place of the
+  // logits (cpu::paired_cross_entropy_rows_with_grad). The CPU's only so far.
+  void (*paired_cross_entropy_rows_with_grad)(float* logits_a, float* logits_b,
+                                              const int32_t* targets, int64_t rows, int64_t vocab,
+                                              float label_smoothing, int32_t ignore_index,
+                                              float scale, float weight, float* stats_a,
+                                              float* stats_b, float* consistency,
+                                              bf16* dlogits_a_bf16, bf16* dlogits_b_bf16) = nullptr;
   // dlogits (+)= g[0] / norm * (softmax(z) - q); g is the loss's gradient (one element).
   void (*cross_entropy_backward)(const float* logits, const int32_t* targets, const float* lse,
                                  int64_t rows, int64_t vocab, float label_smoothing,

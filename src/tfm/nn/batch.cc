@@ -1,5 +1,7 @@
 #include "tfm/nn/batch.h"
 
+#include <cstring>
+
 namespace tfm::internal::nn {
 
 namespace {
@@ -46,6 +48,29 @@ Batch Batch::to(Device device) const {
   moved.tgt_in = tgt_in.to(device);
   moved.tgt_out = tgt_out.to(device);
   return moved;
+}
+
+namespace {
+// [2B, W]: t's rows, then t's rows again, on t's device.
+Tensor rows_twice(const Tensor& t) {
+  const Tensor host = t.to(Device::cpu);
+  Tensor doubled = Tensor::empty({2 * t.dim(0), t.dim(1)}, t.dtype());
+  const size_t bytes = host.nbytes();
+  std::memcpy(doubled.raw(), host.raw(), bytes);
+  std::memcpy(static_cast<char*>(doubled.raw()) + bytes, host.raw(), bytes);
+  return doubled.to(t.device());
+}
+}  // namespace
+
+Batch Batch::twice() const {
+  Batch doubled = *this;
+  doubled.src = rows_twice(src);
+  doubled.tgt_in = rows_twice(tgt_in);
+  doubled.tgt_out = rows_twice(tgt_out);
+  doubled.src_lengths.insert(doubled.src_lengths.end(), src_lengths.begin(), src_lengths.end());
+  doubled.src_tokens = 2 * src_tokens;
+  doubled.tgt_tokens = 2 * tgt_tokens;
+  return doubled;
 }
 
 }  // namespace tfm::internal::nn

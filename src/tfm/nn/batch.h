@@ -21,6 +21,9 @@ struct Batch {
   int64_t size() const { return src.dim(0); }
   // The same batch with its id tensors on `device` (the lengths stay host bookkeeping).
   Batch to(Device device) const;
+  // The batch's rows twice, [2B, ...]: rows B..2B-1 repeat rows 0..B-1 (R-Drop's two passes), on
+  // the batch's device; the token counts double.
+  Batch twice() const;
 };
 
 }  // namespace tfm::internal::nn

@@ -192,10 +192,17 @@ class Transformer {
   const Tensor& output_embedding() const { return output_weight_; }
   const Tensor& output_bias() const { return output_bias_; }
   // Label-smoothed cross-entropy of the batch's targets (config's label_smoothing, pad ignored).
-  ops::CrossEntropyResult loss(const Batch& batch, ForwardContext& ctx,
-                               double normalizer = 0.0) const;
+  // consistency_weight > 0 is R-Drop (Liang et al. 2021): the batch's rows go through the model
+  // twice in one batch (Batch::twice), each copy with its own dropout, and the loss is
+  // ops::paired_output_cross_entropy's with twice the normalizer, so that its cross-entropy is the
+  // two passes' mean; nll_sum and tokens are the two passes' mean too.
+  ops::CrossEntropyResult loss(const Batch& batch, ForwardContext& ctx, double normalizer = 0.0,
+                               float consistency_weight = 0.0f) const;
 
  private:
+  // loss() with a consistency weight: R-Drop's two passes.
+  ops::CrossEntropyResult paired_loss(const Batch& batch, ForwardContext& ctx, double normalizer,
+                                      float weight) const;
   // dropout(E[ids] * sqrt(d_model) + positions[offset + t]), E the source or target embedding
   // (no sqrt(d_model) without scale_embeddings).
   Tensor embed(const Tensor& ids, const Tensor& table, const Tensor& positions, ForwardContext& ctx,

@@ -143,6 +143,8 @@ struct CrossEntropyResult {
   Tensor loss;         // scalar: the label-smoothed loss summed over counted rows / normalizer
   int64_t tokens = 0;  // rows whose target is not ignore_index
   double nll_sum = 0;  // sum of -log p(target) over counted rows (for perplexity)
+  // paired_output_cross_entropy only: the sum of the pairs' (KL(p || q) + KL(q || p)) / 2
+  double consistency_sum = 0;
 };
 
 // Label-smoothed cross-entropy as torch.nn.functional.cross_entropy(label_smoothing=eps): for a row
@@ -163,6 +165,17 @@ CrossEntropyResult output_cross_entropy(const Tensor& hidden, const Tensor& weig
                                         const Tensor& targets, float label_smoothing,
                                         int32_t ignore_index, double normalizer = 0.0,
                                         int64_t chunk_rows = 0, DType product = DType::f32);
+// R-Drop (Liang et al. 2021): output_cross_entropy of hidden states whose rows are two forward
+// passes (with their own dropout) of the same targets, rows [0, N/2) and [N/2, N), plus
+// `consistency_weight` times each pair's (KL(p || q) + KL(q || p)) / 2, p and q the two rows'
+// softmax(h W^T):
+//   loss = (sum_r ce_r + weight sum_{r < N/2, counted} kl_r) / normalizer.
+// targets: [N] i32, each row of the first half equal to its pair's. CPU only so far.
+CrossEntropyResult paired_output_cross_entropy(const Tensor& hidden, const Tensor& weight,
+                                               const Tensor& targets, float label_smoothing,
+                                               int32_t ignore_index, float consistency_weight,
+                                               double normalizer = 0.0, int64_t chunk_rows = 0,
+                                               DType product = DType::f32);
 // The rows of output_cross_entropy's chunks by default (chunk_rows 0) on `device`: what a memory
 // estimate (train/batch_size.h) charges for its [rows, V] logits.
 int64_t output_cross_entropy_chunk_rows(int64_t vocab, Device device);

@@ -183,6 +183,7 @@ const KeyTable<TrainRecipe, std::string>& recipe_table() {
         {"training.max_epochs", integer(&TrainRecipe::max_epochs), {}},
         {"training.max_minutes", number(&TrainRecipe::max_minutes), {}},
         {"training.ema_decay", number(&TrainRecipe::ema_decay), {}},
+        {"training.rdrop_alpha", number(&TrainRecipe::rdrop_alpha), {}},
         {"training.seed",
          [](TrainRecipe& r, const std::string& k, const std::string& v) {
            int64_t s = parse_int(k, v);
@@ -491,6 +492,10 @@ void validate_model(const TrainRecipe& r) {
       fail("{}: {}", it->second, message);
     throw;
   }
+  TFM_CHECK(r.rdrop_alpha == 0 || !r.model_config(r.vocab_size).output_bias,
+            "{}training.rdrop_alpha needs a model without output_bias (R-Drop's loss is fused "
+            "with the output projection, which then has no bias)",
+            origin(r, {"training.rdrop_alpha"}));
 }
 
 // The floating-point options are finite numbers, the budgets in range, the threads counted.
@@ -506,6 +511,7 @@ void validate_numbers(const TrainRecipe& r) {
       {"optimizer.clip_norm", r.clip_norm},
       {"training.max_minutes", r.max_minutes},
       {"training.ema_decay", r.ema_decay},
+      {"training.rdrop_alpha", r.rdrop_alpha},
       {"checkpoints.every_minutes", r.checkpoint_every_minutes},
       {"checkpoints.every_fraction", r.checkpoint_every_fraction},
       {"training.allreduce_bucket_mb", r.allreduce_bucket_mb}};
@@ -615,6 +621,11 @@ void validate_training(const TrainRecipe& r) {
   TFM_CHECK(r.ema_decay >= 0 && r.ema_decay < 1,
             "{}training.ema_decay must be in [0, 1) (0: no moving average), got {}",
             origin(r, {"training.ema_decay"}), r.ema_decay);
+  TFM_CHECK(r.rdrop_alpha >= 0, "{}training.rdrop_alpha must be >= 0 (0: off), got {}",
+            origin(r, {"training.rdrop_alpha"}), r.rdrop_alpha);
+  TFM_CHECK(r.rdrop_alpha == 0 || r.device == "cpu",
+            "{}training.rdrop_alpha needs training.device cpu: R-Drop's loss has no GPU kernel yet",
+            origin(r, {"training.rdrop_alpha", "training.device"}));
   try {
     ops::parse_precision(r.precision, "training.precision");  // the one parser of precision names
   } catch (const Error& e) {

@@ -72,6 +72,10 @@ struct TrainRecipe {
   // > 0: keep an exponential moving average of the weights with at most this decay (the warm-up
   // form of train/session.h), saved in every checkpoint as ema/ and validated beside the weights.
   double ema_decay = 0.0;
+  // > 0: R-Drop (Liang et al. 2021): each batch goes through the model twice with its own dropout,
+  // and the loss adds this weight times the two passes' symmetric KL divergence per target token
+  // (nn::Transformer::loss). Each update then costs about two. CPU only so far.
+  double rdrop_alpha = 0.0;
   // Matrix products: "f32", "bf16" (f32 master weights and statistics), or "auto" (bf16 where the
   // CPU multiplies bf16 natively, else f32).
   std::string precision = "f32";

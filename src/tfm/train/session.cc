@@ -140,7 +140,8 @@ UpdateResult TrainingSession::update(const std::vector<nn::Batch>& batches, int6
       const int64_t batch_in_update = first_batch + static_cast<int64_t>(i);
       auto ctx = nn::ForwardContext::training(step_seed(options_.seed, step(), batch_in_update),
                                               options_.precision);
-      loss = model_.loss(batches[i].to(options_.device), ctx, normalizer);
+      loss = model_.loss(batches[i].to(options_.device), ctx, normalizer,
+                         static_cast<float>(options_.rdrop_alpha));
     }
     tape.backward(loss.loss);  // gradients of the batches add up
     sums[0] += loss.loss.to_floats()[0];

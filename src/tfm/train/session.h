@@ -47,6 +47,9 @@ struct SessionOptions {
   // so that a short run's average does not hold the initial weights (it spans about the last
   // tenth of the updates until 1 / (1 - ema_decay) bounds it). 0: none.
   double ema_decay = 0.0;
+  // > 0: R-Drop's consistency weight (nn::Transformer::loss): every batch twice, with the two
+  // passes' symmetric KL divergence in the loss. 0: off.
+  double rdrop_alpha = 0.0;
 };
 
 struct UpdateResult {

@@ -94,6 +94,7 @@ void fill_losses_and_products(KernelTable& t) {
   t.cross_entropy = cross_entropy;
   t.cross_entropy_rows = cross_entropy_rows;
   t.cross_entropy_rows_with_grad = cross_entropy_rows_with_grad;
+  t.paired_cross_entropy_rows_with_grad = paired_cross_entropy_rows_with_grad;
   // The upstream gradient is a host number here: the scale g / norm is taken on the host.
   t.cross_entropy_backward = [](const float* logits, const int32_t* targets, const float* lse,
                                 int64_t rows, int64_t vocab, float label_smoothing,

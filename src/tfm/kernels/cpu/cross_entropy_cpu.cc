@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "tfm/core/tensor.h"
 #include "tfm/kernels/cpu/convert_cpu.h"
@@ -67,6 +68,23 @@ inline void row_grad(const float* z, int32_t y, float row_lse, int64_t vocab, fl
   dz[y] -= scale * on_target;
 }
 
+inline void copy_to_bf16(const float* z, int64_t vocab, bf16* out_row) {
+  uint16_t* out = reinterpret_cast<uint16_t*>(out_row);
+#pragma omp simd
+  for (int64_t j = 0; j < vocab; ++j) out[j] = f32_to_bf16_bits(z[j]);
+}
+
+// One row's max, sum of logits and e_j = e^{z_j - max} (into e), and its loss terms.
+struct RowSoftmax {
+  RowLoss loss;
+  float sum_e;
+};
+inline RowSoftmax row_softmax(const float* z, int64_t vocab, int32_t y, float eps, float* e) {
+  const auto [max, sum_z] = max_and_sum(z, vocab);
+  const float sum_e = sum_exp(z, vocab, max, e);
+  return {row_loss_from(max, sum_z, sum_e, z[y], vocab, eps), sum_e};
+}
+
 }  // namespace
 
 void cross_entropy_rows(const float* logits, const int32_t* targets, int64_t rows, int64_t vocab,
@@ -112,10 +130,65 @@ void cross_entropy_rows_with_grad(float* logits, const int32_t* targets, int64_t
       for (int64_t j = 0; j < vocab; ++j) z[j] = z[j] * p_scale - smooth;
       z[y] -= scale * (1.0f - label_smoothing);
     }
-    if (dlogits_bf16 != nullptr) {
-      uint16_t* out = reinterpret_cast<uint16_t*>(dlogits_bf16 + r * vocab);
+    if (dlogits_bf16 != nullptr) copy_to_bf16(z, vocab, dlogits_bf16 + r * vocab);
+  }
+}
+
+// R-Drop's symmetric KL between p = softmax(a) and q = softmax(b), with D_j = log p_j - log q_j:
+//   f = KL(p || q) + KL(q || p) = sum_j (p_j - q_j) D_j = E_p[D] - E_q[D]
+//   df/da_j = p_j (D_j - E_p[D]) + p_j - q_j,   df/db_j = q_j (E_q[D] - D_j) + q_j - p_j
+// (d p_k / d a_j = p_k (delta_jk - p_j), and sum_k (p_k - q_k) = 0). The row's consistency is f /
+// 2, so its gradient is weight / 2 times these, added to each row's cross-entropy gradient p - q~.
+void paired_cross_entropy_rows_with_grad(float* logits_a, float* logits_b, const int32_t* targets,
+                                         int64_t rows, int64_t vocab, float label_smoothing,
+                                         int32_t ignore_index, float scale, float weight,
+                                         float* stats_a, float* stats_b, float* consistency,
+                                         bf16* dlogits_a_bf16, bf16* dlogits_b_bf16) {
+#pragma omp parallel if (rows * vocab >= kParallelMinElements)
+  {
+    // p and q of the row at hand, so that each logit is exponentiated once.
+    std::vector<float> p(static_cast<size_t>(vocab)), q(static_cast<size_t>(vocab));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int32_t y = targets[r];
+      float* za = logits_a + r * vocab;
+      float* zb = logits_b + r * vocab;
+      if (y == ignore_index) {
+        stats_a[2 * r] = stats_a[2 * r + 1] = stats_b[2 * r] = stats_b[2 * r + 1] = 0.0f;
+        consistency[r] = 0.0f;
+        for (int64_t j = 0; j < vocab; ++j) za[j] = zb[j] = 0.0f;
+      } else {
+        const RowSoftmax a = row_softmax(za, vocab, y, label_smoothing, p.data());
+        const RowSoftmax b = row_softmax(zb, vocab, y, label_smoothing, q.data());
+        stats_a[2 * r] = a.loss.loss;
+        stats_a[2 * r + 1] = a.loss.nll;
+        stats_b[2 * r] = b.loss.loss;
+        stats_b[2 * r + 1] = b.loss.nll;
+        const float lse_a = a.loss.lse, lse_b = b.loss.lse;
+        const float inv_a = 1.0f / a.sum_e, inv_b = 1.0f / b.sum_e;
+        float expect_p = 0, expect_q = 0;  // E_p[D], E_q[D]
+#pragma omp simd reduction(+ : expect_p, expect_q)
+        for (int64_t j = 0; j < vocab; ++j) {
+          p[j] *= inv_a;
+          q[j] *= inv_b;
+          const float d = (za[j] - lse_a) - (zb[j] - lse_b);
+          expect_p += p[j] * d;
+          expect_q += q[j] * d;
+        }
+        consistency[r] = 0.5f * (expect_p - expect_q);
+        const float smooth = scale * label_smoothing / static_cast<float>(vocab);
+        const float c = 0.5f * scale * weight;
 #pragma omp simd
-      for (int64_t j = 0; j < vocab; ++j) out[j] = f32_to_bf16_bits(z[j]);
+        for (int64_t j = 0; j < vocab; ++j) {
+          const float d = (za[j] - lse_a) - (zb[j] - lse_b);
+          za[j] = scale * p[j] - smooth + c * (p[j] * (d - expect_p) + p[j] - q[j]);
+          zb[j] = scale * q[j] - smooth + c * (q[j] * (expect_q - d) + q[j] - p[j]);
+        }
+        za[y] -= scale * (1.0f - label_smoothing);
+        zb[y] -= scale * (1.0f - label_smoothing);
+      }
+      if (dlogits_a_bf16 != nullptr) copy_to_bf16(za, vocab, dlogits_a_bf16 + r * vocab);
+      if (dlogits_b_bf16 != nullptr) copy_to_bf16(zb, vocab, dlogits_b_bf16 + r * vocab);
     }
   }
 }

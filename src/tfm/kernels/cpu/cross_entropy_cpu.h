@@ -33,6 +33,17 @@ void cross_entropy_rows_with_grad(float* logits, const int32_t* targets, int64_t
                                   int64_t vocab, float label_smoothing, int32_t ignore_index,
                                   float scale, float* row_loss_nll, bf16* dlogits_bf16 = nullptr);
 
+// R-Drop's loss on two passes' logits of the same targets (rows r of a and b): each row's
+// cross_entropy_rows terms in stats_a and stats_b, and consistency[r] = (KL(p || q) + KL(q || p)) /
+// 2 with p = softmax(a_r), q = softmax(b_r) (0 on ignored rows). The logits are overwritten with
+// the gradient of scale * (loss_a + loss_b + weight * consistency) (0 on ignored rows) and, when
+// dlogits_*_bf16 are given, copied there rounded to bf16.
+void paired_cross_entropy_rows_with_grad(float* logits_a, float* logits_b, const int32_t* targets,
+                                         int64_t rows, int64_t vocab, float label_smoothing,
+                                         int32_t ignore_index, float scale, float weight,
+                                         float* stats_a, float* stats_b, float* consistency,
+                                         bf16* dlogits_a_bf16, bf16* dlogits_b_bf16);
+
 // dlogits (+)= scale * (softmax(z) - q) on counted rows, 0 on ignored ones; scale is d(loss)
 // divided by the normalizer.
 void cross_entropy_backward(const float* logits, const int32_t* targets, const float* lse,
