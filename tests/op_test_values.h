@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <random>
 #include <vector>
@@ -24,6 +26,33 @@ inline Values random_f32_values(int64_t n, std::mt19937& rng, double lo = -1.0, 
 
 inline std::vector<float> to_float_vector(const Values& v) {
   return {v.begin(), v.end()};
+}
+
+// max |a - b| / max |b| (max |a - b| where b is all zeros).
+inline double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+// log softmax(h_r W^T) in double, for h [rows, d] and W [vocab, d] (an output projection's loss).
+inline Values log_softmax_of_product(const Values& h, const Values& w, int64_t r, int64_t d,
+                                     int64_t vocab) {
+  Values z(static_cast<size_t>(vocab));
+  for (int64_t j = 0; j < vocab; ++j) {
+    double s = 0;
+    for (int64_t k = 0; k < d; ++k) s += h[r * d + k] * w[j * d + k];
+    z[j] = s;
+  }
+  const double max = *std::max_element(z.begin(), z.end());
+  double sum = 0;
+  for (double v : z) sum += std::exp(v - max);
+  const double lse = max + std::log(sum);
+  for (double& v : z) v -= lse;
+  return z;
 }
 
 // Runs `op` with a tape and back-propagates `seed` (same shape as the output) through it.

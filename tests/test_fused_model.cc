@@ -9,12 +9,15 @@
 #include <map>
 #include <string>
 
+#include "op_test_values.h"
 #include "tfm/autograd/tape.h"
 #include "tfm/nn/transformer.h"
 #include "tfm/ops/ops.h"
 
 namespace tfm::internal {
 namespace {
+
+using testing::relative_error;
 
 ModelConfig tiny_config(const std::string& norm) {
   ModelConfig c = preset("base");
@@ -156,16 +159,6 @@ Step training_step(const nn::Transformer& model, DType product, LossFn loss_fn) 
   for (const auto& [name, tensor] : model.named_parameters())
     step.grads[name] = tensor.grad().to_floats();
   return step;
-}
-
-// max |a - b| / max |b|.
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
 }
 
 void expect_same_step(const std::string& norm, DType product, double grad_tolerance) {

@@ -14,6 +14,7 @@ namespace tfm::internal {
 namespace {
 
 using testing::random_f32_values;
+using testing::relative_error;
 using testing::Values;
 
 constexpr int32_t kIgnore = -100;
@@ -22,19 +23,10 @@ constexpr int32_t kIgnore = -100;
 double output_loss_reference(const Values& h, const Values& w, const std::vector<int32_t>& y,
                              int64_t d, int64_t vocab, double eps, int32_t ignore) {
   double total = 0;
-  Values z(static_cast<size_t>(vocab));
   for (size_t r = 0; r < y.size(); ++r) {
     if (y[r] == ignore) continue;
-    for (int64_t j = 0; j < vocab; ++j) {
-      double s = 0;
-      for (int64_t k = 0; k < d; ++k) s += h[r * d + k] * w[j * d + k];
-      z[j] = s;
-    }
-    double max = *std::max_element(z.begin(), z.end()), sum = 0;
-    for (double v : z) sum += std::exp(v - max);
-    const double lse = max + std::log(sum);
-    for (int64_t j = 0; j < vocab; ++j)
-      total -= ((j == y[r] ? 1 - eps : 0) + eps / vocab) * (z[j] - lse);
+    const Values lp = testing::log_softmax_of_product(h, w, static_cast<int64_t>(r), d, vocab);
+    for (int64_t j = 0; j < vocab; ++j) total -= ((j == y[r] ? 1 - eps : 0) + eps / vocab) * lp[j];
   }
   return total;
 }
@@ -121,16 +113,6 @@ SharedWeightCase shared_weight_case(int64_t batch, int64_t time, int64_t vocab, 
   c.ids = Tensor::from_ints({batch, time}, ids);
   c.targets = Tensor::from_ints({batch * time}, y);
   return c;
-}
-
-// max |a - b| / max |b|.
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
-  }
-  return diff / scale;
 }
 
 TEST(OpsOutputCrossEntropy, EqualsTheUnfusedCompositionForEveryChunkSize) {

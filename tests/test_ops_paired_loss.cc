@@ -15,24 +15,10 @@ namespace tfm::internal {
 namespace {
 
 using testing::random_f32_values;
+using testing::relative_error;
 using testing::Values;
 
 constexpr int32_t kIgnore = -100;
-
-// log softmax(h_r W^T) in double.
-Values log_probs(const Values& h, const Values& w, int64_t r, int64_t d, int64_t vocab) {
-  Values z(static_cast<size_t>(vocab));
-  for (int64_t j = 0; j < vocab; ++j) {
-    double s = 0;
-    for (int64_t k = 0; k < d; ++k) s += h[r * d + k] * w[j * d + k];
-    z[j] = s;
-  }
-  double max = *std::max_element(z.begin(), z.end()), sum = 0;
-  for (double v : z) sum += std::exp(v - max);
-  const double lse = max + std::log(sum);
-  for (double& v : z) v -= lse;
-  return z;
-}
 
 // sum over counted rows of the label-smoothed cross-entropy, plus weight times each counted pair's
 // (KL(p || q) + KL(q || p)) / 2, in double.
@@ -40,7 +26,8 @@ double paired_loss_reference(const Values& h, const Values& w, const std::vector
                              int64_t d, int64_t vocab, double eps, double weight) {
   const int64_t rows = static_cast<int64_t>(y.size()), half = rows / 2;
   std::vector<Values> lp;
-  for (int64_t r = 0; r < rows; ++r) lp.push_back(log_probs(h, w, r, d, vocab));
+  for (int64_t r = 0; r < rows; ++r)
+    lp.push_back(testing::log_softmax_of_product(h, w, r, d, vocab));
   double total = 0;
   for (int64_t r = 0; r < rows; ++r) {
     if (y[r] == kIgnore) continue;
@@ -120,16 +107,6 @@ Outcome run_loss(bool paired, const std::vector<float>& hidden_values,
   return {result.loss.to_floats()[0], result.nll_sum,
           result.consistency_sum,     result.tokens,
           hidden.grad().to_floats(),  weight.grad().to_floats()};
-}
-
-// max |a - b| / max |b|.
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
-  }
-  return diff / scale;
 }
 
 struct PairedCase {
