@@ -482,39 +482,34 @@ Tensor Transformer::forward(const Batch& batch, ForwardContext& ctx) const {
 
 ops::CrossEntropyResult Transformer::loss(const Batch& batch, ForwardContext& ctx,
                                           double normalizer, float consistency_weight) const {
-  if (consistency_weight > 0) return paired_loss(batch, ctx, normalizer, consistency_weight);
+  const bool paired = consistency_weight > 0;
+  TFM_CHECK(!paired || !output_bias_.defined(),
+            "R-Drop's consistency loss needs a model without an output bias (output_bias)");
+  // R-Drop: the rows twice, each copy with its own dropout.
+  const Batch doubled = paired ? batch.twice() : Batch{};
+  const Batch& input = paired ? doubled : batch;
   // The projection and the loss together, in chunks of rows: the [B * T, V] logits never exist.
-  Tensor memory = encode(batch.src, batch.src_lengths, ctx);
-  Tensor hidden = decode(batch.tgt_in, memory, batch.src_lengths, ctx);
+  Tensor memory = encode(input.src, input.src_lengths, ctx);
+  Tensor hidden = decode(input.tgt_in, memory, input.src_lengths, ctx);
   const int64_t rows = hidden.numel() / config_.d_model;
+  const Tensor targets = input.tgt_out.view({rows});
+  const auto smoothing = static_cast<float>(config_.label_smoothing);
+  if (paired) {
+    ops::CrossEntropyResult result =
+        ops::paired_output_cross_entropy(hidden, output_weight_, targets, smoothing, config_.pad_id,
+                                         consistency_weight, 2 * normalizer, 0, ctx.precision());
+    result.nll_sum /= 2;
+    result.tokens /= 2;
+    return result;
+  }
   if (output_bias_.defined()) {
     // The fused loss has no bias: the [B * T, V] logits, then their cross-entropy.
     const Tensor logits =
         output_logits(ops::reshape(hidden, {rows, config_.d_model}), ctx.precision());
-    return ops::cross_entropy(logits, batch.tgt_out.view({rows}),
-                              static_cast<float>(config_.label_smoothing), config_.pad_id,
-                              normalizer);
+    return ops::cross_entropy(logits, targets, smoothing, config_.pad_id, normalizer);
   }
-  return ops::output_cross_entropy(hidden, output_weight_, batch.tgt_out.view({rows}),
-                                   static_cast<float>(config_.label_smoothing), config_.pad_id,
+  return ops::output_cross_entropy(hidden, output_weight_, targets, smoothing, config_.pad_id,
                                    normalizer, 0, ctx.precision());
-}
-
-ops::CrossEntropyResult Transformer::paired_loss(const Batch& batch, ForwardContext& ctx,
-                                                 double normalizer, float weight) const {
-  TFM_CHECK(!output_bias_.defined(),
-            "R-Drop's consistency loss needs a model without an output bias (output_bias)");
-  const Batch doubled = batch.twice();
-  Tensor memory = encode(doubled.src, doubled.src_lengths, ctx);
-  Tensor hidden = decode(doubled.tgt_in, memory, doubled.src_lengths, ctx);
-  const int64_t rows = hidden.numel() / config_.d_model;
-  ops::CrossEntropyResult result =
-      ops::paired_output_cross_entropy(hidden, output_weight_, doubled.tgt_out.view({rows}),
-                                       static_cast<float>(config_.label_smoothing), config_.pad_id,
-                                       weight, 2 * normalizer, 0, ctx.precision());
-  result.nll_sum /= 2;
-  result.tokens /= 2;
-  return result;
 }
 
 }  // namespace tfm::internal::nn

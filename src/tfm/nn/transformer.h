@@ -200,9 +200,6 @@ class Transformer {
                                float consistency_weight = 0.0f) const;
 
  private:
-  // loss() with a consistency weight: R-Drop's two passes.
-  ops::CrossEntropyResult paired_loss(const Batch& batch, ForwardContext& ctx, double normalizer,
-                                      float weight) const;
   // dropout(E[ids] * sqrt(d_model) + positions[offset + t]), E the source or target embedding
   // (no sqrt(d_model) without scale_embeddings).
   Tensor embed(const Tensor& ids, const Tensor& table, const Tensor& positions, ForwardContext& ctx,
