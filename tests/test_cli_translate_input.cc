@@ -94,16 +94,28 @@ TEST(CliTranslateInput, ConfigTokenIdsMustMatchTheVocabulary) {
 
 // model.safetensors records the CRC-32 of the vocab.model it was saved with: another model's
 // vocabulary of the same size (here unigram for BPE) translated garbage with exit 0.
-TEST(CliTranslateInput, AVocabularyOtherThanTheModelsIsRefused) {
+// Two 100-piece vocabularies of the same text (BPE and unigram) and tiny random models written with
+// either.
+struct TwoVocabularies {
   TempDir dir;
-  const auto bpe = testing::train_tiny_vocab(dir, 100, "bpe");
-  const auto unigram = testing::train_tiny_vocab(dir, 100, "unigram");
-  ModelConfig config = testing::tiny_decoder_config();
-  config.vocab_size = 100;
-  nn::Transformer transformer(config);
-  transformer.init(3);
-  const auto model = dir / "model";
-  save_model_dir(model, config, transformer.named_parameters(), testing::read_text(bpe));
+  std::filesystem::path bpe = testing::train_tiny_vocab(dir, 100, "bpe");
+  std::filesystem::path unigram = testing::train_tiny_vocab(dir, 100, "unigram");
+  std::filesystem::path write_model(const char* name, uint64_t seed,
+                                    const std::filesystem::path& vocab) const {
+    ModelConfig config = testing::tiny_decoder_config();
+    config.vocab_size = 100;
+    nn::Transformer transformer(config);
+    transformer.init(seed);
+    save_model_dir(dir / name, config, transformer.named_parameters(), testing::read_text(vocab));
+    return dir / name;
+  }
+};
+
+TEST(CliTranslateInput, AVocabularyOtherThanTheModelsIsRefused) {
+  const TwoVocabularies vocabularies;
+  const TempDir& dir = vocabularies.dir;
+  const auto& unigram = vocabularies.unigram;
+  const auto model = vocabularies.write_model("model", 3, vocabularies.bpe);
   testing::write_text(dir / "in.txt", "a small house .\n");
   const std::string command =
       fmt::format("translate -m {} -b 1 -i {}", quoted(model), quoted(dir / "in.txt"));
@@ -122,6 +134,43 @@ TEST(CliTranslateInput, AVocabularyOtherThanTheModelsIsRefused) {
         "is not the vocabulary that " + (model / kWeightsFileName).string() + " was written with",
         std::string("mixes two models' files")})
     EXPECT_NE(mixed.err.find(part), std::string::npos) << mixed.err;
+}
+
+// -m A -m B: an ensemble. A model twice translates as the model alone (the mean of equal
+// probabilities); two models need one vocabulary, else a one-line error naming both files.
+TEST(CliTranslateInput, AnEnsembleNeedsOneVocabulary) {
+  const TwoVocabularies vocabularies;
+  const TempDir& dir = vocabularies.dir;
+  const auto a = vocabularies.write_model("a", 3, vocabularies.bpe);
+  const auto b = vocabularies.write_model("b", 4, vocabularies.bpe);
+  const auto c = vocabularies.write_model("c", 5, vocabularies.unigram);
+  testing::write_text(dir / "in.txt", "a small house .\nthe dog runs .\n");
+  const auto translate = [&](const std::string& models) {
+    return run_tfm_command(fmt::format("translate {} -b 2 -i {}", models, quoted(dir / "in.txt")),
+                           dir);
+  };
+  const CommandResult alone = translate("-m " + quoted(a));
+  const CommandResult twice = translate(fmt::format("-m {} -m {}", quoted(a), quoted(a)));
+  const CommandResult pair = translate(fmt::format("-m {} -m {}", quoted(a), quoted(b)));
+  ASSERT_EQ(alone.status, 0) << alone.err;
+  ASSERT_EQ(twice.status, 0) << twice.err;
+  ASSERT_EQ(pair.status, 0) << pair.err;
+  EXPECT_EQ(count_lines(alone.out), 2);
+  EXPECT_EQ(twice.out, alone.out);
+  EXPECT_EQ(count_lines(pair.out), 2);
+
+  const CommandResult mixed = translate(fmt::format("-m {} -m {}", quoted(a), quoted(c)));
+  EXPECT_EQ(mixed.status, 1) << mixed.err;
+  EXPECT_EQ(count_lines(mixed.err), 1) << mixed.err;
+  EXPECT_TRUE(mixed.out.empty()) << mixed.out;
+  for (const std::string& part :
+       {(c / kVocabFileName).string() + ": not the vocabulary of " + (a / kVocabFileName).string(),
+        std::string("one vocabulary")})
+    EXPECT_NE(mixed.err.find(part), std::string::npos) << mixed.err;
+  const CommandResult probed =
+      translate(fmt::format("-m {} -m {} --alignment", quoted(a), quoted(b)));
+  EXPECT_EQ(probed.status, 1) << probed.err;
+  EXPECT_NE(probed.err.find("not an ensemble's of 2"), std::string::npos) << probed.err;
 }
 
 // zlib alone ignores bytes after the gzip data; tfm refuses them, naming the file.

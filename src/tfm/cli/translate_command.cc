@@ -9,6 +9,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -32,9 +33,9 @@ namespace tfm::internal::cli {
 namespace {
 
 struct TranslateCommandOptions {
-  std::string model;
-  std::string input;   // empty or "-": stdin
-  std::string output;  // empty or "-": stdout
+  std::vector<std::string> models;  // one, or an ensemble's
+  std::string input;                // empty or "-": stdin
+  std::string output;               // empty or "-": stdout
   decode::TranslateOptions decoding;
   bool n_best_output = false;
   int64_t attention_layer = -1;
@@ -88,17 +89,39 @@ nlohmann::json attention_record(const data::Vocabulary& vocab,
 void run_translate(TranslateCommandOptions options) {
   check_standard_input(options.input);  // before any file is opened
   set_num_threads(options.threads);     // loading too (the checksums run in parallel)
-  const std::filesystem::path dir = options.model;
-  // Loaded once, packed once (in the precision asked for), then only read.
-  const std::shared_ptr<const decode::InferenceModel> model = decode::load_inference_model(
-      dir, translation::inference_options(options.precision, options.device));
-  const ModelConfig& config = model->config();
-  TFM_CHECK(config.task == "translation",
-            "{}: a {} model (config.json task \"{}\"); use tfm parse for it", dir.string(),
-            config.task, config.task);
-  const data::Vocabulary vocab = translation::model_vocabulary(
-      dir, config, "a model directory needs its SentencePiece vocabulary to translate text");
-  const int64_t max_input = decode::max_input_length(options.decoding, config);
+  // Each model loaded once, packed once (in the precision asked for), then only read.
+  const decode::InferenceOptions inference =
+      translation::inference_options(options.precision, options.device);
+  std::vector<std::shared_ptr<const decode::InferenceModel>> models;
+  std::optional<data::Vocabulary> first_vocab;
+  int64_t max_input = 0;
+  for (const std::filesystem::path dir : options.models) {
+    auto model = decode::load_inference_model(dir, inference);
+    const ModelConfig& model_config = model->config();
+    TFM_CHECK(model_config.task == "translation",
+              "{}: a {} model (config.json task \"{}\"); use tfm parse for it", dir.string(),
+              model_config.task, model_config.task);
+    data::Vocabulary vocab = translation::model_vocabulary(
+        dir, model_config,
+        "a model directory needs its SentencePiece vocabulary to translate text");
+    const int64_t longest = decode::max_input_length(options.decoding, model_config);
+    max_input = models.empty() ? longest : std::min(max_input, longest);
+    if (!first_vocab) {
+      first_vocab.emplace(std::move(vocab));
+    } else {
+      // An ensemble reads and writes one vocabulary: the same pieces under the same ids.
+      TFM_CHECK(vocab.hash() == first_vocab->hash(),
+                "{}: not the vocabulary of {}: an ensemble's models need one vocabulary",
+                vocab.path().string(), first_vocab->path().string());
+    }
+    models.push_back(std::move(model));
+  }
+  const ModelConfig& config = models.front()->config();
+  const data::Vocabulary& vocab = *first_vocab;
+  TFM_CHECK(models.size() == 1 || (options.attention_output.empty() && !options.alignment),
+            "--attention-output and --alignment read one model's attention, not an ensemble's of "
+            "{}",
+            models.size());
 
   std::vector<std::string> lines = read_input_lines(options.input);
   const std::string name = input_name(options.input);
@@ -122,7 +145,7 @@ void run_translate(TranslateCommandOptions options) {
             options.decoding.beam_size);
 
   // One worker, with --threads OpenMP threads, for every chunk.
-  const decode::Translator translator(model, options.decoding, options.threads);
+  const decode::Translator translator(models, options.decoding, options.threads);
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   int64_t truncated = 0;
@@ -171,9 +194,9 @@ void run_translate(TranslateCommandOptions options) {
 void register_translate(CLI::App& app) {
   auto o = std::make_shared<TranslateCommandOptions>();
   CLI::App* cmd = app.add_subcommand("translate", "Translate raw sentences with a model directory");
-  cmd->add_option("-m,--model", o->model,
-                  "model directory (config.json, model.safetensors, "
-                  "vocab.model)")
+  cmd->add_option("-m,--model", o->models,
+                  "model directory (config.json, model.safetensors, vocab.model); several (-m A "
+                  "-m B): an ensemble, each step the mean of their probabilities (one vocabulary)")
       ->required();
   cmd->add_option("-i,--input", o->input, "input file, plain or .gz (default: stdin)");
   cmd->add_option("-o,--output", o->output, "output file (default: stdout)");

@@ -6,6 +6,7 @@
 
 #include "tfm/core/error.h"
 #include "tfm/core/threading.h"
+#include "tfm/decode/ensemble_scorer.h"
 
 namespace tfm::internal::decode {
 
@@ -41,15 +42,51 @@ int64_t max_output_length(int64_t source_length, const TranslateOptions& options
   return std::max<int64_t>(length, 1);
 }
 
+namespace {
+
+// The ensemble's members must read and write the same tokens.
+void check_ensemble(const std::vector<const InferenceModel*>& models,
+                    const TranslateOptions& options) {
+  TFM_CHECK(!models.empty(), "translate: no model");
+  for (const InferenceModel* model : models)
+    TFM_CHECK(model != nullptr, "translate: a missing model");
+  if (models.size() == 1) return;
+  TFM_CHECK(!options.attention.enabled(),
+            "translate: attention weights are one model's, not an ensemble's of {}", models.size());
+  const ModelConfig& first = models.front()->config();
+  for (size_t i = 1; i < models.size(); ++i) {
+    const ModelConfig& config = models[i]->config();
+    TFM_CHECK(config.task == first.task, "ensemble: model {} is a {} model, model 1 a {} model",
+              i + 1, config.task, first.task);
+    TFM_CHECK(config.vocab_size == first.vocab_size && config.pad_id == first.pad_id &&
+                  config.eos_id == first.eos_id && config.decoder_start() == first.decoder_start(),
+              "ensemble: model {} has {} tokens (pad {}, start {}, eos {}), model 1 {} (pad {}, "
+              "start {}, eos {}): an ensemble needs one vocabulary",
+              i + 1, config.vocab_size, config.pad_id, config.decoder_start(), config.eos_id,
+              first.vocab_size, first.pad_id, first.decoder_start(), first.eos_id);
+  }
+}
+
+}  // namespace
+
 std::vector<std::vector<Hypothesis>> translate(const InferenceModel& model,
                                                const std::vector<std::vector<int32_t>>& sources,
                                                const TranslateOptions& options) {
-  const ModelConfig& config = model.config();
+  return translate(std::vector<const InferenceModel*>{&model}, sources, options);
+}
+
+std::vector<std::vector<Hypothesis>> translate(const std::vector<const InferenceModel*>& models,
+                                               const std::vector<std::vector<int32_t>>& sources,
+                                               const TranslateOptions& options) {
+  check_ensemble(models, options);
+  const ModelConfig& config = models.front()->config();
   TFM_CHECK(options.batch_size >= 1, "translate: batch size {} must be at least 1",
             options.batch_size);
   TFM_CHECK(options.beam_size >= 1, "translate: beam size {} must be at least 1",
             options.beam_size);
-  const int64_t longest = max_input_length(options, config);
+  int64_t longest = max_input_length(options, config);
+  for (const InferenceModel* model : models)
+    longest = std::min(longest, max_input_length(options, model->config()));
   for (size_t i = 0; i < sources.size(); ++i) {
     TFM_CHECK(!sources[i].empty(), "translate: source sentence {} is empty", i);
     TFM_CHECK(static_cast<int64_t>(sources[i].size()) <= longest,
@@ -66,7 +103,13 @@ std::vector<std::vector<Hypothesis>> translate(const InferenceModel& model,
   }
 
   std::vector<std::vector<Hypothesis>> results(sources.size());
-  auto ctx = nn::ForwardContext::inference(model.precision());
+  // The longest output every model allows (learned position tables end).
+  const auto output_length = [&](int64_t source_length) {
+    int64_t length = max_output_length(source_length, options, config);
+    for (const InferenceModel* model : models)
+      length = std::min(length, max_output_length(source_length, options, model->config()));
+    return length;
+  };
   const auto batch_size = static_cast<size_t>(options.batch_size);
   for (size_t begin = 0, end = 0; begin < order.size(); begin = end) {
     // A batch takes sentences while it has fewer than batch_size and, with a token budget, while
@@ -92,17 +135,24 @@ std::vector<std::vector<Hypothesis>> translate(const InferenceModel& model,
       std::copy(source.begin(), source.end(),
                 ids.begin() + static_cast<int64_t>(i - begin) * width);
       lengths.push_back(static_cast<int32_t>(source.size()));
-      max_lengths.push_back(
-          max_output_length(static_cast<int64_t>(source.size()), options, config));
+      max_lengths.push_back(output_length(static_cast<int64_t>(source.size())));
       if (options.constraint)
         constraints.push_back(
             options.constraint->start(static_cast<int64_t>(order[i]), max_lengths.back()));
     }
-    Tensor memory = model.transformer().encode(
-        Tensor::from_ints({batch, width}, ids).to(model.device()), lengths, ctx);
     const int64_t capacity = *std::max_element(max_lengths.begin(), max_lengths.end());
-    TransformerScorer scorer(model, memory, lengths, options.beam_size, capacity,
-                             options.attention);
+    // Each model encodes the batch for its own scorer.
+    std::vector<std::unique_ptr<StepScorer>> scorers;
+    for (const InferenceModel* model : models) {
+      auto ctx = nn::ForwardContext::inference(model->precision());
+      Tensor memory = model->transformer().encode(
+          Tensor::from_ints({batch, width}, ids).to(model->device()), lengths, ctx);
+      scorers.push_back(std::make_unique<TransformerScorer>(
+          *model, memory, lengths, options.beam_size, capacity, options.attention));
+    }
+    std::unique_ptr<StepScorer> ensemble;
+    if (scorers.size() > 1) ensemble = std::make_unique<EnsembleScorer>(std::move(scorers));
+    StepScorer& scorer = ensemble ? *ensemble : *scorers.front();
     auto found = options.beam_size == 1
                      ? greedy_search(scorer, max_lengths, search, std::move(constraints))
                      : beam_search(scorer, max_lengths, search, std::move(constraints));
@@ -127,15 +177,23 @@ std::vector<std::vector<Hypothesis>> translate(const nn::Transformer& model,
 
 Translator::Translator(std::shared_ptr<const InferenceModel> model, TranslateOptions options,
                        int threads)
-    : model_(std::move(model)), options_(std::move(options)), threads_(threads) {
-  TFM_CHECK(model_ != nullptr, "translator: no model");
+    : Translator(std::vector<std::shared_ptr<const InferenceModel>>{std::move(model)},
+                 std::move(options), threads) {}
+
+Translator::Translator(std::vector<std::shared_ptr<const InferenceModel>> models,
+                       TranslateOptions options, int threads)
+    : models_(std::move(models)), options_(std::move(options)), threads_(threads) {
+  TFM_CHECK(!models_.empty(), "translator: no model");
+  for (const auto& model : models_) TFM_CHECK(model != nullptr, "translator: no model");
   check_thread_count(threads_, "translator: threads");
 }
 
 std::vector<std::vector<Hypothesis>> Translator::translate(
     const std::vector<std::vector<int32_t>>& sources) const {
   const ThreadCountScope threads(threads_);
-  return decode::translate(*model_, sources, options_);
+  std::vector<const InferenceModel*> models;
+  for (const auto& model : models_) models.push_back(model.get());
+  return decode::translate(models, sources, options_);
 }
 
 }  // namespace tfm::internal::decode

@@ -68,6 +68,16 @@ std::vector<std::vector<Hypothesis>> translate(const InferenceModel& model,
                                                const std::vector<std::vector<int32_t>>& sources,
                                                const TranslateOptions& options);
 
+// An ensemble (decode/ensemble_scorer.h): every model encodes each batch and keeps its own
+// decoder state, and each step's distribution is the mean of their probabilities. The models must
+// agree on the task, the vocabulary size and the special ids (the caller checks that their
+// vocabularies are the same); a source may be as long as the least of their maximum input lengths
+// and an output as long as every model allows. No attention probe (it would be one model's). One
+// model: the translate() above, byte for byte.
+std::vector<std::vector<Hypothesis>> translate(const std::vector<const InferenceModel*>& models,
+                                               const std::vector<std::vector<int32_t>>& sources,
+                                               const TranslateOptions& options);
+
 // A one-off translation with a model that is not an InferenceModel (validation during training,
 // tests): packs `model`'s weights in `precision` for this call, then translate() above. A model
 // that translates more than once should be loaded as an InferenceModel.
@@ -84,19 +94,23 @@ class Translator {
   // threads <= 0: the calling thread's count (OMP_NUM_THREADS or the number of cores).
   Translator(std::shared_ptr<const InferenceModel> model, TranslateOptions options = {},
              int threads = 0);
+  // An ensemble of models (the ensemble translate() above); model() is the first.
+  Translator(std::vector<std::shared_ptr<const InferenceModel>> models,
+             TranslateOptions options = {}, int threads = 0);
 
   // translate(model(), sources, options()) with threads() OpenMP threads in the calling thread
   // (its count is restored afterwards; other threads' counts are never touched).
   std::vector<std::vector<Hypothesis>> translate(
       const std::vector<std::vector<int32_t>>& sources) const;
 
-  const InferenceModel& model() const { return *model_; }
-  const std::shared_ptr<const InferenceModel>& shared_model() const { return model_; }
+  const InferenceModel& model() const { return *models_.front(); }
+  const std::shared_ptr<const InferenceModel>& shared_model() const { return models_.front(); }
+  size_t models() const { return models_.size(); }
   const TranslateOptions& options() const { return options_; }
   int threads() const { return threads_; }
 
  private:
-  std::shared_ptr<const InferenceModel> model_;
+  std::vector<std::shared_ptr<const InferenceModel>> models_;  // one, or an ensemble's
   TranslateOptions options_;
   int threads_;
 };
