@@ -176,13 +176,15 @@ void BatchingQueue::decode(std::vector<Pending>& batch) {
     std::vector<std::vector<decode::Hypothesis>> results = translator.translate(sources);
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     int64_t target_tokens = 0;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (!results[i].empty()) target_tokens += results[i].front().length;
-      batch[i].job->finish(batch[i].index, std::move(results[i]));
-    }
+    for (const auto& hypotheses : results)
+      if (!hypotheses.empty()) target_tokens += hypotheses.front().length;
+    // The batch is counted before any of its requests can answer, so that metrics scraped after a
+    // response always include its sentences.
     if (observer_)
       observer_->batch_decoded(static_cast<int64_t>(batch.size()), padded(batch.size(), longest),
                                target_tokens, seconds);
+    for (size_t i = 0; i < batch.size(); ++i)
+      batch[i].job->finish(batch[i].index, std::move(results[i]));
   } catch (...) {
     for (Pending& p : batch) p.job->fail(std::current_exception());
   }
