@@ -90,7 +90,6 @@ void EnsembleScorer::step_top(const std::vector<int32_t>& last_tokens, int64_t m
 #pragma omp parallel
   {
     std::vector<float> largest(static_cast<size_t>(vocab));
-    std::vector<int32_t> candidates;
     std::vector<float> sorted, top;
     std::vector<std::pair<float, int32_t>> kept;
 #pragma omp for
@@ -122,24 +121,14 @@ void EnsembleScorer::step_top(const std::vector<int32_t>& last_tokens, int64_t m
                          std::greater<>());
         a_m = sorted[static_cast<size_t>(per_row - 1)];
       }
+      // Only the tokens at or above the cut can rank: their means, best first.
       const float cut = a_m - log_members;
-      candidates.clear();
-      for (int64_t t = 0; t < vocab; ++t)
-        if (a[t] >= cut && a[t] > -kInf) candidates.push_back(static_cast<int32_t>(t));
       kept.clear();
-      for (int32_t t : candidates)
-        kept.emplace_back(log_mean_exp(values, r * vocab + t, log_members), t);
-      // Best first; among equal values the lower token first (ops::top_k's order).
-      const auto count = std::min<int64_t>(per_row, static_cast<int64_t>(kept.size()));
-      std::partial_sort(kept.begin(), kept.begin() + count, kept.end(),
-                        [](const auto& x, const auto& y) {
-                          return x.first > y.first || (x.first == y.first && x.second < y.second);
-                        });
-      for (int64_t i = 0; i < count; ++i) {
-        out.log_probs[static_cast<size_t>(r * per_row + i)] = kept[static_cast<size_t>(i)].first;
-        out.tokens[static_cast<size_t>(r * per_row + i)] = kept[static_cast<size_t>(i)].second;
-      }
-      out.counts[static_cast<size_t>(r)] = static_cast<int32_t>(count);
+      for (int64_t t = 0; t < vocab; ++t)
+        if (a[t] >= cut && a[t] > -kInf)
+          kept.emplace_back(log_mean_exp(values, r * vocab + t, log_members),
+                            static_cast<int32_t>(t));
+      out.set_row(r, kept);
     }
   }
 }

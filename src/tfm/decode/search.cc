@@ -21,6 +21,19 @@ void StepTop::resize(int64_t rows, int64_t per_row) {
   counts.assign(static_cast<size_t>(rows), 0);
 }
 
+void StepTop::set_row(int64_t row, std::vector<std::pair<float, int32_t>>& ranked) {
+  const auto count = std::min<int64_t>(m, static_cast<int64_t>(ranked.size()));
+  std::partial_sort(ranked.begin(), ranked.begin() + count, ranked.end(),
+                    [](const auto& a, const auto& b) {
+                      return a.first > b.first || (a.first == b.first && a.second < b.second);
+                    });
+  for (int64_t i = 0; i < count; ++i) {
+    log_probs[static_cast<size_t>(row * m + i)] = ranked[static_cast<size_t>(i)].first;
+    tokens[static_cast<size_t>(row * m + i)] = ranked[static_cast<size_t>(i)].second;
+  }
+  counts[static_cast<size_t>(row)] = static_cast<int32_t>(count);
+}
+
 void StepTop::assign(const ops::TopK& top, int64_t rows) {
   const int64_t filled = top.values.dim(0), k = top.values.dim(1);
   resize(rows, k);
@@ -114,16 +127,7 @@ void constrained_step_top(StepScorer& scorer, const std::vector<int32_t>& last_t
       if (token != excluded && value != -std::numeric_limits<float>::infinity())
         ranked.emplace_back(value, token);
     }
-    const auto count = std::min<int64_t>(m, static_cast<int64_t>(ranked.size()));
-    std::partial_sort(ranked.begin(), ranked.begin() + count, ranked.end(),
-                      [](const auto& a, const auto& b) {
-                        return a.first > b.first || (a.first == b.first && a.second < b.second);
-                      });
-    for (int64_t i = 0; i < count; ++i) {
-      out.log_probs[static_cast<size_t>(row * m + i)] = ranked[static_cast<size_t>(i)].first;
-      out.tokens[static_cast<size_t>(row * m + i)] = ranked[static_cast<size_t>(i)].second;
-    }
-    out.counts[static_cast<size_t>(row)] = static_cast<int32_t>(count);
+    out.set_row(row, ranked);
   }
 }
 

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "tfm/core/tensor.h"
@@ -40,6 +41,9 @@ struct StepTop {
   std::vector<int32_t> counts;   // [rows]
 
   void resize(int64_t rows, int64_t per_row);
+  // Fills row `row` with the best m of `ranked` (log-probability, token) pairs, best first, among
+  // equal log-probabilities the lower token first; ranked is reordered.
+  void set_row(int64_t row, std::vector<std::pair<float, int32_t>>& ranked);
   // Sized for `rows` rows of top's k; top's rows (possibly fewer) are copied, through the host.
   void assign(const ops::TopK& top, int64_t rows);
 };
