@@ -7,18 +7,21 @@
 # since the same budget buys different updates on each machine.
 #
 #   bench/time_to_bleu.sh [--recipe CONFIG] [--budgets "5 15 60"] [--out DIR] [--set K=V ...]
+#                         [--device cpu|cuda]
 #
 #   --recipe   the recipe (default configs/multi30k-en-de.yaml, the main job's)
 #   --budgets  training minutes, one run each (default "5 15 60")
 #   --out      where the runs and the table go (default runs/time-to-bleu-<recipe name>); a budget
 #              whose run folder already holds test_2016.bleu is not run again, only read
 #   --set      a recipe override passed to tfm train (repeatable)
+#   --device   where test 2016 is translated (default cpu; the recipe says where it trains); with a
+#              GPU, the header names it (nvidia-smi)
 #   BUILD      the build folder holding tfm and gemm_bench (default build/release)
 # The data come from scripts/fetch_multi30k.sh (TFM_DATA_DIR or ../shared/data, else downloaded).
 # Keep the machine quiet while it runs: every budget is wall-clock time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-recipe=configs/multi30k-en-de.yaml budgets="5 15 60" out="" sets=()
+recipe=configs/multi30k-en-de.yaml budgets="5 15 60" out="" sets=() device=cpu
 die() { echo "time_to_bleu.sh: $*" >&2; exit 2; }
 while (($#)); do
   case "$1" in
@@ -26,12 +29,14 @@ while (($#)); do
     --budgets) [ $# -ge 2 ] || die "--budgets needs a value"; budgets="$2"; shift ;;
     --out) [ $# -ge 2 ] || die "--out needs a value"; out="$2"; shift ;;
     --set) [ $# -ge 2 ] || die "--set needs a value"; sets+=(--set "$2"); shift ;;
+    --device) [ $# -ge 2 ] || die "--device needs a value"; device="$2"; shift ;;
     -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
   shift
 done
 [ -f "$recipe" ] || die "no recipe $recipe"
+[[ "$device" == cpu || "$device" == cuda ]] || die "--device must be cpu or cuda, got '$device'"
 for b in $budgets; do [[ "$b" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "budget '$b' is not a number of minutes"; done
 BUILD="${BUILD:-build/release}"
 tfm="$BUILD/tfm"
@@ -54,7 +59,7 @@ except ValueError:  # gemm_bench has no such row for this CPU (its peak rows nee
     rows = []
 print("%.0f" % (rows[0]["FLOP/s"] / 1e9) if rows else "n/a")'
 }
-cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -1)"
+cpu="$( (lscpu 2>/dev/null || true) | sed -n 's/^Model name: *//p' | head -1)"
 # The kernels in use and what `precision auto` takes: two fields of `tfm info --cpu`, run once.
 info="$("$tfm" info --cpu 2>/dev/null || true)"
 cpu_info() { sed -n "s/^$1  *//p" <<<"$info"; }
@@ -63,7 +68,10 @@ cpu_info() { sed -n "s/^$1  *//p" <<<"$info"; }
   echo
   echo "Machine: $cpu, $(nproc) threads; measured peak $(peak peak_fma) GFLOP/s f32 FMA, $(peak peak_dot_bf16) GFLOP/s bf16 dot products."
   echo "Kernels: $(cpu_info 'in use'); training.precision auto: $(cpu_info 'precision auto')."
-  echo "Command: ${TFM_CPU_ISA:+TFM_CPU_ISA=$TFM_CPU_ISA }bench/time_to_bleu.sh --recipe $recipe --budgets \"$budgets\"${sets:+ ${sets[*]}}"
+  if command -v nvidia-smi >/dev/null; then
+    echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)."
+  fi
+  echo "Command: ${TFM_CPU_ISA:+TFM_CPU_ISA=$TFM_CPU_ISA }bench/time_to_bleu.sh --recipe $recipe --budgets \"$budgets\"${sets:+ ${sets[*]}} --device $device"
   echo
   echo "| budget (min) | updates | test 2016 BLEU (averaged, beam 4) | last greedy valid BLEU | training (min) |"
   echo "|---|---|---|---|---|"
@@ -78,7 +86,7 @@ for budget in $budgets; do
     "$tfm" train -c "$recipe" --run-dir "$run" --max-minutes "$budget" "${sets[@]}" "${resume[@]}"
     "$tfm" average -c "$run/checkpoints" -n 5 -o "$run/averaged"
     "$tfm" translate -m "$run/averaged" -i "$data/test_2016_flickr.en.gz" -o "$run/test_2016.hyp.de" \
-      --beam-size 4 --alpha 0.6
+      --beam-size 4 --alpha 0.6 --device "$device"
     "$tfm" bleu -r "$out/test_2016.ref.de" -i "$run/test_2016.hyp.de" >"$run/test_2016.bleu"
   fi
   python3 - "$run" "$budget" >>"$out/table.md" <<'EOF'

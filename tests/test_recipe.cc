@@ -302,19 +302,25 @@ TEST(Recipe, ExtendsErrorsNameTheFileAndLine) {
       {"d.yaml:2", "'extends' given twice"});
 }
 
-// The Multi30k recipe with the larger model is the main job's recipe with its model changed.
-TEST(Recipe, TheLargerMulti30kRecipeExtendsTheMainJobs) {
-  // The recipes name their data through ${TFM_DATA_DIR}: any value will do for reading them.
+// A recipe of configs/. They name their data through ${TFM_DATA_DIR}: any value will do for reading
+// them.
+TrainRecipe shipped_recipe(const std::string& file) {
   const char* data = std::getenv("TFM_DATA_DIR");
   const std::string saved = data ? data : "";
   ::setenv("TFM_DATA_DIR", "/data", 1);
-  const auto configs = std::filesystem::path(tfm_source_dir()) / "configs";
-  const TrainRecipe main_job = load_recipe(configs / "multi30k-en-de.yaml");
-  const TrainRecipe larger = load_recipe(configs / "multi30k-en-de-d256.yaml");
+  const TrainRecipe recipe =
+      load_recipe(std::filesystem::path(tfm_source_dir()) / "configs" / file);
   if (data)
     ::setenv("TFM_DATA_DIR", saved.c_str(), 1);
   else
     ::unsetenv("TFM_DATA_DIR");
+  return recipe;
+}
+
+// The Multi30k recipe with the larger model is the main job's recipe with its model changed.
+TEST(Recipe, TheLargerMulti30kRecipeExtendsTheMainJobs) {
+  const TrainRecipe main_job = shipped_recipe("multi30k-en-de.yaml");
+  const TrainRecipe larger = shipped_recipe("multi30k-en-de-d256.yaml");
   const ModelConfig c = larger.model_config(8000);
   EXPECT_EQ(c.d_model, 256);
   EXPECT_EQ(c.layers, 3);
@@ -327,6 +333,21 @@ TEST(Recipe, TheLargerMulti30kRecipeExtendsTheMainJobs) {
   EXPECT_EQ(larger.warmup_fraction, main_job.warmup_fraction);
   EXPECT_EQ(larger.train_source, main_job.train_source);
   EXPECT_EQ(main_job.model_config(8000).d_model, 128);
+}
+
+// The GPU recipe is the main job's with larger batches on the GPU, sparser validation and 3 minutes.
+TEST(Recipe, TheGpuMulti30kRecipeExtendsTheMainJobs) {
+  const TrainRecipe main_job = shipped_recipe("multi30k-en-de.yaml");
+  const TrainRecipe gpu = shipped_recipe("multi30k-en-de-gpu.yaml");
+  EXPECT_EQ(gpu.device, "cuda");
+  EXPECT_EQ(gpu.max_minutes, 3);
+  EXPECT_EQ(gpu.max_tokens, 8192);
+  EXPECT_EQ(gpu.validate_every_steps, 1000);
+  EXPECT_EQ(gpu.run_dir, "runs/multi30k-en-de-gpu");
+  EXPECT_EQ(gpu.model_config(8000), main_job.model_config(8000));
+  EXPECT_EQ(gpu.schedule, main_job.schedule);
+  EXPECT_EQ(gpu.warmup_fraction, main_job.warmup_fraction);
+  EXPECT_EQ(gpu.precision, main_job.precision);
 }
 
 // A second YAML document was lost to YAML::Load and then reported as "(an unterminated quote?)";

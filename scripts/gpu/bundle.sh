@@ -2,7 +2,8 @@
 # Builds tfm for a lent GPU machine and packs what it needs to run there into .gpu/ (ignored by
 # git; the device tool carries it): a portable build (no -march=native: that machine's CPU is not
 # this one's) with the CUDA backend and without MPI, the test and benchmark programs, and the shared
-# libraries they load that a bare CUDA image lacks (oneDNN, SentencePiece, yaml-cpp, fmt, ICU).
+# libraries they load that a bare CUDA image lacks (oneDNN, SentencePiece, yaml-cpp, fmt, ICU), and
+# Multi30k's text (.gpu/data/multi30k).
 # scripts/gpu/run.sh unpacks it there.
 #
 # --cpu-arch ARCH builds instead for that machine's CPU (GCC's -march=ARCH, e.g. sapphirerapids for
@@ -43,4 +44,6 @@ for p in "${programs[@]}"; do ldd "$build/$p"; done | awk '/=> \//{print $3}' | 
   while read -r lib; do cp -L "$lib" .gpu/stage/lib/; done
 tar -C .gpu/stage -cf - . | xz -T2 -6 >.gpu/bundle.tar.xz
 rm -rf .gpu/stage
+# Multi30k for train_check.sh's multi30k part (the GPU machine reaches no network): 2 MB.
+mkdir -p .gpu/data && cp -r "$(scripts/fetch_multi30k.sh)" .gpu/data/
 ls -la .gpu

@@ -2,9 +2,18 @@
 # One prepared check of GPU training on a lent GPU machine, run under scripts/gpu/run.sh (which
 # unpacks the bundle once and sets the loader's paths):
 #
-#   scripts/gpu/run.sh scripts/gpu/train_check.sh OUT [tests,steps,pytorch,ncu]
+#   scripts/gpu/run.sh scripts/gpu/train_check.sh OUT [tests,steps,pytorch,ncu,gputests,multi30k,decode]
 #
 #   tests    the GPU tests of training (fused attention, the attention ops, the model, updates)
+#   gputests every test of the suite that runs on the GPU or on its bf16 and int8 paths (OUT/gputests.txt)
+#   probe    bench_train_step on the Multi30k GPU recipe's model (bf16, 16 + 16 tokens a sentence),
+#            batches of 4096 to 32768 tokens: how a step's time grows with the batch (OUT/probe.md)
+#   multi30k bench/time_to_bleu.sh with configs/multi30k-en-de-gpu.yaml (3 minutes, MULTI30K_BUDGETS),
+#            test 2016 translated on the GPU; the data from TFM_DATA_DIR (default .gpu/data, which
+#            bundle.sh fills); OUT/multi30k.md: the table and the validation curve against wall-clock
+#            time; OUT/metrics.jsonl: the run's metrics
+#   decode   bench/gpu.sh --parts decode: base, beam 4, bf16, batches 1, 32 and 128 (DECODE_BATCHES),
+#            tfm beside PyTorch (OUT/decode.md)
 #   steps    bench_train_step, bf16, vocab 37000, ~25000 + 25000 tokens a batch: base and big at
 #            782 x (32 + 32), base at 196 x (128 + 128), each with the fused attention on and off
 #            (TFM_CUDA_FUSED_ATTENTION=0); a table in OUT/steps.md
@@ -40,25 +49,53 @@ if has steps; then
       grep '^{' >>"$out/steps.txt"
     echo "exit ${PIPESTATUS[0]}" >>"$out/steps.txt"
   done
-  python3 - "$out/steps.txt" <<'PY' | tee "$out/steps.md"
-import json, sys
-print("| run | ms/step | forward ms | backward ms | tokens/s | peak GPU MB |")
-print("|---|---:|---:|---:|---:|---:|")
-label = ""
-for line in open(sys.argv[1]):
-    if line.startswith("=="):
-        label = line[3:].strip()
-    elif line.startswith("{"):
-        r = json.loads(line)
-        print(f"| {label} | {1e3 * r['seconds_per_step']:.1f} | {1e3 * r['forward_s']:.1f} | "
-              f"{1e3 * r['backward_s']:.1f} | {r['tokens_per_second']:,.0f} | {r['peak_device_mb']:,.0f} |")
-PY
+  python3 scripts/gpu/steps_table.py "$out/steps.txt" | tee "$out/steps.md"
 fi
 
 if has pytorch; then
   bench/gpu.sh --tfm-build "$build" --out "$out/gpu" --parts peak,train --presets base,big \
     --budget-s "${PYTORCH_BUDGET_S:-260}" >"$out/pytorch.txt" 2>&1
   cat "$out/gpu/table.md" 2>/dev/null | tee -a "$out/pytorch.txt"
+fi
+
+if has probe; then
+  for batch in ${PROBE_BATCHES:-256 512 1024 2048}; do
+    echo "== multi30k-en-de-gpu model, $batch x (16 + 16)" >>"$out/probe.txt"
+    TFM_DATA_DIR=/data timeout 60 "$build/bench_train_step" --device cuda --precision bf16 \
+      --recipe configs/multi30k-en-de-gpu.yaml --vocab 8000 --batch "$batch" --src-len 16 \
+      --tgt-len 16 --steps 50 --warmup 5 2>>"$out/probe.log" | grep '^{' >>"$out/probe.txt"
+  done
+  python3 scripts/gpu/steps_table.py "$out/probe.txt" | tee "$out/probe.md"
+fi
+
+if has multi30k; then
+  run="/tmp/multi30k-gpu"
+  BUILD="$build" TFM_DATA_DIR="${TFM_DATA_DIR:-$PWD/.gpu/data}" timeout "${MULTI30K_LIMIT_S:-420}" \
+    bench/time_to_bleu.sh --recipe configs/multi30k-en-de-gpu.yaml \
+    --budgets "${MULTI30K_BUDGETS:-3}" --out "$run" --device cuda >"$out/multi30k.log" 2>&1
+  echo "multi30k: exit $?" >>"$out/multi30k.log"
+  for b in ${MULTI30K_BUDGETS:-3}; do
+    python3 scripts/gpu/curve.py "$run/${b}min/metrics.jsonl" >>"$run/table.md" 2>&1
+    cp "$run/${b}min/metrics.jsonl" "$out/metrics-${b}min.jsonl"
+  done
+  cp "$run/table.md" "$out/multi30k.md"
+  tail -n 40 "$out/multi30k.md"
+fi
+
+if has decode; then
+  DECODE_PRECISIONS="${DECODE_PRECISIONS:-bf16}" bench/gpu.sh --tfm-build "$build" --out /tmp/gpu-decode \
+    --parts decode --presets base --decode-batches "${DECODE_BATCHES:-1,32,128}" \
+    --budget-s "${DECODE_BUDGET_S:-200}" >"$out/decode.log" 2>&1
+  cp /tmp/gpu-decode/decode.jsonl "$out/decode.jsonl" 2>/dev/null
+  cat /tmp/gpu-decode/table.md 2>/dev/null | tee "$out/decode.md"
+fi
+
+if has gputests; then
+  timeout "${GPUTESTS_LIMIT_S:-300}" "$build/tfm_tests" --gtest_brief=1 \
+    --gtest_filter='Cuda*:*Cuda*:*/cuda:*Gpu*:*Bf16*:*Int8*:*Quantiz*:Dispatch*:RecipeBatchSize*:CliTranslateInput.OutputErrors*' \
+    >"$out/gputests.txt" 2>&1
+  echo "gputests: exit $?" | tee -a "$out/gputests.txt"
+  tail -n 3 "$out/gputests.txt"
 fi
 
 if has ncu; then
