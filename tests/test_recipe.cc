@@ -335,7 +335,8 @@ TEST(Recipe, TheLargerMulti30kRecipeExtendsTheMainJobs) {
   EXPECT_EQ(main_job.model_config(8000).d_model, 128);
 }
 
-// The GPU recipe is the main job's with larger batches on the GPU, sparser validation and 3 minutes.
+// The GPU recipe is the main job's with larger batches on the GPU, sparser validation and 3
+// minutes.
 TEST(Recipe, TheGpuMulti30kRecipeExtendsTheMainJobs) {
   const TrainRecipe main_job = shipped_recipe("multi30k-en-de.yaml");
   const TrainRecipe gpu = shipped_recipe("multi30k-en-de-gpu.yaml");
