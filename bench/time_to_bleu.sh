@@ -67,8 +67,9 @@ cpu_info() { sed -n "s/^$1  *//p" <<<"$info"; }
   echo "# Time to BLEU: $recipe"
   echo
   echo "Machine: $cpu, $(nproc) threads; measured peak $(peak peak_fma) GFLOP/s f32 FMA, $(peak peak_dot_bf16) GFLOP/s bf16 dot products."
-  echo "Kernels: $(cpu_info 'in use'); training.precision auto: $(cpu_info 'precision auto')."
+  echo "Kernels: $(cpu_info 'in use'); training.precision auto on the CPU: $(cpu_info 'precision auto')."
   if command -v nvidia-smi >/dev/null; then
+    # training.precision auto on a GPU: bf16 where it has bf16 tensor cores (the training log says).
     echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)."
   fi
   echo "Command: ${TFM_CPU_ISA:+TFM_CPU_ISA=$TFM_CPU_ISA }bench/time_to_bleu.sh --recipe $recipe --budgets \"$budgets\"${sets:+ ${sets[*]}} --device $device"
