@@ -61,7 +61,9 @@ void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, si
 // This process's GPU among the `count` visible: with several ranks of a job on one machine (Open
 // MPI's mpirun, MPICH's Hydra, Slurm's srun say which of the machine's ranks this one is), rank r
 // of the machine takes GPU r % count: one rank per GPU, or several sharing one when there are
-// fewer GPUs than ranks. CUDA_VISIBLE_DEVICES narrows the choice as usual.
+// fewer GPUs than ranks. CUDA_VISIBLE_DEVICES narrows the choice as usual. cudaSetDevice holds for
+// the calling thread only: a rank calls CUDA from its main thread (its reduction thread touches
+// host memory only); other threads (tfm serve's) run where no launcher says a rank, on device 0.
 int device_of_this_process(int count) {
   for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
     const char* value = std::getenv(name);
