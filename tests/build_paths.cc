@@ -1,5 +1,7 @@
 #include "build_paths.h"
 
+#include <cstdlib>
+
 const char* tfm_source_dir() {
   return TFM_SOURCE_DIR;
 }
@@ -10,7 +12,8 @@ const char* tfm_binary_dir() {
 
 const char* tfm_mpiexec() {
 #ifdef TFM_MPIEXEC
-  return TFM_MPIEXEC;
+  const char* relocated = std::getenv("TFM_MPIEXEC");
+  return relocated != nullptr && *relocated != '\0' ? relocated : TFM_MPIEXEC;
 #else
   return "";
 #endif

@@ -5,4 +5,6 @@
 
 const char* tfm_source_dir();  // the repository's root
 const char* tfm_binary_dir();  // the CMake build folder (holds `tfm`)
-const char* tfm_mpiexec();     // Open MPI's launcher; "" in a build without MPI
+// Open MPI's launcher: $TFM_MPIEXEC when set (a bundle's relocated Open MPI, scripts/gpu/run.sh),
+// else the one found at configure time; "" in a build without MPI.
+const char* tfm_mpiexec();

@@ -14,6 +14,7 @@
 
 #include "build_paths.h"
 #include "data_test_util.h"
+#include "tfm/ops/device.h"
 #include "tfm/train/checkpoint.h"
 #include "train_test_util.h"
 
@@ -102,14 +103,16 @@ void expect_same_losses(const std::vector<double>& a, const std::vector<double>&
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * std::fabs(b[i])) << i;
 }
 
-TEST(CliTrainDistributed, TwoRanksComputeTheUpdatesOfOneProcessWithAccumulateTwo) {
+// 2 ranks against one process with data.accumulate=2, both with `options` (e.g. the device): the
+// same losses and checkpoints within the tolerances above.
+void expect_two_ranks_compute_the_updates_of_one_process(const std::string& options) {
   TempDir dir;
   testing::write_recipe(dir);
-  auto two = run_shell(mpirun(train_arguments(dir, "two", "--max-steps 5")), dir);
+  auto two = run_shell(mpirun(train_arguments(dir, "two", "--max-steps 5 " + options)), dir);
   ASSERT_EQ(two.status, 0) << two.err;
   EXPECT_NE(two.err.find("2 ranks"), std::string::npos) << two.err;
   auto one = testing::run_tfm_command(
-      train_arguments(dir, "one", "--max-steps 5 --set data.accumulate=2"), dir);
+      train_arguments(dir, "one", "--max-steps 5 --set data.accumulate=2 " + options), dir);
   ASSERT_EQ(one.status, 0) << one.err;
   const std::vector<double> losses = logged_losses(dir / "one");
   ASSERT_EQ(losses.size(), 5u);
@@ -120,6 +123,32 @@ TEST(CliTrainDistributed, TwoRanksComputeTheUpdatesOfOneProcessWithAccumulateTwo
   ASSERT_EQ(two_checkpoints.size(), 5u);
   ASSERT_EQ(one_checkpoints.size(), 5u);
   for (size_t i = 0; i < 5; ++i) expect_same_checkpoints(two_checkpoints[i], one_checkpoints[i]);
+}
+
+TEST(CliTrainDistributed, TwoRanksComputeTheUpdatesOfOneProcessWithAccumulateTwo) {
+  expect_two_ranks_compute_the_updates_of_one_process("");
+}
+
+// Both ranks on the one GPU of the machine (rank r takes GPU r % count), the gradients summed
+// through host memory over MPI. Without a usable GPU the 2-rank job must fail with the reason.
+TEST(CliTrainDistributed, TwoRanksOnOneGpuComputeTheUpdatesOfOneProcessWithAccumulateTwo) {
+  const std::string why = ops::device_unavailable_reason(Device::cuda);
+  if (!why.empty()) {
+    TempDir dir;
+    testing::write_recipe(dir);
+    auto two = run_shell(mpirun(train_arguments(dir, "two", "--max-steps 5 --device cuda")), dir);
+    EXPECT_NE(two.status, 0);
+    const size_t at = two.err.find(why);
+    ASSERT_NE(at, std::string::npos) << two.err;
+    // On a line of a rank's own: "tfm: error: rank 1 of 2: ...".
+    const size_t newline = two.err.rfind('\n', at);
+    EXPECT_EQ(
+        two.err.compare(newline == std::string::npos ? 0 : newline + 1, 16, "tfm: error: rank"), 0)
+        << two.err;
+    EXPECT_TRUE(list_checkpoints(dir / "two" / "checkpoints").empty());
+    return;
+  }
+  expect_two_ranks_compute_the_updates_of_one_process("--device cuda");
 }
 
 TEST(CliTrainDistributed, TwoRanksResumeTheCheckpointOfOneProcess) {

@@ -6,24 +6,28 @@
 #include <limits>
 #include <random>
 
+#include "cuda_test_util.h"
 #include "model_test_util.h"
 #include "tfm/autograd/tape.h"
 #include "tfm/nn/transformer.h"
 #include "tfm/ops/ops.h"
+#include "tfm/train/flat_parameters.h"
 #include "tfm/train/gradient_buckets.h"
 
 namespace tfm::internal {
 namespace {
 
-// Rank 0 of 2 whose partner adds zeros: records each bucket as it was when its all-reduce started.
+// Rank 0 of 2 whose partner adds zeros (or, with partner_doubles, the same values): records each
+// bucket as it was when its all-reduce started.
 class RecordingCommunicator final : public dist::Communicator {
  public:
   struct Start {
-    const float* data;
+    float* data;
     std::vector<float> values;
   };
   std::vector<Start> starts;
   int waits = 0;
+  bool partner_doubles = false;
 
   int rank() const override { return 0; }
   int size() const override { return 2; }
@@ -37,7 +41,12 @@ class RecordingCommunicator final : public dist::Communicator {
     starts.push_back({data.data(), std::vector<float>(data.begin(), data.end())});
   }
   void progress() override {}
-  void wait_all() override { ++waits; }
+  void wait_all() override {
+    ++waits;
+    for (const Start& start : starts)
+      for (size_t i = 0; partner_doubles && i < start.values.size(); ++i)
+        start.data[i] += start.values[i];
+  }
   [[noreturn]] void abort(int) override { std::abort(); }
 };
 
@@ -140,6 +149,50 @@ TEST(GradientBuckets, OneRankReducesNothing) {
   const Tensor first = model.parameters()[0].grad();
   EXPECT_GT(ops::global_norm({first}), 0.0);
   EXPECT_EQ(buckets.stats().exposed_seconds, 0.0);
+}
+
+// On a GPU each bucket is reduced in a host copy, taken when the bucket starts (so its values must
+// already be final), and the sums come back to the device after the wait.
+TEST(CudaGradientBuckets, EachBucketIsReducedInHostMemoryAndTheSumsComeBack) {
+  TFM_REQUIRE_CUDA();
+  const ModelConfig config = bucket_config();
+  nn::Transformer initial(config);
+  initial.init(6);
+  const FlatParameters parameters =
+      flatten(initial.named_parameters(), Device::cuda, FlatLayout::reversed);
+  nn::Transformer model(config, parameters.views);
+  RecordingCommunicator comm;
+  comm.partner_doubles = true;
+  GradientBuckets buckets(model.parameters(), comm, 512);
+  ASSERT_GT(buckets.stats().buckets, 4);
+  backward(model, fixed_batch(config).to(Device::cuda), &buckets);
+  const size_t started_in_backward = comm.starts.size();
+  buckets.finish();
+  EXPECT_GE(started_in_backward * 2, static_cast<size_t>(buckets.stats().buckets));
+  ASSERT_EQ(buckets.flat().device(), Device::cuda);
+  // The summed buffer on the device is twice what each bucket held when it started: the values
+  // sent were final, and the sums came back.
+  const std::vector<float> summed = buckets.flat().to_floats();
+  size_t offset = 0;
+  double norm = 0;
+  for (const auto& start : comm.starts) {
+    for (size_t i = 0; i < start.values.size(); ++i) {
+      ASSERT_EQ(summed[offset + i], 2 * start.values[i]) << "element " << offset + i;
+      norm += static_cast<double>(start.values[i]) * start.values[i];
+    }
+    offset += start.values.size();
+  }
+  EXPECT_EQ(offset, summed.size());
+  EXPECT_GT(norm, 0.0);
+  // Final: the same as the gradients of this backward without buckets on the same device.
+  nn::Transformer reference(config, flatten(initial.named_parameters(), Device::cuda).views);
+  backward(reference, fixed_batch(config).to(Device::cuda), nullptr);
+  const auto expected = reference.named_parameters(), got = model.named_parameters();
+  for (size_t k = 0; k < got.size(); ++k) {
+    Tensor twice = expected[k].second.grad().to(Device::cpu);
+    ops::scale_in_place({twice}, 2.0f);
+    testing::expect_matches_cpu(twice, got[k].second.grad(), 1e-5, got[k].first);
+  }
 }
 
 }  // namespace

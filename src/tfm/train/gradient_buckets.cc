@@ -46,6 +46,8 @@ GradientBuckets::GradientBuckets(const std::vector<Tensor>& parameters,
     bucket_of_[k] = buckets_.size() - 1;
     offset += p.numel();
   }
+  if (flat_.device() != Device::cpu && communicator_.size() > 1)
+    staging_ = Tensor::empty(flat_.shape(), DType::f32, Device::cpu);
   stats_.bytes = total * 4;
   stats_.buckets = static_cast<int64_t>(buckets_.size());
 }
@@ -106,8 +108,14 @@ void GradientBuckets::start(Bucket& bucket) {
   for (size_t k : bucket.parameters)
     if (!parameters_[k].autograd_meta()->grad_valid) unwritten.push_back(gradients_[k]);
   ops::fill_in_place(unwritten, 0.0f);
-  float* data = flat_.device_data<float>() + bucket.begin;
-  communicator_.start_all_reduce_sum({data, static_cast<size_t>(bucket.end - bucket.begin)});
+  Tensor reduced = flat_.slice_rows(bucket.begin, bucket.end);
+  if (staging_.defined()) {
+    // A device's bucket is reduced in host memory. The copy to the host waits for every kernel
+    // queued so far, so the values it takes are the final ones of this bucket.
+    reduced = staging_.slice_rows(bucket.begin, bucket.end);
+    reduced.copy_from(flat_.slice_rows(bucket.begin, bucket.end));
+  }
+  communicator_.start_all_reduce_sum({reduced.data<float>(), static_cast<size_t>(reduced.numel())});
 }
 
 void GradientBuckets::finish() {
@@ -118,6 +126,7 @@ void GradientBuckets::finish() {
   for (Bucket& b : buckets_) b.waiting = 0;
   start_ready_buckets();
   communicator_.wait_all();
+  if (staging_.defined()) flat_.copy_from(staging_);  // the sums back to the device
   for (const Tensor& p : parameters_) p.autograd_meta()->grad_valid = true;
   stats_.exposed_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();

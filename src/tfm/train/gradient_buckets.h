@@ -7,6 +7,10 @@
 // run every tape entry down to the first use of each of its parameters in the forward pass
 // (autograd/tape.h, TapeObserver). Buckets start strictly in order, so every rank issues the same
 // collectives in the same order whatever its timing.
+//
+// On a GPU the sum goes through host memory: each bucket is copied to a host buffer of the same
+// layout when it starts, reduced there by MPI, and the whole buffer copied back after the wait
+// (docs/DISTRIBUTED.md, "GPU ranks"). NCCL, which would reduce on the device, is not used yet.
 #pragma once
 
 #include <cstddef>
@@ -66,6 +70,9 @@ class GradientBuckets final : public TapeObserver {
   std::vector<size_t> bucket_of_;
   std::vector<Bucket> buckets_;
   Tensor flat_;
+  // The host copy of flat_ that MPI reduces when flat_ is in a device's memory and there are
+  // several ranks (Open MPI's reductions read and write host memory); undefined otherwise.
+  Tensor staging_;
 
   // The update being watched.
   bool watched_ = false;

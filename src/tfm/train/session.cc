@@ -34,6 +34,14 @@ FlatParameters initial_parameters(const ModelConfig& config, uint64_t seed, Devi
   initial.init(seed);
   return flatten(initial.named_parameters(), device, FlatLayout::reversed);
 }
+
+// MPI reads and writes host memory (Open MPI's collectives on a CUDA pointer would crash): a
+// device's tensor is broadcast through a host copy.
+void broadcast_tensor(dist::Communicator& communicator, Tensor tensor, int root) {
+  const Tensor host = tensor.to(Device::cpu);  // the tensor itself when it is on the CPU
+  communicator.broadcast(host.raw(), host.nbytes(), root);
+  if (!host.same_storage(tensor)) tensor.copy_from(host);
+}
 }  // namespace
 
 TrainingSession::TrainingSession(const ModelConfig& config, const SessionOptions& options)
@@ -45,17 +53,12 @@ TrainingSession::TrainingSession(const ModelConfig& config, const SessionOptions
       adam_(model_.parameters(), options.adam),
       buckets_(std::make_unique<GradientBuckets>(model_.parameters(), *communicator_,
                                                  options.bucket_bytes)) {
-  // Open MPI's reductions read host memory; GPU ranks need a device-aware collective (NCCL).
   TFM_CHECK(options.ema_decay >= 0 && options.ema_decay < 1,
             "the moving average's decay must be in [0, 1), got {}", options.ema_decay);
   // The average is laid out as the weights, so that both are updated and swapped as whole buffers.
   if (options.ema_decay > 0)
     ema_ = flatten(parameters_.views, options.device, FlatLayout::reversed);
   adam_.use_flat(parameters_.flat, buckets_->flat());
-  TFM_CHECK(communicator_->size() == 1 || options.device == Device::cpu,
-            "data-parallel training runs on CPUs only for now: {} ranks on {} need NCCL, which "
-            "tfm does not use yet",
-            communicator_->size(), device_name(options.device));
 }
 
 void TrainingSession::restore(const Checkpoint& checkpoint) {
@@ -169,12 +172,10 @@ UpdateResult TrainingSession::update(const std::vector<nn::Batch>& batches, int6
 
 void TrainingSession::broadcast_state(int root) {
   if (communicator_->size() == 1) return;
-  const Tensor& flat = parameters_.flat;
-  communicator_->broadcast(flat.device_raw(), flat.nbytes(), root);
+  broadcast_tensor(*communicator_, parameters_.flat, root);
   for (const std::vector<Tensor>* moments : {&adam_.first_moments(), &adam_.second_moments()})
-    for (const Tensor& t : *moments) communicator_->broadcast(t.device_raw(), t.nbytes(), root);
-  if (has_moving_average())
-    communicator_->broadcast(ema_.flat.device_raw(), ema_.flat.nbytes(), root);
+    for (const Tensor& t : *moments) broadcast_tensor(*communicator_, t, root);
+  if (has_moving_average()) broadcast_tensor(*communicator_, ema_.flat, root);
   int64_t steps = adam_.steps();
   communicator_->broadcast(&steps, sizeof steps, root);
   adam_.set_steps(steps);

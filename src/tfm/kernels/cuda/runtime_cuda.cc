@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <mutex>
 
 #include "tfm/core/allocator.h"
@@ -15,6 +16,7 @@ namespace {
 
 struct Runtime {
   bool ready = false;
+  int device = 0;
   cudaStream_t stream = nullptr;
 };
 
@@ -56,6 +58,20 @@ void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, si
   if (kind == cudaMemcpyDeviceToHost) TFM_CUDA_CHECK(cudaStreamSynchronize(runtime().stream));
 }
 
+// This process's GPU among the `count` visible: with several ranks of a job on one machine (Open
+// MPI's mpirun, MPICH's Hydra, Slurm's srun say which of the machine's ranks this one is), rank r
+// of the machine takes GPU r % count: one rank per GPU, or several sharing one when there are
+// fewer GPUs than ranks. CUDA_VISIBLE_DEVICES narrows the choice as usual. cudaSetDevice holds for
+// the calling thread only: a rank calls CUDA from its main thread (its reduction thread touches
+// host memory only); other threads (tfm serve's) run where no launcher says a rank, on device 0.
+int device_of_this_process(int count) {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && std::atoi(value) >= 0) return std::atoi(value) % count;
+  }
+  return 0;
+}
+
 }  // namespace
 
 void fail(int error, const char* what, const char* file, int line) {
@@ -82,7 +98,10 @@ void initialize() {
   if (!r.ready) {
     const std::string why = unavailable_reason();
     TFM_CHECK(why.empty(), "cuda: {}", why);
-    TFM_CUDA_CHECK(cudaSetDevice(0));
+    int count = 0;
+    TFM_CUDA_CHECK(cudaGetDeviceCount(&count));
+    r.device = device_of_this_process(count);
+    TFM_CUDA_CHECK(cudaSetDevice(r.device));
     TFM_CUDA_CHECK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
     r.ready = true;
   }
@@ -117,12 +136,12 @@ void memory_info(size_t* free_bytes, size_t* total_bytes) {
 bool has_bf16_tensor_cores() {
   if (!unavailable_reason().empty()) return false;
   cudaDeviceProp prop{};
-  return cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major >= 8;
+  return cudaGetDeviceProperties(&prop, runtime().device) == cudaSuccess && prop.major >= 8;
 }
 
 std::string describe() {
   cudaDeviceProp prop{};
-  TFM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  TFM_CUDA_CHECK(cudaGetDeviceProperties(&prop, runtime().device));
   int driver = 0;
   cudaDriverGetVersion(&driver);
   return fmt::format("{}, sm_{}{}, {} multiprocessors, {:.1f} GiB, CUDA driver {}.{}", prop.name,
