@@ -172,7 +172,7 @@ TEST(CudaGradientBuckets, EachBucketIsReducedInHostMemoryAndTheSumsComeBack) {
   ASSERT_EQ(buckets.flat().device(), Device::cuda);
   // The summed buffer on the device is twice what each bucket held when it started: the values
   // sent were final, and the sums came back.
-  const std::vector<float> summed = buckets.flat().to_floats();
+  const std::vector<float> summed = buckets.flat().to(Device::cpu).to_floats();
   size_t offset = 0;
   double norm = 0;
   for (const auto& start : comm.starts) {
