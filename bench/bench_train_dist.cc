@@ -9,7 +9,10 @@
 //   allreduce_standalone_s a blocking all-reduce of the same bytes alone (median), and its rate
 //   hidden_fraction       1 - exposed / standalone: the share of the all-reduce hidden behind the
 //                         backward
-// The fields of bench_train_step (framework, threads, batch, ...) keep their meaning.
+// The fields of bench_train_step (framework, threads, batch, ...) keep their meaning. --device cuda
+// trains on the GPU (several ranks on one machine take GPU local rank % count; the gradients are
+// reduced as tfm train reduces them, docs/DISTRIBUTED.md "GPU ranks"); each update is timed to the
+// end of its last kernel.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -27,6 +30,7 @@
 #include "tfm/dist/communicator.h"
 #include "tfm/model/config.h"
 #include "tfm/ops/autocast.h"
+#include "tfm/ops/device.h"
 #include "tfm/train/session.h"
 
 namespace {
@@ -46,7 +50,7 @@ double median(std::vector<double> values) {
 int main(int argc, char** argv) {
   tfm::internal::use_default_openmp_spin(argv);  // as the tfm command (core/openmp_wait.h)
   CLI::App app{"tfm data-parallel training benchmark (run under mpirun for several ranks)"};
-  std::string preset = "base", config_path, precision = "f32";
+  std::string preset = "base", config_path, precision = "f32", device_option = "cpu";
   int64_t vocab = 37000, batch_size = 128, src_len = 32, tgt_len = 32;
   int steps = 5, warmup = 2, threads = 1;
   double bucket_mb = 4;
@@ -56,6 +60,7 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   auto* vocab_option = app.add_option("--vocab", vocab, "vocabulary size (default: 37000)");
   app.add_option("--precision", precision, "f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
+  app.add_option("--device", device_option, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--batch", batch_size, "sentence pairs per rank");
   app.add_option("--src-len", src_len, "source tokens per sentence");
   app.add_option("--tgt-len", tgt_len, "target tokens per sentence");
@@ -68,6 +73,8 @@ int main(int argc, char** argv) {
   try {
     tfm::internal::dist::Communicator& comm = tfm::internal::dist::world();
     tfm::internal::set_num_threads(threads);
+    const tfm::internal::Device device = tfm::internal::ops::parse_device(device_option);
+    tfm::internal::ops::use_device(device);
     tfm::internal::ModelConfig config = config_path.empty()
                                             ? tfm::internal::preset(preset)
                                             : tfm::internal::load_config(config_path);
@@ -77,6 +84,7 @@ int main(int argc, char** argv) {
     options.schedule = tfm::internal::NoamSchedule{config.d_model, 4000, 1.0};
     options.precision = tfm::internal::ops::parse_precision(precision, "--precision");
     options.communicator = &comm;
+    options.device = device;
     options.bucket_bytes = static_cast<int64_t>(bucket_mb * (1 << 20));
     tfm::internal::TrainingSession session(config, options);
     session.broadcast_state(0);
@@ -96,6 +104,7 @@ int main(int argc, char** argv) {
       comm.barrier();
       const auto t0 = clock::now();
       last = session.update(batches, comm.rank());
+      tfm::internal::ops::synchronize(device);  // Adam's kernels may still be queued
       const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
       if (step < warmup) continue;
       // The slowest rank's time is the job's.
@@ -123,6 +132,7 @@ int main(int argc, char** argv) {
     nlohmann::ordered_json row = {
         {"framework", "tfm"},
         {"mode", precision},
+        {"device", device_option},
         {"preset", config_path.empty() ? preset : ""},
         {"config", config_path},
         {"vocab", config.vocab_size},

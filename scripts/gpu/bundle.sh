@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
 done
 if [ "$mpi" = ON ] && [ -n "$arch" ]; then echo "bundle.sh: --mpi is for the CUDA bundle, not --cpu-arch" >&2; exit 2; fi
 programs=(tfm tfm_tests bench_train_step bench_decode)
-[ "$mpi" = ON ] && programs+=(tfm_dist_tests)
+[ "$mpi" = ON ] && programs+=(tfm_dist_tests bench_train_dist)
 target=(-DTFM_ENABLE_CUDA=ON)
 if [ -n "$arch" ]; then
   programs+=(gemm_bench)
