@@ -12,6 +12,10 @@
 #            test 2016 translated on the GPU; the data from TFM_DATA_DIR (default .gpu/data, which
 #            bundle.sh fills); OUT/multi30k.md: the table and the validation curve against wall-clock
 #            time; OUT/metrics.jsonl: the run's metrics
+#   dist     (a bundle of bundle.sh --mpi: TFM_GPU_BUILD=build/gpu-mpi) the tests of data-parallel
+#            training with the GPU ones, tfm_dist_tests on 2 ranks, and bench_train_dist: base bf16
+#            on the one GPU as 1 process with 782 x (32 + 32) and as 2 ranks with 391 x (32 + 32) each
+#            (OUT/dist.txt, OUT/dist.md)
 #   decode   bench/gpu.sh --parts decode: base, beam 4, bf16, batches 1, 32 and 128 (DECODE_BATCHES),
 #            tfm beside PyTorch (OUT/decode.md)
 #   steps    bench_train_step, bf16, vocab 37000, ~25000 + 25000 tokens a batch: base and big at
@@ -88,6 +92,31 @@ if has decode; then
     --budget-s "${DECODE_BUDGET_S:-200}" >"$out/decode.log" 2>&1
   cp /tmp/gpu-decode/decode.jsonl "$out/decode.jsonl" 2>/dev/null
   cat /tmp/gpu-decode/table.md 2>/dev/null | tee "$out/decode.md"
+fi
+
+if has dist; then
+  timeout "${DIST_LIMIT_S:-300}" "$build/tfm_tests" --gtest_brief=1 \
+    --gtest_filter='CliTrainDistributed.*:CudaGradientBuckets.*:*Nccl*:GradientBuckets.*:TrainingSession.*:CudaTrainingSession.*' \
+    >"$out/dist.txt" 2>&1
+  echo "dist tests: exit $?" | tee -a "$out/dist.txt"
+  timeout 60 mpirun --oversubscribe -np 2 "$build/tfm_dist_tests" --gtest_brief=1 >>"$out/dist.txt" 2>&1
+  echo "tfm_dist_tests on 2 ranks: exit $?" | tee -a "$out/dist.txt"
+  for ranks in 1 2; do
+    OMP_NUM_THREADS=4 timeout 120 mpirun --oversubscribe -np "$ranks" "$build/bench_train_dist" \
+      --device cuda --precision bf16 --preset base --batch $((782 / ranks)) --src-len 32 \
+      --tgt-len 32 --steps 10 --warmup 3 --threads 4 --bucket-mb 25 2>>"$out/dist.txt" |
+      grep '^{' >>"$out/dist.jsonl"
+  done
+  python3 - "$out/dist.jsonl" <<'PY' | tee "$out/dist.md"
+import json, sys
+print("| ranks | batch a rank | ms/update (min-max) | tokens/s | all-reduce MB | exposed ms | alone ms | hidden |")
+print("|---:|---:|---|---:|---:|---:|---:|---:|")
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print(f"| {r['ranks']} | {r['batch']} | {1e3 * r['seconds_per_step']:.1f} ({1e3 * r['seconds_per_step_min']:.1f}-"
+          f"{1e3 * r['seconds_per_step_max']:.1f}) | {r['tokens_per_second']:,.0f} | {r['allreduce_bytes'] / 1e6:.1f} | "
+          f"{1e3 * r['allreduce_exposed_s']:.1f} | {1e3 * r['allreduce_standalone_s']:.1f} | {r['hidden_fraction']:.2f} |")
+PY
 fi
 
 if has gputests; then
