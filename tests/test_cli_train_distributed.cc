@@ -104,13 +104,15 @@ void expect_same_losses(const std::vector<double>& a, const std::vector<double>&
 }
 
 // 2 ranks against one process with data.accumulate=2, both with `options` (e.g. the device): the
-// same losses and checkpoints within the tolerances above.
-void expect_two_ranks_compute_the_updates_of_one_process(const std::string& options) {
+// same losses and checkpoints within the tolerances above. The 2-rank log holds `log_line`.
+void expect_two_ranks_compute_the_updates_of_one_process(const std::string& options,
+                                                         const std::string& log_line = "2 ranks") {
   TempDir dir;
   testing::write_recipe(dir);
   auto two = run_shell(mpirun(train_arguments(dir, "two", "--max-steps 5 " + options)), dir);
   ASSERT_EQ(two.status, 0) << two.err;
   EXPECT_NE(two.err.find("2 ranks"), std::string::npos) << two.err;
+  EXPECT_NE(two.err.find(log_line), std::string::npos) << two.err;
   auto one = testing::run_tfm_command(
       train_arguments(dir, "one", "--max-steps 5 --set data.accumulate=2 " + options), dir);
   ASSERT_EQ(one.status, 0) << one.err;
@@ -130,7 +132,8 @@ TEST(CliTrainDistributed, TwoRanksComputeTheUpdatesOfOneProcessWithAccumulateTwo
 }
 
 // Both ranks on the one GPU of the machine (rank r takes GPU r % count), the gradients summed
-// through host memory over MPI. Without a usable GPU the 2-rank job must fail with the reason.
+// through host memory over MPI: NCCL refuses two ranks on one GPU, and the ranks agree on it before
+// NCCL's initialisation. Without a usable GPU the 2-rank job must fail with the reason.
 TEST(CliTrainDistributed, TwoRanksOnOneGpuComputeTheUpdatesOfOneProcessWithAccumulateTwo) {
   const std::string why = ops::device_unavailable_reason(Device::cuda);
   if (!why.empty()) {
@@ -148,7 +151,13 @@ TEST(CliTrainDistributed, TwoRanksOnOneGpuComputeTheUpdatesOfOneProcessWithAccum
     EXPECT_TRUE(list_checkpoints(dir / "two" / "checkpoints").empty());
     return;
   }
-  expect_two_ranks_compute_the_updates_of_one_process("--device cuda");
+#ifdef TFM_HAVE_NCCL
+  const std::string staged_because = "ranks 0 and 1 share a GPU of one host";
+#else
+  const std::string staged_because = "tfm was built without NCCL";
+#endif
+  expect_two_ranks_compute_the_updates_of_one_process(
+      "--device cuda", "gradients: summed host-staged over MPI: " + staged_because);
 }
 
 TEST(CliTrainDistributed, TwoRanksResumeTheCheckpointOfOneProcess) {

@@ -1,8 +1,9 @@
 // Collectives across the processes of one training job (data-parallel training,
 // docs/DISTRIBUTED.md). A Communicator is the job as this process sees it: its rank, the number of
 // ranks, and the collectives that every rank calls in the same order. Implementations: one process
-// (every collective is the identity), MPI (Open MPI, MPICH: mpirun, srun), and later NCCL for
-// device buffers. No sockets of our own.
+// (every collective is the identity), MPI (Open MPI, MPICH: mpirun, srun), and NCCL for the
+// gradients of ranks that each have a GPU of their own (nccl_communicator.h), over one of the
+// others. No sockets of our own.
 #pragma once
 
 #include <cstddef>
@@ -38,9 +39,17 @@ class Communicator {
   // were started, the same order on every rank; a buffer must not be touched until wait_all()
   // returned. progress() lets the implementation move data while the caller computes (called
   // between the steps of the backward pass); it never blocks.
+  //
+  // The buffer is host memory, unless reduces_device_memory() says it is in the memory of this
+  // rank's GPU: then the reduction is ordered with the GPU's queue (ops::device_queue), after
+  // every kernel queued before start_all_reduce_sum, and the kernels queued after wait_all() come
+  // after it; wait_all() need not wait on the host.
   virtual void start_all_reduce_sum(std::span<float> data) = 0;
   virtual void progress() = 0;
   virtual void wait_all() = 0;
+  // Whether start_all_reduce_sum takes device pointers (NCCL) rather than host ones (the others:
+  // a GPU's gradients are then copied through host memory, train/gradient_buckets.h).
+  virtual bool reduces_device_memory() const { return false; }
 
   // Ends every rank of the job at once, with this exit code: a rank that fails must not leave the
   // others waiting in a collective. The caller has printed the reason.

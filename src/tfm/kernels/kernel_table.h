@@ -36,6 +36,10 @@ struct KernelTable {
   void (*synchronize)() = nullptr;
   std::string (*describe)() = nullptr;
   void (*memory_info)(size_t* free_bytes, size_t* total_bytes) = nullptr;
+  // The stream this device's kernels are queued on (a cudaStream_t on CUDA), for a collective that
+  // must be ordered with them (dist/nccl_communicator.h); null: the device queues nothing (the
+  // CPU).
+  void* (*queue)() = nullptr;
   // Whether the device multiplies bf16 faster than f32 (`precision: auto`); null: the CPU's rule
   // (ops::native_bf16_products).
   bool (*multiplies_bf16_natively)() = nullptr;

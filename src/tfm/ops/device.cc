@@ -39,6 +39,11 @@ void synchronize(Device device) {
   if (backend != nullptr && backend->synchronize) backend->synchronize();
 }
 
+void* device_queue(Device device) {
+  const kernels::KernelTable* backend = registered_kernels(device);
+  return backend != nullptr && backend->queue ? backend->queue() : nullptr;
+}
+
 std::string describe_device(Device device) {
   const kernels::KernelTable* backend = registered_kernels(device);
   if (backend == nullptr) return fmt::format("{} (not built)", device_name(device));

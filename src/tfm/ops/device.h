@@ -24,6 +24,12 @@ bool device_ready(Device device);
 // surface a kernel's failure at a known point.
 void synchronize(Device device);
 
+// The queue `device`'s ops run on, in the order they were called (a cudaStream_t on CUDA; nullptr
+// for the CPU, whose ops run as they are called), for a collective that must be ordered with them:
+// NCCL's reduction of gradients (dist/nccl_communicator.h). use_device(device) having made it
+// ready.
+void* device_queue(Device device);
+
 // "cpu" or the GPU's name, compute capability, memory and driver, for logs and benchmarks.
 std::string describe_device(Device device);
 

@@ -46,7 +46,11 @@ GradientBuckets::GradientBuckets(const std::vector<Tensor>& parameters,
     bucket_of_[k] = buckets_.size() - 1;
     offset += p.numel();
   }
-  if (flat_.device() != Device::cpu && communicator_.size() > 1)
+  TFM_CHECK(!communicator_.reduces_device_memory() || flat_.device() != Device::cpu,
+            "internal error: {} reduces device memory, and the gradients are in host memory",
+            communicator_.describe());
+  if (flat_.device() != Device::cpu && communicator_.size() > 1 &&
+      !communicator_.reduces_device_memory())
     staging_ = Tensor::empty(flat_.shape(), DType::f32, Device::cpu);
   stats_.bytes = total * 4;
   stats_.buckets = static_cast<int64_t>(buckets_.size());
@@ -108,6 +112,8 @@ void GradientBuckets::start(Bucket& bucket) {
   for (size_t k : bucket.parameters)
     if (!parameters_[k].autograd_meta()->grad_valid) unwritten.push_back(gradients_[k]);
   ops::fill_in_place(unwritten, 0.0f);
+  // In place where the communicator reduces the memory flat_ is in: the host's, or a device's
+  // (NCCL, which orders the sum after the kernels queued so far, this fill's among them).
   Tensor reduced = flat_.slice_rows(bucket.begin, bucket.end);
   if (staging_.defined()) {
     // A device's bucket is reduced in host memory. The copy to the host waits for every kernel
@@ -115,7 +121,8 @@ void GradientBuckets::start(Bucket& bucket) {
     reduced = staging_.slice_rows(bucket.begin, bucket.end);
     reduced.copy_from(flat_.slice_rows(bucket.begin, bucket.end));
   }
-  communicator_.start_all_reduce_sum({reduced.data<float>(), static_cast<size_t>(reduced.numel())});
+  communicator_.start_all_reduce_sum(
+      {reduced.device_data<float>(), static_cast<size_t>(reduced.numel())});
 }
 
 void GradientBuckets::finish() {

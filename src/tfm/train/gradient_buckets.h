@@ -8,9 +8,11 @@
 // (autograd/tape.h, TapeObserver). Buckets start strictly in order, so every rank issues the same
 // collectives in the same order whatever its timing.
 //
-// On a GPU the sum goes through host memory: each bucket is copied to a host buffer of the same
-// layout when it starts, reduced there by MPI, and the whole buffer copied back after the wait
-// (docs/DISTRIBUTED.md, "GPU ranks"). NCCL, which would reduce on the device, is not used yet.
+// On a GPU the buckets are summed in device memory when the communicator reduces device memory
+// (NCCL, dist/nccl_communicator.h: ranks that each have a GPU of their own), ordered with the
+// backward's kernels by the communicator. Otherwise the sum goes through host memory: each bucket
+// is copied to a host buffer of the same layout when it starts, reduced there by MPI, and the whole
+// buffer copied back after the wait (docs/DISTRIBUTED.md, "GPU ranks").
 #pragma once
 
 #include <cstddef>
@@ -25,9 +27,11 @@
 namespace tfm::internal {
 
 struct AllReduceStats {
-  int64_t bytes = 0;             // per update
-  int64_t buckets = 0;           // per update
-  double exposed_seconds = 0.0;  // the last update's wait after its backward
+  int64_t bytes = 0;    // per update
+  int64_t buckets = 0;  // per update
+  // The last update's wait after its backward, on the host (NCCL's sums are not waited for on the
+  // host: then only the time to queue the last buckets).
+  double exposed_seconds = 0.0;
 };
 
 class GradientBuckets final : public TapeObserver {
@@ -70,8 +74,9 @@ class GradientBuckets final : public TapeObserver {
   std::vector<size_t> bucket_of_;
   std::vector<Bucket> buckets_;
   Tensor flat_;
-  // The host copy of flat_ that MPI reduces when flat_ is in a device's memory and there are
-  // several ranks (Open MPI's reductions read and write host memory); undefined otherwise.
+  // The host copy of flat_ that MPI reduces when flat_ is in a device's memory, there are several
+  // ranks and the communicator reduces host memory only (Open MPI's reductions read and write host
+  // memory); undefined otherwise.
   Tensor staging_;
 
   // The update being watched.

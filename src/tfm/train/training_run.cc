@@ -10,6 +10,7 @@
 
 #include "tfm/core/error.h"
 #include "tfm/core/threading.h"
+#include "tfm/dist/nccl_communicator.h"
 #include "tfm/model/parameters.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/device.h"
@@ -114,6 +115,34 @@ void TrainingRun::choose_batch_size() {
   recipe_.accumulate = batch_size.accumulate;
 }
 
+dist::Communicator* TrainingRun::gradient_communicator() {
+  if (ranks_ == 1 || session_options_.device != Device::cuda) return comm_;
+  std::string why;
+#ifdef TFM_HAVE_NCCL
+  // TFM_NCCL=0 on any rank keeps every rank host-staged: make_nccl is collective, so the ranks
+  // agree first on whether to call it.
+  const char* setting = std::getenv("TFM_NCCL");
+  const bool wanted = setting == nullptr || std::string(setting) != "0";
+  const std::vector<uint64_t> wanted_by = comm_->all_gather(wanted);
+  const auto refusing = std::find(wanted_by.begin(), wanted_by.end(), uint64_t{0});
+  if (refusing != wanted_by.end())
+    why = fmt::format("TFM_NCCL=0 on rank {}", refusing - wanted_by.begin());
+  else
+    nccl_ = dist::make_nccl(*comm_, ops::device_queue(Device::cuda), &why);
+#else
+  why = "tfm was built without NCCL";
+#endif
+  if (nccl_ == nullptr) {
+    note_("gradients: summed host-staged over MPI: " + why);
+    return comm_;
+  }
+  // "NCCL 2.28.9 over MPI (...)": the name and version.
+  const std::string name = nccl_->describe();
+  note_(fmt::format("gradients: summed by {} on each rank's GPU",
+                    name.substr(0, name.find(" over "))));
+  return nccl_.get();
+}
+
 void TrainingRun::create_session() {
   session_options_.schedule =
       NoamSchedule{config_.d_model, recipe_.warmup, recipe_.lr_scale,
@@ -123,7 +152,7 @@ void TrainingRun::create_session() {
   session_options_.ema_decay = recipe_.ema_decay;
   session_options_.rdrop_alpha = recipe_.rdrop_alpha;
   session_options_.seed = recipe_.seed;
-  session_options_.communicator = comm_;
+  session_options_.communicator = gradient_communicator();
   session_options_.bucket_bytes = static_cast<int64_t>(recipe_.allreduce_bucket_mb * (1 << 20));
   session_.emplace(config_, session_options_);
   data::BatcherOptions batch_options;

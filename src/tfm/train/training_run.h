@@ -51,6 +51,9 @@ class TrainingRun {
   void prepare_vocabulary();
   void load_corpora();
   void choose_batch_size();
+  // The communicator that sums the gradients: NCCL when the ranks train on GPUs of their own,
+  // else the job's (host-staged on a GPU). Said on rank 0's log.
+  dist::Communicator* gradient_communicator();
   void create_session();
   void resume();
   void share_start();
@@ -79,6 +82,9 @@ class TrainingRun {
   const TrainRunOptions& options_;
   std::unique_ptr<dist::Communicator> alone_;  // when options_ gives none
   dist::Communicator* comm_ = nullptr;
+  // NCCL over comm_ for the gradients of GPU ranks (dist/nccl_communicator.h), when it is used;
+  // declared before session_, which refers to it, so that it outlives the session.
+  std::unique_ptr<dist::Communicator> nccl_;
   int rank_ = 0, ranks_ = 1;
   bool lead_ = true;  // rank 0 alone speaks, validates and writes the run directory
   std::function<void(const std::string&)> note_;

@@ -98,6 +98,7 @@ void fill_runtime(KernelTable& t) {
   t.describe = describe;
   t.multiplies_bf16_natively = has_bf16_tensor_cores;
   t.memory_info = memory_info;
+  t.queue = queue;
   t.max_head_dim = kMaxHeadDim;
   t.max_top_k = kMaxTopK;
   t.max_embedding_ids = std::numeric_limits<int32_t>::max();

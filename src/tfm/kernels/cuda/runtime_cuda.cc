@@ -124,6 +124,10 @@ cudaStream_t stream() {
   return runtime().stream;
 }
 
+void* queue() {
+  return static_cast<void*>(runtime().stream);
+}
+
 void synchronize() {
   if (runtime().ready) TFM_CUDA_CHECK(cudaStreamSynchronize(runtime().stream));
 }

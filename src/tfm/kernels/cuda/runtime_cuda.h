@@ -19,6 +19,11 @@ std::string unavailable_reason();
 void initialize();
 bool initialized();
 
+// The stream every kernel and copy runs on (launch.cuh's stream()), as the cudaStream_t it is, for
+// code without CUDA's types: the kernel table's `queue` (dist/nccl_communicator.h orders its
+// reductions with it). Null before initialize().
+void* queue();
+
 // Waits until every kernel queued so far has finished; a kernel's failure surfaces here as a
 // one-line error.
 void synchronize();
