@@ -41,8 +41,9 @@ TEST(DistNccl, RefusesWithoutAGpuQueue) {
 
 // One rank: NCCL's sum is the identity, so a buffer written by an op queued just before
 // start_all_reduce_sum and scaled by one queued just after wait_all holds that op's values scaled.
-// Powers of two: exact. (In place with one rank NCCL may queue no kernel at all: the order of the
-// streams shows only with several GPUs; this checks the calls, on the device's own buffer.)
+// Scaled by powers of two: exact. (In place with one rank NCCL may queue no kernel at all: the
+// order of the streams shows only with several GPUs; this checks the calls, on the device's own
+// buffer.)
 TEST(CudaNccl, OneRankAllReducesDeviceMemoryInStreamOrder) {
   TFM_REQUIRE_CUDA();
   auto alone = dist::make_single_process();

@@ -67,7 +67,8 @@ void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, si
 int device_of_this_process(int count) {
   for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
     const char* value = std::getenv(name);
-    if (value != nullptr && std::atoi(value) >= 0) return std::atoi(value) % count;
+    const int local_rank = value != nullptr ? std::atoi(value) : -1;
+    if (local_rank >= 0) return local_rank % count;
   }
   return 0;
 }
