@@ -89,8 +89,12 @@ TEST(TrainRunCadence, AnEpochBudgetIsABudgetOfUpdates) {
   double now = 0;
   auto clock = [&] { return now; };
   EXPECT_EQ(timed.after_update(1, clock), std::nullopt);
-  now = 0.01 * kWarmupProbeUpdates;  // 0.01 s an update: 6000 more in the minute
+  now = 0.01 * kWarmupProbeUpdates;                  // 0.01 s an update: 6000 more in the minute
+  EXPECT_EQ(timed.probe_seconds_per_update(), 0.0);  // nothing estimated yet
   EXPECT_EQ(timed.after_update(1 + kWarmupProbeUpdates, clock), 784.0);
+  // The speed the estimate assumed, for the log: updates 2 to 21 in 0.2 s.
+  EXPECT_DOUBLE_EQ(timed.probe_seconds_per_update(), 0.01);
+  EXPECT_EQ(timed.probe_first_step(), 2);
   EXPECT_EQ(describe_budget_length(recipe, budget, 21, 784),
             "training.max_epochs, fewer than training.max_minutes 1 allows");
 }

@@ -80,7 +80,10 @@ std::optional<double> WarmupFit::after_update(int64_t step,
     return std::nullopt;
   }
   if (fitted_ || step - probe_start_step_ < kWarmupProbeUpdates) return std::nullopt;
-  return expected_updates(step, elapsed());
+  const double now = elapsed();
+  probe_seconds_per_update_ =
+      (now - probe_start_seconds_) / static_cast<double>(step - probe_start_step_);
+  return expected_updates(step, now);
 }
 
 // The updates done plus those the time left allows at the speed of the updates timed so far.

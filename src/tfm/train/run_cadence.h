@@ -69,6 +69,10 @@ class WarmupFit {
   // budget allows at the speed of the updates after this process's first one, once
   // kWarmupProbeUpdates of them are timed (at most the budget in updates).
   std::optional<double> after_update(int64_t step, const std::function<double()>& elapsed);
+  // The seconds an update that after_update's estimate assumed, and the updates it timed (from
+  // probe_first_step() to the step of the estimate); 0 until it estimated.
+  double probe_seconds_per_update() const { return probe_seconds_per_update_; }
+  int64_t probe_first_step() const { return probe_start_step_ + 1; }
 
   // A decaying schedule under a time budget is fitted twice: the first estimate (after_update)
   // sets the warmup and a provisional end; at the warmup's end, where the rate is the peak for any
@@ -100,6 +104,7 @@ class WarmupFit {
   bool fitted_;
   int64_t probe_start_step_ = -1;  // the speed of the updates after this process's first one
   double probe_start_seconds_ = 0;
+  double probe_seconds_per_update_ = 0;
   bool decays_;                  // optimizer.schedule is not noam
   int64_t decay_refit_at_ = -1;  // the update after which decay_refit estimates again; -1: none
 };

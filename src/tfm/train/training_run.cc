@@ -294,10 +294,16 @@ void TrainingRun::fit_schedule(double expected_updates) {
   NoamSchedule schedule = session_options_.schedule;
   if (recipe_.warmup_fraction > 0) {
     schedule = schedule.with_warmup_at_same_peak(fitted_warmup(recipe_, expected_updates));
+    // Under a time budget, the speed the estimate assumed: the updates it timed.
+    const std::string speed = warmup_.probe_seconds_per_update() > 0
+                                  ? fmt::format(" at {:.4g} ms an update (updates {}-{})",
+                                                warmup_.probe_seconds_per_update() * 1e3,
+                                                warmup_.probe_first_step(), session_->step())
+                                  : "";
     note_(fmt::format(
-        "warmup: {} updates ({:g} of the about {:.0f} updates of the budget, at most {}) to the "
+        "warmup: {} updates ({:g} of the about {:.0f} updates of the budget{}, at most {}) to the "
         "peak learning rate {:.3g}",
-        schedule.warmup, recipe_.warmup_fraction, expected_updates, recipe_.warmup,
+        schedule.warmup, recipe_.warmup_fraction, expected_updates, speed, recipe_.warmup,
         schedule.peak()));
   }
   if (schedule.shape != ScheduleShape::noam) {
