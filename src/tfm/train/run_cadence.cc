@@ -81,16 +81,18 @@ std::optional<double> WarmupFit::after_update(int64_t step,
   }
   if (fitted_ || step - probe_start_step_ < kWarmupProbeUpdates) return std::nullopt;
   const double now = elapsed();
-  probe_seconds_per_update_ =
-      (now - probe_start_seconds_) / static_cast<double>(step - probe_start_step_);
+  probe_seconds_per_update_ = seconds_per_update(step, now);
   return expected_updates(step, now);
+}
+
+double WarmupFit::seconds_per_update(int64_t step, double now) const {
+  return (now - probe_start_seconds_) / static_cast<double>(step - probe_start_step_);
 }
 
 // The updates done plus those the time left allows at the speed of the updates timed so far.
 std::optional<double> WarmupFit::expected_updates(int64_t step, double now) const {
   if (probe_start_step_ < 0 || step <= probe_start_step_) return std::nullopt;
-  const double per_update =
-      (now - probe_start_seconds_) / static_cast<double>(step - probe_start_step_);
+  const double per_update = seconds_per_update(step, now);
   double expected = static_cast<double>(step) +
                     std::max(0.0, max_minutes_ * 60 - now) / std::max(per_update, 1e-9);
   if (update_budget_ > 0) expected = std::min(expected, static_cast<double>(update_budget_));

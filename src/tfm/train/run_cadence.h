@@ -96,6 +96,8 @@ class WarmupFit {
 
  private:
   std::optional<double> expected_updates(int64_t step, double now) const;
+  // The mean seconds of the updates timed from the probe's start to `step` at `now`.
+  double seconds_per_update(int64_t step, double now) const;
 
   bool fits_budget_;
   int64_t warmup_;
