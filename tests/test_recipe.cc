@@ -182,6 +182,13 @@ TEST(Recipe, RangeErrorsNameTheFileLineAndValue) {
   dropout = load_recipe(write(tmp, data + "  bpe_dropout: 0.1\n  bpe_dropout_sides: target\n"));
   expect_error([&] { validate(dropout); },
                {"recipe.yaml:5: ", "data.bpe_dropout_sides must be both or source, got 'target'"});
+  // Word dropout is a probability, on the sources or both sides.
+  TrainRecipe words = load_recipe(write(tmp, data + "  word_dropout: -0.1\n"));
+  expect_error([&] { validate(words); },
+               {"recipe.yaml:4: ", "data.word_dropout must be in [0, 1) (0: off), got -0.1"});
+  words = load_recipe(write(tmp, data + "  word_dropout: 0.1\n  word_dropout_sides: target\n"));
+  expect_error([&] { validate(words); },
+               {"recipe.yaml:5: ", "data.word_dropout_sides must be source or both, got 'target'"});
   // R-Drop's weight is >= 0, runs on the CPU and needs the fused output loss (no output bias).
   const std::string training = data + "training:\n";
   TrainRecipe rdrop = load_recipe(write(tmp, training + "  rdrop_alpha: -1\n"));

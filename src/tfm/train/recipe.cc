@@ -169,6 +169,8 @@ const KeyTable<TrainRecipe, std::string>& recipe_table() {
         {"data.shuffle_window", integer(&TrainRecipe::shuffle_window), {}},
         {"data.bpe_dropout", number(&TrainRecipe::bpe_dropout), {}},
         {"data.bpe_dropout_sides", text(&TrainRecipe::bpe_dropout_sides), {}},
+        {"data.word_dropout", number(&TrainRecipe::word_dropout), {}},
+        {"data.word_dropout_sides", text(&TrainRecipe::word_dropout_sides), {}},
         {"data.skip_empty_lines", boolean(&TrainRecipe::skip_empty_lines), {}},
         {"data.skip_invalid_lines", boolean(&TrainRecipe::skip_invalid_lines), {}},
         {"optimizer.lr_scale", number(&TrainRecipe::lr_scale), {}},
@@ -576,6 +578,12 @@ void validate_data(const TrainRecipe& r) {
   TFM_CHECK(r.bpe_dropout_sides == "both" || r.bpe_dropout_sides == "source",
             "{}data.bpe_dropout_sides must be both or source, got '{}'",
             origin(r, {"data.bpe_dropout_sides"}), r.bpe_dropout_sides);
+  TFM_CHECK(r.word_dropout >= 0 && r.word_dropout < 1,
+            "{}data.word_dropout must be in [0, 1) (0: off), got {}",
+            origin(r, {"data.word_dropout"}), r.word_dropout);
+  TFM_CHECK(r.word_dropout_sides == "source" || r.word_dropout_sides == "both",
+            "{}data.word_dropout_sides must be source or both, got '{}'",
+            origin(r, {"data.word_dropout_sides"}), r.word_dropout_sides);
   TFM_CHECK(r.bpe_dropout == 0 || !r.vocab.empty() || r.vocab_type == "bpe",
             "{}data.bpe_dropout needs a BPE vocabulary, but data.vocab_type is {}",
             origin(r, {"data.bpe_dropout", "data.vocab_type"}), r.vocab_type);

@@ -45,6 +45,10 @@ struct TrainRecipe {
   // (data/subword_dropout.h); 0: off. Needs a BPE vocabulary.
   double bpe_dropout = 0.0;
   std::string bpe_dropout_sides = "both";  // or "source": the targets keep the plain segmentation
+  // Word dropout: each training token replaced by <unk> with this probability
+  // (data/word_dropout.h); 0: off.
+  double word_dropout = 0.0;
+  std::string word_dropout_sides = "source";  // or "both": the decoder inputs too
   bool skip_empty_lines = false;
   // Skip (and count) pairs with invalid UTF-8 or a line over 64 KiB instead of failing.
   bool skip_invalid_lines = false;

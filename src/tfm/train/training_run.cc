@@ -10,6 +10,7 @@
 
 #include "tfm/core/error.h"
 #include "tfm/core/threading.h"
+#include "tfm/data/word_dropout.h"
 #include "tfm/dist/nccl_communicator.h"
 #include "tfm/model/parameters.h"
 #include "tfm/ops/autocast.h"
@@ -38,8 +39,9 @@ std::vector<AgreementPart> agreement_parts(const TrainRecipe& recipe, const Mode
       {"model configuration", config_to_json(config).dump()},
       {"vocabulary", vocab.hash()},
       {"training corpus or batching (data.*, training.seed)",
-       fmt::format("{} {} {} {}", batcher.fingerprint(), recipe.accumulate, recipe.bpe_dropout,
-                   recipe.bpe_dropout_sides)},
+       fmt::format("{} {} {} {} {} {}", batcher.fingerprint(), recipe.accumulate,
+                   recipe.bpe_dropout, recipe.bpe_dropout_sides, recipe.word_dropout,
+                   recipe.word_dropout_sides)},
       {"optimizer, precision or limits",
        fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", recipe.lr_scale,
                    recipe.warmup, recipe.warmup_fraction, recipe.schedule, recipe.beta1,
@@ -274,6 +276,12 @@ void TrainingRun::announce() {
       dtype_name(session_options_.precision),
       ops::describe_products(session_options_.precision, session_options_.device),
       ops::describe_device(session_options_.device)));
+  if (recipe_.word_dropout > 0)
+    note_(
+        fmt::format("word dropout {:g}: each training {} token replaced by <unk> with this "
+                    "probability (data.word_dropout)",
+                    recipe_.word_dropout,
+                    recipe_.word_dropout_sides == "both" ? "source and decoder input" : "source"));
   if (ranks_ > 1) {
     const AllReduceStats& reduce = session_->all_reduce_stats();
     note_(
@@ -401,11 +409,16 @@ bool TrainingRun::update() {
   // The update's accumulate x ranks batches, in the batcher's (global) order: rank r computes
   // those from r x accumulate on, as one process with accumulate x ranks would.
   std::vector<nn::Batch> batches;
+  const data::WordDropout word_dropout{recipe_.word_dropout, recipe_.word_dropout_sides == "both"};
   for (int64_t i = 0; i < recipe_.accumulate * ranks_; ++i) {
-    if (i / recipe_.accumulate == rank_)
-      batches.push_back(model_batch(batcher_->next(), config_.decoder_start()));
-    else
+    if (i / recipe_.accumulate == rank_) {
+      const data::Batcher::State where = batcher_->state();
+      data::TokenBatch batch = batcher_->next();
+      data::drop_words(batch, word_dropout, recipe_.seed, where);
+      batches.push_back(model_batch(batch, config_.decoder_start()));
+    } else {
       batcher_->skip();
+    }
   }
   // A signal during the accumulation abandons the update: nothing was applied, and the data
   // position goes back to its start, so the checkpoint saved at the end is exactly the last update.
