@@ -4,6 +4,7 @@
 #include <random>
 
 #include "tfm/core/error.h"
+#include "tfm/data/splitmix64.h"
 
 namespace tfm::internal::data {
 
@@ -34,13 +35,6 @@ void shuffle(std::vector<T>& items, std::mt19937_64& rng) {
     for (size_t t = 0; t < steps; ++t) std::swap(items[i - 1 - t], items[partner[t]]);
     i -= steps;
   }
-}
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
 }
 
 }  // namespace

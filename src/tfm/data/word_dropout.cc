@@ -3,19 +3,12 @@
 #include <vector>
 
 #include "tfm/core/error.h"
+#include "tfm/data/splitmix64.h"
 #include "tfm/data/vocab.h"
 
 namespace tfm::internal::data {
 
 namespace {
-
-// splitmix64's finaliser: every output bit depends on every input bit.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // Replaces the non-padding ids of `ids` from index `first` of each row of `width` with <unk>,
 // each with probability p: a token is dropped when its 53-bit uniform draw is below p.
@@ -25,7 +18,7 @@ int64_t drop_side(std::vector<int32_t>& ids, int64_t width, int64_t first, doubl
   int64_t dropped = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (static_cast<int64_t>(i) % width < first || ids[i] == kPadId) continue;
-    if ((mix(key ^ mix(static_cast<uint64_t>(i))) >> 11) < threshold) {
+    if ((splitmix64(key ^ splitmix64(static_cast<uint64_t>(i))) >> 11) < threshold) {
       ids[i] = kUnkId;
       ++dropped;
     }
@@ -41,13 +34,14 @@ int64_t drop_words(TokenBatch& batch, const WordDropout& options, uint64_t seed,
             "word dropout: the probability must be in [0, 1), got {}", options.probability);
   if (options.probability == 0) return 0;
   const uint64_t batch_key =
-      mix(mix(mix(seed) ^ static_cast<uint64_t>(where.epoch)) ^ static_cast<uint64_t>(where.batch));
+      splitmix64(splitmix64(splitmix64(seed) ^ static_cast<uint64_t>(where.epoch)) ^
+                 static_cast<uint64_t>(where.batch));
   int64_t dropped =
-      drop_side(batch.src, batch.source_width, 0, options.probability, mix(batch_key ^ 1));
+      drop_side(batch.src, batch.source_width, 0, options.probability, splitmix64(batch_key ^ 1));
   // tgt_in is bos (or the decoder's start) followed by the target's tokens: the start stays.
   if (options.targets)
-    dropped +=
-        drop_side(batch.tgt_in, batch.target_width, 1, options.probability, mix(batch_key ^ 2));
+    dropped += drop_side(batch.tgt_in, batch.target_width, 1, options.probability,
+                         splitmix64(batch_key ^ 2));
   return dropped;
 }
 
