@@ -7,7 +7,7 @@
 # since the same budget buys different updates on each machine.
 #
 #   bench/time_to_bleu.sh [--recipe CONFIG] [--budgets "5 15 60"] [--out DIR] [--set K=V ...]
-#                         [--device cpu|cuda]
+#                         [--device cpu|cuda] [--mbr N]
 #
 #   --recipe   the recipe (default configs/multi30k-en-de.yaml, the main job's)
 #   --budgets  training minutes, one run each (default "5 15 60")
@@ -16,12 +16,14 @@
 #   --set      a recipe override passed to tfm train (repeatable)
 #   --device   where test 2016 is translated (default cpu; the recipe says where it trains); with a
 #              GPU, the header names it (nvidia-smi)
+#   --mbr N    also translate test 2016 by minimum Bayes risk over the n-best lists of beam N
+#              (tfm translate -b N --n-best N --mbr, docs/DECODING.md), in a column of its own
 #   BUILD      the build folder holding tfm and gemm_bench (default build/release)
 # The data come from scripts/fetch_multi30k.sh (TFM_DATA_DIR or ../shared/data, else downloaded).
 # Keep the machine quiet while it runs: every budget is wall-clock time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-recipe=configs/multi30k-en-de.yaml budgets="5 15 60" out="" sets=() device=cpu
+recipe=configs/multi30k-en-de.yaml budgets="5 15 60" out="" sets=() device=cpu mbr=""
 die() { echo "time_to_bleu.sh: $*" >&2; exit 2; }
 while (($#)); do
   case "$1" in
@@ -30,13 +32,15 @@ while (($#)); do
     --out) [ $# -ge 2 ] || die "--out needs a value"; out="$2"; shift ;;
     --set) [ $# -ge 2 ] || die "--set needs a value"; sets+=(--set "$2"); shift ;;
     --device) [ $# -ge 2 ] || die "--device needs a value"; device="$2"; shift ;;
-    -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --mbr) [ $# -ge 2 ] || die "--mbr needs a value"; mbr="$2"; shift ;;
+    -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
   shift
 done
 [ -f "$recipe" ] || die "no recipe $recipe"
 [[ "$device" == cpu || "$device" == cuda ]] || die "--device must be cpu or cuda, got '$device'"
+[[ -z "$mbr" || "$mbr" =~ ^[0-9]+$ && "$mbr" -ge 2 ]] || die "--mbr must be a beam of at least 2, got '$mbr'"
 for b in $budgets; do [[ "$b" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "budget '$b' is not a number of minutes"; done
 BUILD="${BUILD:-build/release}"
 tfm="$BUILD/tfm"
@@ -72,10 +76,10 @@ cpu_info() { sed -n "s/^$1  *//p" <<<"$info"; }
     # training.precision auto on a GPU: bf16 where it has bf16 tensor cores (the training log says).
     echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)."
   fi
-  echo "Command: ${TFM_CPU_ISA:+TFM_CPU_ISA=$TFM_CPU_ISA }bench/time_to_bleu.sh --recipe $recipe --budgets \"$budgets\"${sets:+ ${sets[*]}} --device $device"
+  echo "Command: ${TFM_CPU_ISA:+TFM_CPU_ISA=$TFM_CPU_ISA }bench/time_to_bleu.sh --recipe $recipe --budgets \"$budgets\"${sets:+ ${sets[*]}} --device $device${mbr:+ --mbr $mbr}"
   echo
-  echo "| budget (min) | updates | test 2016 BLEU (averaged, beam 4) | last greedy valid BLEU | training (min) |"
-  echo "|---|---|---|---|---|"
+  echo "| budget (min) | updates | test 2016 BLEU (averaged, beam 4) |${mbr:+ the same by MBR (beam $mbr) |} last greedy valid BLEU | training (min) |"
+  echo "|---|---|---|${mbr:+---|}---|---|"
 } >"$out/table.md"
 
 for budget in $budgets; do
@@ -90,9 +94,16 @@ for budget in $budgets; do
       --beam-size 4 --alpha 0.6 --device "$device"
     "$tfm" bleu -r "$out/test_2016.ref.de" -i "$run/test_2016.hyp.de" >"$run/test_2016.bleu"
   fi
-  python3 - "$run" "$budget" >>"$out/table.md" <<'EOF'
+  if [ -n "$mbr" ] && [ ! -f "$run/test_2016.mbr$mbr.bleu" ]; then
+    "$tfm" translate -m "$run/averaged" -i "$data/test_2016_flickr.en.gz" \
+      -o "$run/test_2016.mbr$mbr.hyp.de" --beam-size "$mbr" --n-best "$mbr" --mbr --alpha 0.6 \
+      --device "$device"
+    "$tfm" bleu -r "$out/test_2016.ref.de" -i "$run/test_2016.mbr$mbr.hyp.de" \
+      >"$run/test_2016.mbr$mbr.bleu"
+  fi
+  python3 - "$run" "$budget" "$mbr" >>"$out/table.md" <<'EOF'
 import json, re, sys
-run, budget = sys.argv[1], sys.argv[2]
+run, budget, mbr = sys.argv[1], sys.argv[2], sys.argv[3]
 steps, valid_bleu, elapsed = 0, None, 0.0
 with open(f"{run}/metrics.jsonl") as f:
     for line in f:
@@ -101,7 +112,11 @@ with open(f"{run}/metrics.jsonl") as f:
         elapsed = max(elapsed, r.get("elapsed_s", 0.0))
         if r.get("type") == "valid" and "bleu" in r:
             valid_bleu = r["bleu"]
-bleu = re.search(r"[0-9]+\.[0-9]+", open(f"{run}/test_2016.bleu").read()).group(0)
+def bleu_of(path):
+    return re.search(r"[0-9]+\.[0-9]+", open(path).read()).group(0)
+bleu = bleu_of(f"{run}/test_2016.bleu")
+if mbr:
+    bleu += " | " + bleu_of(f"{run}/test_2016.mbr{mbr}.bleu")
 valid = f"{valid_bleu:.2f}" if valid_bleu is not None else "n/a"
 print(f"| {budget} | {steps} | {bleu} | {valid} | {elapsed / 60:.1f} |")
 EOF

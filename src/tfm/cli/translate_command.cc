@@ -21,6 +21,7 @@
 #include "tfm/core/threading.h"
 #include "tfm/data/vocab.h"
 #include "tfm/decode/translate.h"
+#include "tfm/eval/mbr.h"
 #include "tfm/model/model_dir.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/device.h"
@@ -38,6 +39,8 @@ struct TranslateCommandOptions {
   std::string output;               // empty or "-": stdout
   decode::TranslateOptions decoding;
   bool n_best_output = false;
+  bool mbr = false;  // each line the MBR choice of its n-best list (eval/mbr.h)
+  eval::MbrOptions mbr_options;
   int64_t attention_layer = -1;
   int64_t attention_head = -1;
   std::string attention_output;
@@ -143,6 +146,10 @@ void run_translate(TranslateCommandOptions options) {
   TFM_CHECK(options.decoding.n_best <= options.decoding.beam_size,
             "--n-best {} exceeds the beam size {}", options.decoding.n_best,
             options.decoding.beam_size);
+  TFM_CHECK(!options.mbr || options.decoding.n_best >= 2,
+            "--mbr chooses from the --n-best list: give it at least 2 hypotheses (e.g. -b 16 "
+            "--n-best 16), not {}",
+            options.decoding.n_best);
 
   // One worker, with --threads OpenMP threads, for every chunk.
   const decode::Translator translator(models, options.decoding, options.threads);
@@ -175,7 +182,9 @@ void run_translate(TranslateCommandOptions options) {
   translation::translate_chunks(
       vocab, std::move(encoded),
       [&](const std::vector<std::vector<int32_t>>& sources) {
-        return translator.translate(sources);
+        std::vector<translation::NBest> lists = translator.translate(sources);
+        if (options.mbr) eval::choose_by_mbr(vocab, lists, options.mbr_options);
+        return lists;
       },
       [&](std::string_view text) { output.write(text); }, chunks);
   output.commit();
@@ -223,8 +232,19 @@ void register_translate(CLI::App& app) {
   cmd->add_option("--no-repeat-ngram-size", o->decoding.no_repeat_ngram,
                   "no output repeats an n-gram of this many subword tokens (default 0: off)")
       ->check(CLI::Range(int64_t{0}, int64_t{1024}));
-  cmd->add_flag("--n-best-output", o->n_best_output,
-                "write 'line ||| translation ||| score' for each of the n best");
+  CLI::Option* n_best_output =
+      cmd->add_flag("--n-best-output", o->n_best_output,
+                    "write 'line ||| translation ||| score' for each of the n best");
+  CLI::Option* mbr =
+      cmd->add_flag("--mbr", o->mbr,
+                    "write the minimum Bayes risk choice of each sentence's --n-best list: the "
+                    "hypothesis with the highest expected sentence BLEU against the list, each "
+                    "weighted by the softmax of its score (docs/DECODING.md)")
+          ->excludes(n_best_output);
+  cmd->add_option("--mbr-temperature", o->mbr_options.temperature,
+                  "temperature of --mbr's weights: softmax(score / T) (default 1)")
+      ->check(CLI::PositiveNumber)
+      ->needs(mbr);
   CLI::Option* attention_output =
       cmd->add_option("--attention-output", o->attention_output,
                       "JSON lines file for the attention weights of the best translation");
