@@ -72,8 +72,9 @@ TEST(CliTranslateMbr, FlagsThatCannotWorkTogetherAreOneLineErrors) {
     std::string options, message;
   };
   for (const Case& c : std::vector<Case>{
-           {"--mbr", "tfm: error: --mbr chooses from the --n-best list: give it at least 2 "
-                     "hypotheses (e.g. -b 16 --n-best 16), not 1"},
+           {"--mbr",
+            "tfm: error: --mbr chooses from the --n-best list: give it at least 2 "
+            "hypotheses (e.g. -b 16 --n-best 16), not 1"},
            {"-b 4 --n-best 4 --mbr --n-best-output", "--n-best-output excludes --mbr"},
            {"-b 4 --n-best 4 --mbr --mbr-temperature 0", "--mbr-temperature"},
            {"-b 4 --n-best 4 --mbr-temperature 2", "--mbr-temperature requires --mbr"}}) {

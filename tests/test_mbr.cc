@@ -1,8 +1,6 @@
 // Minimum Bayes risk choice (eval/mbr.h): the utility is sacreBLEU's sentence BLEU with add-1
 // smoothing, the expected utility the score-weighted sum over the list, and the choice the
 // candidate the list agrees with, or the model's best as the temperature goes to 0.
-#include "tfm/eval/mbr.h"
-
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +11,7 @@
 #include "tfm/core/error.h"
 #include "tfm/data/vocab.h"
 #include "tfm/eval/bleu.h"
+#include "tfm/eval/mbr.h"
 
 namespace tfm::internal::eval {
 namespace {
@@ -20,8 +19,8 @@ namespace {
 TEST(Mbr, UtilityIsSentenceBleuWithAddOneSmoothing) {
   // "the cat sat" begins a reference of 8 tokens: every n-gram of the hypothesis matches (orders
   // 2-4 as (c + 1) / (t + 1) = 1, the 4-grams' too: 1 / 1), so BLEU is the brevity penalty.
-  EXPECT_NEAR(mbr_utility("the cat sat", "the cat sat on the red mat."),
-              std::exp(1.0 - 8.0 / 3.0), 1e-12);
+  EXPECT_NEAR(mbr_utility("the cat sat", "the cat sat on the red mat."), std::exp(1.0 - 8.0 / 3.0),
+              1e-12);
   BleuOptions add_one;
   add_one.smoothing = BleuSmoothing::kAddK;
   for (const auto& [h, r] : std::vector<std::pair<std::string, std::string>>{
@@ -51,13 +50,12 @@ TEST(Mbr, ExpectedUtilityIsTheScoreWeightedSum) {
   for (double s : scores) total += w.emplace_back(std::exp(s / temperature));
   for (size_t i = 0; i < texts.size(); ++i) {
     double sum = 0;
-    for (size_t j = 0; j < texts.size(); ++j)
-      sum += w[j] / total * mbr_utility(texts[i], texts[j]);
+    for (size_t j = 0; j < texts.size(); ++j) sum += w[j] / total * mbr_utility(texts[i], texts[j]);
     EXPECT_NEAR(expected[i], sum, 1e-12) << i;
   }
   // Scores far below zero weigh the same after the largest is subtracted: no underflow to 0/0.
-  const std::vector<double> shifted = mbr_expected_utilities(texts, {-1000.5, -1000.7, -1002.0},
-                                                             {temperature});
+  const std::vector<double> shifted =
+      mbr_expected_utilities(texts, {-1000.5, -1000.7, -1002.0}, {temperature});
   for (size_t i = 0; i < texts.size(); ++i) EXPECT_NEAR(shifted[i], expected[i], 1e-12) << i;
 }
 
@@ -110,17 +108,21 @@ TEST(Mbr, RefusesWhatItCannotWeigh) {
   const double inf = std::numeric_limits<double>::infinity();
   EXPECT_EQ(message_of([] { mbr_choice({}, {}); }), "MBR: no candidates");
   EXPECT_EQ(message_of([] { mbr_choice({"a", "b"}, {-1.0}); }), "MBR: 2 candidates but 1 scores");
-  EXPECT_EQ(message_of([&] { mbr_choice({"a", "b"}, {-1.0, -inf}); }),
+  EXPECT_EQ(message_of([&] {
+              mbr_choice({"a", "b"}, {-1.0, -inf});
+            }),
             "MBR: candidate 2 has the score -inf");
-  EXPECT_EQ(message_of([] { mbr_choice({"a", "b"}, {-1.0, std::nan("")}); }),
+  EXPECT_EQ(message_of([] {
+              mbr_choice({"a", "b"}, {-1.0, std::nan("")});
+            }),
             "MBR: candidate 2 has the score nan");
   for (double t : {0.0, -1.0, inf, std::nan("")})
-    EXPECT_NE(message_of([&] { mbr_choice({"a", "b"}, {-1.0, -2.0}, {t}); })
-                  .find("MBR: the temperature must be a positive number"),
+    EXPECT_NE(message_of([&] {
+                mbr_choice({"a", "b"}, {-1.0, -2.0}, {t});
+              }).find("MBR: the temperature must be a positive number"),
               std::string::npos)
         << t;
-  EXPECT_NE(message_of([] { mbr_choice({"a", std::string("\xff")}, {-1.0, -2.0}); }),
-            "no error");
+  EXPECT_NE(message_of([] { mbr_choice({"a", std::string("\xff")}, {-1.0, -2.0}); }), "no error");
 }
 
 // The lists' texts are the vocabulary's detokenized hypotheses; the choice moves to the front and
@@ -137,10 +139,9 @@ TEST(Mbr, ChoosesFromNBestListsDetokenizedByTheVocabulary) {
     return h;
   };
   // The model's best is the odd one out.
-  const std::vector<std::string> texts = {"a man is running in the park.",
-                                          "the dog is running in the park.",
-                                          "the dog is running in the street.",
-                                          "the dog is running in the park with a ball."};
+  const std::vector<std::string> texts = {
+      "a man is running in the park.", "the dog is running in the park.",
+      "the dog is running in the street.", "the dog is running in the park with a ball."};
   const std::vector<double> scores = {-0.40, -0.42, -0.55, -0.60};
   translation::NBest list;
   for (size_t i = 0; i < texts.size(); ++i) list.push_back(hypothesis(texts[i], scores[i]));

@@ -138,8 +138,7 @@ size_t mbr_choice(const std::vector<std::string>& texts, const std::vector<doubl
                   const MbrOptions& options) {
   const std::vector<double> expected = mbr_expected_utilities(texts, scores, options);
   // max_element returns the first of equal elements.
-  return static_cast<size_t>(std::max_element(expected.begin(), expected.end()) -
-                             expected.begin());
+  return static_cast<size_t>(std::max_element(expected.begin(), expected.end()) - expected.begin());
 }
 
 void choose_by_mbr(const data::Vocabulary& vocab, std::vector<translation::NBest>& lists,

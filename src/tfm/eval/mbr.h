@@ -10,7 +10,8 @@
 // candidate without a matching 4-gram still counts. u(h, h) = 1 for any non-empty h.
 //
 // `tfm translate --mbr` (docs/DECODING.md, "Minimum Bayes risk") chooses this way from its
-// --n-best list; the list's size and T (--mbr-temperature) were chosen on Multi30k's validation set.
+// --n-best list; the list's size and T (--mbr-temperature) were chosen on Multi30k's validation
+// set.
 #pragma once
 
 #include <string>
