@@ -1,8 +1,7 @@
 // tfm translate --mbr through the built binary: each output line is one of its sentence's n-best
 // list, the model's best as the temperature falls to 0, empty lines stay empty, and the flags that
-// cannot work together are one-line errors. (This random model writes one-word sentences, which
-// share no BLEU n-gram with each other, so MBR keeps beam search's choice at any temperature: the
-// choice itself is tested in test_mbr.cc, on lists whose sentences agree.)
+// cannot work together are one-line errors. The model is trained for 400 updates to copy its input:
+// far enough that its n-best lists share words, not so far that they agree with its best.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -10,7 +9,6 @@
 #include <set>
 
 #include "data_test_util.h"
-#include "text_model_test_util.h"
 
 namespace tfm::internal {
 namespace {
@@ -21,12 +19,33 @@ using testing::quoted;
 using testing::run_tfm_command;
 using testing::TempDir;
 
+// A 1-layer model (d_model 32) trained by `tfm train` to copy 300 generated sentences; its newest
+// checkpoint.
+std::filesystem::path train_copying_model(const TempDir& dir) {
+  const std::string text = testing::joined_lines(testing::generated_sentences(300, false, 11));
+  testing::write_text(dir / "en.txt", text);
+  testing::write_text(dir / "de.txt", text);
+  testing::write_text(
+      dir / "recipe.yaml",
+      fmt::format("model:\n  layers: 1\n  d_model: 32\n  d_ff: 64\n  heads: 2\n  d_k: 16\n"
+                  "  d_v: 16\n  max_positions: 64\ndata:\n  train_source: {}\n  train_target: {}\n"
+                  "  vocab_size: 120\n  max_tokens: 400\noptimizer:\n  warmup: 4\n"
+                  "training:\n  threads: 1\n",
+                  (dir / "en.txt").string(), (dir / "de.txt").string()));
+  const CommandResult run =
+      run_tfm_command(fmt::format("train -c {} --run-dir {} --max-steps 400",
+                                  quoted(dir / "recipe.yaml"), quoted(dir / "run")),
+                      dir);
+  EXPECT_EQ(run.status, 0) << run.err;
+  return dir / "run" / "checkpoints" / "step-000000400";
+}
+
 struct Translated {
   TempDir dir;
   std::filesystem::path model, input;
   std::vector<std::string> sources;
 
-  Translated() : model(testing::write_tiny_text_model(dir)), input(dir / "in.txt") {
+  Translated() : model(train_copying_model(dir)), input(dir / "in.txt") {
     sources = testing::generated_sentences(12, false, 21);
     sources.insert(sources.begin() + 3, "");  // an empty line translates to an empty line
     testing::write_text(input, testing::joined_lines(sources));
@@ -52,8 +71,10 @@ TEST(CliTranslateMbr, EachLineIsOneOfItsNBestAndTheBestAsTheTemperatureFalls) {
   const CommandResult mbr = t.translate("-b 6 --n-best 6 --mbr");
   const CommandResult cold = t.translate("-b 6 --n-best 6 --mbr --mbr-temperature 0.0001");
   for (const CommandResult* run : {&best, &mbr, &cold}) ASSERT_EQ(run->status, 0) << run->err;
-  const std::vector<std::string> chosen = lines_of(mbr.out);
+  const std::vector<std::string> chosen = lines_of(mbr.out), beam = lines_of(best.out);
   ASSERT_EQ(chosen.size(), t.sources.size()) << mbr.out;
+  ASSERT_EQ(beam.size(), t.sources.size()) << best.out;
+  size_t differing = 0;
   for (size_t i = 0; i < chosen.size(); ++i) {
     if (t.sources[i].empty()) {
       EXPECT_EQ(chosen[i], "") << i;
@@ -61,9 +82,12 @@ TEST(CliTranslateMbr, EachLineIsOneOfItsNBestAndTheBestAsTheTemperatureFalls) {
     }
     ASSERT_TRUE(candidates.contains(i)) << i;
     EXPECT_TRUE(candidates[i].contains(chosen[i])) << i << ": " << chosen[i];
+    differing += chosen[i] != beam[i];
   }
   // At a temperature near 0 only the best-scored hypothesis has weight: beam search's choice.
   EXPECT_EQ(cold.out, best.out);
+  // At T = 1 the list's agreement outweighs the model's best for some sentences: --mbr is used.
+  EXPECT_GT(differing, 0u) << mbr.out;
 }
 
 TEST(CliTranslateMbr, FlagsThatCannotWorkTogetherAreOneLineErrors) {

@@ -47,9 +47,9 @@ bool count_candidates(const std::vector<std::string>& texts,
     const std::string tokenized = bleu_tokenized_line(texts[i], utility_options());
     std::vector<uint64_t> ids;
     for (std::string_view token : split_python_whitespace(tokenized)) {
-      const auto [at, added] = numbers.try_emplace(std::string(token), numbers.size() + 1);
+      const uint64_t id = numbers.try_emplace(std::string(token), numbers.size() + 1).first->second;
       if (numbers.size() > kMaxPackedTokens) return false;
-      ids.push_back(at->second);
+      ids.push_back(id);
     }
     CountedCandidate& c = counted[i];
     c.length = static_cast<int64_t>(ids.size());
