@@ -4,6 +4,7 @@
 #include <tfm/tfm.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -69,6 +70,69 @@ TEST_F(PublicApi, TranslatesNBestInInputOrderWithEmptyLinesKept) {
     EXPECT_EQ(alone[0].hypotheses[0].text, results[i].hypotheses[0].text);
     EXPECT_NEAR(alone[0].hypotheses[0].score, results[i].hypotheses[0].score, 1e-5);
   }
+}
+
+// With mbr the n-best list is the search's, its minimum Bayes risk choice first: the hypothesis
+// h_i with the highest sum_j w_j BLEU(h_i, h_j), w = softmax(score / T), computed here with
+// tfm::corpus_bleu over one sentence with add-1 smoothing (docs/DECODING.md).
+TEST_F(PublicApi, MbrPutsTheListsMinimumBayesRiskChoiceFirst) {
+  // The suite's model of 8 updates writes one word a sentence, no two sharing a 13a token, so the
+  // choice would always be the model's best: this one is trained for 400 updates to copy its
+  // input, far enough that its n-best lists share words, not so far that they agree with its best.
+  tfm::TrainingOptions training;
+  training.recipe = tfm::internal::testing::write_api_recipe(dir_ / "mbr");
+  fs::copy_file(dir_ / "mbr" / "en.txt", dir_ / "mbr" / "de.txt",
+                fs::copy_options::overwrite_existing);
+  training.run_dir = dir_ / "mbr" / "run";
+  training.max_steps = 400;
+  training.device = tfm::ComputeDevice::cpu;
+  tfm::Translator translator(tfm::Model::load(tfm::train(training).last_checkpoint), {1});
+  tfm::TranslationOptions options;
+  options.beam_size = 8;
+  options.n_best = 8;
+  options.max_length = 8;
+  const std::vector<std::string> sources{"a man runs in the park.", "two girls play red ball.",
+                                         "the dog runs.", "a red ball in the park.",
+                                         "two men play in the park."};
+  const auto plain = translator.translate(sources, options);
+  tfm::BleuOptions add_one;
+  add_one.smooth = "add-k";
+  int moved = 0;
+  for (const double temperature : {1.0, 16.0}) {
+    options.mbr = true;
+    options.mbr_temperature = temperature;
+    const auto chosen = translator.translate(sources, options);
+    ASSERT_EQ(chosen.size(), sources.size());
+    for (size_t s = 0; s < sources.size(); ++s) {
+      const auto& list = plain[s].hypotheses;
+      ASSERT_EQ(list.size(), 8u);
+      double top = -1e300, total = 0;
+      for (const auto& h : list) top = std::max(top, h.score / temperature);
+      std::vector<double> weights;
+      for (const auto& h : list)
+        total += weights.emplace_back(std::exp(h.score / temperature - top));
+      size_t best = 0;
+      double best_utility = -1;
+      for (size_t i = 0; i < list.size(); ++i) {
+        double utility = 0;
+        for (size_t j = 0; j < list.size(); ++j)
+          utility += weights[j] / total *
+                     tfm::corpus_bleu({list[i].text}, {{list[j].text}}, add_one).score / 100;
+        if (utility > best_utility + 1e-12) best_utility = utility, best = i;
+      }
+      // The choice first, then the others in the search's order, scores unchanged.
+      std::vector<size_t> order{best};
+      for (size_t i = 0; i < list.size(); ++i)
+        if (i != best) order.push_back(i);
+      ASSERT_EQ(chosen[s].hypotheses.size(), list.size());
+      for (size_t k = 0; k < order.size(); ++k) {
+        EXPECT_EQ(chosen[s].hypotheses[k].text, list[order[k]].text) << s << " " << k;
+        EXPECT_NEAR(chosen[s].hypotheses[k].score, list[order[k]].score, 1e-6);
+      }
+      moved += best != 0;
+    }
+  }
+  EXPECT_GT(moved, 0) << "MBR chose the search's first every time: the test shows nothing";
 }
 
 TEST_F(PublicApi, TwoTranslatorsOnOneModelInTwoThreadsGiveTheResultsOfOne) {
@@ -198,6 +262,14 @@ TEST_F(PublicApi, ErrorsNameTheProblem) {
   tfm::TranslationOptions options;
   options.n_best = 5;  // more than the beam of 4
   expect_error([&] { translator.translate({"a dog."}, options); }, "n_best 5");
+  options.n_best = 1;
+  options.mbr = true;
+  expect_error([&] { translator.translate({"a dog."}, options); },
+               "mbr chooses from the n_best list: give it at least 2 hypotheses");
+  options.n_best = 4;
+  options.mbr_temperature = 0;
+  expect_error([&] { translator.translate({"a dog."}, options); },
+               "mbr_temperature 0 must be a positive finite number");
   expect_error(
       [&] {
         translator.score({"a dog.", "a man."}, {"ein hund."});

@@ -39,6 +39,11 @@ struct TranslationOptions {
   // > 0: no output repeats an n-gram of this many tokens (fairseq's --no-repeat-ngram-size,
   // CTranslate2's no_repeat_ngram_size), at most kMaxOutputLength; 0: off.
   int64_t no_repeat_ngram_size = 0;
+  // Minimum Bayes risk choice (`tfm translate --mbr`, docs/DECODING.md): the hypothesis with the
+  // highest expected sentence BLEU against the n_best list (n_best >= 2), each weighted by
+  // softmax(score / mbr_temperature), comes first; the others keep the search's order.
+  bool mbr = false;
+  double mbr_temperature = 1.0;  // > 0 and finite
   // Each hypothesis's encoder-decoder attention (Hypothesis::attention), as `tfm translate
   // --attention-output` writes it: one decoder layer's, one head's or the mean of the heads.
   bool return_attention = false;

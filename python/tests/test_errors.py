@@ -160,6 +160,10 @@ def test_search_options_and_threads_outside_the_cli_ranges_are_errors(translator
            SOURCES, no_repeat_ngram_size=-1)
     raises("length_penalty nan is not finite", translator.translate_batch, SOURCES,
            length_penalty=float("nan"))
+    raises("mbr chooses from the n_best list: give it at least 2 hypotheses",
+           translator.translate_batch, SOURCES, mbr=True)
+    raises("mbr_temperature -1 must be a positive finite number", translator.translate_batch,
+           SOURCES, n_best=2, mbr=True, mbr_temperature=-1)
     # 100000 OpenMP threads ended the interpreter.
     raises("Translator: threads 100000 is more than the maximum of 4096", tfm.Translator,
            model_dir, threads=100000)

@@ -141,6 +141,22 @@ def test_no_repeat_ngram_size_as_the_cli(translator, run_cli, model_dir, source_
         assert len(set(result.tokens[0])) == len(result.tokens[0])
 
 
+def test_mbr_as_the_cli(translator, run_cli, model_dir, source_file):
+    expected = run_cli("translate", "-m", model_dir, "-i", source_file, *CLI_OPTIONS,
+                       "--n-best", "3", "--mbr").splitlines()
+    results = translator.translate_batch(SOURCES, n_best=3, mbr=True, return_scores=True,
+                                         **OPTIONS)
+    assert [result.hypotheses[0] for result in results] == expected
+    # The search's list, its minimum Bayes risk choice first.
+    plain = translator.translate_batch(SOURCES, n_best=3, return_scores=True, **OPTIONS)
+    for chosen, searched in zip(results, plain):
+        assert sorted(zip(chosen.hypotheses, chosen.scores)) == \
+            sorted(zip(searched.hypotheses, searched.scores))
+    # The tiny model's best is often the empty translation, which agrees with nothing.
+    assert any(chosen.hypotheses[0] != searched.hypotheses[0]
+               for chosen, searched in zip(results, plain))
+
+
 def test_int8_as_the_cli(run_cli, model_dir, source_file):
     translator = tfm.Translator(model_dir, compute_type="int8", threads=1)
     assert translator.compute_type == "int8"

@@ -57,7 +57,8 @@ class Translator:
                         beam_size: int = 4, length_penalty: float = 0.6, n_best: int = 1,
                         max_length_offset: int = 50, max_length: int = 0, min_length: int = 0,
                         batch_size: int = 32, batch_tokens: int = 0,
-                        no_repeat_ngram_size: int = 0,
+                        no_repeat_ngram_size: int = 0, mbr: bool = False,
+                        mbr_temperature: float = 1.0,
                         return_scores: bool = False, return_attention: bool = False,
                         attention_layer: int = -1,
                         attention_head: int = -1) -> List[TranslationResult]:
@@ -66,15 +67,18 @@ class Translator:
         beam_size 1 is greedy search; a hypothesis has at most max_length tokens (> 0) or the
         source's tokens + max_length_offset; batches hold at most batch_size sentences and, with
         batch_tokens > 0, at most that many padded source tokens; no_repeat_ngram_size > 0: no
-        output repeats an n-gram of that many subword tokens. attention_layer: the decoder
+        output repeats an n-gram of that many subword tokens; mbr: the minimum Bayes risk choice of
+        the n_best list (n_best >= 2) first, the hypothesis with the highest expected sentence
+        BLEU against the list weighted by softmax(score / mbr_temperature), the others in the
+        search's order (`tfm translate --mbr`). attention_layer: the decoder
         layer whose encoder-decoder attention return_attention returns (negative: from the last);
         attention_head: one head, or -1 for the mean of the heads.
         """
     def translate_file(self, input_path: _Path, output_path: _Path, *, beam_size: int = 4,
                        length_penalty: float = 0.6, n_best: int = 1, max_length_offset: int = 50,
                        max_length: int = 0, min_length: int = 0, batch_size: int = 32,
-                       batch_tokens: int = 0, no_repeat_ngram_size: int = 0,
-                       n_best_output: bool = False) -> int:
+                       batch_tokens: int = 0, no_repeat_ngram_size: int = 0, mbr: bool = False,
+                       mbr_temperature: float = 1.0, n_best_output: bool = False) -> int:
         """Translates a text file (plain or gzip) line by line into output_path, as `tfm translate
         -i INPUT -o OUTPUT` does (with n_best_output: "line ||| translation ||| score" for each
         of the n best). The output is written atomically. Returns the number of lines."""

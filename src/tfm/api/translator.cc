@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -11,6 +12,7 @@
 #include "tfm/core/threading.h"
 #include "tfm/decode/score.h"
 #include "tfm/decode/translate.h"
+#include "tfm/eval/mbr.h"
 #include "tfm/io/atomic_file.h"
 #include "tfm/io/text_lines.h"
 #include "tfm/translation/file_translation.h"
@@ -45,7 +47,6 @@ const Model& Translator::model() const {
 
 namespace {
 
-// The search options of a public call, attention probe and progress included.
 // The CLI's ranges (tfm translate): a beam or a length past them would only allocate without
 // bound (a beam of 2^31, a maximum length of 10^9).
 void check_search_ranges(const TranslationOptions& options) {
@@ -69,8 +70,16 @@ void check_search_ranges(const TranslationOptions& options) {
   TFM_CHECK(options.no_repeat_ngram_size >= 0 && options.no_repeat_ngram_size <= kMaxOutputLength,
             "translate: no_repeat_ngram_size {} must be in [0, {}] (0: off)",
             options.no_repeat_ngram_size, kMaxOutputLength);
+  TFM_CHECK(!options.mbr || options.n_best >= 2,
+            "translate: mbr chooses from the n_best list: give it at least 2 hypotheses "
+            "(e.g. beam_size 16, n_best 16), not {}",
+            options.n_best);
+  TFM_CHECK(std::isfinite(options.mbr_temperature) && options.mbr_temperature > 0,
+            "translate: mbr_temperature {} must be a positive finite number",
+            options.mbr_temperature);
 }
 
+// The search options of a public call, attention probe and progress included.
 decode::TranslateOptions decoding_options(const TranslationOptions& options,
                                           const ModelConfig& config) {
   check_search_ranges(options);
@@ -99,12 +108,18 @@ decode::TranslateOptions decoding_options(const TranslationOptions& options,
   return decoding;
 }
 
-// decode::translate over the model with the translator's thread count.
+// decode::translate over the model with the translator's thread count; with options.mbr, each
+// n-best list's minimum Bayes risk choice is then moved to its front.
 translation::Search search_with(const Model::Impl& m, int threads,
-                                const decode::TranslateOptions& decoding) {
-  return [&m, threads, &decoding](const std::vector<std::vector<int32_t>>& ids) {
+                                const decode::TranslateOptions& decoding,
+                                const TranslationOptions& options) {
+  std::optional<eval::MbrOptions> mbr;
+  if (options.mbr) mbr = eval::MbrOptions{options.mbr_temperature};
+  return [&m, threads, &decoding, mbr](const std::vector<std::vector<int32_t>>& ids) {
     ThreadCountScope thread_count(threads);
-    return decode::translate(*m.model, ids, decoding);
+    std::vector<translation::NBest> lists = decode::translate(*m.model, ids, decoding);
+    if (mbr) eval::choose_by_mbr(m.vocab, lists, *mbr);
+    return lists;
   };
 }
 
@@ -120,7 +135,7 @@ std::vector<TranslationResult> translate_ids(const Model::Impl& m, int threads,
     translation::apply_length_policy(sources[i], policy,
                                      fmt::format("translate: source {} has", i));
   const std::vector<translation::NBest> found =
-      translation::translate_nonempty(sources, search_with(m, threads, decoding));
+      translation::translate_nonempty(sources, search_with(m, threads, decoding, options));
   std::vector<TranslationResult> results(sources.size());
   for (size_t i = 0; i < found.size(); ++i)
     for (const decode::Hypothesis& h : found[i]) {
@@ -176,7 +191,7 @@ int64_t Translator::translate_file(const std::filesystem::path& input,
   int64_t done_before = 0;
   if (options.progress)
     decoding.progress = [&](int64_t done, int64_t) { options.progress(done_before + done, total); };
-  const translation::Search search = search_with(m, impl_->threads, decoding);
+  const translation::Search search = search_with(m, impl_->threads, decoding, options);
   translation::ChunkedTranslation
       chunks;  // as `tfm translate`: the same sentences batched together
   chunks.format.n_best = n_best_output;
