@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "build_paths.h"
+#include "copy_model_test_util.h"
 #include "data_test_util.h"
 #include "serve_test_util.h"
 #include "text_model_test_util.h"
@@ -134,6 +135,36 @@ TEST(CliServe, AnswersEqualTfmTranslateOnTheSameInputs) {
   EXPECT_EQ(server.stop(), 0) << server.err();
   EXPECT_NE(server.err().find("tfm serve: listening on http://127.0.0.1:"), std::string::npos);
   EXPECT_NE(server.err().find("tfm serve: stopped"), std::string::npos) << server.err();
+}
+
+// "mbr": true answers what tfm translate --mbr writes, over a model whose n-best lists share words
+// (copy_model_test_util.h), so that for some sentences the choice is not the search's best.
+TEST(CliServe, MbrAnswersEqualTfmTranslateMbr) {
+  TempDir dir;
+  const auto model = train_copying_model(dir);
+  const std::vector<std::string> sentences = generated_sentences(12, false, 21);
+  write_text(dir / "in.txt", joined_lines(sentences));
+  const auto translate = [&](const std::string& options) {
+    const CommandResult run =
+        run_tfm_command(fmt::format("translate -m {} -i {} --max-length-offset 8 -b 6 {}",
+                                    quoted(model), quoted(dir / "in.txt"), options),
+                        dir);
+    EXPECT_EQ(run.status, 0) << run.err;
+    return lines_of(run.out);
+  };
+  const std::vector<std::string> mbr = translate("--n-best 6 --mbr"), best = translate("");
+  ASSERT_EQ(mbr.size(), sentences.size());
+  ASSERT_NE(mbr, best) << "MBR chose the search's best for every sentence: the test shows nothing";
+
+  ServeProcess server(dir, {"-m", model.string(), "--max-length-offset", "8"});
+  ASSERT_TRUE(server.wait_ready()) << server.err();
+  auto client = server.client();
+  auto all = client.Post(
+      "/translate", json{{"q", sentences}, {"beam_size", 6}, {"n_best", 6}, {"mbr", true}}.dump(),
+      "application/json");
+  ASSERT_TRUE(all && all->status == 200) << (all ? all->body : "no answer");
+  EXPECT_EQ(json::parse(all->body)["translatedText"], json(mbr));
+  EXPECT_EQ(server.stop(), 0) << server.err();
 }
 
 TEST(CliServe, SigtermAnswersTheRequestsInFlightAndExitsZero) {

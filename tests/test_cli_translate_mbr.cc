@@ -1,13 +1,13 @@
 // tfm translate --mbr through the built binary: each output line is one of its sentence's n-best
 // list, the model's best as the temperature falls to 0, empty lines stay empty, and the flags that
-// cannot work together are one-line errors. The model is trained for 400 updates to copy its input:
-// far enough that its n-best lists share words, not so far that they agree with its best.
+// cannot work together are one-line errors. The model is copy_model_test_util.h's.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <map>
 #include <set>
 
+#include "copy_model_test_util.h"
 #include "data_test_util.h"
 
 namespace tfm::internal {
@@ -18,27 +18,7 @@ using testing::lines_of;
 using testing::quoted;
 using testing::run_tfm_command;
 using testing::TempDir;
-
-// A 1-layer model (d_model 32) trained by `tfm train` to copy 300 generated sentences; its newest
-// checkpoint.
-std::filesystem::path train_copying_model(const TempDir& dir) {
-  const std::string text = testing::joined_lines(testing::generated_sentences(300, false, 11));
-  testing::write_text(dir / "en.txt", text);
-  testing::write_text(dir / "de.txt", text);
-  testing::write_text(
-      dir / "recipe.yaml",
-      fmt::format("model:\n  layers: 1\n  d_model: 32\n  d_ff: 64\n  heads: 2\n  d_k: 16\n"
-                  "  d_v: 16\n  max_positions: 64\ndata:\n  train_source: {}\n  train_target: {}\n"
-                  "  vocab_size: 120\n  max_tokens: 400\noptimizer:\n  warmup: 4\n"
-                  "training:\n  threads: 1\n",
-                  (dir / "en.txt").string(), (dir / "de.txt").string()));
-  const CommandResult run =
-      run_tfm_command(fmt::format("train -c {} --run-dir {} --max-steps 400",
-                                  quoted(dir / "recipe.yaml"), quoted(dir / "run")),
-                      dir);
-  EXPECT_EQ(run.status, 0) << run.err;
-  return dir / "run" / "checkpoints" / "step-000000400";
-}
+using testing::train_copying_model;
 
 struct Translated {
   TempDir dir;

@@ -10,6 +10,7 @@
 
 #include "serve_test_util.h"
 #include "tfm/decode/alignment.h"
+#include "tfm/eval/mbr.h"
 
 namespace tfm::internal::testing {
 namespace {
@@ -87,6 +88,25 @@ TEST(ServeHttp, TranslateAnswersAsTheModelTranslates) {
     EXPECT_EQ(out["translatedText"], server.text(0, nbest[0].tokens));
     EXPECT_EQ(out["alternatives"],
               json({server.text(0, nbest[1].tokens), server.text(0, nbest[2].tokens)}));
+  }
+  // "mbr": the n best's minimum Bayes risk choice (eval/mbr.h) as the translation, the others as
+  // the alternatives in the search's order. This random model's hypotheses share no 13a token, so
+  // the choice is its best; CliServe.MbrAnswersEqualTfmTranslateMbr shows a choice that is not.
+  for (const std::string& sentence : {kSentences[7], kSentences[8]}) {
+    std::vector<std::string> texts;
+    std::vector<double> scores;
+    for (const auto& h : server.expected(0, sentence, 4, 4)) {
+      texts.push_back(server.text(0, h.tokens));
+      scores.push_back(h.score);
+    }
+    const size_t choice = eval::mbr_choice(texts, scores);
+    json others = json::array();
+    for (size_t i = 0; i < texts.size(); ++i)
+      if (i != choice) others.push_back(texts[i]);
+    out = body_of(post_json(client, "/translate",
+                            json{{"q", sentence}, {"n_best", 4}, {"mbr", true}}.dump()));
+    EXPECT_EQ(out["translatedText"], texts[choice]) << sentence;
+    EXPECT_EQ(out["alternatives"], others) << sentence;
   }
   // Alignment: the Pharaoh pairs of the last layer's attention, as tfm translate --alignment.
   out = body_of(
@@ -205,6 +225,10 @@ TEST(ServeHttp, BadRequestsAre400WithAMessageNamingTheProblem) {
                "n_best 3 must be between 1 and the beam size 2");
   expect_error(post_json(client, "/translate", R"({"q": "a", "alignment": 1})"), 400,
                "\"alignment\" must be true or false, not number");
+  expect_error(post_json(client, "/translate", R"({"q": "a", "mbr": "yes"})"), 400,
+               "\"mbr\" must be true or false, not string");
+  expect_error(post_json(client, "/translate", R"({"q": "a", "mbr": true})"), 400,
+               "mbr chooses from the n-best list: ask for n_best of at least 2");
   expect_error(post_json(client, "/translate", R"({"q": "a", "format": "html"})"), 400,
                "\"format\" must be \"text\"");
   expect_error(post_json(client, "/translate", R"({"q": "a", "model": "nope"})"), 400,
@@ -230,7 +254,7 @@ TEST(ServeHttp, BadRequestsAre400WithAMessageNamingTheProblem) {
   expect_error(client.Get("/translate"), 404, "no such endpoint: GET /translate");
   // The server still answers.
   EXPECT_EQ(client.Get("/health")->status, 200);
-  const std::string bad = "tfm_http_requests_total{code=\"400\",endpoint=\"/translate\"} 19";
+  const std::string bad = "tfm_http_requests_total{code=\"400\",endpoint=\"/translate\"} 21";
   const std::string metrics = metrics_with(client, bad);
   EXPECT_NE(metrics.find(bad), std::string::npos) << metrics;
 }

@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "tfm/serve/request_error.h"
@@ -79,11 +80,13 @@ LibreTranslateRequest libretranslate_request(const json& body) {
     request.n_best = n_best;
   }
   out.alternatives = request.n_best > 1;
-  if (body.contains("alignment")) {
-    if (!body["alignment"].is_boolean())
-      throw request_error(400, "\"alignment\" must be true or false, not {}",
-                          body["alignment"].type_name());
-    request.alignment = body["alignment"].get<bool>();
+  for (const auto& [name, field] :
+       {std::pair{"alignment", &request.alignment}, std::pair{"mbr", &request.mbr}}) {
+    if (!body.contains(name)) continue;
+    if (!body[name].is_boolean())
+      throw request_error(400, "\"{}\" must be true or false, not {}", name,
+                          body[name].type_name());
+    *field = body[name].get<bool>();
   }
   if (body.contains("format")) {
     const json& format = body["format"];
@@ -115,10 +118,10 @@ json form_value(const std::string& name, const std::string& text) {
       throw request_error(400, "\"{}\" must be an integer, not '{}'", name, text);
     return number;
   }
-  if (name == "alignment") {
+  if (name == "alignment" || name == "mbr") {
     if (text == "true" || text == "1") return true;
     if (text == "false" || text == "0") return false;
-    throw request_error(400, "\"alignment\" must be true or false, not '{}'", text);
+    throw request_error(400, "\"{}\" must be true or false, not '{}'", name, text);
   }
   return text;
 }

@@ -2,7 +2,7 @@
 // naming the field otherwise) and written back:
 //   POST /translate (LibreTranslate's shape, so that its clients work; JSON or a form):
 //     {"q": "text" | ["text", ...], "model"?, "beam_size"?, "n_best"? | "alternatives"?,
-//      "alignment"?, "api_key"?, "source"?, "target"?, "format"? ("text")}
+//      "alignment"?, "mbr"?, "api_key"?, "source"?, "target"?, "format"? ("text")}
 //     -> {"translatedText": "..." | [...], "alternatives"?: [...] | [[...]], "alignment"?: ...}
 //   POST /translator/translate (OpenNMT-py's REST server's shape):
 //     [{"src": "text", "id"?: model}, ...] -> [[{"src", "tgt", "n_best", "pred_score"}, ...]]

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "tfm/core/error.h"
+#include "tfm/eval/mbr.h"
 #include "tfm/io/text_reader.h"
 #include "tfm/serve/request_error.h"
 #include "tfm/translation/text_translation.h"
@@ -72,6 +73,11 @@ TranslationResult TranslationService::translate(const TranslationRequest& reques
   if (key.n_best < 1 || key.n_best > key.beam_size)
     throw request_error(400, "n_best {} must be between 1 and the beam size {}", key.n_best,
                         key.beam_size);
+  if (request.mbr && key.n_best < 2)
+    throw request_error(400,
+                        "mbr chooses from the n-best list: ask for n_best of at least 2 (or "
+                        "alternatives of at least 1), not {}",
+                        key.n_best);
 
   // Every sentence is checked and encoded before any is queued.
   const int64_t max_input = decode::max_input_length(search_, e.served.model->config());
@@ -91,7 +97,7 @@ TranslationResult TranslationService::translate(const TranslationRequest& reques
   }
 
   // Empty sentences are not queued: they translate as empty lines, as tfm translate's do.
-  const std::vector<translation::NBest> found = translation::translate_nonempty(
+  std::vector<translation::NBest> found = translation::translate_nonempty(
       encoded, [&](const std::vector<std::vector<int32_t>>& queued) {
         std::shared_ptr<Job> job = e.queue->submit(queued, key);
         if (!job->wait_until(deadline)) {
@@ -101,6 +107,7 @@ TranslationResult TranslationService::translate(const TranslationRequest& reques
         }
         return job->results();
       });
+  if (request.mbr) eval::choose_by_mbr(vocab, found);
   TranslationResult result(request.sentences.size());
   for (size_t i = 0; i < found.size(); ++i) {
     for (const decode::Hypothesis& h : found[i]) {

@@ -39,6 +39,9 @@ struct TranslationRequest {
   int64_t beam_size = 0;               // 0: the server's default
   int64_t n_best = 1;
   bool alignment = false;
+  // The n-best list's minimum Bayes risk choice first, the others in the search's order
+  // (eval/mbr.h, at temperature 1; needs n_best >= 2).
+  bool mbr = false;
 };
 
 struct TranslatedHypothesis {
