@@ -48,7 +48,7 @@ const std::map<std::string, std::set<std::string>>& allowed_includes() {
       {"convert", {"core", "io", "model", "data"}},
       {"eval", {"core", "io", "model", "nn", "data", "decode", "tasks", "translation"}},
       {"viz", {"core", "io", "model", "nn", "data", "decode"}},
-      {"serve", {"core", "io", "model", "data", "decode", "translation"}},
+      {"serve", {"core", "io", "model", "data", "decode", "translation", "eval"}},
       // The sweep trains each row through the public tfm::train (api/train.cc), as a user would.
       {"sweep",
        {"core", "io", "model", "data", "dist", "train", "decode", "eval", "translation", "api"}},
