@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "tfm/core/error.h"
+#include "tfm/core/threading.h"
 #include "tfm/eval/mbr.h"
 #include "tfm/io/text_reader.h"
 #include "tfm/serve/request_error.h"
@@ -107,7 +108,12 @@ TranslationResult TranslationService::translate(const TranslationRequest& reques
         }
         return job->results();
       });
-  if (request.mbr) eval::choose_by_mbr(vocab, found);
+  if (request.mbr) {
+    // On this HTTP thread alone, as the detokenizing below: an OpenMP team started here would
+    // spin beside the decoding workers' threads.
+    const ThreadCountScope one_thread(1);
+    eval::choose_by_mbr(vocab, found);
+  }
   TranslationResult result(request.sentences.size());
   for (size_t i = 0; i < found.size(); ++i) {
     for (const decode::Hypothesis& h : found[i]) {
