@@ -118,7 +118,10 @@ TEST_F(PublicApi, MbrPutsTheListsMinimumBayesRiskChoiceFirst) {
         for (size_t j = 0; j < list.size(); ++j)
           utility += weights[j] / total *
                      tfm::corpus_bleu({list[i].text}, {{list[j].text}}, add_one).score / 100;
-        if (utility > best_utility + 1e-12) best_utility = utility, best = i;
+        if (utility > best_utility + 1e-12) {  // the first of equals, as the search orders them
+          best_utility = utility;
+          best = i;
+        }
       }
       // The choice first, then the others in the search's order, scores unchanged.
       std::vector<size_t> order{best};
