@@ -1,9 +1,11 @@
 // tfm translate --mbr through the built binary: each output line is one of its sentence's n-best
 // list, the model's best as the temperature falls to 0, empty lines stay empty, and the flags that
-// cannot work together are one-line errors. The model is copy_model_test_util.h's.
+// cannot work together are one-line errors. The same for --sampling's lists, which its --seed
+// repeats. The model is copy_model_test_util.h's.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -81,13 +83,66 @@ TEST(CliTranslateMbr, FlagsThatCannotWorkTogetherAreOneLineErrors) {
             "hypotheses (e.g. -b 16 --n-best 16), not 1"},
            {"-b 4 --n-best 4 --mbr --n-best-output", "--n-best-output excludes --mbr"},
            {"-b 4 --n-best 4 --mbr --mbr-temperature 0", "--mbr-temperature"},
-           {"-b 4 --n-best 4 --mbr-temperature 2", "--mbr-temperature requires --mbr"}}) {
+           {"-b 4 --n-best 4 --mbr-temperature 2", "--mbr-temperature requires --mbr"},
+           {"--sampling 1 --mbr",
+            "tfm: error: --mbr chooses among the --sampling samples: draw at least 2, not 1"},
+           {"--sampling 4 -b 8", "--beam-size excludes --sampling"},
+           {"--sampling 4 --n-best 2", "--n-best excludes --sampling"},
+           {"--sampling 4 --mbr --mbr-temperature 2", "--mbr-temperature excludes --sampling"},
+           {"--sampling 4 --sampling-epsilon 1", "--sampling-epsilon"},
+           {"--sampling 4 --sampling-temperature 0", "--sampling-temperature"},
+           {"--seed 3", "--seed requires --sampling"},
+           {"--sampling 4 --alignment", "sampling keeps no attention weights"}}) {
     const CommandResult run = t.translate(c.options);
     EXPECT_NE(run.status, 0) << c.options;
     EXPECT_NE(run.err.find(c.message), std::string::npos) << c.options << ": " << run.err;
     EXPECT_EQ(lines_of(run.err).size(), 1u) << c.options << ": " << run.err;
     EXPECT_TRUE(run.out.empty()) << c.options << ": " << run.out;
   }
+}
+
+// Each sentence's --n-best-output lines under --sampling: its samples, best score first.
+std::map<size_t, std::vector<std::string>> samples_of(const std::string& out) {
+  std::map<size_t, std::vector<std::string>> samples;
+  for (const std::string& line : lines_of(out)) {
+    const size_t bar = line.find(" ||| "), last = line.rfind(" ||| ");
+    EXPECT_NE(bar, last) << line;
+    samples[std::stoul(line.substr(0, bar))].push_back(line.substr(bar + 5, last - bar - 5));
+  }
+  return samples;
+}
+
+TEST(CliTranslateSampling, TheSeedRepeatsTheSamplesAndMbrChoosesAmongThem) {
+  const Translated t;
+  const CommandResult first =
+      t.translate("--sampling 6 --sampling-epsilon 0 --seed 1 --n-best-output");
+  const CommandResult again =
+      t.translate("--sampling 6 --sampling-epsilon 0 --seed 1 --n-best-output");
+  const CommandResult other =
+      t.translate("--sampling 6 --sampling-epsilon 0 --seed 2 --n-best-output");
+  const CommandResult mbr = t.translate("--sampling 6 --sampling-epsilon 0 --seed 1 --mbr");
+  for (const CommandResult* run : {&first, &again, &other, &mbr})
+    ASSERT_EQ(run->status, 0) << run->err;
+  EXPECT_EQ(first.out, again.out);
+  EXPECT_NE(first.out, other.out);
+  const auto samples = samples_of(first.out);
+  const std::vector<std::string> chosen = lines_of(mbr.out);
+  ASSERT_EQ(chosen.size(), t.sources.size()) << mbr.out;
+  size_t varied = 0;
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    if (t.sources[i].empty()) {
+      EXPECT_EQ(chosen[i], "") << i;
+      EXPECT_FALSE(samples.contains(i)) << i;
+      continue;
+    }
+    ASSERT_TRUE(samples.contains(i)) << i;
+    const std::vector<std::string>& list = samples.at(i);
+    EXPECT_EQ(list.size(), 6u) << i;
+    EXPECT_NE(std::find(list.begin(), list.end(), chosen[i]), list.end()) << i << ": " << chosen[i];
+    varied += std::set<std::string>(list.begin(), list.end()).size() > 1;
+  }
+  // The copy model is not certain of every sentence: some lists hold different samples.
+  EXPECT_GT(varied, 0u) << first.out;
 }
 
 }  // namespace

@@ -160,5 +160,20 @@ TEST(Mbr, ChoosesFromNBestListsDetokenizedByTheVocabulary) {
   EXPECT_EQ(translation::hypothesis_text(vocab, lists[2][0]), "a man.");
 }
 
+TEST(Mbr, UniformWeightsCountEverySampleTheSame) {
+  const std::vector<std::string> texts = {"a b c d", "a b c e", "x y z w", "a b c d"};
+  MbrOptions uniform;
+  uniform.uniform = true;
+  const std::vector<double> expected = mbr_expected_utilities(texts, {-1, -9, -0.1, -5}, uniform);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    double mean = 0;
+    for (const std::string& r : texts) mean += mbr_utility(texts[i], r) / 4;
+    EXPECT_NEAR(expected[i], mean, 1e-12) << i;
+  }
+  // The scores do not matter: the sample drawn twice wins.
+  EXPECT_EQ(mbr_choice(texts, {-1, -9, -0.1, -5}, uniform), 0u);
+  EXPECT_EQ(mbr_choice(texts, {-9, -1, -0.1, -5}, uniform), 0u);
+}
+
 }  // namespace
 }  // namespace tfm::internal::eval

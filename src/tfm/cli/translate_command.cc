@@ -143,7 +143,15 @@ void run_translate(TranslateCommandOptions options) {
     open_for_writing(attention_file, options.attention_output);
   }
   if (options.alignment) options.decoding.attention = alignment_probe(options, config);
-  TFM_CHECK(options.decoding.n_best <= options.decoding.beam_size,
+  const int64_t samples = options.decoding.sampling.samples;
+  if (samples > 0) {
+    // The list is the samples, best score first; --mbr weighs each the same.
+    options.decoding.n_best = samples;
+    options.mbr_options.uniform = true;
+    TFM_CHECK(!options.mbr || samples >= 2,
+              "--mbr chooses among the --sampling samples: draw at least 2, not {}", samples);
+  }
+  TFM_CHECK(samples > 0 || options.decoding.n_best <= options.decoding.beam_size,
             "--n-best {} exceeds the beam size {}", options.decoding.n_best,
             options.decoding.beam_size);
   TFM_CHECK(!options.mbr || options.decoding.n_best >= 2,
@@ -209,8 +217,9 @@ void register_translate(CLI::App& app) {
       ->required();
   cmd->add_option("-i,--input", o->input, "input file, plain or .gz (default: stdin)");
   cmd->add_option("-o,--output", o->output, "output file (default: stdout)");
-  cmd->add_option("-b,--beam-size", o->decoding.beam_size, "beam size; 1: greedy (default 4)")
-      ->check(CLI::Range(1, 1024));
+  CLI::Option* beam_size =
+      cmd->add_option("-b,--beam-size", o->decoding.beam_size, "beam size; 1: greedy (default 4)")
+          ->check(CLI::Range(1, 1024));
   cmd->add_option("--alpha", o->decoding.alpha, "length penalty ((5+len)/6)^alpha (default 0.6)")
       ->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--max-length-offset", o->decoding.max_length_offset,
@@ -227,8 +236,9 @@ void register_translate(CLI::App& app) {
   cmd->add_option("--batch-tokens", o->decoding.batch_tokens,
                   "also at most this many padded source tokens per batch (default: no limit)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
-  cmd->add_option("--n-best", o->decoding.n_best, "hypotheses per sentence (default 1)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  CLI::Option* n_best =
+      cmd->add_option("--n-best", o->decoding.n_best, "hypotheses per sentence (default 1)")
+          ->check(CLI::Range(int64_t{1}, int64_t{1024}));
   cmd->add_option("--no-repeat-ngram-size", o->decoding.no_repeat_ngram,
                   "no output repeats an n-gram of this many subword tokens (default 0: off)")
       ->check(CLI::Range(int64_t{0}, int64_t{1024}));
@@ -241,10 +251,31 @@ void register_translate(CLI::App& app) {
                     "hypothesis with the highest expected sentence BLEU against the list, each "
                     "weighted by the softmax of its score (docs/DECODING.md)")
           ->excludes(n_best_output);
-  cmd->add_option("--mbr-temperature", o->mbr_options.temperature,
-                  "temperature of --mbr's weights: softmax(score / T) (default 1)")
+  CLI::Option* mbr_temperature =
+      cmd->add_option("--mbr-temperature", o->mbr_options.temperature,
+                      "temperature of --mbr's weights: softmax(score / T) (default 1)")
+          ->check(CLI::PositiveNumber)
+          ->needs(mbr);
+  CLI::Option* sampling =
+      cmd->add_option("--sampling", o->decoding.sampling.samples,
+                      "draw this many translations of each sentence by epsilon sampling instead "
+                      "of a beam search; the best scored is written, or with --mbr the minimum "
+                      "Bayes risk choice among them, each weighing the same (docs/DECODING.md)")
+          ->check(CLI::Range(int64_t{1}, int64_t{1024}))
+          ->excludes(mbr_temperature)
+          ->excludes(beam_size)
+          ->excludes(n_best);
+  cmd->add_option("--sampling-epsilon", o->decoding.sampling.epsilon,
+                  "tokens of probability below this are never drawn (default 0.02; 0: any token)")
+      ->check(CLI::Range(0.0, 0.999999))
+      ->needs(sampling);
+  cmd->add_option("--sampling-temperature", o->decoding.sampling.temperature,
+                  "draw from softmax(log p / T) (default 1)")
       ->check(CLI::PositiveNumber)
-      ->needs(mbr);
+      ->needs(sampling);
+  cmd->add_option("--seed", o->decoding.sampling.seed,
+                  "seed of --sampling's draws: the same seed, the same samples (default 0)")
+      ->needs(sampling);
   CLI::Option* attention_output =
       cmd->add_option("--attention-output", o->attention_output,
                       "JSON lines file for the attention weights of the best translation");

@@ -4,7 +4,7 @@
 #include <random>
 
 #include "tfm/core/error.h"
-#include "tfm/data/splitmix64.h"
+#include "tfm/core/splitmix64.h"
 
 namespace tfm::internal::data {
 

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "tfm/core/error.h"
-#include "tfm/data/splitmix64.h"
+#include "tfm/core/splitmix64.h"
 #include "tfm/data/vocab.h"
 
 namespace tfm::internal::data {

@@ -94,6 +94,14 @@ std::vector<std::vector<Hypothesis>> translate(const std::vector<const Inference
               i, sources[i].size(), longest);
   }
   const SearchOptions search = search_options(options, config);
+  const bool sampling = options.sampling.samples > 0;
+  if (sampling) {
+    check_sampling_options(options.sampling);
+    TFM_CHECK(!options.constraint, "translate: sampling takes no constraints");
+    TFM_CHECK(!options.attention.enabled(),
+              "translate: sampling keeps no attention weights (alignments and attention output "
+              "come from a search)");
+  }
 
   std::vector<size_t> order(sources.size());
   std::iota(order.begin(), order.end(), size_t{0});
@@ -129,6 +137,7 @@ std::vector<std::vector<Hypothesis>> translate(const std::vector<const Inference
     std::vector<int32_t> ids(static_cast<size_t>(batch * width), config.pad_id);
     std::vector<int32_t> lengths;
     std::vector<int64_t> max_lengths;
+    std::vector<uint64_t> keys;  // the sources' indices, the keys of their samples' draws
     std::vector<std::unique_ptr<ConstraintState>> constraints;
     for (size_t i = begin; i < end; ++i) {
       const auto& source = sources[order[i]];
@@ -136,6 +145,7 @@ std::vector<std::vector<Hypothesis>> translate(const std::vector<const Inference
                 ids.begin() + static_cast<int64_t>(i - begin) * width);
       lengths.push_back(static_cast<int32_t>(source.size()));
       max_lengths.push_back(output_length(static_cast<int64_t>(source.size())));
+      keys.push_back(static_cast<uint64_t>(order[i]));
       if (options.constraint)
         constraints.push_back(
             options.constraint->start(static_cast<int64_t>(order[i]), max_lengths.back()));
@@ -148,12 +158,13 @@ std::vector<std::vector<Hypothesis>> translate(const std::vector<const Inference
       Tensor memory = model->transformer().encode(
           Tensor::from_ints({batch, width}, ids).to(model->device()), lengths, ctx);
       scorers.push_back(std::make_unique<TransformerScorer>(
-          *model, memory, lengths, options.beam_size, capacity, options.attention));
+          *model, memory, lengths, sampling ? 1 : options.beam_size, capacity, options.attention));
     }
     std::unique_ptr<StepScorer> ensemble;
     if (scorers.size() > 1) ensemble = std::make_unique<EnsembleScorer>(std::move(scorers));
     StepScorer& scorer = ensemble ? *ensemble : *scorers.front();
-    auto found = options.beam_size == 1
+    auto found = sampling ? sampling_search(scorer, max_lengths, keys, search, options.sampling)
+                 : options.beam_size == 1
                      ? greedy_search(scorer, max_lengths, search, std::move(constraints))
                      : beam_search(scorer, max_lengths, search, std::move(constraints));
     for (size_t i = begin; i < end; ++i) {

@@ -16,6 +16,7 @@
 
 #include "tfm/decode/constraint.h"
 #include "tfm/decode/inference_model.h"
+#include "tfm/decode/sampling.h"
 #include "tfm/decode/search.h"
 #include "tfm/decode/transformer_scorer.h"
 #include "tfm/nn/transformer.h"
@@ -34,7 +35,11 @@ struct TranslateOptions {
   bool sort_by_length = true;      // batch sentences of similar length together
   bool early_stopping = true;      // see beam_search
   int64_t no_repeat_ngram = 0;     // > 0: no n-gram of this size twice in an output (search.h)
-  AttentionProbe attention;        // encoder-decoder weights to return per output token
+  // samples > 0: that many hypotheses drawn per sentence (decode/sampling.h) instead of a search;
+  // beam_size and n_best are then not used, and neither constraints nor attention probes apply.
+  // Sentence i's draws are keyed by i (its index in translate()'s sources) and the seed.
+  SamplingOptions sampling;
+  AttentionProbe attention;  // encoder-decoder weights to return per output token
   // What each hypothesis may continue with (decode/constraint.h); its start() gets the source's
   // index in translate()'s sources. None: the search as without constraints, byte for byte.
   std::shared_ptr<const Constraint> constraint;

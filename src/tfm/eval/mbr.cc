@@ -114,12 +114,12 @@ std::vector<double> mbr_expected_utilities(const std::vector<std::string>& texts
     TFM_CHECK(std::isfinite(scores[i]), "MBR: candidate {} has the score {}", i + 1, scores[i]);
   for (size_t i = 0; i < texts.size(); ++i)
     TFM_CHECK(!find_invalid_utf8(texts[i]), "MBR: candidate {} is not valid UTF-8", i + 1);
-  // w = softmax(s / T), from the largest score so that no exp overflows.
+  // w = softmax(s / T), from the largest score so that no exp overflows; or 1 / n.
   const double top = *std::max_element(scores.begin(), scores.end());
   std::vector<double> weights(scores.size());
   double total = 0;
   for (size_t j = 0; j < scores.size(); ++j) {
-    weights[j] = std::exp((scores[j] - top) / options.temperature);
+    weights[j] = options.uniform ? 1.0 : std::exp((scores[j] - top) / options.temperature);
     total += weights[j];
   }
   for (double& w : weights) w /= total;

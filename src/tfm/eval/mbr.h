@@ -27,6 +27,10 @@ namespace tfm::internal::eval {
 
 struct MbrOptions {
   double temperature = 1.0;  // T above: > 0; small T trusts the model's scores, large T the list
+  // Every candidate weighs the same, w_j = 1 / n (T unused): for candidates drawn from the model
+  // (decode/sampling.h), whose frequencies already estimate its distribution; a sample drawn twice
+  // counts twice.
+  bool uniform = false;
 };
 
 // The utility u(hypothesis, reference) above: sentence BLEU / 100 with 13a tokens and add-1

@@ -1,11 +1,12 @@
 // splitmix64's finaliser (Steele, Lea and Flood 2014): a bijection of 64-bit words whose output
 // bits each depend on every input bit. The data layer's draws (shuffles, BPE-dropout keys, word
-// dropout) are keyed by it, so that they are pure functions of the seed and the batch's position.
+// dropout) and sampled decoding's are keyed by it, so that they are pure functions of the seed and
+// a position (the batch's, the sample's).
 #pragma once
 
 #include <cstdint>
 
-namespace tfm::internal::data {
+namespace tfm::internal {
 
 inline uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
@@ -14,4 +15,4 @@ inline uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-}  // namespace tfm::internal::data
+}  // namespace tfm::internal

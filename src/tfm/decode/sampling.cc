@@ -1,0 +1,210 @@
+#include "tfm/decode/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <utility>
+
+#include "tfm/core/error.h"
+#include "tfm/core/splitmix64.h"
+
+namespace tfm::internal::decode {
+
+void check_sampling_options(const SamplingOptions& options) {
+  TFM_CHECK(options.samples >= 1, "sampling: {} samples per sentence; give at least 1",
+            options.samples);
+  TFM_CHECK(options.epsilon >= 0 && options.epsilon < 1,
+            "sampling: epsilon {} must be in [0, 1) (0: every token may be drawn)",
+            options.epsilon);
+  TFM_CHECK(std::isfinite(options.temperature) && options.temperature > 0,
+            "sampling: temperature {} must be a positive finite number", options.temperature);
+}
+
+int32_t draw_token(const float* log_probs, int64_t vocab, const std::vector<int32_t>& blocked,
+                   double uniform, const SamplingOptions& options, int64_t step) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  thread_local std::vector<float> values;
+  thread_local std::vector<double> weights;
+  values.assign(log_probs, log_probs + vocab);
+  for (int32_t token : blocked)
+    if (token >= 0 && token < vocab) values[static_cast<size_t>(token)] = kNegInf;
+  float largest = kNegInf;
+  int32_t best = -1;
+  for (int64_t t = 0; t < vocab; ++t) {
+    const float v = values[static_cast<size_t>(t)];
+    if (std::isnan(v) || v == std::numeric_limits<float>::infinity()) fail_non_finite(step);
+    if (v > largest) {
+      largest = v;
+      best = static_cast<int32_t>(t);
+    }
+  }
+  if (best < 0) return -1;
+  // Unnormalised q: w(t) = exp((v(t) - largest) / T), so q(t) = w(t) / sum(w) and the most
+  // probable token has w = 1. q(t) >= epsilon is w(t) >= epsilon * sum(w).
+  weights.resize(static_cast<size_t>(vocab));
+  double total = 0;
+  for (int64_t t = 0; t < vocab; ++t) {
+    const float v = values[static_cast<size_t>(t)];
+    const double w = v == kNegInf ? 0.0 : std::exp((v - largest) / options.temperature);
+    weights[static_cast<size_t>(t)] = w;
+    total += w;
+  }
+  const double threshold = options.epsilon * total;
+  double kept = 0;
+  for (double& w : weights) {
+    if (w < threshold || w == 0) w = 0;
+    kept += w;
+  }
+  if (kept == 0) return best;  // nothing reaches epsilon: the most probable token
+  // The first token whose cumulative weight passes uniform * kept (the last kept one when
+  // rounding leaves the walk short).
+  const double target = uniform * kept;
+  double cumulative = 0;
+  int32_t last = best;
+  for (int64_t t = 0; t < vocab; ++t) {
+    const double w = weights[static_cast<size_t>(t)];
+    if (w == 0) continue;
+    cumulative += w;
+    last = static_cast<int32_t>(t);
+    if (cumulative > target) return last;
+  }
+  return last;
+}
+
+namespace {
+
+// One sample being drawn: its source (index into max_lengths), its index among the source's
+// samples, its key for the draws, and its tokens so far.
+struct Sample {
+  int64_t source = 0;
+  int64_t index = 0;
+  uint64_t key = 0;
+  std::vector<int32_t> tokens;
+  double log_prob = 0.0;
+};
+
+// A uniform number in [0, 1) with 53 random bits, a function of the sample's key and the step.
+double uniform_draw(uint64_t key, int64_t step) {
+  return static_cast<double>(splitmix64(key ^ splitmix64(static_cast<uint64_t>(step))) >> 11) *
+         0x1p-53;
+}
+
+}  // namespace
+
+std::vector<std::vector<Hypothesis>> sampling_search(StepScorer& scorer,
+                                                     const std::vector<int64_t>& max_lengths,
+                                                     const std::vector<uint64_t>& source_keys,
+                                                     const SearchOptions& search,
+                                                     const SamplingOptions& sampling) {
+  check_sampling_options(sampling);
+  const auto sources = static_cast<int64_t>(max_lengths.size());
+  TFM_CHECK(static_cast<int64_t>(source_keys.size()) == sources,
+            "sampling: {} source keys for {} sources", source_keys.size(), sources);
+  TFM_CHECK(scorer.rows() == sources,
+            "sampling: the scorer has {} rows, expected one per source ({})", scorer.rows(),
+            sources);
+  TFM_CHECK(std::isfinite(search.alpha), "sampling: length penalty alpha {} is not finite",
+            search.alpha);
+  TFM_CHECK(search.no_repeat_ngram >= 0, "sampling: no_repeat_ngram {} must be >= 0 (0: off)",
+            search.no_repeat_ngram);
+  const int64_t vocab = scorer.vocab_size();
+  TFM_CHECK(
+      search.eos_id >= 0 && search.eos_id < vocab && search.bos_id >= 0 && search.bos_id < vocab,
+      "sampling: bos {} or eos {} is outside the vocabulary of {}", search.bos_id, search.eos_id,
+      vocab);
+  for (int64_t m : max_lengths)
+    TFM_CHECK(m >= 1, "sampling: maximum output length {} must be at least 1", m);
+
+  if (sources == 0) return {};
+  // One row per sample: each source's row repeated `samples` times.
+  std::vector<Sample> alive;
+  std::vector<int64_t> repeated;
+  for (int64_t s = 0; s < sources; ++s) {
+    const uint64_t source_key =
+        splitmix64(splitmix64(sampling.seed) ^ source_keys[static_cast<size_t>(s)]);
+    for (int64_t i = 0; i < sampling.samples; ++i) {
+      alive.push_back({s, i, splitmix64(source_key ^ static_cast<uint64_t>(i)), {}, 0.0});
+      repeated.push_back(s);
+    }
+  }
+  std::vector<std::vector<std::pair<int64_t, Hypothesis>>> drawn(static_cast<size_t>(sources));
+  scorer.select(repeated);
+  std::vector<int32_t> last_tokens(alive.size(), search.bos_id);
+
+  for (int64_t step = 0; !alive.empty(); ++step) {
+    const Tensor log_probs = scorer.step(last_tokens);
+    TFM_CHECK(log_probs.rank() == 2 && log_probs.dim(0) == static_cast<int64_t>(alive.size()) &&
+                  log_probs.dim(1) == vocab && log_probs.dtype() == DType::f32,
+              "sampling: the scorer returned {}, expected f32 [{}, {}]", log_probs.describe(),
+              alive.size(), vocab);
+    const Tensor host = log_probs.to(Device::cpu);
+    const float* values = host.data<float>();
+    // The rows' draws are independent: one row a thread at a time. An error is kept and thrown
+    // after the loop (an exception must not leave an OpenMP region).
+    std::vector<int32_t> drawn_tokens(alive.size());
+    std::exception_ptr error;
+    const auto rows = static_cast<int64_t>(alive.size());
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      try {
+        const Sample& sample = alive[static_cast<size_t>(r)];
+        std::vector<int32_t> blocked;
+        if (search.no_repeat_ngram > 0)
+          blocked = repeated_ngram_ends(sample.tokens, search.no_repeat_ngram);
+        if (step < search.min_length) blocked.push_back(search.eos_id);
+        drawn_tokens[static_cast<size_t>(r)] = draw_token(
+            values + r * vocab, vocab, blocked, uniform_draw(sample.key, step), sampling, step);
+      } catch (...) {
+#pragma omp critical(tfm_sampling_error)
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+
+    std::vector<Sample> next;
+    std::vector<int64_t> next_rows;
+    std::vector<int32_t> next_tokens;
+    const int64_t length = step + 1;
+    for (size_t r = 0; r < alive.size(); ++r) {
+      Sample& sample = alive[r];
+      const int32_t token = drawn_tokens[r];
+      if (token < 0) continue;  // nothing of finite probability: no hypothesis
+      const float* row = values + static_cast<int64_t>(r) * vocab;
+      sample.log_prob += static_cast<double>(row[token]);
+      const bool is_eos = token == search.eos_id;
+      if (is_eos || length == max_lengths[static_cast<size_t>(sample.source)]) {
+        Hypothesis h;
+        h.tokens = std::move(sample.tokens);
+        if (!is_eos) h.tokens.push_back(token);
+        h.log_prob = sample.log_prob;
+        h.length = length;
+        h.ended_by_eos = is_eos;
+        h.score = h.log_prob / length_penalty(length, search.alpha);
+        drawn[static_cast<size_t>(sample.source)].emplace_back(sample.index, std::move(h));
+        continue;
+      }
+      sample.tokens.push_back(token);
+      next_rows.push_back(static_cast<int64_t>(r));
+      next_tokens.push_back(token);
+      next.push_back(std::move(sample));
+    }
+    alive = std::move(next);
+    if (alive.empty()) break;
+    scorer.select(next_rows);
+    last_tokens = std::move(next_tokens);
+  }
+
+  std::vector<std::vector<Hypothesis>> out(static_cast<size_t>(sources));
+  for (size_t s = 0; s < drawn.size(); ++s) {
+    auto& samples = drawn[s];
+    std::sort(samples.begin(), samples.end(), [](const auto& a, const auto& b) {
+      return a.second.score > b.second.score ||
+             (a.second.score == b.second.score && a.first < b.first);
+    });
+    for (auto& [index, h] : samples) out[s].push_back(std::move(h));
+  }
+  return out;
+}
+
+}  // namespace tfm::internal::decode
