@@ -7,14 +7,16 @@
 # sacreBLEU per model, set and setting.
 #
 #   bench/mbr_bleu.sh MODEL_DIR [MODEL_DIR ...]
+#   SETTINGS=$'beam 4|-b 4\nMBR, 32 samples|--sampling 32 --mbr' bench/mbr_bleu.sh MODEL_DIR
 #
+# SETTINGS (lines of "column title|tfm translate flags") replaces the default settings.
 # BUILD (default build/release) holds tfm; OUT (default a new /tmp folder) keeps the translations; the
 # data come from scripts/fetch_multi30k.sh. Decoding is deterministic: the figures do not depend on
 # what else runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if (($# < 1)); then
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 fi
 tfm="${BUILD:-build/release}/tfm"
@@ -38,6 +40,12 @@ settings=(
   "MBR, beam 16, T 0.5|-b 16 --n-best 16 --mbr --mbr-temperature 0.5"
   "MBR, beam 16, T 2|-b 16 --n-best 16 --mbr --mbr-temperature 2"
 )
+if [ -n "${SETTINGS:-}" ]; then
+  mapfile -t settings <<<"$SETTINGS"
+  for setting in "${settings[@]}"; do
+    [[ "$setting" == *"|"* ]] || { echo "mbr_bleu.sh: SETTINGS line '$setting' has no '|'" >&2; exit 2; }
+  done
+fi
 echo "| model | set | $(for s in "${settings[@]}"; do printf '%s | ' "${s%%|*}"; done)"
 echo "|---|---|$(for _ in "${settings[@]}"; do printf -- '---:|'; done)"
 m=0
