@@ -17,6 +17,7 @@
 
 #include "tfm/cli/commands.h"
 #include "tfm/cli/text_io.h"
+#include "tfm/cli/translate_attention.h"
 #include "tfm/core/error.h"
 #include "tfm/core/threading.h"
 #include "tfm/data/vocab.h"
@@ -52,42 +53,6 @@ struct TranslateCommandOptions {
   std::string device = "cpu";
   bool reject_long_inputs = false;
 };
-
-// The attention that --alignment reads: the mean over the heads of --alignment-layer (by default
-// the last layer, which aligned best on the Multi30k model of docs/ATTENTION.md; Garg et al. 2019
-// found the next to last best in a 6-layer model), or of every layer.
-decode::AttentionProbe alignment_probe(const TranslateCommandOptions& options,
-                                       const ModelConfig& config) {
-  if (options.alignment_layer == "all") return {decode::AttentionProbe::kAllLayers, -1};
-  if (options.alignment_layer.empty()) return {config.layers - 1, -1};
-  int64_t layer = -1;
-  try {
-    size_t used = 0;
-    layer = std::stoll(options.alignment_layer, &used);
-    if (used != options.alignment_layer.size()) layer = -1;
-  } catch (const std::exception&) {
-    layer = -1;
-  }
-  TFM_CHECK(layer >= 0 && layer < config.layers,
-            "--alignment-layer '{}': expected a decoder layer 0..{} or 'all'",
-            options.alignment_layer, config.layers - 1);
-  return {layer, -1};
-}
-
-// One --attention-output record: the best translation's attention of input line `line`.
-nlohmann::json attention_record(const data::Vocabulary& vocab,
-                                const TranslateCommandOptions& options, size_t line,
-                                const std::string& text, const decode::Hypothesis& best) {
-  std::vector<std::string> target_pieces = translation::pieces(vocab, best.tokens);
-  if (best.ended_by_eos) target_pieces.emplace_back("</s>");
-  return {{"line", line + 1},
-          {"layer", options.attention_layer},
-          {"head", options.attention_head < 0 ? nlohmann::json("mean")
-                                              : nlohmann::json(options.attention_head)},
-          {"source_pieces", vocab.pieces(text)},
-          {"target_pieces", target_pieces},
-          {"weights", best.attention}};
-}
 
 void run_translate(TranslateCommandOptions options) {
   check_standard_input(options.input);  // before any file is opened
@@ -142,7 +107,8 @@ void run_translate(TranslateCommandOptions options) {
     options.decoding.attention = {options.attention_layer, options.attention_head};
     open_for_writing(attention_file, options.attention_output);
   }
-  if (options.alignment) options.decoding.attention = alignment_probe(options, config);
+  if (options.alignment)
+    options.decoding.attention = alignment_probe(options.alignment_layer, config);
   const int64_t samples = options.decoding.sampling.samples;
   if (samples > 0) {
     // The list is the samples, best score first; --mbr weighs each the same.
@@ -177,7 +143,9 @@ void run_translate(TranslateCommandOptions options) {
     if (!nbest || nbest->empty()) return;
     target_tokens += nbest->front().length;
     if (attention_file.is_open())
-      attention_file << attention_record(vocab, options, i, lines[i], nbest->front()).dump()
+      attention_file << attention_record(vocab, options.attention_layer, options.attention_head, i,
+                                         lines[i], nbest->front())
+                            .dump()
                      << "\n";
   };
   chunks.on_chunk = [&](size_t done) {
