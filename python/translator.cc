@@ -55,6 +55,10 @@ struct SearchArguments {
   int64_t no_repeat_ngram_size;
   bool mbr;
   double mbr_temperature;
+  int64_t sampling;
+  double sampling_epsilon;
+  double sampling_temperature;
+  uint64_t seed;
 
   TranslationOptions options() const {
     TranslationOptions o;
@@ -69,6 +73,10 @@ struct SearchArguments {
     o.no_repeat_ngram_size = no_repeat_ngram_size;
     o.mbr = mbr;
     o.mbr_temperature = mbr_temperature;
+    o.sampling = sampling;
+    o.sampling_epsilon = sampling_epsilon;
+    o.sampling_temperature = sampling_temperature;
+    o.seed = seed;
     o.progress = [](int64_t, int64_t) {
       py::gil_scoped_acquire acquire;
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
@@ -201,7 +209,8 @@ class PyTranslator {
   py::arg("beam_size") = 4, py::arg("length_penalty") = 0.6, py::arg("n_best") = 1,             \
   py::arg("max_length_offset") = 50, py::arg("max_length") = 0, py::arg("min_length") = 0,      \
   py::arg("batch_size") = 32, py::arg("batch_tokens") = 0, py::arg("no_repeat_ngram_size") = 0, \
-  py::arg("mbr") = false, py::arg("mbr_temperature") = 1.0
+  py::arg("mbr") = false, py::arg("mbr_temperature") = 1.0, py::arg("sampling") = 0,            \
+  py::arg("sampling_epsilon") = 0.02, py::arg("sampling_temperature") = 1.0, py::arg("seed") = 0
 
 }  // namespace
 
@@ -242,12 +251,14 @@ void bind_translator(py::module_& m) {
           [](PyTranslator& self, const py::object& source, int64_t beam_size, double length_penalty,
              int64_t n_best, int64_t max_length_offset, int64_t max_length, int64_t min_length,
              int64_t batch_size, int64_t batch_tokens, int64_t no_repeat_ngram_size, bool mbr,
-             double mbr_temperature, bool return_scores, bool return_attention,
+             double mbr_temperature, int64_t sampling, double sampling_epsilon,
+             double sampling_temperature, uint64_t seed, bool return_scores, bool return_attention,
              int64_t attention_layer, int64_t attention_head) {
             return self.translate_batch(
                 source,
                 {beam_size, length_penalty, n_best, max_length_offset, max_length, min_length,
-                 batch_size, batch_tokens, no_repeat_ngram_size, mbr, mbr_temperature},
+                 batch_size, batch_tokens, no_repeat_ngram_size, mbr, mbr_temperature, sampling,
+                 sampling_epsilon, sampling_temperature, seed},
                 return_scores, return_attention, attention_layer, attention_head);
           },
           py::arg("source"), py::kw_only(), TFM_SEARCH_ARGUMENTS, py::arg("return_scores") = false,
@@ -261,11 +272,13 @@ void bind_translator(py::module_& m) {
              const std::filesystem::path& output_path, int64_t beam_size, double length_penalty,
              int64_t n_best, int64_t max_length_offset, int64_t max_length, int64_t min_length,
              int64_t batch_size, int64_t batch_tokens, int64_t no_repeat_ngram_size, bool mbr,
-             double mbr_temperature, bool n_best_output) {
+             double mbr_temperature, int64_t sampling, double sampling_epsilon,
+             double sampling_temperature, uint64_t seed, bool n_best_output) {
             return self.translate_file(
                 input_path, output_path,
                 {beam_size, length_penalty, n_best, max_length_offset, max_length, min_length,
-                 batch_size, batch_tokens, no_repeat_ngram_size, mbr, mbr_temperature},
+                 batch_size, batch_tokens, no_repeat_ngram_size, mbr, mbr_temperature, sampling,
+                 sampling_epsilon, sampling_temperature, seed},
                 n_best_output);
           },
           py::arg("input_path"), py::arg("output_path"), py::kw_only(), TFM_SEARCH_ARGUMENTS,

@@ -44,6 +44,14 @@ struct TranslationOptions {
   // softmax(score / mbr_temperature), comes first; the others keep the search's order.
   bool mbr = false;
   double mbr_temperature = 1.0;  // > 0 and finite
+  // > 0: this many translations drawn per sentence by epsilon sampling instead of a search (`tfm
+  // translate --sampling`, docs/DECODING.md), at most kMaxBeamSize: the hypotheses are the samples,
+  // best score first (beam_size and n_best are not used); with mbr, each sample weighs the same
+  // and mbr_temperature is not used. No attention with sampling.
+  int64_t sampling = 0;
+  double sampling_epsilon = 0.02;     // in [0, 1): tokens of probability below it are never drawn
+  double sampling_temperature = 1.0;  // > 0 and finite: draws from softmax(log p / T)
+  uint64_t seed = 0;                  // the same seed, the same samples
   // Each hypothesis's encoder-decoder attention (Hypothesis::attention), as `tfm translate
   // --attention-output` writes it: one decoder layer's, one head's or the mean of the heads.
   bool return_attention = false;

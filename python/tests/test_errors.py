@@ -164,6 +164,16 @@ def test_search_options_and_threads_outside_the_cli_ranges_are_errors(translator
            translator.translate_batch, SOURCES, mbr=True)
     raises("mbr_temperature -1 must be a positive finite number", translator.translate_batch,
            SOURCES, n_best=2, mbr=True, mbr_temperature=-1)
+    raises(r"sampling -1 must be in \[0, 1024\] \(0: a search\)", translator.translate_batch,
+           SOURCES, sampling=-1)
+    raises(r"sampling: epsilon 1 must be in \[0, 1\)", translator.translate_batch, SOURCES,
+           sampling=2, sampling_epsilon=1.0)
+    raises("sampling: temperature 0 must be a positive finite number",
+           translator.translate_batch, SOURCES, sampling=2, sampling_temperature=0.0)
+    raises("mbr chooses among the samples: draw at least 2, not 1", translator.translate_batch,
+           SOURCES, sampling=1, mbr=True)
+    raises("sampling returns no attention", translator.translate_batch, SOURCES, sampling=2,
+           return_attention=True)
     # 100000 OpenMP threads ended the interpreter.
     raises("Translator: threads 100000 is more than the maximum of 4096", tfm.Translator,
            model_dir, threads=100000)

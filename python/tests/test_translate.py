@@ -157,6 +157,29 @@ def test_mbr_as_the_cli(translator, run_cli, model_dir, source_file):
                for chosen, searched in zip(results, plain))
 
 
+def test_sampling_as_the_cli(translator, run_cli, model_dir, source_file):
+    cli_options = ["--max-length-offset", "12", "--threads", "1"]  # --sampling excludes -b
+    lines = run_cli("translate", "-m", model_dir, "-i", source_file, *cli_options,
+                    "--sampling", "4", "--seed", "3", "--n-best-output").splitlines()
+    expected = {}
+    for line in lines:  # "index ||| translation ||| score"
+        index, text, _ = line.split(" ||| ")
+        expected.setdefault(int(index), []).append(text)
+    results = translator.translate_batch(SOURCES, sampling=4, seed=3, return_scores=True,
+                                         **OPTIONS)
+    assert {i: r.hypotheses for i, r in enumerate(results) if r.hypotheses} == expected
+    for result in results:
+        assert len(result.hypotheses) in (0, 4)
+        assert result.scores == sorted(result.scores, reverse=True)
+    # Another seed draws other samples; MBR chooses among them as the command line does.
+    other = translator.translate_batch(SOURCES, sampling=4, seed=4, **OPTIONS)
+    assert [r.hypotheses for r in other] != [r.hypotheses for r in results]
+    chosen = run_cli("translate", "-m", model_dir, "-i", source_file, *cli_options,
+                     "--sampling", "4", "--seed", "3", "--mbr").splitlines()
+    mbr = translator.translate_batch(SOURCES, sampling=4, seed=3, mbr=True, **OPTIONS)
+    assert [r.hypotheses[0] if r.hypotheses else "" for r in mbr] == chosen
+
+
 def test_int8_as_the_cli(run_cli, model_dir, source_file):
     translator = tfm.Translator(model_dir, compute_type="int8", threads=1)
     assert translator.compute_type == "int8"

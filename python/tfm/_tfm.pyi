@@ -58,7 +58,9 @@ class Translator:
                         max_length_offset: int = 50, max_length: int = 0, min_length: int = 0,
                         batch_size: int = 32, batch_tokens: int = 0,
                         no_repeat_ngram_size: int = 0, mbr: bool = False,
-                        mbr_temperature: float = 1.0,
+                        mbr_temperature: float = 1.0, sampling: int = 0,
+                        sampling_epsilon: float = 0.02, sampling_temperature: float = 1.0,
+                        seed: int = 0,
                         return_scores: bool = False, return_attention: bool = False,
                         attention_layer: int = -1,
                         attention_head: int = -1) -> List[TranslationResult]:
@@ -70,7 +72,11 @@ class Translator:
         output repeats an n-gram of that many subword tokens; mbr: the minimum Bayes risk choice of
         the n_best list (n_best >= 2) first, the hypothesis with the highest expected sentence
         BLEU against the list weighted by softmax(score / mbr_temperature), the others in the
-        search's order (`tfm translate --mbr`). attention_layer: the decoder
+        search's order (`tfm translate --mbr`). sampling > 0: that many translations drawn by
+        epsilon sampling instead of a search, best score first (tokens of probability below
+        sampling_epsilon, after softmax(log p / sampling_temperature), never drawn; the same seed,
+        the same samples; beam_size and n_best unused; with mbr each sample weighs the same:
+        `tfm translate --sampling`). attention_layer: the decoder
         layer whose encoder-decoder attention return_attention returns (negative: from the last);
         attention_head: one head, or -1 for the mean of the heads.
         """
@@ -78,10 +84,13 @@ class Translator:
                        length_penalty: float = 0.6, n_best: int = 1, max_length_offset: int = 50,
                        max_length: int = 0, min_length: int = 0, batch_size: int = 32,
                        batch_tokens: int = 0, no_repeat_ngram_size: int = 0, mbr: bool = False,
-                       mbr_temperature: float = 1.0, n_best_output: bool = False) -> int:
+                       mbr_temperature: float = 1.0, sampling: int = 0,
+                       sampling_epsilon: float = 0.02, sampling_temperature: float = 1.0,
+                       seed: int = 0, n_best_output: bool = False) -> int:
         """Translates a text file (plain or gzip) line by line into output_path, as `tfm translate
         -i INPUT -o OUTPUT` does (with n_best_output: "line ||| translation ||| score" for each
-        of the n best). The output is written atomically. Returns the number of lines."""
+        of the n best, or of the samples). The output is written atomically. Returns the number
+        of lines."""
     def score_batch(self, source: Sequence[str], target: Sequence[str], *,
                     batch_size: int = 32) -> List[ScoringResult]:
         """The log-probability of each target token given its source and the tokens before it."""

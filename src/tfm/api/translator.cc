@@ -52,7 +52,10 @@ namespace {
 void check_search_ranges(const TranslationOptions& options) {
   TFM_CHECK(options.beam_size >= 1 && options.beam_size <= kMaxBeamSize,
             "translate: beam size {} must be in [1, {}]", options.beam_size, kMaxBeamSize);
-  TFM_CHECK(options.n_best >= 1 && options.n_best <= options.beam_size,
+  TFM_CHECK(options.sampling >= 0 && options.sampling <= kMaxBeamSize,
+            "translate: sampling {} must be in [0, {}] (0: a search)", options.sampling,
+            kMaxBeamSize);
+  TFM_CHECK(options.sampling > 0 || (options.n_best >= 1 && options.n_best <= options.beam_size),
             "translate: n_best {} must be between 1 and the beam size {}", options.n_best,
             options.beam_size);
   TFM_CHECK(std::isfinite(options.length_penalty), "translate: length_penalty {} is not finite",
@@ -70,10 +73,14 @@ void check_search_ranges(const TranslationOptions& options) {
   TFM_CHECK(options.no_repeat_ngram_size >= 0 && options.no_repeat_ngram_size <= kMaxOutputLength,
             "translate: no_repeat_ngram_size {} must be in [0, {}] (0: off)",
             options.no_repeat_ngram_size, kMaxOutputLength);
-  TFM_CHECK(!options.mbr || options.n_best >= 2,
+  TFM_CHECK(!options.mbr || options.sampling > 0 || options.n_best >= 2,
             "translate: mbr chooses from the n_best list: give it at least 2 hypotheses "
             "(e.g. beam_size 16, n_best 16), not {}",
             options.n_best);
+  TFM_CHECK(!options.mbr || options.sampling != 1,
+            "translate: mbr chooses among the samples: draw at least 2, not 1");
+  TFM_CHECK(options.sampling == 0 || !options.return_attention,
+            "translate: sampling returns no attention (it comes from a search)");
   TFM_CHECK(std::isfinite(options.mbr_temperature) && options.mbr_temperature > 0,
             "translate: mbr_temperature {} must be a positive finite number",
             options.mbr_temperature);
@@ -93,6 +100,9 @@ decode::TranslateOptions decoding_options(const TranslationOptions& options,
   decoding.batch_size = options.batch_size;
   decoding.batch_tokens = options.batch_tokens;
   decoding.no_repeat_ngram = options.no_repeat_ngram_size;
+  decoding.sampling = {options.sampling, options.sampling_epsilon, options.sampling_temperature,
+                       options.seed};
+  if (options.sampling > 0) decode::check_sampling_options(decoding.sampling);
   decoding.progress = options.progress;
   if (options.return_attention) {
     const int64_t layer = options.attention_layer < 0 ? config.layers + options.attention_layer
@@ -114,7 +124,7 @@ translation::Search search_with(const Model::Impl& m, int threads,
                                 const decode::TranslateOptions& decoding,
                                 const TranslationOptions& options) {
   std::optional<eval::MbrOptions> mbr;
-  if (options.mbr) mbr = eval::MbrOptions{options.mbr_temperature};
+  if (options.mbr) mbr = eval::MbrOptions{options.mbr_temperature, options.sampling > 0};
   return [&m, threads, &decoding, mbr](const std::vector<std::vector<int32_t>>& ids) {
     ThreadCountScope thread_count(threads);
     std::vector<translation::NBest> lists = decode::translate(*m.model, ids, decoding);
