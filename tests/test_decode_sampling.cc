@@ -94,6 +94,21 @@ TEST(Sampling, BlockedTokensAreNeverDrawnAndEdgeCases) {
   EXPECT_NEAR(got[0], 0.25, 1e-4);
   EXPECT_EQ(got[1], 0.0);
   EXPECT_NEAR(got[2], 0.75, 1e-4);
+  // At T = 1 the kept tokens are found from the mass the blocked ones leave (0.4 here): epsilon
+  // 0.2 keeps both 0.1 / 0.4 = 0.25 and 0.75 (it would cut the first against the whole row).
+  options.epsilon = 0.2;
+  const std::vector<double> left = frequencies(row, {1}, options);
+  EXPECT_NEAR(left[0], 0.25, 1e-4);
+  EXPECT_NEAR(left[2], 0.75, 1e-4);
+  // Blocked tokens holding nearly all the mass: the sum is taken token by token (q = 0.8, 0.2).
+  const std::vector<float> peaked = log_of({0.0004, 0.9995, 0.0001});
+  options.epsilon = 0.1;
+  const std::vector<double> rest = frequencies(peaked, {1}, options);
+  EXPECT_NEAR(rest[0], 0.8, 1e-4);
+  EXPECT_NEAR(rest[2], 0.2, 1e-4);
+  options.epsilon = 0.3;
+  EXPECT_NEAR(frequencies(peaked, {1}, options)[0], 1.0, 1e-12);
+  options.epsilon = 0;
   // Every token blocked: nothing to draw.
   EXPECT_EQ(draw_token(row.data(), 3, {0, 1, 2}, 0.5, options, 0), -1);
   // No token reaches epsilon: the most probable (the lower id among equals).

@@ -23,53 +23,84 @@ void check_sampling_options(const SamplingOptions& options) {
 
 int32_t draw_token(const float* log_probs, int64_t vocab, const std::vector<int32_t>& blocked,
                    double uniform, const SamplingOptions& options, int64_t step) {
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  thread_local std::vector<float> values;
-  thread_local std::vector<double> weights;
-  values.assign(log_probs, log_probs + vocab);
-  for (int32_t token : blocked)
-    if (token >= 0 && token < vocab) values[static_cast<size_t>(token)] = kNegInf;
-  float largest = kNegInf;
+  // Blocked tokens are marked for this call (and unmarked on every way out).
+  thread_local std::vector<char> is_blocked;
+  if (static_cast<int64_t>(is_blocked.size()) < vocab)
+    is_blocked.resize(static_cast<size_t>(vocab));
+  struct Marks {
+    const std::vector<int32_t>& tokens;
+    int64_t vocab;
+    void set(char value) const {
+      for (int32_t t : tokens)
+        if (t >= 0 && t < vocab) is_blocked[static_cast<size_t>(t)] = value;
+    }
+    ~Marks() { set(0); }
+  } marks{blocked, vocab};
+  marks.set(1);
+
+  float largest = -std::numeric_limits<float>::infinity();
   int32_t best = -1;
   for (int64_t t = 0; t < vocab; ++t) {
-    const float v = values[static_cast<size_t>(t)];
+    if (is_blocked[static_cast<size_t>(t)]) continue;
+    const float v = log_probs[t];
     if (std::isnan(v) || v == std::numeric_limits<float>::infinity()) fail_non_finite(step);
     if (v > largest) {
       largest = v;
       best = static_cast<int32_t>(t);
     }
   }
-  if (best < 0) return -1;
+  if (best < 0 || largest == -std::numeric_limits<float>::infinity()) return -1;
   // Unnormalised q: w(t) = exp((v(t) - largest) / T), so q(t) = w(t) / sum(w) and the most
   // probable token has w = 1. q(t) >= epsilon is w(t) >= epsilon * sum(w).
-  weights.resize(static_cast<size_t>(vocab));
+  const double temperature = options.temperature;
+  const auto weight = [&](int64_t t) {
+    return std::exp((static_cast<double>(log_probs[t]) - largest) / temperature);
+  };
+  // At T = 1 the row's log-probabilities sum to 1 in probability, so sum(w) is exp(-largest) times
+  // the mass the blocked tokens leave, without a pass over the vocabulary; when they leave little
+  // (or at another T) the sum is taken token by token.
+  double blocked_mass = 0;
+  for (int32_t t : blocked)
+    if (t >= 0 && t < vocab && is_blocked[static_cast<size_t>(t)] == 1) {
+      blocked_mass += std::exp(static_cast<double>(log_probs[t]));
+      is_blocked[static_cast<size_t>(t)] = 2;  // counted once
+    }
   double total = 0;
-  for (int64_t t = 0; t < vocab; ++t) {
-    const float v = values[static_cast<size_t>(t)];
-    const double w = v == kNegInf ? 0.0 : std::exp((v - largest) / options.temperature);
-    weights[static_cast<size_t>(t)] = w;
-    total += w;
+  if (temperature == 1.0 && options.epsilon > 0 && 1 - blocked_mass >= 1e-3) {
+    total = std::exp(-static_cast<double>(largest)) * (1 - blocked_mass);
+  } else {
+    for (int64_t t = 0; t < vocab; ++t)
+      if (!is_blocked[static_cast<size_t>(t)] &&
+          log_probs[t] > -std::numeric_limits<float>::infinity())
+        total += weight(t);
   }
+  // Only tokens with w(t) >= threshold are kept: (v(t) - largest) / T >= log(threshold). That
+  // bound (a little lower, for rounding) skips the rest without an exp; w decides.
   const double threshold = options.epsilon * total;
-  double kept = 0;
-  for (double& w : weights) {
-    if (w < threshold || w == 0) w = 0;
-    kept += w;
-  }
-  if (kept == 0) return best;  // nothing reaches epsilon: the most probable token
-  // The first token whose cumulative weight passes uniform * kept (the last kept one when
-  // rounding leaves the walk short).
-  const double target = uniform * kept;
-  double cumulative = 0;
-  int32_t last = best;
+  const double lowest = threshold > 0 ? largest + temperature * std::log(threshold) - 1e-6
+                                      : -std::numeric_limits<double>::infinity();
+  thread_local std::vector<std::pair<int32_t, double>> kept;
+  kept.clear();
+  double kept_weight = 0;
   for (int64_t t = 0; t < vocab; ++t) {
-    const double w = weights[static_cast<size_t>(t)];
-    if (w == 0) continue;
-    cumulative += w;
-    last = static_cast<int32_t>(t);
-    if (cumulative > target) return last;
+    if (is_blocked[static_cast<size_t>(t)] || static_cast<double>(log_probs[t]) < lowest ||
+        log_probs[t] == -std::numeric_limits<float>::infinity())
+      continue;
+    const double w = weight(t);
+    if (w < threshold || w == 0) continue;
+    kept.emplace_back(static_cast<int32_t>(t), w);
+    kept_weight += w;
   }
-  return last;
+  if (kept.empty()) return best;  // nothing reaches epsilon: the most probable token
+  // The first token whose cumulative weight passes uniform * kept_weight (the last kept one when
+  // rounding leaves the walk short).
+  const double target = uniform * kept_weight;
+  double cumulative = 0;
+  for (const auto& [token, w] : kept) {
+    cumulative += w;
+    if (cumulative > target) return token;
+  }
+  return kept.back().first;
 }
 
 namespace {

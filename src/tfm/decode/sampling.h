@@ -47,9 +47,10 @@ std::vector<std::vector<Hypothesis>> sampling_search(StepScorer& scorer,
                                                      const SamplingOptions& sampling);
 
 // The token drawn from one step's row of log-probabilities (log_probs[t] = log p(t | prefix), for
-// `vocab` tokens), as sampling_search draws it: `blocked` tokens (sorted or not) are never drawn,
-// `uniform` in [0, 1) picks the token. Returns -1 when no token has a finite log-probability;
-// a NaN or +inf among the allowed ones is an error (fail_non_finite(step)).
+// `vocab` tokens, a normalised row: at T = 1 its mass less the blocked tokens' is taken as the
+// total instead of summing the row), as sampling_search draws it: `blocked` tokens (sorted or not)
+// are never drawn, `uniform` in [0, 1) picks the token. Returns -1 when no token has a finite
+// log-probability; a NaN or +inf among the allowed ones is an error (fail_non_finite(step)).
 int32_t draw_token(const float* log_probs, int64_t vocab, const std::vector<int32_t>& blocked,
                    double uniform, const SamplingOptions& options, int64_t step);
 
