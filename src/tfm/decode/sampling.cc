@@ -23,20 +23,24 @@ void check_sampling_options(const SamplingOptions& options) {
 
 int32_t draw_token(const float* log_probs, int64_t vocab, const std::vector<int32_t>& blocked,
                    double uniform, const SamplingOptions& options, int64_t step) {
-  // Blocked tokens are marked for this call (and unmarked on every way out).
+  // The blocked tokens inside the vocabulary, each once, marked for this call (and unmarked on
+  // every way out).
+  std::vector<int32_t> unique_blocked;
+  for (int32_t t : blocked)
+    if (t >= 0 && t < vocab) unique_blocked.push_back(t);
+  std::sort(unique_blocked.begin(), unique_blocked.end());
+  unique_blocked.erase(std::unique(unique_blocked.begin(), unique_blocked.end()),
+                       unique_blocked.end());
   thread_local std::vector<char> is_blocked;
   if (static_cast<int64_t>(is_blocked.size()) < vocab)
     is_blocked.resize(static_cast<size_t>(vocab));
   struct Marks {
     const std::vector<int32_t>& tokens;
-    int64_t vocab;
-    void set(char value) const {
-      for (int32_t t : tokens)
-        if (t >= 0 && t < vocab) is_blocked[static_cast<size_t>(t)] = value;
+    ~Marks() {
+      for (int32_t t : tokens) is_blocked[static_cast<size_t>(t)] = 0;
     }
-    ~Marks() { set(0); }
-  } marks{blocked, vocab};
-  marks.set(1);
+  } marks{unique_blocked};
+  for (int32_t t : unique_blocked) is_blocked[static_cast<size_t>(t)] = 1;
 
   float largest = -std::numeric_limits<float>::infinity();
   int32_t best = -1;
@@ -60,11 +64,7 @@ int32_t draw_token(const float* log_probs, int64_t vocab, const std::vector<int3
   // the mass the blocked tokens leave, without a pass over the vocabulary; when they leave little
   // (or at another T) the sum is taken token by token.
   double blocked_mass = 0;
-  for (int32_t t : blocked)
-    if (t >= 0 && t < vocab && is_blocked[static_cast<size_t>(t)] == 1) {
-      blocked_mass += std::exp(static_cast<double>(log_probs[t]));
-      is_blocked[static_cast<size_t>(t)] = 2;  // counted once
-    }
+  for (int32_t t : unique_blocked) blocked_mass += std::exp(static_cast<double>(log_probs[t]));
   double total = 0;
   if (temperature == 1.0 && options.epsilon > 0 && 1 - blocked_mass >= 1e-3) {
     total = std::exp(-static_cast<double>(largest)) * (1 - blocked_mass);
@@ -135,17 +135,8 @@ std::vector<std::vector<Hypothesis>> sampling_search(StepScorer& scorer,
   TFM_CHECK(scorer.rows() == sources,
             "sampling: the scorer has {} rows, expected one per source ({})", scorer.rows(),
             sources);
-  TFM_CHECK(std::isfinite(search.alpha), "sampling: length penalty alpha {} is not finite",
-            search.alpha);
-  TFM_CHECK(search.no_repeat_ngram >= 0, "sampling: no_repeat_ngram {} must be >= 0 (0: off)",
-            search.no_repeat_ngram);
   const int64_t vocab = scorer.vocab_size();
-  TFM_CHECK(
-      search.eos_id >= 0 && search.eos_id < vocab && search.bos_id >= 0 && search.bos_id < vocab,
-      "sampling: bos {} or eos {} is outside the vocabulary of {}", search.bos_id, search.eos_id,
-      vocab);
-  for (int64_t m : max_lengths)
-    TFM_CHECK(m >= 1, "sampling: maximum output length {} must be at least 1", m);
+  check_search_conventions(search, vocab, max_lengths, "sampling");
 
   if (sources == 0) return {};
   // One row per sample: each source's row repeated `samples` times.

@@ -148,6 +148,20 @@ std::vector<int32_t> repeated_ngram_ends(const std::vector<int32_t>& tokens, int
   return ends;
 }
 
+void check_search_conventions(const SearchOptions& options, int64_t vocab,
+                              const std::vector<int64_t>& max_lengths, const char* search) {
+  TFM_CHECK(std::isfinite(options.alpha), "{}: length penalty alpha {} is not finite", search,
+            options.alpha);
+  TFM_CHECK(options.no_repeat_ngram >= 0, "{}: no_repeat_ngram {} must be >= 0 (0: off)", search,
+            options.no_repeat_ngram);
+  TFM_CHECK(options.eos_id >= 0 && options.eos_id < vocab && options.bos_id >= 0 &&
+                options.bos_id < vocab,
+            "{}: bos {} or eos {} is outside the vocabulary of {}", search, options.bos_id,
+            options.eos_id, vocab);
+  for (int64_t m : max_lengths)
+    TFM_CHECK(m >= 1, "{}: maximum output length {} must be at least 1", search, m);
+}
+
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
@@ -173,20 +187,10 @@ void check_options(const StepScorer& scorer, const std::vector<int64_t>& max_len
             options.beam_size);
   TFM_CHECK(options.n_best >= 1 && options.n_best <= beam,
             "{}: n_best {} must be in [1, {}] (the beam size)", search, options.n_best, beam);
-  TFM_CHECK(std::isfinite(options.alpha), "{}: length penalty alpha {} is not finite", search,
-            options.alpha);
-  TFM_CHECK(options.no_repeat_ngram >= 0, "{}: no_repeat_ngram {} must be >= 0 (0: off)", search,
-            options.no_repeat_ngram);
   TFM_CHECK(scorer.rows() == static_cast<int64_t>(max_lengths.size()) * beam,
             "{}: the scorer has {} rows, expected {} sources x beam {}", search, scorer.rows(),
             max_lengths.size(), beam);
-  const int64_t vocab = scorer.vocab_size();
-  TFM_CHECK(options.eos_id >= 0 && options.eos_id < vocab && options.bos_id >= 0 &&
-                options.bos_id < vocab,
-            "{}: bos {} or eos {} is outside the vocabulary of {}", search, options.bos_id,
-            options.eos_id, vocab);
-  for (int64_t m : max_lengths)
-    TFM_CHECK(m >= 1, "{}: maximum output length {} must be at least 1", search, m);
+  check_search_conventions(options, scorer.vocab_size(), max_lengths, search);
 }
 
 // The token a step must not produce: eos before min_length.

@@ -90,6 +90,12 @@ struct SearchOptions {
 // an earlier occurrence of its last n - 1 tokens (for n = 1, every token it holds). Sorted, unique.
 std::vector<int32_t> repeated_ngram_ends(const std::vector<int32_t>& tokens, int64_t n);
 
+// The checks every search (and sampling) makes of its options and sources, `search` naming it in
+// the errors: a finite alpha, no_repeat_ngram >= 0, bos and eos inside the vocabulary, and every
+// maximum output length at least 1.
+void check_search_conventions(const SearchOptions& options, int64_t vocab,
+                              const std::vector<int64_t>& max_lengths, const char* search);
+
 struct Hypothesis {
   std::vector<int32_t> tokens;  // the output, without bos and eos
   double log_prob = 0.0;        // sum of log p of the generated tokens (eos included)
