@@ -112,18 +112,18 @@ void run_translate(TranslateCommandOptions options) {
   const int64_t samples = options.decoding.sampling.samples;
   if (samples > 0) {
     // The list is the samples, best score first; --mbr weighs each the same.
-    options.decoding.n_best = samples;
     options.mbr_options.uniform = true;
     TFM_CHECK(!options.mbr || samples >= 2,
               "--mbr chooses among the --sampling samples: draw at least 2, not {}", samples);
+  } else {
+    TFM_CHECK(options.decoding.n_best <= options.decoding.beam_size,
+              "--n-best {} exceeds the beam size {}", options.decoding.n_best,
+              options.decoding.beam_size);
+    TFM_CHECK(!options.mbr || options.decoding.n_best >= 2,
+              "--mbr chooses from the --n-best list: give it at least 2 hypotheses (e.g. -b 16 "
+              "--n-best 16), not {}",
+              options.decoding.n_best);
   }
-  TFM_CHECK(samples > 0 || options.decoding.n_best <= options.decoding.beam_size,
-            "--n-best {} exceeds the beam size {}", options.decoding.n_best,
-            options.decoding.beam_size);
-  TFM_CHECK(!options.mbr || options.decoding.n_best >= 2,
-            "--mbr chooses from the --n-best list: give it at least 2 hypotheses (e.g. -b 16 "
-            "--n-best 16), not {}",
-            options.decoding.n_best);
 
   // One worker, with --threads OpenMP threads, for every chunk.
   const decode::Translator translator(models, options.decoding, options.threads);
