@@ -316,8 +316,12 @@ void bind_translator(py::module_& m) {
       .def_property_readonly("threads", &PyTranslator::threads)
       .def_property_readonly("vocab_size",
                              [](const PyTranslator& self) { return self.model().vocab_size(); })
-      .def_property_readonly("layers",
-                             [](const PyTranslator& self) { return self.model().layers(); })
+      .def_property_readonly(
+          "layers", [](const PyTranslator& self) { return self.model().layers(); },
+          "the encoder's layers")
+      .def_property_readonly(
+          "decoder_layers", [](const PyTranslator& self) { return self.model().decoder_layers(); },
+          "the decoder's layers (layers, unless the model was made with model.decoder_layers)")
       .def_property_readonly("d_model",
                              [](const PyTranslator& self) { return self.model().d_model(); })
       .def_property_readonly(

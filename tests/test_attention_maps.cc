@@ -58,11 +58,12 @@ TEST(AttentionMaps, EqualThePyTorchReference) {
     const auto source = ids_of(reference.get(pair + ".source"));
     const auto target = ids_of(reference.get(pair + ".target"));
     const decode::AttentionMaps maps = decode::attention_maps(*model, source, target);
-    ASSERT_EQ(maps.layers, 2);
+    ASSERT_EQ(maps.encoder_layers, 2);
+    ASSERT_EQ(maps.decoder_layers, 2);
     ASSERT_EQ(maps.heads, 4);
     ASSERT_EQ(maps.source_length, static_cast<int64_t>(source.size()));
     ASSERT_EQ(maps.target_length, static_cast<int64_t>(target.size()) + 1);
-    for (int64_t l = 0; l < maps.layers; ++l) {
+    for (int64_t l = 0; l < maps.encoder_layers; ++l) {
       const std::string layer = std::to_string(l);
       for (const auto& [kind, mine] :
            {std::pair{"encoder", &maps.encoder}, std::pair{"decoder", &maps.decoder},
@@ -104,9 +105,15 @@ TEST(AttentionMaps, RowsSumToOneWithNoWeightOnTheFuture) {
 }
 
 // The incremental decoder's weights (one step at a time, a key/value cache) equal those of the
-// training forward pass over a padded batch (ForwardContext::record_attention).
-TEST(AttentionMaps, EqualTheFullForwardPassOverAPaddedBatch) {
+// training forward pass over a padded batch (ForwardContext::record_attention), with as many
+// decoder layers as encoder layers and with a deep encoder over a shallow decoder.
+class AttentionMapsDepths : public ::testing::TestWithParam<std::pair<int64_t, int64_t>> {};
+
+TEST_P(AttentionMapsDepths, EqualTheFullForwardPassOverAPaddedBatch) {
   ModelConfig config = testing::tiny_decoder_config();
+  config.layers = GetParam().first;
+  if (GetParam().second != GetParam().first) config.decoder_layers = GetParam().second;
+  validate(config);
   nn::Transformer transformer(config);
   transformer.init(11);
   const decode::InferenceModel model(transformer, decode::InferenceOptions{});
@@ -126,14 +133,17 @@ TEST(AttentionMaps, EqualTheFullForwardPassOverAPaddedBatch) {
   const std::vector<int32_t> lengths{5, 2};
   const Tensor memory = transformer.encode(Tensor::from_ints({2, width}, src), lengths, ctx);
   transformer.decode(Tensor::from_ints({2, length}, tgt), memory, lengths, ctx);
-  const auto L = config.layers, H = config.heads;
-  ASSERT_EQ(static_cast<int64_t>(recorded.size()), 3 * L);  // encoder; decoder self, cross
+  const auto L = config.layers, D = config.decoder_depth(), H = config.heads;
+  ASSERT_EQ(static_cast<int64_t>(recorded.size()), L + 2 * D);  // encoder; decoder self, cross
 
   for (int64_t b = 0; b < 2; ++b) {
     const auto& s = sources[static_cast<size_t>(b)];
     const decode::AttentionMaps maps =
         decode::attention_maps(model, s, targets[static_cast<size_t>(b)]);
     const int64_t S = maps.source_length, T = maps.target_length;
+    ASSERT_EQ(maps.encoder_layers, L);
+    ASSERT_EQ(maps.decoder_layers, D);
+    ASSERT_EQ(maps.decoder.dim(0), D);
     // Entry (l, h, q, k) of sentence b in a recorded [2, h, Tq, Tk] against maps' [l, h, q, k].
     auto compare = [&](const Tensor& full, const Tensor& mine, int64_t l, int64_t q_count,
                        int64_t k_count, const char* kind) {
@@ -155,13 +165,18 @@ TEST(AttentionMaps, EqualTheFullForwardPassOverAPaddedBatch) {
         }
       EXPECT_LE(diff, 1e-5) << kind << " layer " << l << " sentence " << b;
     };
-    for (int64_t l = 0; l < L; ++l) {
+    for (int64_t l = 0; l < L; ++l)
       compare(recorded[static_cast<size_t>(l)], maps.encoder, l, S, S, "encoder");
+    for (int64_t l = 0; l < D; ++l) {
       compare(recorded[static_cast<size_t>(L + 2 * l)], maps.decoder, l, T, T, "decoder");
       compare(recorded[static_cast<size_t>(L + 2 * l + 1)], maps.cross, l, T, S, "cross");
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(EncoderAndDecoderLayers, AttentionMapsDepths,
+                         ::testing::Values(std::pair<int64_t, int64_t>{2, 2},
+                                           std::pair<int64_t, int64_t>{3, 1}));
 
 // A translation's attention probe (the mean over layers and heads, what alignments read) keeps the
 // weights attention_maps gives for the translation it found.
@@ -184,10 +199,10 @@ TEST(AttentionMaps, AgreeWithTheTranslationsAttentionProbe) {
     ASSERT_EQ(best.attention[t].size(), static_cast<size_t>(S));
     for (int64_t k = 0; k < S; ++k) {
       double mean = 0;
-      for (int64_t l = 0; l < maps.layers; ++l)
+      for (int64_t l = 0; l < maps.decoder_layers; ++l)
         for (int64_t h = 0; h < H; ++h)
           mean += maps.cross.data<float>()[((l * H + h) * T + static_cast<int64_t>(t)) * S + k];
-      mean /= static_cast<double>(maps.layers * H);
+      mean /= static_cast<double>(maps.decoder_layers * H);
       EXPECT_NEAR(best.attention[t][static_cast<size_t>(k)], mean, 1e-5) << "token " << t;
     }
   }

@@ -110,6 +110,14 @@ TEST(ModelConfig, CountsOfTheSpec) {
   const ParameterBreakdown parts = parameter_breakdown(preset("E"));
   EXPECT_EQ(parts.embedding, 37000 * 512);
   EXPECT_EQ(parts.positions, 2 * 1024 * 512);
+  // A deep encoder over a shallow decoder: base's 6 encoder layers (3,150,336 parameters each) and
+  // 2 decoder layers (4,199,936 each, with the cross-attention and its norm).
+  ModelConfig shallow = preset("base");
+  shallow.decoder_layers = 2;
+  const ParameterBreakdown six_two = parameter_breakdown(shallow);
+  EXPECT_EQ(six_two.encoder, 6 * 3'150'336);
+  EXPECT_EQ(six_two.decoder, 2 * 4'199'936);
+  EXPECT_EQ(parameter_count(shallow), 46'245'888);
 }
 
 TEST(ModelConfig, PaperParamsColumn) {
@@ -251,6 +259,8 @@ double matmul_flops(const ModelConfig& c, double S, double T) {
     mm(S, d, hk), mm(S, d, hk), mm(S, d, hv);                // encoder Q, K, V
     mm(h * S, c.d_k, S), mm(h * S, S, c.d_v), mm(S, hv, d);  // scores, sum, Wo
     mm(S, d, c.d_ff), mm(S, c.d_ff, d);                      // FFN
+  }
+  for (int64_t layer = 0; layer < c.decoder_depth(); ++layer) {
     mm(T, d, hk), mm(T, d, hk), mm(T, d, hv);                // decoder self Q, K, V
     mm(h * T, c.d_k, T), mm(h * T, T, c.d_v), mm(T, hv, d);  // full T x T
     mm(T, d, hk), mm(S, d, hk), mm(S, d, hv);                // cross Q; K, V of source
@@ -262,9 +272,10 @@ double matmul_flops(const ModelConfig& c, double S, double T) {
 }
 
 TEST(ForwardFlops, MatchesTheListOfMatrixProducts) {
-  for (const char* name : {"base", "A1", "B1", "C4", "big"}) {
+  for (const char* name : {"base", "A1", "B1", "C4", "big", "6+2", "2+6"}) {
     SCOPED_TRACE(name);
-    ModelConfig c = preset(name);
+    ModelConfig c = preset(name[1] == '+' ? "base" : name);
+    if (name[1] == '+') c.layers = name[0] - '0', c.decoder_layers = name[2] - '0';
     const ForwardFlops f = forward_flops(c, 17, 23);
     EXPECT_DOUBLE_EQ(f.per_pair(), matmul_flops(c, 17, 23));
     EXPECT_DOUBLE_EQ(f.per_token(), f.per_pair() / 40);
@@ -314,15 +325,16 @@ TEST(ModelConfig, VariantKeysRoundTripAndAreLeftOutAtTheirDefaults) {
             R"("max_positions":1024,"vocab_size":37000,"norm":"post","attention_bias":false,)"
             R"("layer_norm_eps":1e-05,"pad_id":0,"unk_id":1,"bos_id":2,"eos_id":3,)"
             R"("task":"translation"})");
-  EXPECT_EQ(config_keys().size(), 28u);
-  EXPECT_EQ(config_keys().back(), "decoder_start_id");
+  EXPECT_EQ(config_keys().size(), 29u);
+  EXPECT_EQ(config_keys().back(), "decoder_layers");
 
   ModelConfig c;
   c.activation = "swish", c.tie_embeddings = "none", c.output_bias = true;
   c.scale_embeddings = false, c.sinusoid = "halves_t2t", c.position_offset = 2;
-  c.decoder_start_id = 0;
+  c.decoder_start_id = 0, c.decoder_layers = 2;
   const nlohmann::ordered_json written = config_to_json(c);
-  EXPECT_EQ(written.size(), 27u);
+  EXPECT_EQ(written.size(), 28u);
+  EXPECT_EQ(written["decoder_layers"], 2);
   EXPECT_EQ(config_from_json(written), c);
   ModelConfig one;
   one.activation = "gelu";
@@ -330,9 +342,13 @@ TEST(ModelConfig, VariantKeysRoundTripAndAreLeftOutAtTheirDefaults) {
   EXPECT_EQ(config_to_json(one)["activation"], "gelu");
   EXPECT_EQ(config_from_json(config_to_json(one)), one);
   // Given at their defaults, they read as absent.
-  EXPECT_EQ(config_from_json(nlohmann::json{{"sinusoid", "interleaved"}, {"decoder_start_id", -1}}),
+  EXPECT_EQ(config_from_json(nlohmann::json{
+                {"sinusoid", "interleaved"}, {"decoder_start_id", -1}, {"decoder_layers", -1}}),
             ModelConfig{});
   EXPECT_EQ(ModelConfig{}.decoder_start(), 2);
+  EXPECT_EQ(ModelConfig{}.decoder_depth(), 6);
+  EXPECT_EQ(c.decoder_depth(), 2);
+  EXPECT_EQ(c.layers, 6);
   EXPECT_EQ(c.decoder_start(), 0);
   EXPECT_EQ(c.longest_sequence(), 1022);
   // fairseq's decoder starts from eos (its prev_output_tokens are </s> y1 .. yn).
@@ -405,6 +421,11 @@ TEST(ModelConfig, JsonValidationNamesTheKeyAndTheProblem) {
       {with("position_offset", 1024), {"'position_offset' must be in [0, max_positions)", "1024"}},
       {with("decoder_start_id", -2), {"'decoder_start_id' must be a token id or -1", "-2"}},
       {with("decoder_start_id", 37000), {"'decoder_start_id' must be -1 (the bos_id) or a token"}},
+      {with("decoder_layers", 0),
+       {"'decoder_layers' must be -1 (as many as 'layers') or in [1,", "got 0"}},
+      {with("decoder_layers", -2), {"'decoder_layers' must be -1", "got -2"}},
+      {with("decoder_layers", 1025), {"'decoder_layers' must be -1", "1024], got 1025"}},
+      {with("decoder_layers", 1.5), {"'decoder_layers' must be an integer"}},
       {json::array({1, 2}), {"must be a JSON object"}},
   };
   for (const auto& [input, parts] : cases) {

@@ -63,7 +63,8 @@ std::vector<std::vector<double>> recomputed_log_probs(
 // sentence leaves the batch at step 4, and the caches start with room for 3 positions only.
 void check_incremental_equals_recompute(const ModelConfig& config, uint64_t seed) {
   SCOPED_TRACE("norm " + config.norm + ", positional " + config.positional + ", bias " +
-               std::to_string(config.attention_bias));
+               std::to_string(config.attention_bias) + ", layers " + std::to_string(config.layers) +
+               "+" + std::to_string(config.decoder_depth()));
   nn::Transformer model(config);
   model.init(seed);
   const int64_t beam = 2, steps = 9;
@@ -142,6 +143,16 @@ TEST(IncrementalDecoding, EqualsFullRecomputeLearnedPositions) {
 
 TEST(IncrementalDecoding, EqualsFullRecomputeWithAttentionBiases) {
   check_incremental_equals_recompute(tiny_decoder_config("pre", "sinusoidal", true), 14);
+}
+
+TEST(IncrementalDecoding, EqualsFullRecomputeWithOtherDecoderDepths) {
+  for (const auto& [encoder, decoder] : {std::pair{3, 1}, std::pair{1, 3}}) {
+    ModelConfig config = tiny_decoder_config("pre");
+    config.layers = encoder;
+    config.decoder_layers = decoder;
+    validate(config);
+    check_incremental_equals_recompute(config, 15);
+  }
 }
 
 // A model builds its sinusoid table only up to kBuiltPositions rows (max_positions may be 65536):

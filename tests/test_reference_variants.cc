@@ -1,11 +1,12 @@
 // The model variants of other toolkits (config keys activation, tie_embeddings, output_bias,
-// scale_embeddings, sinusoid, position_offset, decoder_start_id; docs/MODEL_FORMAT.md) against
-// PyTorch. tests/fixtures/variants/<group> were written by `tools/make_reference_fixture.py
-// --variant all` (the reference model extended with the same keys, computed in float64), one
-// small model per group (marian, huggingface, fairseq) that sets several keys off their defaults
-// at once: logits, loss, every gradient and 5 Adam steps, as the base model's fixture
-// (test_reference_model.cc); then the inference paths (incremental decoding, packed f32, bf16 and
-// int8, greedy translation from decoder_start_id) against the same logits.
+// scale_embeddings, sinusoid, position_offset, decoder_start_id, decoder_layers;
+// docs/MODEL_FORMAT.md) against PyTorch. tests/fixtures/variants/<group> were written by
+// `tools/make_reference_fixture.py --variant all` (the reference model extended with the same
+// keys, computed in float64), one small model per group (marian, huggingface, fairseq, depths)
+// that sets several keys off their defaults at once: logits, loss, every gradient and 5 Adam steps,
+// as the base model's fixture (test_reference_model.cc); then the inference paths (incremental
+// decoding, packed f32, bf16 and int8, greedy translation from decoder_start_id) against the same
+// logits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -103,6 +104,7 @@ TEST_P(ReferenceVariant, ConfigurationIsTheGroupsAndParametersAreTheSpecs) {
   changed += c.sinusoid != defaults.sinusoid;
   changed += c.position_offset != defaults.position_offset;
   changed += c.decoder_start_id != defaults.decoder_start_id;
+  changed += c.decoder_layers != defaults.decoder_layers;
   EXPECT_GE(changed, 3);
   // The model's parameters are parameter_specs' list, in its order.
   const std::vector<ParameterSpec> specs = parameter_specs(c);
@@ -241,7 +243,7 @@ TEST_P(ReferenceVariant, GreedyTranslationFollowsTheForwardArgmax) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Groups, ReferenceVariant,
-                         ::testing::Values("marian", "huggingface", "fairseq"));
+                         ::testing::Values("marian", "huggingface", "fairseq", "depths"));
 
 }  // namespace
 }  // namespace tfm::internal

@@ -64,7 +64,7 @@ float loss_of(const nn::Transformer& model, const nn::Batch& batch) {
 }
 
 TEST(Transformer, ParametersFollowTheDocumentedSpec) {
-  for (int variant = 0; variant < 7; ++variant) {
+  for (int variant = 0; variant < 9; ++variant) {
     ModelConfig c = tiny_config();
     if (variant == 1) c.norm = "pre";
     if (variant == 2) c.positional = "learned";
@@ -72,6 +72,8 @@ TEST(Transformer, ParametersFollowTheDocumentedSpec) {
     if (variant == 4) c.tie_embeddings = "decoder";
     if (variant == 5) c.tie_embeddings = "none", c.output_bias = true;
     if (variant == 6) c.output_bias = true;
+    if (variant == 7) c.layers = 3, c.decoder_layers = 1;
+    if (variant == 8) c.decoder_layers = 4, c.norm = "pre";
     nn::Transformer model(c);
     auto params = model.named_parameters();
     auto specs = parameter_specs(c);

@@ -51,6 +51,7 @@ BASE_CONFIG = {
     "sinusoid": "interleaved",
     "position_offset": 0,
     "decoder_start_id": -1,
+    "decoder_layers": -1,  # -1: as many as layers
 }
 
 # Table 3 of the paper; unlisted values are the base model's.
@@ -89,6 +90,9 @@ def make_config(values=None):
     for key in ("layers", "d_model", "d_ff", "heads", "d_k", "d_v", "max_positions", "vocab_size"):
         if not isinstance(cfg[key], int) or cfg[key] <= 0:
             raise ValueError(f"config: {key} must be a positive integer, got {cfg[key]!r}")
+    if not isinstance(cfg["decoder_layers"], int) or not (cfg["decoder_layers"] == -1
+                                                           or cfg["decoder_layers"] > 0):
+        raise ValueError(f"config: decoder_layers must be -1 or positive, got {cfg['decoder_layers']!r}")
     if cfg["positional"] not in ("sinusoidal", "learned"):
         raise ValueError(f"config: positional must be sinusoidal or learned, got {cfg['positional']!r}")
     if cfg["norm"] not in ("post", "pre"):
@@ -111,7 +115,7 @@ def make_config(values=None):
 
 
 VARIANT_KEYS = ("activation", "tie_embeddings", "output_bias", "scale_embeddings", "sinusoid",
-                "position_offset", "decoder_start_id")
+                "position_offset", "decoder_start_id", "decoder_layers")
 
 
 def config_json(cfg):
@@ -165,7 +169,7 @@ def expected_parameter_shapes(cfg):
         names += norm("encoder.final_norm")
     if learned:
         names.append(("decoder.positions.weight", [cfg["max_positions"], d]))
-    for i in range(cfg["layers"]):
+    for i in range(decoder_depth(cfg)):
         p = f"decoder.layers.{i}"
         names += attention(f"{p}.self_attn") + norm(f"{p}.self_attn_norm")
         names += attention(f"{p}.cross_attn") + norm(f"{p}.cross_attn_norm")
@@ -173,6 +177,11 @@ def expected_parameter_shapes(cfg):
     if pre:
         names += norm("decoder.final_norm")
     return names
+
+
+def decoder_depth(cfg):
+    """The decoder's layers: decoder_layers, or layers when it is -1."""
+    return cfg["layers"] if cfg["decoder_layers"] == -1 else cfg["decoder_layers"]
 
 
 def vocabulary_matrix_names(cfg):
@@ -351,12 +360,12 @@ class DecoderLayer(nn.Module):
 class _Stack(nn.Module):
     """Positions (learned only), the layers, and final_norm (pre-norm only), registered in spec order."""
 
-    def __init__(self, cfg, layer_type, device=None):
+    def __init__(self, cfg, layer_type, depth, device=None):
         super().__init__()
         self.cfg = cfg
         if cfg["positional"] == "learned":
             self.positions = nn.Embedding(cfg["max_positions"], cfg["d_model"], device=device)
-        self.layers = nn.ModuleList([layer_type(cfg, device) for _ in range(cfg["layers"])])
+        self.layers = nn.ModuleList([layer_type(cfg, device) for _ in range(depth)])
         if cfg["norm"] == "pre":
             self.final_norm = _layer_norm(cfg, device)
 
@@ -383,7 +392,7 @@ class _Stack(nn.Module):
 
 class Encoder(_Stack):
     def __init__(self, cfg, device=None):
-        super().__init__(cfg, EncoderLayer, device)
+        super().__init__(cfg, EncoderLayer, cfg["layers"], device)
 
     def forward(self, embedding, src, src_pad_mask):
         x = self.embed(embedding, src)
@@ -394,7 +403,7 @@ class Encoder(_Stack):
 
 class Decoder(_Stack):
     def __init__(self, cfg, device=None):
-        super().__init__(cfg, DecoderLayer, device)
+        super().__init__(cfg, DecoderLayer, decoder_depth(cfg), device)
 
     def forward(self, embedding, tgt_in, memory, src_pad_mask):
         y = self.embed(embedding, tgt_in)

@@ -35,7 +35,9 @@ class TFM_API Model {
   std::string precision() const;  // "f32", "bf16", "int8" or "int8-bf16" ("auto" resolved)
   std::string device() const;
   int64_t vocab_size() const;
-  int64_t layers() const;
+  int64_t layers() const;  // the encoder's
+  int64_t decoder_layers()
+      const;  // the decoder's: layers() unless the model has a shallower or deeper one
   int64_t d_model() const;
   int64_t parameter_count() const;
 

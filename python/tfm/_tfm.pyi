@@ -112,7 +112,11 @@ class Translator:
     @property
     def vocab_size(self) -> int: ...
     @property
-    def layers(self) -> int: ...
+    def layers(self) -> int:
+        """The encoder's layers."""
+    @property
+    def decoder_layers(self) -> int:
+        """The decoder's layers (layers, unless the model was made with model.decoder_layers)."""
     @property
     def d_model(self) -> int: ...
     @property

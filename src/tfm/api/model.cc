@@ -56,6 +56,9 @@ int64_t Model::vocab_size() const {
 int64_t Model::layers() const {
   return impl_->config.layers;
 }
+int64_t Model::decoder_layers() const {
+  return impl_->config.decoder_depth();
+}
 int64_t Model::d_model() const {
   return impl_->config.d_model;
 }

@@ -105,11 +105,12 @@ decode::TranslateOptions decoding_options(const TranslationOptions& options,
   if (options.sampling > 0) decode::check_sampling_options(decoding.sampling);
   decoding.progress = options.progress;
   if (options.return_attention) {
-    const int64_t layer = options.attention_layer < 0 ? config.layers + options.attention_layer
+    const int64_t decoder_layers = config.decoder_depth();
+    const int64_t layer = options.attention_layer < 0 ? decoder_layers + options.attention_layer
                                                       : options.attention_layer;
-    TFM_CHECK(layer >= 0 && layer < config.layers,
+    TFM_CHECK(layer >= 0 && layer < decoder_layers,
               "translate: attention_layer {} out of range: the model has {} decoder layers",
-              options.attention_layer, config.layers);
+              options.attention_layer, decoder_layers);
     TFM_CHECK(options.attention_head >= -1 && options.attention_head < config.heads,
               "translate: attention_head {} out of range: the model has {} heads (-1: their mean)",
               options.attention_head, config.heads);

@@ -110,6 +110,7 @@ void print_one(const Subject& subject, const ForwardFlops& flops) {
     text += fmt::format("  {:<20}{}\n", key, value);
   };
   row("N (layers)", c.layers);
+  if (c.decoder_layers >= 0) row("decoder layers", c.decoder_layers);
   row("d_model", c.d_model);
   row("d_ff", c.d_ff);
   row("h (heads)", c.heads);

@@ -11,7 +11,7 @@ namespace tfm::internal::cli {
 decode::AttentionProbe alignment_probe(const std::string& alignment_layer,
                                        const ModelConfig& config) {
   if (alignment_layer == "all") return {decode::AttentionProbe::kAllLayers, -1};
-  if (alignment_layer.empty()) return {config.layers - 1, -1};
+  if (alignment_layer.empty()) return {config.decoder_depth() - 1, -1};
   int64_t layer = -1;
   try {
     size_t used = 0;
@@ -20,9 +20,9 @@ decode::AttentionProbe alignment_probe(const std::string& alignment_layer,
   } catch (const std::exception&) {
     layer = -1;
   }
-  TFM_CHECK(layer >= 0 && layer < config.layers,
+  TFM_CHECK(layer >= 0 && layer < config.decoder_depth(),
             "--alignment-layer '{}': expected a decoder layer 0..{} or 'all'", alignment_layer,
-            config.layers - 1);
+            config.decoder_depth() - 1);
   return {layer, -1};
 }
 

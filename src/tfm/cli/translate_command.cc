@@ -98,9 +98,9 @@ void run_translate(TranslateCommandOptions options) {
   std::ofstream attention_file;
   if (!options.attention_output.empty()) {
     TFM_CHECK(options.attention_layer >= 0, "--attention-output needs --attention-layer");
-    TFM_CHECK(options.attention_layer < config.layers,
+    TFM_CHECK(options.attention_layer < config.decoder_depth(),
               "--attention-layer {} out of range: the model has {} decoder layers",
-              options.attention_layer, config.layers);
+              options.attention_layer, config.decoder_depth());
     TFM_CHECK(options.attention_head < config.heads,
               "--attention-head {} out of range: the model has {} heads", options.attention_head,
               config.heads);

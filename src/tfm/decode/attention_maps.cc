@@ -52,11 +52,12 @@ AttentionMaps attention_maps(const InferenceModel& inference, const std::vector<
   check_ids(target, config.vocab_size, "target");
 
   AttentionMaps maps;
-  maps.layers = config.layers;
+  maps.encoder_layers = config.layers;
+  maps.decoder_layers = config.decoder_depth();
   maps.heads = config.heads;
   maps.source_length = S;
   maps.target_length = T;
-  const int64_t L = maps.layers, H = maps.heads;
+  const int64_t L = maps.encoder_layers, H = maps.heads;
 
   // The encoder, its self-attention weights recorded ([1, h, S, S] per layer).
   auto ctx = nn::ForwardContext::inference(inference.precision());
@@ -77,15 +78,16 @@ AttentionMaps attention_maps(const InferenceModel& inference, const std::vector<
   }
 
   // The decoder, one step per input token bos y1..yn, as a beam of one.
-  maps.decoder = Tensor::zeros({L, H, T, T});
-  maps.cross = Tensor::empty({L, H, T, S});
+  const int64_t D = maps.decoder_layers;
+  maps.decoder = Tensor::zeros({D, H, T, T});
+  maps.cross = Tensor::empty({D, H, T, S});
   nn::DecoderState state = model.start_decoding(memory, lengths, 1, T, inference.precision());
   nn::StepAttention step;
   step.want_self = step.want_cross = true;
   for (int64_t t = 0; t < T; ++t) {
     const int32_t token = t == 0 ? config.decoder_start() : target[static_cast<size_t>(t - 1)];
     model.decode_hidden(Tensor::from_ints({1}, {token}).to(inference.device()), state, &step);
-    for (int64_t l = 0; l < L; ++l) {
+    for (int64_t l = 0; l < D; ++l) {
       // self[l]: [1, h, t + 1]; cross[l]: [1, h, S].
       const float* self = step.self[static_cast<size_t>(l)].data<float>();
       const float* cross = step.cross[static_cast<size_t>(l)].data<float>();

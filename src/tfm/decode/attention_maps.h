@@ -14,13 +14,14 @@
 namespace tfm::internal::decode {
 
 struct AttentionMaps {
-  int64_t layers = 0, heads = 0;
+  int64_t encoder_layers = 0, decoder_layers = 0, heads = 0;
   int64_t source_length = 0;  // S: the source's tokens (no bos/eos)
   int64_t target_length = 0;  // T = n + 1: decoder inputs bos y1..yn; outputs y1..yn eos
   // Host f32 tensors, every row summing to 1 over the keys it may see:
-  Tensor encoder;  // [layers, heads, S, S]
-  Tensor decoder;  // [layers, heads, T, T]: query t is input t; keys after t have weight 0
-  Tensor cross;    // [layers, heads, T, S]: row t is the step that outputs y_{t+1} (eos at t = n)
+  Tensor encoder;  // [encoder_layers, heads, S, S]
+  Tensor decoder;  // [decoder_layers, heads, T, T]: query t is input t; later keys weigh 0
+  Tensor cross;    // [decoder_layers, heads, T, S]: row t is the step that outputs y_{t+1}
+                   // (eos at t = n)
 };
 
 // The weights of `model` for source x (token ids without bos/eos) and target y1..yn (without

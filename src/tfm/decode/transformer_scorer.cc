@@ -34,9 +34,10 @@ TransformerScorer::TransformerScorer(
       probe_(probe) {
   TFM_CHECK(beam >= 1, "transformer scorer: beam {} must be at least 1", beam);
   const auto& c = model.config();
-  TFM_CHECK(!probe.enabled() || (probe.layer < c.layers && probe.head < c.heads),
-            "attention probe: layer {} / head {} is outside the model's {} layers / {} heads",
-            probe.layer, probe.head, c.layers, c.heads);
+  TFM_CHECK(!probe.enabled() || (probe.layer < c.decoder_depth() && probe.head < c.heads),
+            "attention probe: layer {} / head {} is outside the model's {} decoder layers / {} "
+            "heads",
+            probe.layer, probe.head, c.decoder_depth(), c.heads);
 }
 
 std::vector<int32_t> TransformerScorer::state_tokens(const std::vector<int32_t>& last_tokens) {

@@ -140,6 +140,7 @@ const KeyTable<ModelConfig, nlohmann::json>& config_table() {
       row("sinusoid", &ModelConfig::sinusoid, read_string),
       row("position_offset", &ModelConfig::position_offset, read_integer),
       row("decoder_start_id", &ModelConfig::decoder_start_id, read_start_id),
+      row("decoder_layers", &ModelConfig::decoder_layers, read_integer),
   });
   return table;
 }
@@ -147,9 +148,9 @@ const KeyTable<ModelConfig, nlohmann::json>& config_table() {
 // The keys of the model variants (config.h) and tree_leaves: config.json holds them only when
 // they differ from the default, so that a model of the paper's architecture (or a parser with the
 // placeholder scheme) writes the same file as before them.
-constexpr std::array<std::string_view, 8> kVariantKeys = {
-    "tree_leaves",      "activation", "tie_embeddings",  "output_bias",
-    "scale_embeddings", "sinusoid",   "position_offset", "decoder_start_id"};
+constexpr std::array<std::string_view, 9> kVariantKeys = {
+    "tree_leaves", "activation",      "tie_embeddings",   "output_bias",   "scale_embeddings",
+    "sinusoid",    "position_offset", "decoder_start_id", "decoder_layers"};
 
 void check_choice(std::string_view key, const std::string& value,
                   std::initializer_list<std::string_view> valid) {
@@ -174,6 +175,10 @@ void validate_variants(const ModelConfig& c) {
             "configuration key 'decoder_start_id' must be -1 (the bos_id) or a token id in [0, "
             "vocab_size) = [0, {}), got {}",
             c.vocab_size, c.decoder_start_id);
+  TFM_CHECK(c.decoder_layers == -1 || (c.decoder_layers >= 1 && c.decoder_layers <= kMaxLayers),
+            "configuration key 'decoder_layers' must be -1 (as many as 'layers') or in [1, {}], "
+            "got {}",
+            kMaxLayers, c.decoder_layers);
 }
 
 template <typename Json>
@@ -288,10 +293,11 @@ void validate(const ModelConfig& c) {
   const double vocabulary_matrices = c.tie_embeddings == "all"       ? 1
                                      : c.tie_embeddings == "decoder" ? 2
                                                                      : 3;
-  double estimate = (vocabulary_matrices * static_cast<double>(c.vocab_size) +
-                     2 * static_cast<double>(c.max_positions)) *
-                        d +
-                    2 * static_cast<double>(c.layers) * per_layer;
+  double estimate =
+      (vocabulary_matrices * static_cast<double>(c.vocab_size) +
+       2 * static_cast<double>(c.max_positions)) *
+          d +
+      static_cast<double>(c.layers + std::max<int64_t>(c.decoder_layers, 0)) * per_layer * 2;
   TFM_CHECK(estimate < 1e15, "configuration describes about {:.3g} parameters, too many", estimate);
 }
 

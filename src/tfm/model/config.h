@@ -15,7 +15,7 @@
 namespace tfm::internal {
 
 struct ModelConfig {
-  int64_t layers = 6;  // N: encoder layers, and as many decoder layers
+  int64_t layers = 6;  // N: encoder layers, and as many decoder layers unless decoder_layers
   int64_t d_model = 512;
   int64_t d_ff = 2048;
   int64_t heads = 8;                      // h
@@ -50,11 +50,16 @@ struct ModelConfig {
   std::string sinusoid = "interleaved";  // "interleaved", "halves" or "halves_t2t"
   int64_t position_offset = 0;           // position p reads row p + position_offset
   int32_t decoder_start_id = -1;         // first decoder input; -1: bos_id
+  // The decoder's N where it differs from the encoder's (a deep encoder with a shallow decoder,
+  // as Marian's enc-depth/dec-depth); -1: as many as `layers`.
+  int64_t decoder_layers = -1;
 
   bool learned_positions() const { return positional == "learned"; }
   bool pre_norm() const { return norm == "pre"; }
   // The first decoder input: decoder_start_id, or bos_id when it is -1.
   int32_t decoder_start() const { return decoder_start_id < 0 ? bos_id : decoder_start_id; }
+  // The decoder's layers: decoder_layers, or `layers` when it is -1.
+  int64_t decoder_depth() const { return decoder_layers < 0 ? layers : decoder_layers; }
   // The longest sequence a model takes: max_positions rows, the first position_offset unused.
   int64_t longest_sequence() const { return max_positions - position_offset; }
 

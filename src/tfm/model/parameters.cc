@@ -35,7 +35,8 @@ void add_ffn(std::vector<ParameterSpec>& specs, const std::string& prefix, const
 void add_stack(std::vector<ParameterSpec>& specs, const std::string& side, const ModelConfig& c) {
   if (c.learned_positions())
     specs.push_back({side + ".positions.weight", Shape{c.max_positions, c.d_model}});
-  for (int64_t i = 0; i < c.layers; ++i) {
+  const int64_t layers = side == "decoder" ? c.decoder_depth() : c.layers;
+  for (int64_t i = 0; i < layers; ++i) {
     const std::string prefix = side + ".layers." + std::to_string(i) + ".";
     add_attention(specs, prefix + "self_attn.", c);
     add_norm(specs, prefix + "self_attn_norm", c);
@@ -109,7 +110,8 @@ ForwardFlops forward_flops(const ModelConfig& c, int64_t source_length, int64_t 
   const double ff = static_cast<double>(c.d_ff);
   const double S = static_cast<double>(source_length);
   const double T = static_cast<double>(target_length);
-  const double N = static_cast<double>(c.layers);
+  const double encoder_layers = static_cast<double>(c.layers);
+  const double decoder_layers = static_cast<double>(c.decoder_depth());
 
   // Attention of `queries` positions over `keys` positions, with all four projections.
   auto attention = [&](double queries, double keys) {
@@ -123,8 +125,8 @@ ForwardFlops forward_flops(const ModelConfig& c, int64_t source_length, int64_t 
   ForwardFlops flops;
   flops.source_length = source_length;
   flops.target_length = target_length;
-  flops.encoder = N * (attention(S, S) + ffn(S));
-  flops.decoder = N * (attention(T, T) + attention(T, S) + ffn(T));
+  flops.encoder = encoder_layers * (attention(S, S) + ffn(S));
+  flops.decoder = decoder_layers * (attention(T, T) + attention(T, S) + ffn(T));
   flops.output = 2 * T * d * static_cast<double>(c.vocab_size);
   return flops;
 }

@@ -195,7 +195,7 @@ Transformer::Transformer(const ModelConfig& config, const ParameterSource& sourc
   }
   for (int64_t i = 0; i < config.layers; ++i)
     encoder_layers_.emplace_back(config, source, "encoder.layers." + std::to_string(i) + ".");
-  for (int64_t i = 0; i < config.layers; ++i)
+  for (int64_t i = 0; i < config.decoder_depth(); ++i)
     decoder_layers_.emplace_back(config, source, "decoder.layers." + std::to_string(i) + ".");
   if (config.pre_norm()) {
     const auto eps = static_cast<float>(config.layer_norm_eps);

@@ -161,7 +161,7 @@ void BatchingQueue::decode(std::vector<Pending>& batch) {
   decode::TranslateOptions options = translate_;
   options.beam_size = key.beam_size;
   options.n_best = key.n_best;
-  if (key.attention) options.attention = {model_->config().layers - 1, -1};
+  if (key.attention) options.attention = {model_->config().decoder_depth() - 1, -1};
   options.batch_size = static_cast<int64_t>(batch.size());  // one batch: the budget made it
   options.batch_tokens = 0;
   std::vector<std::vector<int32_t>> sources;

@@ -270,6 +270,7 @@ void HttpServer::routes() {
         models.push_back({{"name", name},
                           {"dir", m.dir.string()},
                           {"layers", m.model->config().layers},
+                          {"decoder_layers", m.model->config().decoder_depth()},
                           {"d_model", m.model->config().d_model},
                           {"vocab_size", m.model->config().vocab_size},
                           {"precision", decode::precision_name(m.model->options())}});

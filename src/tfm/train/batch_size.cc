@@ -30,7 +30,8 @@ TrainingMemory estimate_training_memory(const ModelConfig& c, int64_t length, DT
   const double d = static_cast<double>(c.d_model), f = static_cast<double>(c.d_ff);
   const double h = static_cast<double>(c.heads), n = static_cast<double>(length);
   const double hk = h * static_cast<double>(c.d_k), hv = h * static_cast<double>(c.d_v);
-  const double layers = static_cast<double>(c.layers);
+  const double encoder_layers = static_cast<double>(c.layers);
+  const double decoder_layers = static_cast<double>(c.decoder_depth());
   const bool bf16 = precision == DType::bf16;
   // The softmax weights of a query (and their dropped copy with attention dropout).
   const double weights = h * n * (c.attention_dropout > 0 ? 2 : 1);
@@ -50,11 +51,12 @@ TrainingMemory estimate_training_memory(const ModelConfig& c, int64_t length, DT
 
   const double encoder_layer = self_attention + ffn;
   const double decoder_layer = self_attention + cross_attention_query + ffn;
-  const double per_source =
-      layers * (encoder_layer + cross_attention_memory) + embedding + (c.pre_norm() ? d : 0);
+  const double per_source = encoder_layers * encoder_layer +
+                            decoder_layers * cross_attention_memory + embedding +
+                            (c.pre_norm() ? d : 0);
   // The backward pass: one decoder layer's gradients at a time.
   const double per_target =
-      layers * decoder_layer + embedding + output + (c.pre_norm() ? d : 0) + decoder_layer;
+      decoder_layers * decoder_layer + embedding + output + (c.pre_norm() ? d : 0) + decoder_layer;
   const double per_token = (per_source + per_target) / 2 * kFloat * kAllocatorRounding;
 
   const double params = static_cast<double>(parameter_count(c));

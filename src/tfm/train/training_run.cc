@@ -271,8 +271,10 @@ void TrainingRun::announce() {
   note_(fmt::format(
       "model: {} layers, d_model {}, {:.2f} M parameters; batches of {} tokens x {}{}; "
       "{} products{} on {}",
-      config_.layers, config_.d_model, static_cast<double>(parameter_count(config_)) / 1e6,
-      recipe_.max_tokens, recipe_.accumulate, ranks_ > 1 ? fmt::format(" x {} ranks", ranks_) : "",
+      config_.decoder_layers < 0 ? std::to_string(config_.layers)
+                                 : fmt::format("{}+{}", config_.layers, config_.decoder_layers),
+      config_.d_model, static_cast<double>(parameter_count(config_)) / 1e6, recipe_.max_tokens,
+      recipe_.accumulate, ranks_ > 1 ? fmt::format(" x {} ranks", ranks_) : "",
       dtype_name(session_options_.precision),
       ops::describe_products(session_options_.precision, session_options_.device),
       ops::describe_device(session_options_.device)));
