@@ -146,6 +146,9 @@ def convert(model_dir, out_dir, int8, never_end, positions):
     for key, expected in (("norm", "post"), ("positional", "sinusoidal"), ("task", "translation")):
         if config.get(key, expected) != expected:
             sys.exit(f"ct2_convert.py: {model_dir}: {key} {config.get(key)!r} (only {expected!r})")
+    if config.get("decoder_layers", -1) not in (-1, config["layers"]):
+        sys.exit(f"ct2_convert.py: {model_dir}: decoder_layers other than layers (only tfm "
+                 "export-ctranslate2 writes those)")
     if [config[k] for k in ("pad_id", "unk_id", "bos_id", "eos_id")] != [0, 1, 2, 3]:
         sys.exit(f"ct2_convert.py: {model_dir}: special ids are not tfm's 0-3")
     w = read_f32_tensors(os.path.join(model_dir, "model.safetensors"))

@@ -455,10 +455,67 @@ TEST(ConvertMarian, UnsupportedVariantsAreErrors) {
                        "variant)");
   const std::string depth = marian_error(c, [](auto& arrays) {
     std::string& yml = arrays.at("special:model.yml").bytes;
-    yml.replace(yml.find("dec-depth: 2"), 12, "dec-depth: 1");
+    yml.replace(yml.find("dec-depth: 2"), 12, "dec-depth: 0");
   });
-  EXPECT_NE(depth.find("enc-depth 2 with dec-depth 1"), std::string::npos) << depth;
-  EXPECT_EQ(depth.find('\n'), std::string::npos);
+  EXPECT_EQ(depth, (c / "in/opus.spm.transformer.npz").string() +
+                       ": enc-depth 2 with dec-depth 0 (each at least 1) is not supported");
+}
+
+// A deep encoder over a shallow decoder (OPUS-MT's students: enc-depth 6, dec-depth 2): the
+// fixture with dec-depth 1 and its second decoder layer's arrays left out converts to the same
+// parameters as the whole model less decoder.layers.1, and Hugging Face's layout of the same
+// model (decoder_layers 1) to the same again.
+TEST(ConvertMarian, ShallowerDecoderKeepsTheEncodersLayers) {
+  TempDir tmp;
+  fs::copy(kFixtures / "marian", tmp / "marian", fs::copy_options::recursive);
+  const fs::path npz = tmp / "marian" / "opus.spm.transformer.npz";
+  auto arrays = convert::read_npz(npz);
+  std::string& yml = arrays.at("special:model.yml").bytes;
+  yml.replace(yml.find("dec-depth: 2"), 12, "dec-depth: 1");
+  std::erase_if(arrays, [](const auto& a) { return a.first.starts_with("decoder_l2_"); });
+  fs::remove(npz);
+  write_npz(npz, arrays);
+  convert::write_imported_model(convert::import_marian(tmp / "marian"), tmp / "shallow", "m");
+  convert::write_imported_model(convert::import_marian(kFixtures / "marian"), tmp / "whole", "m");
+  const LoadedModel shallow = load_model_dir(tmp / "shallow"),
+                    whole = load_model_dir(tmp / "whole");
+  EXPECT_EQ(shallow.config.layers, 2);
+  EXPECT_EQ(shallow.config.decoder_layers, 1);
+  EXPECT_EQ(shallow.config.decoder_depth(), 1);
+  std::vector<std::pair<std::string, std::vector<float>>> expected;
+  for (const auto& [name, tensor] : whole.parameters)
+    if (!name.starts_with("decoder.layers.1.")) expected.emplace_back(name, tensor.to_floats());
+  ASSERT_EQ(shallow.parameters.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(shallow.parameters[i].first, expected[i].first);
+    EXPECT_EQ(shallow.parameters[i].second.to_floats(), expected[i].second) << expected[i].first;
+  }
+
+  fs::copy(kFixtures / "huggingface", tmp / "hf", fs::copy_options::recursive);
+  std::string config = read_text(tmp / "hf" / "config.json");
+  config.replace(config.find("\"decoder_layers\": 2"), 19, "\"decoder_layers\": 1");
+  std::ofstream(tmp / "hf" / "config.json") << config;
+  SafeTensors st = read_safetensors(tmp / "hf" / "model.safetensors");
+  std::erase_if(st.tensors,
+                [](const auto& t) { return t.first.starts_with("model.decoder.layers.1."); });
+  write_safetensors(tmp / "hf" / "model.safetensors", std::vector<std::pair<std::string, Tensor>>(
+                                                          st.tensors.begin(), st.tensors.end()));
+  convert::write_imported_model(convert::import_huggingface(tmp / "hf"), tmp / "hf_out", "hf");
+  const LoadedModel hf = load_model_dir(tmp / "hf_out");
+  EXPECT_EQ(hf.config.decoder_layers, 1);
+  ASSERT_EQ(hf.parameters.size(), shallow.parameters.size());
+  for (size_t i = 0; i < hf.parameters.size(); ++i) {
+    EXPECT_EQ(hf.parameters[i].first, shallow.parameters[i].first);
+    EXPECT_EQ(hf.parameters[i].second.to_floats(), shallow.parameters[i].second.to_floats())
+        << hf.parameters[i].first;
+  }
+
+  // Exported to CTranslate2, each stack keeps its own depth.
+  convert::export_ctranslate2(tmp / "shallow", tmp / "ct2", false);
+  const std::string bin = read_text(tmp / "ct2" / "model.bin");
+  EXPECT_NE(bin.find("encoder/layer_1/ffn/linear_0/weight"), std::string::npos);
+  EXPECT_NE(bin.find("decoder/layer_0/ffn/linear_0/weight"), std::string::npos);
+  EXPECT_EQ(bin.find("decoder/layer_1/"), std::string::npos);
 }
 
 TEST(ConvertMarian, TruncatedNpzIsAnErrorNamingTheFile) {

@@ -43,6 +43,7 @@ TEST_F(PublicApi, TrainsIntoARunDirectoryWhoseCheckpointLoads) {
   EXPECT_EQ(model->precision(), "f32");
   EXPECT_EQ(model->device(), "cpu");
   EXPECT_EQ(model->layers(), 1);
+  EXPECT_EQ(model->decoder_layers(), 1);
   EXPECT_EQ(model->d_model(), 16);
   EXPECT_EQ(model->vocab_size(), 60);
   EXPECT_GT(model->parameter_count(), 60 * 16);

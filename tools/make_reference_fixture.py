@@ -63,8 +63,9 @@ VARIANTS = {
     # output bias, pre-norm with final norms, attention biases, the decoder starting from eos.
     "fairseq": {"positional": "learned", "position_offset": 2, "tie_embeddings": "none",
                 "output_bias": True, "norm": "pre", "attention_bias": True, "decoder_start_id": 3},
-    # A deep encoder over a shallow decoder, as Marian's students (enc-depth 6 with dec-depth 2):
-    # 3 encoder layers and 1 decoder layer, with Marian's swish, sinusoids and start id.
+    # A deep encoder over a shallow decoder (Marian's enc-depth 6 with dec-depth 2, Kasai et al.'s
+    # deep-shallow models): 3 encoder layers and 1 decoder layer, with Marian's swish, sinusoids
+    # and start id.
     "depths": {"layers": 3, "decoder_layers": 1, "activation": "swish", "sinusoid": "halves_t2t",
                "decoder_start_id": 0},
 }

@@ -149,8 +149,6 @@ def test_opennmt_generator_tensor_is_named(cli, capsys, tmp_path):
     ("max_relative_positions", -2, "--max_relative_positions -2 (ALiBi)"),
     ("num_kv", 1, "--num_kv 1 with --heads 2 (grouped-query attention)"),
     ("multiquery", True, "--multiquery (multi-query attention)"),
-    ("dec_layers", 1, "--enc_layers 2 with --dec_layers 1 (tfm's encoder and decoder have one "
-                      "depth)"),
     ("pos_ffn_activation_fn", "silu", "--pos_ffn_activation_fn silu (relu, gelu; silu and "
                                       "gated-gelu are gated FFNs)"),
     ("layer_norm", "rms", "--layer_norm rms"),
@@ -188,6 +186,64 @@ def test_opennmt_half_precision_weights_convert(cli, capsys, tmp_path):
     assert np.array_equal(weights[name],
                           checkpoint["model"]["encoder.transformer.0.feed_forward.w_1.weight"]
                           .float().numpy())
+
+
+def _set_option(options, name, value):
+    if isinstance(options, dict):
+        options[name] = value
+    else:
+        setattr(options, name, value)
+
+
+def _expect_one_decoder_layer(model_dir, state, layer_name):
+    """The converted model has 2 encoder layers and 1 decoder layer, whose weights are the
+    checkpoint's (layer_name: the checkpoint's name of decoder layer 0's fc1 weight), and
+    translates."""
+    config, weights = tfm.load_model(model_dir)
+    assert config["layers"] == 2 and config["decoder_layers"] == 1
+    assert "encoder.layers.1.ffn.fc1.weight" in weights
+    assert not any(name.startswith("decoder.layers.1.") for name in weights)
+    assert np.array_equal(weights["decoder.layers.0.ffn.fc1.weight"], state[layer_name].numpy())
+    translator = tfm.Translator(model_dir)
+    assert (translator.layers, translator.decoder_layers) == (2, 1)
+    result = translator.translate_batch(["the cat sat"], beam_size=2, max_length=8,
+                                        return_scores=True)
+    assert isinstance(result[0].hypotheses[0], str)
+    assert np.isfinite(result[0].scores[0])
+
+
+def test_fairseq_shallower_decoder_converts(cli, capsys, tmp_path):
+    """--decoder-layers other than --encoder-layers (Kasai et al.'s deep encoder, shallow
+    decoder): the checkpoint without its second decoder layer."""
+    folder = tmp_path / "in"
+    shutil.copytree(FIXTURES / "fairseq", folder)
+    checkpoint = torch.load(folder / "checkpoint.pt")
+    state = checkpoint["model"]
+    for name in [n for n in state if n.startswith("decoder.layers.1.")]:
+        del state[name]
+    options = checkpoint["cfg"]["model"] if checkpoint.get("cfg") is not None else \
+        checkpoint["args"]
+    _set_option(options, "decoder_layers", 1)
+    torch.save(checkpoint, folder / "checkpoint.pt")
+    code, err = run(cli, capsys, folder, tmp_path / "m")
+    assert code == 0, err
+    _expect_one_decoder_layer(tmp_path / "m", state, "decoder.layers.0.fc1.weight")
+
+
+def test_opennmt_shallower_decoder_converts(cli, capsys, tmp_path):
+    """--dec_layers other than --enc_layers: the checkpoint without its second decoder layer."""
+    folder = tmp_path / "in"
+    shutil.copytree(FIXTURES / "opennmt", folder)
+    checkpoint = torch.load(folder / "model_step_1000.pt")
+    state = checkpoint["model"]
+    for name in [n for n in state if n.startswith("decoder.transformer_layers.1.")]:
+        del state[name]
+    checkpoint["opt"].dec_layers = 1
+    torch.save(checkpoint, folder / "model_step_1000.pt")
+    code, err = run_opennmt(cli, capsys, folder, tmp_path / "m")
+    assert code == 0, err
+    _expect_one_decoder_layer(tmp_path / "m", state,
+                              "decoder.transformer_layers.0.feed_forward.w_1.weight")
 
 
 def test_subword_nmt_is_refused(cli, capsys, tmp_path):

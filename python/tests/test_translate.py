@@ -204,6 +204,7 @@ def test_the_translators_model(translator, model_dir):
     assert translator.model_dir == str(model_dir)
     assert (translator.device, translator.compute_type, translator.threads) == ("cpu", "f32", 1)
     assert (translator.layers, translator.d_model, translator.vocab_size) == (1, 16, 60)
+    assert translator.decoder_layers == 1
     assert translator.parameter_count > 60 * 16
     assert translator.token_ids(["<s>", "</s>", "no-such-piece"]) == [2, 3, 1]
     assert "tfm.Translator" in repr(translator)

@@ -122,9 +122,9 @@ def fairseq_model(path):
         raise ConversionError(f"{path}: no 'model' state dict")
     d = _option(o, "encoder_embed_dim", 512)
     layers = _option(o, "encoder_layers", 6)
+    decoder_layers = _option(o, "decoder_layers", layers)
     pre = bool(_option(o, "encoder_normalize_before", False))
-    for key, same in (("decoder_embed_dim", d), ("decoder_layers", layers),
-                      ("decoder_normalize_before", pre),
+    for key, same in (("decoder_embed_dim", d), ("decoder_normalize_before", pre),
                       ("decoder_ffn_embed_dim", _option(o, "encoder_ffn_embed_dim", 2048)),
                       ("decoder_attention_heads", _option(o, "encoder_attention_heads", 8))):
         _check(_option(o, key, same) == same, path, f"{key} other than the encoder's")
@@ -174,7 +174,7 @@ def fairseq_model(path):
             taken.add(f"{side}.embed_positions._float_tensor")
         taken.add(f"{side}.version")
         ffn = _option(o, "encoder_ffn_embed_dim", 2048)
-        for i in range(layers):
+        for i in range(layers if side == "encoder" else decoder_layers):
             f, t = f"{side}.layers.{i}", f"{side}.layers.{i}"
             blocks = [("self_attn", "self_attn")] + (
                 [("encoder_attn", "cross_attn")] if side == "decoder" else [])
@@ -208,6 +208,8 @@ def fairseq_model(path):
         "tie_embeddings": "all" if shared_all else ("decoder" if shared_out else "none"),
         "output_bias": False, "scale_embeddings": not _option(o, "no_scale_embedding", False),
         "sinusoid": "halves_t2t", "position_offset": padding + 1}
+    if decoder_layers != layers:
+        config["decoder_layers"] = decoder_layers
     return config, params
 
 
@@ -274,9 +276,6 @@ def _onmt_check_options(o, vocab, path):
          "seq2seq", f"--model_task {get('model_task')} (only seq2seq)")
     for key in ("encoder_type", "decoder_type"):
         need(get(key, "transformer") == "transformer", f"--{key} {get(key)} (only transformer)")
-    need(get("enc_layers") == get("dec_layers"),
-         f"--enc_layers {get('enc_layers')} with --dec_layers {get('dec_layers')} (tfm's encoder "
-         f"and decoder have one depth)")
     relative = get("max_relative_positions", 0)
     kinds = {-1: "rotary embeddings", -2: "ALiBi"}
     need(relative == 0, f"--max_relative_positions {relative} "
@@ -459,6 +458,7 @@ def opennmt_conversion(path):
     bias = generator.take(prefix + "bias", [len(vocab["tgt"])]) if generator.has(prefix + "bias") \
         else torch.zeros(len(vocab["tgt"]))
     heads, layers = _option(o, "heads", 8), _option(o, "enc_layers", 6)
+    decoder_layers = _option(o, "dec_layers", layers)
     if d % heads:
         raise ConversionError(f"{path}: d_model {d} is not a multiple of --heads {heads}")
     layout = _option(o, "position_encoding_type", "SinusoidalInterleaved")
@@ -466,7 +466,8 @@ def opennmt_conversion(path):
     qkv_bias = tensors.has("encoder.transformer.0.self_attn.linear_query.bias")
     params = {}
     for side in ("encoder", "decoder"):
-        layer_params, d_ff = _onmt_layers(tensors, side, layers, d, qkv_bias)
+        depth = layers if side == "encoder" else decoder_layers
+        layer_params, d_ff = _onmt_layers(tensors, side, depth, d, qkv_bias)
         params.update(layer_params)
     tensors.check_all_taken()
     generator.check_all_taken()
@@ -498,6 +499,8 @@ def opennmt_conversion(path):
         "output_bias": True, "scale_embeddings": True,
         "sinusoid": "interleaved" if layout == "SinusoidalInterleaved" else "halves_t2t",
         "position_offset": 0, "decoder_start_id": -1 if start == "<s>" else table.index(start)}
+    if decoder_layers != layers:
+        config["decoder_layers"] = decoder_layers
     return config, params, table
 
 

@@ -1,5 +1,6 @@
 #include "tfm/convert/ctranslate2.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -166,9 +167,13 @@ void attention(Variables& v, const LoadedModel& m, const std::string& scope,
   }
 }
 
+// CTranslate2 counts each stack's layers from the variables it finds (layer_0, layer_1, ...), so
+// the decoder may have another depth than the encoder.
 void layers(Variables& v, const LoadedModel& m) {
-  for (int64_t i = 0; i < m.config.layers; ++i) {
+  const int64_t encoder = m.config.layers, decoder = m.config.decoder_depth();
+  for (int64_t i = 0; i < std::max(encoder, decoder); ++i) {
     for (const std::string side : {"encoder", "decoder"}) {
+      if (i >= (side == "encoder" ? encoder : decoder)) continue;
       const std::string ct2 = fmt::format("{}/layer_{}", side, i);
       const std::string tfm = fmt::format("{}.layers.{}", side, i);
       layer_norm(v, m, ct2 + "/self_attention/layer_norm", tfm + ".self_attn_norm");

@@ -47,7 +47,8 @@ class Tensors {
 };
 
 struct HfOptions {
-  int64_t layers = 0, d_model = 0, d_ff = 0, heads = 0, vocab = 0, positions = 0;
+  int64_t layers = 0, decoder_layers = 0, d_model = 0, d_ff = 0, heads = 0, vocab = 0;
+  int64_t positions = 0;
   int64_t pad = 0, eos = 0, start = 0;
   std::string activation, tie;
   bool scale = true;
@@ -76,8 +77,10 @@ HfOptions read_options(const fs::path& path) {
     need(!key<bool>(c, flag, file, false), std::string(flag) + " true");
   HfOptions o;
   o.layers = key<int64_t>(c, "encoder_layers", file, 12);
-  need(key<int64_t>(c, "decoder_layers", file, 12) == o.layers,
-       "decoder_layers other than encoder_layers");
+  o.decoder_layers = key<int64_t>(c, "decoder_layers", file, 12);
+  need(o.layers >= 1 && o.decoder_layers >= 1,
+       fmt::format("encoder_layers {} with decoder_layers {} (each at least 1)", o.layers,
+                   o.decoder_layers));
   o.d_model = key<int64_t>(c, "d_model", file, 1024);
   o.heads = key<int64_t>(c, "encoder_attention_heads", file, 16);
   need(key<int64_t>(c, "decoder_attention_heads", file, 16) == o.heads,
@@ -156,8 +159,8 @@ void take_attention(Tensors& t, const std::string& from, const std::string& to, 
 
 void take_layers(Tensors& t, const HfOptions& o, ImportedModel& m) {
   const int64_t d = o.d_model;
-  for (int64_t i = 0; i < o.layers; ++i) {
-    for (const std::string side : {"encoder", "decoder"}) {
+  for (const std::string side : {"encoder", "decoder"}) {
+    for (int64_t i = 0; i < (side == "encoder" ? o.layers : o.decoder_layers); ++i) {
       const std::string hf = fmt::format("model.{}.layers.{}", side, i);
       const std::string tfm = fmt::format("{}.layers.{}", side, i);
       take_attention(t, hf + ".self_attn", tfm + ".self_attn", d, m);
@@ -242,6 +245,7 @@ ImportedModel import_huggingface(const fs::path& source) {
               {"scale_embeddings", o.scale},
               {"sinusoid", "halves"},
               {"decoder_start_id", o.start}};
+  if (o.decoder_layers != o.layers) m.config["decoder_layers"] = o.decoder_layers;
   // tfm's configuration needs a <s> apart from <pad> (MarianConfig's bos_token_id is eos's): a zero
   // row that is never an output.
   m.config["bos_id"] = append_token(m, "<s>");

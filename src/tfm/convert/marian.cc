@@ -66,7 +66,7 @@ class Arrays {
 
 // The options of special:model.yml that decide the architecture.
 struct MarianOptions {
-  int64_t layers = 0, d_model = 0, d_ff = 0, heads = 0, vocab = 0;
+  int64_t layers = 0, decoder_layers = 0, d_model = 0, d_ff = 0, heads = 0, vocab = 0;
   std::string activation, tie;
   bool pre_norm = false;
 };
@@ -115,12 +115,10 @@ MarianOptions read_options(const std::string& text, const std::string& where) {
        "the layer-norm placement --transformer-preprocess '" + pre +
            "' --transformer-postprocess '" + post + "' --transformer-postprocess-top '" + top +
            "' (post-norm: '' dan ''; pre-norm: n da n)");
-  const int64_t enc = option<int64_t>(yml, "enc-depth", where, 6);
-  const int64_t dec = option<int64_t>(yml, "dec-depth", where, 6);
-  need(enc == dec, fmt::format("enc-depth {} with dec-depth {} (tfm has as many decoder layers "
-                               "as encoder layers)",
-                               enc, dec));
-  o.layers = enc;
+  o.layers = option<int64_t>(yml, "enc-depth", where, 6);
+  o.decoder_layers = option<int64_t>(yml, "dec-depth", where, 6);
+  need(o.layers >= 1 && o.decoder_layers >= 1,
+       fmt::format("enc-depth {} with dec-depth {} (each at least 1)", o.layers, o.decoder_layers));
   o.d_model = option<int64_t>(yml, "dim-emb", where, 512);
   o.d_ff = option<int64_t>(yml, "transformer-dim-ffn", where, 2048);
   const int64_t decoder_d_ff = option<int64_t>(yml, "transformer-decoder-dim-ffn", where, 0);
@@ -166,8 +164,8 @@ void take_ffn(Arrays& a, const std::string& prefix, const std::string& name, int
 
 void take_layers(Arrays& a, const MarianOptions& o, ImportedModel& m) {
   const int64_t d = o.d_model;
-  for (int64_t i = 0; i < o.layers; ++i) {
-    for (const std::string side : {"encoder", "decoder"}) {
+  for (const std::string side : {"encoder", "decoder"}) {
+    for (int64_t i = 0; i < (side == "encoder" ? o.layers : o.decoder_layers); ++i) {
       const std::string marian = fmt::format("{}_l{}", side, i + 1);
       const std::string tfm = fmt::format("{}.layers.{}", side, i);
       take_attention(a, marian + "_self", tfm + ".self_attn", d, m);
@@ -301,7 +299,7 @@ ImportedModel import_marian(const fs::path& source) {
             options.vocab);
   TFM_CHECK(m.pieces.size() >= 2 && m.pieces[0] == "</s>" && m.pieces[1] == "<unk>",
             "{}: ids 0 and 1 must be </s> and <unk> (Marian's)", vocab.string());
-  m.parameters.reserve(16 * static_cast<size_t>(options.layers) + 8);
+  m.parameters.reserve(8 * static_cast<size_t>(options.layers + options.decoder_layers) + 8);
   const std::string tie = take_embeddings(arrays, options, m);
   // Learned positions (--transformer-train-position-embeddings): one table, Wpos, for both stacks.
   const bool learned = arrays.has("Wpos");
@@ -333,6 +331,7 @@ ImportedModel import_marian(const fs::path& source) {
               {"output_bias", true},
               {"scale_embeddings", true},
               {"sinusoid", "halves_t2t"}};  // node_initializers.cpp's sinusoidalPositionEmbeddings
+  if (options.decoder_layers != options.layers) m.config["decoder_layers"] = options.decoder_layers;
   // Marian starts the decoder from a zero embedding: a zero <pad> row as the first input, as
   // Hugging Face's converter appends it. tfm's configuration also needs a <s> apart from <pad>
   // (another zero row); neither is ever an output.
