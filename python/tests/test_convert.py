@@ -212,34 +212,39 @@ def _expect_one_decoder_layer(model_dir, state, layer_name):
     assert np.isfinite(result[0].scores[0])
 
 
+def _second_decoder_layer_removed(tmp_path, fixture, file, layer_prefix, set_depth):
+    """A copy of a fixture's checkpoint without its second decoder layer (tensors named
+    layer_prefix + "1."), its options told by set_depth(checkpoint): (folder, state)."""
+    folder = tmp_path / "in"
+    shutil.copytree(FIXTURES / fixture, folder)
+    checkpoint = torch.load(folder / file)
+    state = checkpoint["model"]
+    for name in [n for n in state if n.startswith(layer_prefix + "1.")]:
+        del state[name]
+    set_depth(checkpoint)
+    torch.save(checkpoint, folder / file)
+    return folder, state
+
+
 def test_fairseq_shallower_decoder_converts(cli, capsys, tmp_path):
     """--decoder-layers other than --encoder-layers (Kasai et al.'s deep encoder, shallow
-    decoder): the checkpoint without its second decoder layer."""
-    folder = tmp_path / "in"
-    shutil.copytree(FIXTURES / "fairseq", folder)
-    checkpoint = torch.load(folder / "checkpoint.pt")
-    state = checkpoint["model"]
-    for name in [n for n in state if n.startswith("decoder.layers.1.")]:
-        del state[name]
-    options = checkpoint["cfg"]["model"] if checkpoint.get("cfg") is not None else \
-        checkpoint["args"]
-    _set_option(options, "decoder_layers", 1)
-    torch.save(checkpoint, folder / "checkpoint.pt")
+    decoder)."""
+    def set_depth(checkpoint):
+        options = checkpoint["cfg"]["model"] if checkpoint.get("cfg") is not None else \
+            checkpoint["args"]
+        _set_option(options, "decoder_layers", 1)
+    folder, state = _second_decoder_layer_removed(tmp_path, "fairseq", "checkpoint.pt",
+                                                  "decoder.layers.", set_depth)
     code, err = run(cli, capsys, folder, tmp_path / "m")
     assert code == 0, err
     _expect_one_decoder_layer(tmp_path / "m", state, "decoder.layers.0.fc1.weight")
 
 
 def test_opennmt_shallower_decoder_converts(cli, capsys, tmp_path):
-    """--dec_layers other than --enc_layers: the checkpoint without its second decoder layer."""
-    folder = tmp_path / "in"
-    shutil.copytree(FIXTURES / "opennmt", folder)
-    checkpoint = torch.load(folder / "model_step_1000.pt")
-    state = checkpoint["model"]
-    for name in [n for n in state if n.startswith("decoder.transformer_layers.1.")]:
-        del state[name]
-    checkpoint["opt"].dec_layers = 1
-    torch.save(checkpoint, folder / "model_step_1000.pt")
+    """--dec_layers other than --enc_layers."""
+    folder, state = _second_decoder_layer_removed(
+        tmp_path, "opennmt", "model_step_1000.pt", "decoder.transformer_layers.",
+        lambda checkpoint: setattr(checkpoint["opt"], "dec_layers", 1))
     code, err = run_opennmt(cli, capsys, folder, tmp_path / "m")
     assert code == 0, err
     _expect_one_decoder_layer(tmp_path / "m", state,
