@@ -322,6 +322,7 @@ TEST(ServeHttp, HealthIs503UntilTheModelsAreLoaded) {
   EXPECT_EQ(models[0]["name"], "tiny");
   EXPECT_EQ(models[1]["name"], "other");
   EXPECT_EQ(models[0]["layers"], 2);
+  EXPECT_EQ(models[0]["decoder_layers"], 2);
   EXPECT_EQ(models[0]["vocab_size"], 120);
   EXPECT_EQ(models[0]["precision"], "f32");
 }

@@ -36,8 +36,8 @@ class TFM_API Model {
   std::string device() const;
   int64_t vocab_size() const;
   int64_t layers() const;  // the encoder's
-  int64_t decoder_layers()
-      const;  // the decoder's: layers() unless the model has a shallower or deeper one
+  // The decoder's: layers() unless the model has a shallower or deeper decoder.
+  int64_t decoder_layers() const;
   int64_t d_model() const;
   int64_t parameter_count() const;
 

@@ -293,11 +293,10 @@ void validate(const ModelConfig& c) {
   const double vocabulary_matrices = c.tie_embeddings == "all"       ? 1
                                      : c.tie_embeddings == "decoder" ? 2
                                                                      : 3;
-  double estimate =
-      (vocabulary_matrices * static_cast<double>(c.vocab_size) +
-       2 * static_cast<double>(c.max_positions)) *
-          d +
-      static_cast<double>(c.layers + std::max<int64_t>(c.decoder_layers, 0)) * per_layer * 2;
+  double estimate = (vocabulary_matrices * static_cast<double>(c.vocab_size) +
+                     2 * static_cast<double>(c.max_positions)) *
+                        d +
+                    static_cast<double>(c.layers + c.decoder_depth()) * per_layer;
   TFM_CHECK(estimate < 1e15, "configuration describes about {:.3g} parameters, too many", estimate);
 }
 
