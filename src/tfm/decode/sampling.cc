@@ -24,8 +24,9 @@ void check_sampling_options(const SamplingOptions& options) {
 int32_t draw_token(const float* log_probs, int64_t vocab, const std::vector<int32_t>& blocked,
                    double uniform, const SamplingOptions& options, int64_t step) {
   // The blocked tokens inside the vocabulary, each once, marked for this call (and unmarked on
-  // every way out).
-  std::vector<int32_t> unique_blocked;
+  // every way out). Per thread, as the marks: a draw runs for every row at every step.
+  thread_local std::vector<int32_t> unique_blocked;
+  unique_blocked.clear();
   for (int32_t t : blocked)
     if (t >= 0 && t < vocab) unique_blocked.push_back(t);
   std::sort(unique_blocked.begin(), unique_blocked.end());
