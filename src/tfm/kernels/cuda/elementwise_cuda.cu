@@ -136,7 +136,8 @@ __global__ void relu_backward_bf16_kernel(const float* y, const float* g, float*
   }
 }
 
-// The activations other than relu, as the CPU computes them (erff, expf: within an ulp or two).
+// The activations other than relu. GELU's Phi(x) is normcdff(x), accurate in the left tail where
+// 1 + erff(x / sqrt 2) cancels to 0 (the CPU's erfc form is accurate there too).
 enum class Activation { gelu, swish };
 
 __device__ inline float sigmoid(float x) {
@@ -145,15 +146,14 @@ __device__ inline float sigmoid(float x) {
 
 template <Activation kind>
 __device__ inline float activation_value(float x) {
-  if constexpr (kind == Activation::gelu) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  if constexpr (kind == Activation::gelu) return x * normcdff(x);
   return x * sigmoid(x);
 }
 
 template <Activation kind>
 __device__ inline float activation_slope(float x) {
   if constexpr (kind == Activation::gelu)
-    return 0.5f * (1.0f + erff(x * 0.70710678118654752f)) +
-           x * 0.39894228040143268f * expf(-0.5f * x * x);
+    return normcdff(x) + x * 0.39894228040143268f * expf(-0.5f * x * x);
   const float s = sigmoid(x);
   return s * (1.0f + x * (1.0f - s));
 }
