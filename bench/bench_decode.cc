@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   tfm::internal::use_default_openmp_spin(argv);  // as the tfm command (core/openmp_wait.h)
   CLI::App app{"tfm decoding benchmark"};
   std::string preset = "base", beams_text = "4,1", model_dir, outputs_path, precision = "f32",
-              device_option = "cpu";
+              device_option = "cpu", activation = "relu";
   int64_t vocab = 32000, batch = 32, src_len = 25, out_len = 25;
   int runs = 2, warmup = 1, threads = 2;
   double alpha = 0.6;
@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
   app.add_option("--precision", precision,
                  "operands of the matrix products: f32, bf16, int8 or int8-bf16");
   app.add_option("--device", device_option, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--activation", activation, "the FFN's activation (the preset's is relu)")
+      ->check(CLI::IsMember({"relu", "gelu", "swish"}));
   app.add_option("--model-dir", model_dir, "write the model and the sources here");
   app.add_option("--outputs", outputs_path, "write the outputs here (JSON)");
   CLI11_PARSE(app, argc, argv);
@@ -73,6 +75,7 @@ int main(int argc, char** argv) {
     tfm::internal::set_num_threads(threads);
     tfm::internal::ModelConfig config = tfm::internal::preset(preset);
     config.vocab_size = vocab;
+    config.activation = activation;
     tfm::internal::nn::Transformer trained(config);
     trained.init(7);
 
@@ -142,15 +145,16 @@ int main(int argc, char** argv) {
       const double gemm_seconds = tfm::internal::cpu::gemm_stats().seconds / runs;
       std::printf(
           "{\"framework\": \"tfm\", \"device\": \"%s\", \"mode\": \"%s\", \"precision\": \"%s\", "
-          "\"preset\": \"%s\", \"vocab\": %lld, "
+          "\"preset\": \"%s\", \"activation\": \"%s\", \"vocab\": %lld, "
           "\"batch\": %lld, \"src_len\": %lld, \"out_len\": %lld, \"threads\": %d, \"runs\": %d, "
           "\"warmup\": %d, \"seconds\": %.4f, \"best_seconds\": %.4f, "
           "\"target_tokens_per_second\": %.1f, \"pack_seconds\": %.4f, \"peak_rss_mb\": %.1f, "
           "\"gemm_seconds\": %.4f, \"outside_gemm_fraction\": %.4f}\n",
           tfm::internal::ops::describe_device(device).c_str(), mode.c_str(), precision.c_str(),
-          preset.c_str(), static_cast<long long>(vocab), static_cast<long long>(batch),
-          static_cast<long long>(src_len), static_cast<long long>(out_len), threads, runs, warmup,
-          mean, best, static_cast<double>(tokens) / mean, pack_seconds, peak_rss_mb(), gemm_seconds,
+          preset.c_str(), activation.c_str(), static_cast<long long>(vocab),
+          static_cast<long long>(batch), static_cast<long long>(src_len),
+          static_cast<long long>(out_len), threads, runs, warmup, mean, best,
+          static_cast<double>(tokens) / mean, pack_seconds, peak_rss_mb(), gemm_seconds,
           1.0 - gemm_seconds / mean);
       std::fflush(stdout);
     }
