@@ -186,6 +186,35 @@ TEST(Adam, MatchesTheUpdateFormulaOverSeveralSteps) {
   EXPECT_EQ(adam.steps(), 3);
 }
 
+// As torch.optim.AdamW: each parameter first decays by lr * weight_decay of itself, then takes
+// Adam's step; a zero gradient still decays the weight.
+TEST(Adam, AWeightDecayShrinksTheWeightsAsAdamW) {
+  Tensor p = Tensor::from_floats({3}, {0.5f, -1.0f, 2.0f});
+  p.set_requires_grad(true);
+  const double decay = 0.1;
+  Adam adam({p}, AdamOptions{0.9, 0.98, 1e-9, decay});
+  double ref_p[3] = {0.5, -1.0, 2.0}, m[3] = {0, 0, 0}, v[3] = {0, 0, 0};
+  const double grads[3][3] = {{0.1, -0.2, 0.0}, {0.05, 0.4, 0.0}, {-0.3, 0.0, 0.0}};
+  for (int t = 1; t <= 3; ++t) {
+    GradTarget g = grad_target(p);
+    for (int i = 0; i < 3; ++i) g.tensor.data<float>()[i] = static_cast<float>(grads[t - 1][i]);
+    const double lr = 0.01 * t;
+    adam.step(lr);
+    adam.zero_grad();
+    for (int i = 0; i < 3; ++i) {
+      const double gi = grads[t - 1][i];
+      m[i] = 0.9 * m[i] + 0.1 * gi;
+      v[i] = 0.98 * v[i] + 0.02 * gi * gi;
+      const double mhat = m[i] / (1 - std::pow(0.9, t)), vhat = v[i] / (1 - std::pow(0.98, t));
+      ref_p[i] = (1 - lr * decay) * ref_p[i] - lr * mhat / (std::sqrt(vhat) + 1e-9);
+    }
+    for (int i = 0; i < 3; ++i) EXPECT_NEAR(p.to_floats()[i], ref_p[i], 1e-6) << t << "," << i;
+  }
+  // The third weight never had a gradient: decayed alone, 2 (1 - 0.001) (1 - 0.002) (1 - 0.003).
+  EXPECT_NEAR(p.to_floats()[2], 2.0 * 0.999 * 0.998 * 0.997, 1e-6);
+  EXPECT_LT(p.to_floats()[2], 2.0f);
+}
+
 // Parameters of `sizes` in one flat buffer laid out as `layout`, with gradient buffers laid out
 // by GradientBuckets (the gradients of the last parameter first), as TrainingSession has them.
 struct FlatModel {

@@ -438,6 +438,24 @@ TEST(Recipe, NumbersMustBeFinite) {
   expect_error([&] { validate(not_a_number); }, {"optimizer.clip_norm", "finite"});
 }
 
+// optimizer.weight_decay: AdamW's decay (train/adam.h), in [0, 1), 0 by default.
+TEST(Recipe, WeightDecayIsInZeroToOne) {
+  TempDir tmp;
+  TrainRecipe r = load_recipe(write(tmp, "optimizer:\n  weight_decay: 0.01\n"));
+  EXPECT_DOUBLE_EQ(r.weight_decay, 0.01);
+  EXPECT_DOUBLE_EQ(TrainRecipe{}.weight_decay, 0.0);
+  apply_override(r, "data.train_source=a.en");
+  apply_override(r, "data.train_target=a.de");
+  validate(r);
+  for (const char* bad : {"-0.1", "1", "2.5"}) {
+    TrainRecipe wrong = r;
+    apply_override(wrong, fmt::format("optimizer.weight_decay={}", bad));
+    expect_error([&] { validate(wrong); }, {"optimizer.weight_decay", "[0, 1)", bad});
+  }
+  expect_error([&] { load_recipe(write(tmp, "optimizer:\n  weight_decay: nan\n")); },
+               {"recipe.yaml:2", "optimizer.weight_decay"});
+}
+
 // data.max_tokens and data.accumulate take `auto` (the batch size from the device's memory,
 // train/batch_size.h); data.update_tokens says how many tokens an update holds.
 TEST(Recipe, BatchSizeAutoAndUpdateTokens) {

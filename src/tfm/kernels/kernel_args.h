@@ -168,6 +168,7 @@ struct AdamStep {
   float step_size = 0.0f;     // lr / (1 - beta1^t)
   float inv_sqrt_bc2 = 1.0f;  // 1 / sqrt(1 - beta2^t)
   float eps = 1e-9f;
+  float keep = 1.0f;  // 1 - lr * weight_decay: AdamW's decoupled decay of p first; 1: none
 };
 
 }  // namespace tfm::internal::kernels

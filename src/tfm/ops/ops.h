@@ -222,8 +222,10 @@ struct AdamStepOptions {
   float beta1 = 0.9f, beta2 = 0.98f, eps = 1e-9f;
   float step_size = 0.0f;     // lr / (1 - beta1^t)
   float inv_sqrt_bc2 = 1.0f;  // 1 / sqrt(1 - beta2^t)
+  float keep = 1.0f;          // 1 - lr * weight_decay (AdamW); 1: no decay
 };
-// m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  p -= step_size m / (sqrt(v) inv_sqrt_bc2 + eps)
+// m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+// p = keep p - step_size m / (sqrt(v) inv_sqrt_bc2 + eps)
 // param, grad, m, v: f32 of one shape, on one device.
 void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                const AdamStepOptions& options);

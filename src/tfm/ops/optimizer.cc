@@ -18,8 +18,8 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const T
               t->describe(), param.describe());
   }
   const Device device = detail::op_device("adam_step", param, grad, m, v);
-  kernels::AdamStep step{options.beta1, options.beta2, options.step_size, options.inv_sqrt_bc2,
-                         options.eps};
+  kernels::AdamStep step{options.beta1,        options.beta2, options.step_size,
+                         options.inv_sqrt_bc2, options.eps,   options.keep};
   detail::kernel("adam_step", device, &KernelTable::adam_step)(
       param.device_data<float>(), m.device_data<float>(), v.device_data<float>(),
       grad.device_data<float>(), param.numel(), step);

@@ -77,6 +77,7 @@ void Adam::step(double lr) {
   step.step_size = static_cast<float>(lr / (1.0 - std::pow(options_.beta1, t)));
   step.inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(options_.beta2, t)));
   step.eps = static_cast<float>(options_.eps);
+  step.keep = static_cast<float>(1.0 - lr * options_.weight_decay);
   if (flat_gradients_complete()) {
     // The same update of every element as below, in one pass over the buffers.
     ops::adam_step(flat_parameters_, flat_gradients_, flat_m_, flat_v_, step);

@@ -1,5 +1,6 @@
-// Adam (Kingma and Ba), as torch.optim.Adam without weight decay, with the paper's defaults
-// beta1 = 0.9, beta2 = 0.98, eps = 1e-9 (section 5.3). State (m, v) is f32.
+// Adam (Kingma and Ba), as torch.optim.Adam, with the paper's defaults beta1 = 0.9, beta2 = 0.98,
+// eps = 1e-9 (section 5.3); with a weight decay, as torch.optim.AdamW (Loshchilov and Hutter's
+// decoupled decay, of every parameter). State (m, v) is f32.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@ struct AdamOptions {
   double beta1 = 0.9;
   double beta2 = 0.98;
   double eps = 1e-9;
+  double weight_decay = 0.0;  // > 0: p = (1 - lr weight_decay) p before each update
 };
 
 class Adam {
@@ -22,7 +24,7 @@ class Adam {
   // One update with learning rate lr from each parameter's gradient; parameters without a gradient
   // this step are left alone (their moments too).
   //   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
-  //   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+  //   p = (1 - lr wd) p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
   void step(double lr);
   void zero_grad();
 

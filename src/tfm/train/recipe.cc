@@ -181,6 +181,7 @@ const KeyTable<TrainRecipe, std::string>& recipe_table() {
         {"optimizer.beta2", number(&TrainRecipe::beta2), {}},
         {"optimizer.eps", number(&TrainRecipe::eps), {}},
         {"optimizer.clip_norm", number(&TrainRecipe::clip_norm), {}},
+        {"optimizer.weight_decay", number(&TrainRecipe::weight_decay), {}},
         {"training.max_steps", integer(&TrainRecipe::max_steps), {}},
         {"training.max_epochs", integer(&TrainRecipe::max_epochs), {}},
         {"training.max_minutes", number(&TrainRecipe::max_minutes), {}},
@@ -511,6 +512,7 @@ void validate_numbers(const TrainRecipe& r) {
       {"optimizer.beta2", r.beta2},
       {"optimizer.eps", r.eps},
       {"optimizer.clip_norm", r.clip_norm},
+      {"optimizer.weight_decay", r.weight_decay},
       {"training.max_minutes", r.max_minutes},
       {"training.ema_decay", r.ema_decay},
       {"training.rdrop_alpha", r.rdrop_alpha},
@@ -626,6 +628,10 @@ void validate_training(const TrainRecipe& r) {
             r.eps);
   TFM_CHECK(r.clip_norm >= 0, "{}optimizer.clip_norm must be >= 0, got {}",
             origin(r, {"optimizer.clip_norm"}), r.clip_norm);
+  // Below 1, so that 1 - lr weight_decay stays positive at any learning rate up to 1.
+  TFM_CHECK(r.weight_decay >= 0 && r.weight_decay < 1,
+            "{}optimizer.weight_decay must be in [0, 1) (0: off), got {}",
+            origin(r, {"optimizer.weight_decay"}), r.weight_decay);
   TFM_CHECK(r.ema_decay >= 0 && r.ema_decay < 1,
             "{}training.ema_decay must be in [0, 1) (0: no moving average), got {}",
             origin(r, {"training.ema_decay"}), r.ema_decay);

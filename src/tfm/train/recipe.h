@@ -66,6 +66,8 @@ struct TrainRecipe {
   std::string schedule = "noam";
   double beta1 = 0.9, beta2 = 0.98, eps = 1e-9;
   double clip_norm = 0.0;  // global gradient-norm clipping; 0: off
+  // AdamW's decoupled weight decay (train/adam.h) of every parameter; 0: off, plain Adam.
+  double weight_decay = 0.0;
 
   // training
   int64_t max_steps = 0;     // 0: no limit

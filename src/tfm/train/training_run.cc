@@ -43,13 +43,13 @@ std::vector<AgreementPart> agreement_parts(const TrainRecipe& recipe, const Mode
                    recipe.bpe_dropout, recipe.bpe_dropout_sides, recipe.word_dropout,
                    recipe.word_dropout_sides)},
       {"optimizer, precision or limits",
-       fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", recipe.lr_scale,
+       fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", recipe.lr_scale,
                    recipe.warmup, recipe.warmup_fraction, recipe.schedule, recipe.beta1,
                    recipe.beta2, recipe.eps, recipe.clip_norm, recipe.ema_decay, recipe.precision,
                    recipe.max_steps, recipe.max_epochs, recipe.max_minutes,
                    recipe.checkpoint_every_steps, recipe.checkpoint_every_minutes,
                    recipe.checkpoint_every_fraction, recipe.validate_every_steps,
-                   recipe.rdrop_alpha)},
+                   recipe.rdrop_alpha, recipe.weight_decay)},
   };
 }
 
@@ -149,7 +149,8 @@ void TrainingRun::create_session() {
   session_options_.schedule =
       NoamSchedule{config_.d_model, recipe_.warmup, recipe_.lr_scale,
                    parse_schedule_shape(recipe_.schedule, "optimizer.schedule")};
-  session_options_.adam = AdamOptions{recipe_.beta1, recipe_.beta2, recipe_.eps};
+  session_options_.adam =
+      AdamOptions{recipe_.beta1, recipe_.beta2, recipe_.eps, recipe_.weight_decay};
   session_options_.clip_norm = recipe_.clip_norm;
   session_options_.ema_decay = recipe_.ema_decay;
   session_options_.rdrop_alpha = recipe_.rdrop_alpha;

@@ -8,12 +8,13 @@ inline namespace TFM_CPU_ISA {
 
 void adam_step(float* p, float* m, float* v, const float* g, int64_t n, const AdamStep& step) {
   const float b1 = step.beta1, b2 = step.beta2, step_size = step.step_size;
-  const float inv_sqrt_bc2 = step.inv_sqrt_bc2, eps = step.eps;
+  const float inv_sqrt_bc2 = step.inv_sqrt_bc2, eps = step.eps, keep = step.keep;
 #pragma omp parallel for simd schedule(static) if (n > 32768)
   for (int64_t j = 0; j < n; ++j) {
     m[j] = b1 * m[j] + (1.0f - b1) * g[j];
     v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
-    p[j] -= step_size * m[j] / (std::sqrt(v[j]) * inv_sqrt_bc2 + eps);
+    // keep p is exactly p when keep is 1 (no weight decay).
+    p[j] = keep * p[j] - step_size * m[j] / (std::sqrt(v[j]) * inv_sqrt_bc2 + eps);
   }
 }
 

@@ -11,8 +11,8 @@ inline namespace TFM_CPU_ISA {
 
 using kernels::AdamStep;  // kernels/kernel_args.h
 
-//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  p -= step_size m / (sqrt(v) inv_sqrt_bc2 +
-//   eps)
+//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+//   p = keep p - step_size m / (sqrt(v) inv_sqrt_bc2 + eps)
 void adam_step(float* p, float* m, float* v, const float* g, int64_t n, const AdamStep& step);
 
 // sum_i x_i^2, accumulated in double.

@@ -17,7 +17,7 @@ __global__ void adam_step_kernel(float* p, float* m, float* v, const float* g, i
     const float vj = step.beta2 * v[j] + (1.0f - step.beta2) * gj * gj;
     m[j] = mj;
     v[j] = vj;
-    p[j] -= step.step_size * mj / (sqrtf(vj) * step.inv_sqrt_bc2 + step.eps);
+    p[j] = step.keep * p[j] - step.step_size * mj / (sqrtf(vj) * step.inv_sqrt_bc2 + step.eps);
   }
 }
 
