@@ -210,7 +210,7 @@ TEST(Adam, AWeightDecayShrinksTheWeightsAsAdamW) {
     }
     for (int i = 0; i < 3; ++i) EXPECT_NEAR(p.to_floats()[i], ref_p[i], 1e-6) << t << "," << i;
   }
-  // The third weight never had a gradient: decayed alone, 2 (1 - 0.001) (1 - 0.002) (1 - 0.003).
+  // The third weight's gradient is always 0: decay alone, 2 x 0.999 x 0.998 x 0.997.
   EXPECT_NEAR(p.to_floats()[2], 2.0 * 0.999 * 0.998 * 0.997, 1e-6);
   EXPECT_LT(p.to_floats()[2], 2.0f);
 }
