@@ -3,8 +3,9 @@
 # its last 5 checkpoints, translates test 2016 (beam 4, alpha 0.6) and prints one table: budget,
 # updates, the averaged model's sacreBLEU on test 2016, the last greedy validation BLEU and the minutes
 # of training, under a header with the machine, its threads and its measured peaks (f32 FMA and bf16
-# dot products, gemm_bench's peak_* rows) and the kernels in use (TFM_CPU_ISA caps them: `tfm info --cpu`),
-# since the same budget buys different updates on each machine.
+# dot products: the fastest of 5 repetitions of gemm_bench's peak_* rows) and the kernels in use
+# (TFM_CPU_ISA caps them: `tfm info --cpu`), since the same budget buys different updates on each
+# machine.
 #
 #   bench/time_to_bleu.sh [--recipe CONFIG] [--budgets "5 15 60"] [--out DIR] [--set K=V ...]
 #                         [--device cpu|cuda] [--mbr N]
@@ -52,16 +53,19 @@ data="$(scripts/fetch_multi30k.sh)"
 export TFM_DATA_DIR="$(dirname "$data")"
 zcat "$data/test_2016_flickr.de.gz" >"$out/test_2016.ref.de"
 
-# The machine's peaks, measured now: GFLOP/s of f32 FMA and of bf16 dot products on every thread.
+# The machine's peaks, measured now: GFLOP/s of f32 FMA and of bf16 dot products on every thread,
+# the fastest of 5 repetitions: a peak is what the instructions can do, and one short sample right
+# after a long run can read half of it (a 2-core Zen 5 read 181-187 where it does 385-412 quiet).
 peak() {
   [ -x "$BUILD/gemm_bench" ] || { echo "n/a (no $BUILD/gemm_bench)"; return; }
-  "$BUILD/gemm_bench" --benchmark_filter="^$1/" --benchmark_format=json 2>/dev/null |
+  "$BUILD/gemm_bench" --benchmark_filter="^$1/" --benchmark_repetitions=5 --benchmark_format=json 2>/dev/null |
     python3 -c 'import json, sys
 try:
     rows = json.load(sys.stdin)["benchmarks"]
 except ValueError:  # gemm_bench has no such row for this CPU (its peak rows need AVX-512)
     rows = []
-print("%.0f" % (rows[0]["FLOP/s"] / 1e9) if rows else "n/a")'
+rates = [r["FLOP/s"] for r in rows if r.get("run_type", "iteration") == "iteration"]
+print("%.0f" % (max(rates) / 1e9) if rates else "n/a")'
 }
 cpu="$( (lscpu 2>/dev/null || true) | sed -n 's/^Model name: *//p' | head -1)"
 # The kernels in use and what `precision auto` takes: two fields of `tfm info --cpu`, run once.
