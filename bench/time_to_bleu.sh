@@ -54,8 +54,8 @@ export TFM_DATA_DIR="$(dirname "$data")"
 zcat "$data/test_2016_flickr.de.gz" >"$out/test_2016.ref.de"
 
 # The machine's peaks, measured now: GFLOP/s of f32 FMA and of bf16 dot products on every thread,
-# the fastest of 5 repetitions: a peak is what the instructions can do, and one short sample right
-# after a long run can read half of it (a 2-core Zen 5 read 181-187 where it does 385-412 quiet).
+# the fastest of 5 repetitions: a peak is the most the instructions can do, and one short sample on a
+# shared VM can read far below it (docs/journal/2026-12-02-zen5-hour-ctranslate2.md).
 peak() {
   [ -x "$BUILD/gemm_bench" ] || { echo "n/a (no $BUILD/gemm_bench)"; return; }
   "$BUILD/gemm_bench" --benchmark_filter="^$1/" --benchmark_repetitions=5 --benchmark_format=json 2>/dev/null |
