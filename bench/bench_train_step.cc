@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   std::string config_path, recipe_path, write_config_path, precision = "f32", device_option = "cpu";
   int64_t vocab = 37000, batch_size = 128, src_len = 32, tgt_len = 32;
   int steps = 3, warmup = 2, threads = 2;
+  bool gemm_shapes = false;
   auto* preset_option = app.add_option("--preset", preset, "model preset");
   app.add_option("--config", config_path,
                  "model config.json (docs/MODEL_FORMAT.md) instead of a preset; its vocab_size "
@@ -78,6 +79,9 @@ int main(int argc, char** argv) {
                  "untimed steps first (the caching allocator fills during the first two)")
       ->check(CLI::Range(0, 1000000));
   app.add_option("--threads", threads, "threads");
+  app.add_flag("--gemm-shapes", gemm_shapes,
+               "also list the timed steps' products by kind (gemm_shapes: shape, calls, seconds "
+               "and GFLOP/s per step)");
   CLI11_PARSE(app, argc, argv);
 
   tfm::internal::set_num_threads(threads);
@@ -148,6 +152,7 @@ int main(int argc, char** argv) {
       forward_s = backward_s = update_s = 0;
       allocations_before = tfm::internal::CachingAllocator::cpu().stats().system_allocations;
       tfm::internal::cpu::reset_gemm_stats();
+      if (gemm_shapes) tfm::internal::cpu::set_gemm_shape_stats(true);
     }
     clock::time_point t0, t1, t2;
     tfm::internal::ops::CrossEntropyResult result;
@@ -242,6 +247,16 @@ int main(int argc, char** argv) {
        rounded(gemm.seconds > 0 ? gemm.flops / gemm.seconds / 1e9 : 0, 1)},
       {"outside_gemm_fraction", rounded(1.0 - gemm_per_step / per_step, 4)},
       {"loss", rounded(loss, 4)}};
+  if (gemm_shapes) {
+    nlohmann::ordered_json kinds = nlohmann::ordered_json::array();
+    for (const auto& kind : tfm::internal::cpu::gemm_shape_stats())
+      kinds.push_back({{"shape", kind.shape},
+                       {"calls_per_step", static_cast<double>(kind.calls) / steps},
+                       {"seconds_per_step", rounded(kind.seconds / steps, 6)},
+                       {"gflops_per_second",
+                        rounded(kind.seconds > 0 ? kind.flops / kind.seconds / 1e9 : 0, 1)}});
+    row["gemm_shapes"] = kinds;
+  }
   std::printf("%s\n", row.dump().c_str());
   return 0;
 }

@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <map>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tfm/autograd/tape.h"
 #include "tfm/core/tensor.h"
@@ -106,6 +110,64 @@ TEST(GemmStats, RecordedProductsCountTheirShareOfAParallelRegion) {
   EXPECT_EQ(stats.calls, 1 + threads);
   EXPECT_DOUBLE_EQ(stats.flops, 1000.0 + 10.0 * threads);
   EXPECT_NEAR(stats.seconds, 0.5 + 0.25, 1e-6);  // threads x (0.25 / threads)
+}
+
+// The per-kind accounting: off by default; on, each kind of product by name, with its calls and
+// flops; switching it off forgets them.
+TEST(GemmStats, ShapeStatsNameEachKindOfProduct) {
+  cpu::set_gemm_shape_stats(false);
+  std::mt19937 rng(5);
+  Tensor x = random_tensor({7, 9}, rng), w = random_tensor({3, 9}, rng);
+  auto linear_step = [&] {
+    Tensor xl = x.clone(), wl = w.clone();
+    xl.set_requires_grad(true);
+    wl.set_requires_grad(true);
+    Tape tape;
+    Tensor y;
+    {
+      TapeScope scope(tape);
+      y = ops::linear(xl, wl);
+    }
+    tape.backward(y, random_tensor({7, 3}, rng));
+  };
+  linear_step();
+  EXPECT_TRUE(cpu::gemm_shape_stats().empty());
+
+  cpu::set_gemm_shape_stats(true);
+  linear_step();
+  linear_step();
+  Tensor a = random_tensor({2, 3, 4, 5}, rng), b = random_tensor({2, 3, 5, 6}, rng);
+  Tensor c = Tensor::full({2, 3, 4, 6}, 1.0f);
+  GemmArgs args;
+  args.a = GemmOperand::dense(a.raw(), DType::f32, {2, 3, 4, 5});
+  args.b = GemmOperand::dense(b.raw(), DType::f32, {2, 3, 5, 6});
+  args.c = GemmOperand::dense(c.raw(), DType::f32, {2, 3, 4, 6});
+  args.accumulate = true;
+  cpu::gemm(args);
+
+  std::map<std::string, cpu::GemmShapeStats> kinds;
+  for (const cpu::GemmShapeStats& kind : cpu::gemm_shape_stats()) kinds[kind.shape] = kind;
+  ASSERT_EQ(kinds.size(), 4u);
+  // y = x W^T, dx = g W, dW = g^T x (M x N x K), twice each; then the batch of 6 added to c.
+  const std::pair<const char*, double> expected[] = {{"f32 7x3x9 N T", 2.0 * 7 * 3 * 9},
+                                                     {"f32 7x9x3 N N", 2.0 * 7 * 9 * 3},
+                                                     {"f32 3x9x7 T N", 2.0 * 3 * 9 * 7}};
+  for (const auto& [shape, flops] : expected) {
+    ASSERT_TRUE(kinds.count(shape)) << shape;
+    EXPECT_EQ(kinds[shape].calls, 2) << shape;
+    EXPECT_EQ(kinds[shape].flops, 2 * flops) << shape;
+    EXPECT_GT(kinds[shape].seconds, 0.0) << shape;
+  }
+  ASSERT_TRUE(kinds.count("f32 4x6x5 x6 N N +="));
+  EXPECT_EQ(kinds["f32 4x6x5 x6 N N +="].calls, 1);
+  EXPECT_EQ(kinds["f32 4x6x5 x6 N N +="].flops, 6 * 2.0 * 4 * 6 * 5);
+  const std::vector<cpu::GemmShapeStats> sorted = cpu::gemm_shape_stats();
+  for (size_t i = 1; i < sorted.size(); ++i) EXPECT_GE(sorted[i - 1].seconds, sorted[i].seconds);
+
+  cpu::set_gemm_shape_stats(false);
+  EXPECT_TRUE(cpu::gemm_shape_stats().empty());
+  linear_step();
+  EXPECT_TRUE(cpu::gemm_shape_stats().empty());
 }
 
 }  // namespace

@@ -201,6 +201,14 @@ std::atomic<int64_t> stat_calls{0};
 std::atomic<int64_t> stat_nanoseconds{0};
 std::atomic<int64_t> stat_flops{0};
 
+// Per kind of product, while set_gemm_shape_stats(true).
+std::atomic<bool> shape_stats_on{false};
+std::mutex shape_stats_mutex;
+std::unordered_map<std::string, GemmShapeStats>& shape_stats() {
+  static auto* stats = new std::unordered_map<std::string, GemmShapeStats>();
+  return *stats;
+}
+
 // 2*M*N*K per matrix of c's batch: a batch dim of a or b of 1 is broadcast, so c's dims count.
 int64_t product_flops(const GemmArgs& args) {
   int64_t matrices = 1;
@@ -551,12 +559,56 @@ bool onednn_multiplies_bf16() {
   return multiplies;
 }
 
+namespace {
+
+// "bf16 1024x8000x128 N T", "f32 16x16x32 x256 N T +=" (GemmShapeStats).
+std::string shape_of(const GemmArgs& args) {
+  const GemmOperand &a = args.a, &b = args.b, &c = args.c;
+  int64_t matrices = 1;
+  for (int i = 0; i < c.rank - 2; ++i) matrices *= c.dims[i];
+  auto layout = [](const GemmOperand& op) { return op.strides[op.rank - 1] == 1 ? "N" : "T"; };
+  return fmt::format("{} {}x{}x{}{} {} {}{}", dtype_name(a.dtype), c.rows(), c.cols(), a.cols(),
+                     matrices > 1 ? fmt::format(" x{}", matrices) : "", layout(a), layout(b),
+                     args.accumulate ? " +=" : "");
+}
+
+}  // namespace
+
 void gemm(const GemmArgs& args) {
   check_shapes(args);
   const auto start = std::chrono::steady_clock::now();
   run_gemm(args);
-  record_gemm(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-              static_cast<double>(product_flops(args)));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double flops = static_cast<double>(product_flops(args));
+  record_gemm(seconds, flops);
+  if (shape_stats_on.load(std::memory_order_relaxed)) {
+    if (omp_in_parallel()) seconds /= omp_get_num_threads();  // as record_gemm counts it
+    const std::string shape = shape_of(args);
+    std::lock_guard<std::mutex> lock(shape_stats_mutex);
+    GemmShapeStats& stats = shape_stats()[shape];
+    stats.shape = shape;
+    stats.calls += 1;
+    stats.seconds += seconds;
+    stats.flops += flops;
+  }
+}
+
+void set_gemm_shape_stats(bool on) {
+  std::lock_guard<std::mutex> lock(shape_stats_mutex);
+  shape_stats().clear();
+  shape_stats_on.store(on, std::memory_order_relaxed);
+}
+
+std::vector<GemmShapeStats> gemm_shape_stats() {
+  std::vector<GemmShapeStats> all;
+  {
+    std::lock_guard<std::mutex> lock(shape_stats_mutex);
+    for (const auto& [shape, stats] : shape_stats()) all.push_back(stats);
+  }
+  std::sort(all.begin(), all.end(), [](const GemmShapeStats& x, const GemmShapeStats& y) {
+    return x.seconds != y.seconds ? x.seconds > y.seconds : x.shape < y.shape;
+  });
+  return all;
 }
 
 GemmStats gemm_stats() {

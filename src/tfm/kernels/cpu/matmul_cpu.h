@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "tfm/kernels/cpu/isa.h"
 #include "tfm/kernels/kernel_args.h"
@@ -44,6 +46,20 @@ struct GemmStats {
 
 GemmStats gemm_stats();
 void reset_gemm_stats();
+// The same accounting per kind of product, off until set_gemm_shape_stats(true) (a benchmark's
+// breakdown of a step's products): a mutex and a text key per call while on. A kind is the
+// precision, M x N x K, the batch of matrices, whether a and b are transposed (T) or not (N), and
+// whether c is added to: "bf16 1024x8000x128 N T", "f32 16x16x32 x256 N T +=".
+struct GemmShapeStats {
+  std::string shape;
+  int64_t calls = 0;
+  double seconds = 0;
+  double flops = 0;
+};
+void set_gemm_shape_stats(bool on);  // and forgets what was counted
+// The kinds counted since, the most seconds first.
+std::vector<GemmShapeStats> gemm_shape_stats();
+
 // Adds a product done outside gemm (the packed inference products of packed_matmul_cpu.h). Inside
 // a parallel region each thread counts seconds / threads.
 void record_gemm(double seconds, double flops);
