@@ -25,6 +25,7 @@
 
 #include "tfm/core/tensor.h"
 #include "tfm/core/threading.h"
+#include "tfm/kernels/cpu/attention_cpu.h"
 #include "tfm/kernels/cpu/blocked_gemm_cpu.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/kernels/cpu/packed_matmul_cpu.h"
@@ -117,6 +118,40 @@ void attention_values(benchmark::State& state) {
   run(state, args, 2.0 * kBatch * kHeads * kT * kT * kHeadDim);
 }
 
+// A training step's attention, forward and backward (cpu::attention_forward and
+// attention_backward, as ops::attention calls them), without masks or dropout: batch, tokens, heads
+// and head width from the arguments. Counts the six products' flops, 2 * B * h * T * T * d each.
+void attention_train(benchmark::State& state) {
+  namespace cpu = tfm::internal::cpu;
+  const int64_t batch = state.range(0), t = state.range(1), heads = state.range(2),
+                d = state.range(3);
+  Tensor q = random_tensor({batch, t, heads * d}, 10), k = random_tensor(q.shape(), 11),
+         v = random_tensor(q.shape(), 12), d_out = random_tensor(q.shape(), 13);
+  Tensor out = Tensor::empty(q.shape()), dq = Tensor::empty(q.shape()),
+         dk = Tensor::empty(q.shape()), dv = Tensor::empty(q.shape());
+  Tensor probs = Tensor::empty({batch, heads, t, t}), d_probs = Tensor::empty(probs.shape());
+  cpu::AttentionDims dims;
+  dims.batch = batch;
+  dims.heads = heads;
+  dims.tq = dims.tk = t;
+  dims.dk = dims.dv = d;
+  cpu::AttentionMaskSpec mask;
+  cpu::AttentionDropout dropout;
+  cpu::AttentionGrads targets;
+  targets.dq = dq.data<float>();
+  targets.dk = dk.data<float>();
+  targets.dv = dv.data<float>();
+  for (auto _ : state) {
+    cpu::attention_forward(dims, mask, dropout, q.data<float>(), k.data<float>(), v.data<float>(),
+                           probs.data<float>(), nullptr, out.data<float>());
+    cpu::attention_backward(dims, mask, dropout, q.data<float>(), k.data<float>(), v.data<float>(),
+                            probs.data<float>(), d_out.data<float>(), d_probs.data<float>(),
+                            nullptr, targets);
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(6.0 * 2 * batch * heads * t * t * d,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // The same products with bf16 operands and an f32 result: the mixed-precision path.
 void linear_forward_bf16(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
@@ -206,6 +241,14 @@ BENCHMARK(linear_weight_grad)
     ->ArgNames({"M", "K", "N"})
     ->Args({4096, 512, 37000})
     ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+// The Multi30k recipe's tiles (64 sentences of 16 tokens, 4 heads of 32) and `base`'s (8 heads of
+// 64, 32 tokens).
+BENCHMARK(attention_train)
+    ->ArgNames({"B", "T", "heads", "d"})
+    ->Args({64, 16, 4, 32})
+    ->Args({128, 32, 8, 64})
+    ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(attention_scores_bf16)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(attention_values_bf16)->Unit(benchmark::kMillisecond)->UseRealTime();

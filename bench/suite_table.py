@@ -20,7 +20,8 @@ FRAMEWORK_COLUMNS = [("tfm", "f32"), ("tfm", "bf16"), ("tfm", "int8"), ("tfm", "
                      ("pytorch", "f32"), ("pytorch", "bf16")]
 HEADER = ["part", "measure", "tfm f32", "tfm bf16", "tfm int8", "tfm int8-bf16", "PyTorch f32",
           "PyTorch bf16", "tfm/PyTorch f32", "tfm/PyTorch bf16", "tfm int8-bf16/bf16"]
-GEMM_KINDS = ["linear_forward", "linear_weight_grad", "attention_scores", "attention_values"]
+GEMM_KINDS = ["linear_forward", "linear_weight_grad", "attention_scores", "attention_values",
+              "attention_train"]
 # The roles of the linear products in Transformer base: (K, N) of x [M, K] @ W^T [K, N].
 LINEAR_ROLES = {(512, 512): "attention projections", (512, 2048): "FFN up",
                 (2048, 512): "FFN down", (512, 37000): "vocabulary projection"}
@@ -80,6 +81,9 @@ def product_label(row):
         # bf16 operands: 1 is our vdpbf16ps kernel, 2 ours that widens them to f32 for the FMA.
         kernel = ("oneDNN", "our blocked kernel", "our blocked kernel, bf16 widened")[row["kernel"]]
         return f"{row['M']} x {row['K']} x {row['N']}, {layout}: {kernel}"
+    if kind == "attention_train":
+        return (f"attention, forward + backward (our tile kernels): {row['B']}x{row['heads']} heads, "
+                f"{row['T']} tokens, head width {row['d']}")
     if kind == "decoder_step":
         # 8 products a layer of base's decoder, 14.7 MB of f32 weights: 1 layer stays in the caches,
         # 12 (176 MB) stream from memory as a decoding step's weights do.
@@ -164,7 +168,7 @@ def gemm_rows(table, rows, ceiling, peak):
     products = {}
     for r in rows:
         key = (r["kind"], r.get("M"), r.get("K"), r.get("N"), r.get("layout"), r.get("kernel"),
-               r.get("layers"))
+               r.get("layers"), r.get("B"), r.get("T"), r.get("heads"), r.get("d"))
         products.setdefault(key, {})[r["dtype"]] = r
     order = sorted(products, key=lambda k: GEMM_KINDS.index(k[0]) if k[0] in GEMM_KINDS else len(GEMM_KINDS))
     for key in order:

@@ -149,8 +149,8 @@ Tensor attention_keeping_probs(const Tensor& q, const Tensor& k, const Tensor& v
     const kernels::AttentionGrads grads = attention_grads(q, k, v);
     const KernelTable& kernels = detail::kernels_for("attention", device);
     Tensor d_probs = Tensor::empty(probs.shape(), DType::f32, device);
-    // A backend may recompute the dropped weights into a scratch of their own (the CPU); others
-    // into d_probs.
+    // A backend may ask for a scratch of its own for the dropped weights; CUDA recomputes them into
+    // d_probs, the CPU where it uses each.
     Tensor dropped_again =
         detail::workspace(kernels.attention_backward_workspace, DType::f32, device, dims, dropout);
     detail::entry("attention", device, kernels.attention_backward)(

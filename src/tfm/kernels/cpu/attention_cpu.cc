@@ -8,7 +8,6 @@
 #include <limits>
 #include <type_traits>
 
-#include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/kernels/cpu/parallel.h"
 #include "tfm/kernels/cpu/softmax_cpu.h"
 #include "tfm/kernels/cpu/vector_math.h"
@@ -18,80 +17,12 @@ inline namespace TFM_CPU_ISA {
 
 namespace {
 
-// Head `i` of a [B, T, h*d] projection as the 4-D view [B, h, T, d]: no copy, only strides.
-GemmOperand head_view(const float* data, int64_t batch, int64_t heads, int64_t t, int64_t d) {
-  return GemmOperand::strided(data, DType::f32, {batch, heads, t, d},
-                              {t * heads * d, d, heads * d, 1});
-}
-
-GemmOperand probs_view(const float* data, const AttentionDims& dims) {
-  return GemmOperand::dense(data, DType::f32, {dims.batch, dims.heads, dims.tq, dims.tk});
-}
-
-void run_gemm(const GemmOperand& a, const GemmOperand& b, const GemmOperand& c, float alpha,
-              bool accumulate) {
-  GemmArgs args;
-  args.a = a;
-  args.b = b;
-  args.c = c;
-  args.alpha = alpha;
-  args.accumulate = accumulate;
-  gemm(args);
-}
-
-// Row r of the [B, h, Tq, Tk] weights belongs to batch r / (h*Tq) and query r % Tq.
-int64_t visible_keys_of_row(const AttentionDims& dims, const AttentionMaskSpec& mask, int64_t row) {
-  return mask.visible_keys(row / (dims.heads * dims.tq), row % dims.tq, dims.tk);
-}
-
-// dropped = P * keep / (1 - p), the weights the forward multiplied v with.
-void apply_dropout(const AttentionDims& dims, const AttentionDropout& dropout, const float* probs,
-                   float* dropped) {
-  const float scale = 1.0f / (1.0f - dropout.p);
-  const int64_t n = dims.prob_count();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    bool keep = attention_dropout_keep(dropout.seed, static_cast<uint64_t>(i), dropout.p);
-    dropped[i] = keep ? probs[i] * scale : 0.0f;
-  }
-}
-
 // Softmax in place over the n visible scores of a row (softmax_row: the maximum subtracted, a
 // vectorised exp); the masked tail up to tk becomes 0.
 inline void softmax_visible(float* p_row, int64_t n, int64_t tk) {
   softmax_row(p_row, p_row, n);
   for (int64_t i = n; i < tk; ++i) p_row[i] = 0.0f;
 }
-
-}  // namespace
-
-void attention_forward(const AttentionDims& dims, const AttentionMaskSpec& mask,
-                       const AttentionDropout& dropout, const float* q, const float* k,
-                       const float* v, float* probs, float* dropped, float* out) {
-  const int64_t B = dims.batch, h = dims.heads;
-  const float alpha = 1.0f / std::sqrt(static_cast<float>(dims.dk));
-
-  // S = q k^T / sqrt(dk) for every (batch, head) in one strided product.
-  run_gemm(head_view(q, B, h, dims.tq, dims.dk), head_view(k, B, h, dims.tk, dims.dk).transposed(),
-           probs_view(probs, dims), alpha, false);
-
-  // P = softmax over the visible keys, in place; masked keys get exactly 0.
-  const int64_t rows = B * h * dims.tq;
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r)
-    softmax_visible(probs + r * dims.tk, visible_keys_of_row(dims, mask, r), dims.tk);
-
-  const float* weights = probs;
-  if (dropout.p > 0.0f) {
-    apply_dropout(dims, dropout, probs, dropped);
-    weights = dropped;
-  }
-  // O = P v, written straight into the heads-concatenated [B, Tq, h*dv] layout.
-  run_gemm(probs_view(weights, dims), head_view(v, B, h, dims.tk, dims.dv),
-           head_view(out, B, h, dims.tq, dims.dv), 1.0f, false);
-}
-
-namespace {
 
 // Cache elements as f32: bf16 is the upper half of an f32.
 inline float load(const float* p, int64_t i) {
@@ -340,66 +271,6 @@ void attention_forward_cached(const AttentionDims& dims, const AttentionMaskSpec
     attention_cached_rows<bf16>(dims, mask, q, kv, probs, out);
   } else {
     attention_cached_rows<float>(dims, mask, q, kv, probs, out);
-  }
-}
-
-void attention_backward(const AttentionDims& dims, const AttentionMaskSpec& mask,
-                        const AttentionDropout& dropout, const float* q, const float* k,
-                        const float* v, const float* probs, const float* d_out, float* d_probs,
-                        float* dropped, const AttentionGrads& grads) {
-  const int64_t B = dims.batch, h = dims.heads;
-  const float alpha = 1.0f / std::sqrt(static_cast<float>(dims.dk));
-  const bool has_dropout = dropout.p > 0.0f;
-  // With dropout the forward used D = P * mask / (1 - p); it is recomputed, not stored.
-  const float* weights = probs;
-  if (has_dropout) {
-    apply_dropout(dims, dropout, probs, dropped);
-    weights = dropped;
-  }
-  GemmOperand d_out_heads = head_view(d_out, B, h, dims.tq, dims.dv);
-
-  // O = D v:  dD = dO v^T  and  dv = D^T dO.
-  run_gemm(d_out_heads, head_view(v, B, h, dims.tk, dims.dv).transposed(),
-           probs_view(d_probs, dims), 1.0f, false);
-  if (grads.dv) {
-    run_gemm(probs_view(weights, dims).transposed(), d_out_heads,
-             head_view(grads.dv, B, h, dims.tk, dims.dv), 1.0f, grads.accumulate_v);
-  }
-  if (!grads.dq && !grads.dk) return;
-
-  // D = P * mask / (1 - p):  dP = dD * mask / (1 - p).
-  // P = softmax(S):          dS_j = P_j (dP_j - sum_i dP_i P_i).
-  // S = alpha q k^T:         the alpha = 1/sqrt(dk) of dq and dk is folded into dS here.
-  // Computed in place over d_probs; masked keys have P = 0 and so dS = 0.
-  const float keep_scale = has_dropout ? 1.0f / (1.0f - dropout.p) : 1.0f;
-  const int64_t rows = B * h * dims.tq;
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    float* d_row = d_probs + r * dims.tk;
-    const float* p_row = probs + r * dims.tk;
-    const int64_t n = visible_keys_of_row(dims, mask, r);
-    if (has_dropout) {
-      const uint64_t base = static_cast<uint64_t>(r * dims.tk);
-      for (int64_t j = 0; j < n; ++j) {
-        bool keep =
-            attention_dropout_keep(dropout.seed, base + static_cast<uint64_t>(j), dropout.p);
-        d_row[j] = keep ? d_row[j] * keep_scale : 0.0f;
-      }
-    }
-    float dot = 0.0f;
-    for (int64_t j = 0; j < n; ++j) dot += d_row[j] * p_row[j];
-    for (int64_t j = 0; j < n; ++j) d_row[j] = alpha * p_row[j] * (d_row[j] - dot);
-    for (int64_t j = n; j < dims.tk; ++j) d_row[j] = 0.0f;
-  }
-
-  // S = alpha q k^T:  dq = dS k  and  dk = dS^T q  (alpha already in dS).
-  if (grads.dq) {
-    run_gemm(probs_view(d_probs, dims), head_view(k, B, h, dims.tk, dims.dk),
-             head_view(grads.dq, B, h, dims.tq, dims.dk), 1.0f, grads.accumulate_q);
-  }
-  if (grads.dk) {
-    run_gemm(probs_view(d_probs, dims).transposed(), head_view(q, B, h, dims.tq, dims.dk),
-             head_view(grads.dk, B, h, dims.tk, dims.dk), 1.0f, grads.accumulate_k);
   }
 }
 

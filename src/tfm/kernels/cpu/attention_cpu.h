@@ -1,6 +1,6 @@
-// Scaled dot-product attention on the CPU: the products are strided oneDNN matmuls over per-head
-// views of the [B, T, h*d] projections (no copies), the masked softmax and its backward are our
-// own row loops.
+// Scaled dot-product attention on the CPU, our own loops: training's forward and backward one
+// (batch, head) tile at a time (attention_tiles_cpu.cc), inference over a key/value cache one query
+// row at a time (attention_cpu.cc).
 #pragma once
 
 #include <algorithm>
@@ -60,8 +60,8 @@ void attention_forward(const AttentionDims& dims, const AttentionMaskSpec& mask,
 void attention_forward_cached(const AttentionDims& dims, const AttentionMaskSpec& mask,
                               const float* q, const CachedKeyValues& kv, float* probs, float* out);
 
-// d_out: [B, Tq, h*dv]; d_probs: [B, h, Tq, Tk] scratch; dropped: [B, h, Tq, Tk] scratch used only
-// when dropout.p > 0.
+// d_out: [B, Tq, h*dv]; d_probs: [B, h, Tq, Tk] scratch; dropped: unused (the dropped weights are
+// recomputed from the seed where they are used).
 void attention_backward(const AttentionDims& dims, const AttentionMaskSpec& mask,
                         const AttentionDropout& dropout, const float* q, const float* k,
                         const float* v, const float* probs, const float* d_out, float* d_probs,

@@ -76,10 +76,7 @@ void fill_embeddings_and_attention(KernelTable& t) {
   t.add_positions = add_positions;
   t.add_positions_backward_table = add_positions_backward_table;
   t.attention_forward = attention_forward;
-  // The backward recomputes the dropped weights into a scratch of their own.
-  t.attention_backward_workspace = [](const AttentionDims& dims, const AttentionDropout& dropout) {
-    return dropout.p > 0.0f ? dims.prob_count() : int64_t{0};
-  };
+  // No scratch: the backward recomputes each dropped weight where it uses it.
   t.attention_backward = attention_backward;
   t.attention_forward_cached = [](const AttentionDims& dims, const AttentionMaskSpec& mask,
                                   const float* q, const CachedKeyValues& kv, int64_t, float* probs,
