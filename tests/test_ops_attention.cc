@@ -128,8 +128,9 @@ TEST(OpsAttention, CausalWithQueryOffsetAndFewerQueries) {
 }
 
 // Widths and lengths that take every path of the CPU's tile kernels (attention_tiles_cpu.cc): heads
-// of 48 (blocks of 32 and 16 columns; three 16 x 16 transposes a tile) and 37 (a tail of 5 columns),
-// 7 queries (a block of 4 rows, then single rows), 21 keys (a whole block of 16 and part of one).
+// of 48 (blocks of 32 and 16 columns; three 16 x 16 transposes a tile) and 37 (a tail of 5
+// columns), 7 queries (a block of 4 rows, then single rows), 21 keys (a whole block of 16 and part
+// of one).
 TEST(OpsAttention, WideHeadsOverSeveralKeyBlocks) {
   Case padded{2, 7, 21, 2, 48, 37, {}};
   padded.mask.key_lengths = {21, 13};
