@@ -153,41 +153,45 @@ void weighted_rows(const float* coef, int64_t cr, int64_t ci, int64_t m, int64_t
     }
 }
 
-// A 16 x 16 block transposed in registers: four rounds that swap the off-diagonal blocks of 8, 4, 2
-// and 1 rows between row pairs (one two-source permute per row and round: vpermt2ps on AVX-512).
+// Lane l of a pair of rows after their off-diagonal blocks of b lanes are swapped: the first row
+// keeps its even blocks and takes the second's even blocks as its odd ones; the second row takes
+// the first's odd blocks as its even ones and keeps its odd blocks (lanes of the second are 16-31).
+constexpr int first_of_pair(int b, int l) {
+  return (l / b) % 2 == 0 ? l : 16 + l - b;
+}
+constexpr int second_of_pair(int b, int l) {
+  return (l / b) % 2 == 0 ? l + b : 16 + l;
+}
+
+// One round of transpose16: rows i and i + B (i / B even) swap their off-diagonal blocks of B
+// lanes, one two-source permute per row (vpermt2ps on AVX-512).
+template <int B>
+void swap_blocks(Lanes r[16]) {
+  for (int i = 0; i < 16; ++i) {
+    if ((i / B) % 2) continue;
+    const Lanes low = r[i], high = r[i + B];
+    r[i] = __builtin_shufflevector(low, high, first_of_pair(B, 0), first_of_pair(B, 1),
+                                   first_of_pair(B, 2), first_of_pair(B, 3), first_of_pair(B, 4),
+                                   first_of_pair(B, 5), first_of_pair(B, 6), first_of_pair(B, 7),
+                                   first_of_pair(B, 8), first_of_pair(B, 9), first_of_pair(B, 10),
+                                   first_of_pair(B, 11), first_of_pair(B, 12), first_of_pair(B, 13),
+                                   first_of_pair(B, 14), first_of_pair(B, 15));
+    r[i + B] = __builtin_shufflevector(
+        low, high, second_of_pair(B, 0), second_of_pair(B, 1), second_of_pair(B, 2),
+        second_of_pair(B, 3), second_of_pair(B, 4), second_of_pair(B, 5), second_of_pair(B, 6),
+        second_of_pair(B, 7), second_of_pair(B, 8), second_of_pair(B, 9), second_of_pair(B, 10),
+        second_of_pair(B, 11), second_of_pair(B, 12), second_of_pair(B, 13), second_of_pair(B, 14),
+        second_of_pair(B, 15));
+  }
+}
+
+// A 16 x 16 block transposed in registers: the off-diagonal blocks of 8, 4, 2 and 1 swapped in
+// turn.
 void transpose16(Lanes r[16]) {
-  for (int i = 0; i < 16; ++i) {
-    if ((i / 8) % 2) continue;
-    const Lanes low = r[i], high = r[i + 8];
-    r[i] =
-        __builtin_shufflevector(low, high, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
-    r[i + 8] = __builtin_shufflevector(low, high, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28,
-                                       29, 30, 31);
-  }
-  for (int i = 0; i < 16; ++i) {
-    if ((i / 4) % 2) continue;
-    const Lanes low = r[i], high = r[i + 4];
-    r[i] = __builtin_shufflevector(low, high, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26,
-                                   27);
-    r[i + 4] = __builtin_shufflevector(low, high, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28,
-                                       29, 30, 31);
-  }
-  for (int i = 0; i < 16; ++i) {
-    if ((i / 2) % 2) continue;
-    const Lanes low = r[i], high = r[i + 2];
-    r[i] = __builtin_shufflevector(low, high, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28,
-                                   29);
-    r[i + 2] = __builtin_shufflevector(low, high, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14,
-                                       15, 30, 31);
-  }
-  for (int i = 0; i < 16; ++i) {
-    if (i % 2) continue;
-    const Lanes low = r[i], high = r[i + 1];
-    r[i] = __builtin_shufflevector(low, high, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14,
-                                   30);
-    r[i + 1] = __builtin_shufflevector(low, high, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29,
-                                       15, 31);
-  }
+  swap_blocks<8>(r);
+  swap_blocks<4>(r);
+  swap_blocks<2>(r);
+  swap_blocks<1>(r);
 }
 
 // rows_t [width, ld] = rows [n, width] (stride `stride`) transposed; columns n..ld are 0. Blocks of
