@@ -209,11 +209,22 @@ std::unordered_map<std::string, GemmShapeStats>& shape_stats() {
   return *stats;
 }
 
-// 2*M*N*K per matrix of c's batch: a batch dim of a or b of 1 is broadcast, so c's dims count.
-int64_t product_flops(const GemmArgs& args) {
+// The matrices of c's batch: a batch dim of a or b of 1 is broadcast, so c's dims count.
+int64_t batch_matrices(const GemmArgs& args) {
   int64_t matrices = 1;
   for (int i = 0; i < args.c.rank - 2; ++i) matrices *= args.c.dims[i];
-  return 2 * matrices * args.c.rows() * args.c.cols() * args.a.cols();
+  return matrices;
+}
+
+// 2*M*N*K per matrix of c's batch.
+int64_t product_flops(const GemmArgs& args) {
+  return 2 * batch_matrices(args) * args.c.rows() * args.c.cols() * args.a.cols();
+}
+
+// Products run by each thread of a parallel region overlap in time: each counts its share of the
+// wall time, so that the total stays comparable with the wall time of the work around it.
+double thread_share(double seconds) {
+  return omp_in_parallel() ? seconds / omp_get_num_threads() : seconds;
 }
 
 // Every batch dim 1: one matrix.
@@ -564,8 +575,7 @@ namespace {
 // "bf16 1024x8000x128 N T", "f32 16x16x32 x256 N T +=" (GemmShapeStats).
 std::string shape_of(const GemmArgs& args) {
   const GemmOperand &a = args.a, &b = args.b, &c = args.c;
-  int64_t matrices = 1;
-  for (int i = 0; i < c.rank - 2; ++i) matrices *= c.dims[i];
+  const int64_t matrices = batch_matrices(args);
   auto layout = [](const GemmOperand& op) { return op.strides[op.rank - 1] == 1 ? "N" : "T"; };
   return fmt::format("{} {}x{}x{}{} {} {}{}", dtype_name(a.dtype), c.rows(), c.cols(), a.cols(),
                      matrices > 1 ? fmt::format(" x{}", matrices) : "", layout(a), layout(b),
@@ -578,17 +588,17 @@ void gemm(const GemmArgs& args) {
   check_shapes(args);
   const auto start = std::chrono::steady_clock::now();
   run_gemm(args);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double flops = static_cast<double>(product_flops(args));
   record_gemm(seconds, flops);
   if (shape_stats_on.load(std::memory_order_relaxed)) {
-    if (omp_in_parallel()) seconds /= omp_get_num_threads();  // as record_gemm counts it
     const std::string shape = shape_of(args);
     std::lock_guard<std::mutex> lock(shape_stats_mutex);
     GemmShapeStats& stats = shape_stats()[shape];
     stats.shape = shape;
     stats.calls += 1;
-    stats.seconds += seconds;
+    stats.seconds += thread_share(seconds);
     stats.flops += flops;
   }
 }
@@ -620,9 +630,7 @@ GemmStats gemm_stats() {
 }
 
 void record_gemm(double seconds, double flops) {
-  // Products run by each thread of a parallel region overlap in time: each counts its share of the
-  // wall time, so that the total stays comparable with the wall time of the work around it.
-  if (omp_in_parallel()) seconds /= omp_get_num_threads();
+  seconds = thread_share(seconds);
   stat_calls.fetch_add(1, std::memory_order_relaxed);
   stat_nanoseconds.fetch_add(static_cast<int64_t>(seconds * 1e9), std::memory_order_relaxed);
   stat_flops.fetch_add(static_cast<int64_t>(flops), std::memory_order_relaxed);
