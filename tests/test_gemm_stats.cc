@@ -27,6 +27,21 @@ Tensor random_tensor(const Shape& shape, std::mt19937& rng) {
   return Tensor::from_floats(shape, values);
 }
 
+// ops::linear forward and backward on copies of x [7, 9] and w [3, 9] that require gradients: three
+// products, y = x W^T, dx = g W and dW = g^T x.
+void linear_step(const Tensor& x, const Tensor& w, std::mt19937& rng) {
+  Tensor xl = x.clone(), wl = w.clone();
+  xl.set_requires_grad(true);
+  wl.set_requires_grad(true);
+  Tape tape;
+  Tensor y;
+  {
+    TapeScope scope(tape);
+    y = ops::linear(xl, wl);
+  }
+  tape.backward(y, random_tensor({x.dim(0), w.dim(0)}, rng));
+}
+
 TEST(GemmStats, CountsCallsFlopsAndTimeOfKnownProducts) {
   cpu::reset_gemm_stats();
   cpu::GemmStats zero = cpu::gemm_stats();
@@ -57,16 +72,7 @@ TEST(GemmStats, CountsCallsFlopsAndTimeOfKnownProducts) {
   EXPECT_GT(one.seconds, 0.0);
 
   // ops::linear forward and backward: y = x W^T, dx = g W, dW = g^T x, each 2 * 7 * 3 * 9 flops.
-  Tensor x = random_tensor({7, 9}, rng), w = random_tensor({3, 9}, rng);
-  x.set_requires_grad(true);
-  w.set_requires_grad(true);
-  Tape tape;
-  Tensor y;
-  {
-    TapeScope scope(tape);
-    y = ops::linear(x, w);
-  }
-  tape.backward(y, random_tensor({7, 3}, rng));
+  linear_step(random_tensor({7, 9}, rng), random_tensor({3, 9}, rng), rng);
   cpu::GemmStats four = cpu::gemm_stats();
   EXPECT_EQ(four.calls, 4);
   EXPECT_EQ(four.flops, one.flops + 3 * 2.0 * 7 * 3 * 9);
@@ -117,25 +123,13 @@ TEST(GemmStats, RecordedProductsCountTheirShareOfAParallelRegion) {
 TEST(GemmStats, ShapeStatsNameEachKindOfProduct) {
   cpu::set_gemm_shape_stats(false);
   std::mt19937 rng(5);
-  Tensor x = random_tensor({7, 9}, rng), w = random_tensor({3, 9}, rng);
-  auto linear_step = [&] {
-    Tensor xl = x.clone(), wl = w.clone();
-    xl.set_requires_grad(true);
-    wl.set_requires_grad(true);
-    Tape tape;
-    Tensor y;
-    {
-      TapeScope scope(tape);
-      y = ops::linear(xl, wl);
-    }
-    tape.backward(y, random_tensor({7, 3}, rng));
-  };
-  linear_step();
+  const Tensor x = random_tensor({7, 9}, rng), w = random_tensor({3, 9}, rng);
+  linear_step(x, w, rng);
   EXPECT_TRUE(cpu::gemm_shape_stats().empty());
 
   cpu::set_gemm_shape_stats(true);
-  linear_step();
-  linear_step();
+  linear_step(x, w, rng);
+  linear_step(x, w, rng);
   Tensor a = random_tensor({2, 3, 4, 5}, rng), b = random_tensor({2, 3, 5, 6}, rng);
   Tensor c = Tensor::full({2, 3, 4, 6}, 1.0f);
   GemmArgs args;
@@ -166,7 +160,7 @@ TEST(GemmStats, ShapeStatsNameEachKindOfProduct) {
 
   cpu::set_gemm_shape_stats(false);
   EXPECT_TRUE(cpu::gemm_shape_stats().empty());
-  linear_step();
+  linear_step(x, w, rng);
   EXPECT_TRUE(cpu::gemm_shape_stats().empty());
 }
 
