@@ -2,10 +2,10 @@
 # Where a training step's time goes, by part: runs bench_train_step under `perf record` (cpu-clock
 # samples, so it works in a VM without hardware counters), leaving out the start (the CUDA libraries'
 # loading, the weights' initialisation, the warm-up steps), and prints the calling thread's and
-# another thread's samples by part (bench/profile_step.py): the products, OpenMP's waiting, the kernel, the C library
-# and each of tfm's functions. The calling thread's shares are shares of the step's wall time. Before
-# that, the products by kind (bench_train_step --gemm-shapes), the slowest first. perf's sampling
-# slows the step a little; the step's own figures come from the same run.
+# another thread's samples by part (bench/profile_step.py): the products, OpenMP's waiting, the
+# kernel, the C library and each of tfm's functions. The calling thread's shares are shares of the
+# step's wall time. Before that, the products by kind (bench_train_step --gemm-shapes), the slowest
+# first. perf's sampling slows the step a little; the step's own figures come from the same run.
 #
 # Usage: bench/profile_step.sh [bench_train_step options]
 #   default: the main job's model on a batch like its own: --recipe configs/multi30k-en-de.yaml
@@ -19,13 +19,19 @@ cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build/release}"
 STEPS="${STEPS:-300}"
 DELAY_MS="${DELAY_MS:-3000}"
-command -v perf > /dev/null || { echo "profile_step.sh: needs perf (apt-get install linux-perf)" >&2; exit 1; }
-[ -x "$BUILD/bench_train_step" ] || { echo "profile_step.sh: $BUILD/bench_train_step is missing (build it first)" >&2; exit 1; }
+die() { echo "profile_step.sh: $*" >&2; exit 1; }
+command -v perf > /dev/null || die "needs perf (apt-get install linux-perf)"
+[ -x "$BUILD/bench_train_step" ] || die "$BUILD/bench_train_step is missing (build it first)"
 if [ $# -eq 0 ]; then
   set -- --recipe configs/multi30k-en-de.yaml --precision bf16 --batch 64 --src-len 16 --tgt-len 16
 fi
-out="${OUT:-$(mktemp -d)}"
-mkdir -p "$out"
+if [ -n "${OUT:-}" ]; then
+  out="$OUT"
+  mkdir -p "$out"
+else
+  out="$(mktemp -d)"
+  trap 'rm -rf "$out"' EXIT  # perf.data runs to tens of MB
+fi
 
 perf record -q -e cpu-clock -F 2000 -D "$DELAY_MS" -o "$out/perf.data" \
   "$BUILD/bench_train_step" "$@" --steps "$STEPS" --warmup 3 --gemm-shapes > "$out/step.json" \
