@@ -315,15 +315,16 @@ TEST(BlockedGemmBf16, TheMeasuredDotToFmaRateIsAPlausibleRatio) {
   EXPECT_EQ(rate, cpu::vdpbf16ps_to_fma_rate());  // measured once
 }
 
-// The default choice: oneDNN where it has AMX; the widening kernel where vdpbf16ps does no more
-// multiply-adds a second than the FMA; oneDNN otherwise (unless the environment chose).
+// The default choice: oneDNN where it has AMX or where this build has no AVX512-BF16; the widening
+// kernel where vdpbf16ps does no more multiply-adds a second than the FMA; the vdpbf16ps kernel
+// where it does more (unless the environment chose).
 TEST(BlockedGemmBf16, TheDefaultChoiceFollowsTheMeasuredRates) {
   if (std::getenv("TFM_CPU_GEMM_BF16") || std::getenv("TFM_CPU_GEMM"))
     GTEST_SKIP() << "the environment chooses (TFM_CPU_GEMM_BF16 or TFM_CPU_GEMM is set)";
   const double rate = cpu::vdpbf16ps_to_fma_rate();
-  const auto expected = !cpu::onednn_uses_amx() && rate > 0 && rate <= 1
-                            ? cpu::Bf16Products::widened
-                            : cpu::Bf16Products::onednn;
+  auto expected = cpu::Bf16Products::onednn;
+  if (!cpu::onednn_uses_amx() && rate > 0)
+    expected = rate <= 1 ? cpu::Bf16Products::widened : cpu::Bf16Products::dot;
   EXPECT_EQ(cpu::bf16_products(), expected)
       << "rate " << rate << ", chosen " << cpu::bf16_products_name(cpu::bf16_products());
 }
@@ -373,8 +374,9 @@ TEST(BlockedGemmBf16, GemmTakesTheChosenKernelAndOneDnnOtherwise) {
     const bool available =
         widened ? cpu::blocked_gemm_available() : cpu::blocked_gemm_bf16_available();
     cpu::set_bf16_products(widened ? cpu::Bf16Products::widened : cpu::Bf16Products::dot);
-    // The vdpbf16ps kernel from 2^30 multiply-adds, the widening one from 128 in every dim.
-    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(2048, 256, 256),
+    // Both from 128 in every dim; the vdpbf16ps kernel for sums of at most 4096 terms.
+    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(2048, 256, 256), available && !cpu::onednn_uses_amx());
+    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(1024, 128, 8000),
               widened && available && !cpu::onednn_uses_amx());
     EXPECT_FALSE(cpu::blocked_gemm_bf16_applies(127, 1024, 1024));
     // Where oneDNN has AMX, its tile products instead.
@@ -399,6 +401,45 @@ TEST(BlockedGemmBf16, GemmTakesTheChosenKernelAndOneDnnOtherwise) {
   cpu::set_bf16_products(cpu::Bf16Products::onednn);
   EXPECT_FALSE(cpu::blocked_gemm_bf16_applies(m, n, k));
   cpu::set_bf16_products(chosen);
+}
+
+// A small c with a long sum (a weight gradient's, over a batch's tokens): cpu::gemm has each of
+// the 2 threads sum its half of the inner dimension with our kernel, the first into c (with the
+// bias and c's old values), the second into a scratch added at the end. Its bits are those two
+// kernel calls' sums added, and within the bound of the whole sum; an odd depth splits off the
+// pairs of bf16.
+TEST(BlockedGemmBf16, SmallProductsWithLongSumsSplitTheSumBetweenTheThreads) {
+  std::mt19937 rng(17);
+  const cpu::Bf16Products chosen = cpu::bf16_products();
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(2);
+  const int64_t m = 128, n = 160, k = 1537, half = k / 2;
+  int split = 0;
+  for (bool widened : {false, true})
+    for (bool accumulate : {false, true}) {
+      SCOPED_TRACE(fmt::format("{}, accumulate {}", widened ? "widened" : "dot", accumulate));
+      cpu::set_bf16_products(widened ? cpu::Bf16Products::widened : cpu::Bf16Products::dot);
+      Product p(m, n, k, true, false, true, accumulate, false, rng, true);
+      const auto via_gemm = p.run_gemm();
+      p.expect_within_bound(via_gemm);
+      if (!cpu::blocked_gemm_bf16_applies(m, n, k)) continue;  // oneDNN's: no split
+      const auto av = p.a_view(), bv = p.b_view();
+      auto kernel = widened ? cpu::blocked_gemm_bf16_widened : cpu::blocked_gemm_bf16;
+      std::vector<float> c = accumulate ? p.c_old : std::vector<float>(via_gemm.size(), NAN);
+      std::vector<float> second(via_gemm.size());
+      kernel(m, n, half, {p.a16.data(), av.row_stride, av.col_stride},
+             {p.b16.data(), bv.row_stride, bv.col_stride}, p.bias_values.data(), accumulate, false,
+             c.data(), n);
+      kernel(m, n, k - half, {p.a16.data() + half * av.col_stride, av.row_stride, av.col_stride},
+             {p.b16.data() + half * bv.row_stride, bv.row_stride, bv.col_stride}, nullptr, false,
+             false, second.data(), n);
+      for (size_t i = 0; i < c.size(); ++i) c[i] += second[i];
+      EXPECT_EQ(via_gemm, c);
+      ++split;
+    }
+  omp_set_num_threads(threads);
+  cpu::set_bf16_products(chosen);
+  if (split == 0) GTEST_SKIP() << "neither of our bf16 kernels applies here (AMX, or no AVX-512)";
 }
 
 }  // namespace

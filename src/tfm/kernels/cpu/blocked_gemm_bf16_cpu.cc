@@ -37,7 +37,8 @@ Bf16Products default_bf16_products() {
   if (onednn_uses_amx()) return Bf16Products::onednn;
   const double rate = vdpbf16ps_to_fma_rate();
   // Without AVX512-BF16 (rate 0) oneDNN's bf16 products have not been measured against ours.
-  return rate > 0 && rate <= 1 ? Bf16Products::widened : Bf16Products::onednn;
+  if (rate == 0) return Bf16Products::onednn;
+  return rate <= 1 ? Bf16Products::widened : Bf16Products::dot;
 }
 
 std::atomic<Bf16Products>& choice_in_force() {
@@ -78,12 +79,26 @@ bool bf16_products_widened() {
          blocked_gemm_enabled() && !onednn_uses_amx();
 }
 
+namespace {
+
+// Where the vdpbf16ps kernel was measured faster than oneDNN 2.6's bf16 matmul (gemm_bench's
+// training_product_bf16 on an AMD Zen 5, 2 threads, docs/journal/2026-12-02-bf16-dot-default.md):
+// every product of at least 128 in each dim, the Multi30k recipe's small ones included (1.1-1.3x),
+// up to sums of 4096 terms. Over the output layer's vocabulary (the input gradient's sum of 8000 or
+// 37000 terms) oneDNN was 1.1x faster.
+bool dot_kernel_faster(int64_t m, int64_t n, int64_t k) {
+  constexpr int64_t kLongestSum = 4096;
+  return std::min({m, n, k}) >= 128 && k <= kLongestSum;
+}
+
+}  // namespace
+
 bool blocked_gemm_bf16_applies(int64_t m, int64_t n, int64_t k) {
   // Where oneDNN multiplies bf16 with AMX's tile products, those pass any vector kernel.
   if (!blocked_gemm_enabled() || onednn_uses_amx()) return false;
   switch (bf16_products()) {
     case Bf16Products::dot:
-      return blocked_gemm_bf16_available() && blocked_gemm_large_enough(m, n, k);
+      return blocked_gemm_bf16_available() && dot_kernel_faster(m, n, k);
     case Bf16Products::widened:
       // gemm_bench's training_product_bf16 on a Xeon without AMX: faster than oneDNN's vdpbf16ps
       // products at every shape measured down to 128 x 256 x 256
