@@ -374,13 +374,16 @@ TEST(BlockedGemmBf16, GemmTakesTheChosenKernelAndOneDnnOtherwise) {
     const bool available =
         widened ? cpu::blocked_gemm_available() : cpu::blocked_gemm_bf16_available();
     cpu::set_bf16_products(widened ? cpu::Bf16Products::widened : cpu::Bf16Products::dot);
-    // Both from 128 in every dim; the vdpbf16ps kernel for sums of at most 4096 terms.
-    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(2048, 256, 256), available && !cpu::onednn_uses_amx());
-    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(1024, 128, 8000),
-              widened && available && !cpu::onednn_uses_amx());
+    // Both from 128 in every dim; the vdpbf16ps kernel for sums of at most 2048 terms, or longer
+    // ones into at most 2^16 elements of c.
+    const bool ours = available && !cpu::onednn_uses_amx();
+    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(2048, 256, 256), ours);
+    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(128, 512, 4096), ours);
+    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(1024, 128, 8000), widened && ours);
+    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(512, 512, 4096), widened && ours);
     EXPECT_FALSE(cpu::blocked_gemm_bf16_applies(127, 1024, 1024));
     // Where oneDNN has AMX, its tile products instead.
-    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(m, n, k), available && !cpu::onednn_uses_amx());
+    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(m, n, k), ours);
     for (int layout = 0; layout < 3; ++layout) {
       SCOPED_TRACE(fmt::format("layout {}", layout));
       Product p(m, n, k, layout == 2, layout == 0, layout == 0, layout == 2, layout == 1, rng,

@@ -81,14 +81,16 @@ bool bf16_products_widened() {
 
 namespace {
 
-// Where the vdpbf16ps kernel was measured faster than oneDNN 2.6's bf16 matmul (gemm_bench's
-// training_product_bf16 on an AMD Zen 5, 2 threads, docs/journal/2026-12-02-bf16-dot-default.md):
-// every product of at least 128 in each dim, the Multi30k recipe's small ones included (1.1-1.3x),
-// up to sums of 4096 terms. Over the output layer's vocabulary (the input gradient's sum of 8000 or
-// 37000 terms) oneDNN was 1.1x faster.
+// Where the vdpbf16ps kernel was measured as fast as oneDNN 2.6's bf16 matmul or faster
+// (gemm_bench's training_product_bf16 on an AMD Zen 5, 2 threads, and whole training steps;
+// docs/journal/2026-12-02-bf16-dot-default.md): products of at least 128 in each dim with sums of
+// up to 2048 terms (1.0-1.25x alone, faster in the step), and longer sums into a c of at most 2^16
+// elements, whose sum cpu::gemm splits between the threads (a small model's weight gradients). For
+// longer sums into a larger c (base's 4096-token weight gradients, the output layer's input
+// gradient over the vocabulary) oneDNN was 1.04-1.19x faster.
 bool dot_kernel_faster(int64_t m, int64_t n, int64_t k) {
-  constexpr int64_t kLongestSum = 4096;
-  return std::min({m, n, k}) >= 128 && k <= kLongestSum;
+  constexpr int64_t kLongSum = 2048, kSmallOutput = int64_t{1} << 16;
+  return std::min({m, n, k}) >= 128 && (k <= kLongSum || m * n <= kSmallOutput);
 }
 
 }  // namespace
