@@ -146,7 +146,7 @@ void attention_train(benchmark::State& state) {
                            probs.data<float>(), nullptr, out.data<float>());
     cpu::attention_backward(dims, mask, dropout, q.data<float>(), k.data<float>(), v.data<float>(),
                             probs.data<float>(), d_out.data<float>(), d_probs.data<float>(),
-                            nullptr, targets);
+                            targets);
   }
   state.counters["FLOP/s"] = benchmark::Counter(6.0 * 2 * batch * heads * t * t * d,
                                                 benchmark::Counter::kIsIterationInvariantRate);

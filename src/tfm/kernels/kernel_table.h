@@ -119,13 +119,10 @@ struct KernelTable {
   void (*attention_forward)(const AttentionDims& dims, const AttentionMaskSpec& mask,
                             const AttentionDropout& dropout, const float* q, const float* k,
                             const float* v, float* probs, float* dropped, float* out) = nullptr;
-  // floats of `dropped` scratch the backward wants (null entry: none).
-  int64_t (*attention_backward_workspace)(const AttentionDims& dims,
-                                          const AttentionDropout& dropout) = nullptr;
   void (*attention_backward)(const AttentionDims& dims, const AttentionMaskSpec& mask,
                              const AttentionDropout& dropout, const float* q, const float* k,
                              const float* v, const float* probs, const float* d_out, float* d_probs,
-                             float* dropped, const AttentionGrads& grads) = nullptr;
+                             const AttentionGrads& grads) = nullptr;
   // Fused attention for bf16 training (null entries: the backend has none; ops::attention then
   // runs the entries above): bf16 products with f32 accumulation that never store P. The forward
   // leaves lse [B, h, Tq] (one f32 a query row) for the backward; `out` is the forward's output.

@@ -148,15 +148,13 @@ Tensor attention_keeping_probs(const Tensor& q, const Tensor& k, const Tensor& v
     if (!g.defined()) return;
     const kernels::AttentionGrads grads = attention_grads(q, k, v);
     const KernelTable& kernels = detail::kernels_for("attention", device);
+    // The backends recompute the dropped weights from the seed (CUDA into d_probs, the CPU where
+    // it uses each), so the backward needs no copy of the forward's.
     Tensor d_probs = Tensor::empty(probs.shape(), DType::f32, device);
-    // A backend may ask for a scratch of its own for the dropped weights; CUDA recomputes them into
-    // d_probs, the CPU where it uses each.
-    Tensor dropped_again =
-        detail::workspace(kernels.attention_backward_workspace, DType::f32, device, dims, dropout);
     detail::entry("attention", device, kernels.attention_backward)(
         dims, mask_spec(mask, key_lengths), dropout, q.device_data<float>(), k.device_data<float>(),
         v.device_data<float>(), probs.device_data<float>(), g.device_data<float>(),
-        d_probs.device_data<float>(), detail::data_or_null<float>(dropped_again), grads);
+        d_probs.device_data<float>(), grads);
   });
   return out;
 }

@@ -60,12 +60,12 @@ void attention_forward(const AttentionDims& dims, const AttentionMaskSpec& mask,
 void attention_forward_cached(const AttentionDims& dims, const AttentionMaskSpec& mask,
                               const float* q, const CachedKeyValues& kv, float* probs, float* out);
 
-// d_out: [B, Tq, h*dv]; d_probs: [B, h, Tq, Tk] scratch; dropped: unused (the dropped weights are
-// recomputed from the seed where they are used).
+// d_out: [B, Tq, h*dv]; d_probs: [B, h, Tq, Tk] scratch. The dropped weights are recomputed from
+// the seed where they are used.
 void attention_backward(const AttentionDims& dims, const AttentionMaskSpec& mask,
                         const AttentionDropout& dropout, const float* q, const float* k,
                         const float* v, const float* probs, const float* d_out, float* d_probs,
-                        float* dropped, const AttentionGrads& grads);
+                        const AttentionGrads& grads);
 
 }  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -298,7 +298,7 @@ void attention_forward(const AttentionDims& dims, const AttentionMaskSpec& mask,
 void attention_backward(const AttentionDims& dims, const AttentionMaskSpec& mask,
                         const AttentionDropout& dropout, const float* q, const float* k,
                         const float* v, const float* probs, const float* d_out, float* d_probs,
-                        float* /*dropped*/, const AttentionGrads& grads) {
+                        const AttentionGrads& grads) {
   const int64_t tq = dims.tq, tk = dims.tk, dk = dims.dk, dv = dims.dv;
   const int64_t ld = round_up_to_lanes(tk);
   const float alpha = 1.0f / std::sqrt(static_cast<float>(dk));

@@ -143,14 +143,7 @@ void fill_embeddings_and_attention(KernelTable& t) {
   t.add_positions = add_positions;
   t.add_positions_backward_table = add_positions_backward_table;
   t.attention_forward = attention_forward;
-  // d_probs holds the recomputed dropped weights: no scratch of their own.
-  t.attention_backward = [](const kernels::AttentionDims& dims,
-                            const kernels::AttentionMaskSpec& mask,
-                            const kernels::AttentionDropout& dropout, const float* q,
-                            const float* k, const float* v, const float* probs, const float* d_out,
-                            float* d_probs, float*, const kernels::AttentionGrads& grads) {
-    attention_backward(dims, mask, dropout, q, k, v, probs, d_out, d_probs, grads);
-  };
+  t.attention_backward = attention_backward;
   t.fused_attention_supports = fused_attention_supports;
   t.fused_attention_forward = fused_attention_forward;
   t.fused_attention_backward_workspace = fused_attention_backward_workspace;
