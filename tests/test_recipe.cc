@@ -358,6 +358,36 @@ TEST(Recipe, TheGpuMulti30kRecipeExtendsTheMainJobs) {
   EXPECT_EQ(gpu.precision, main_job.precision);
 }
 
+// The hour's recipe is the main job's model and schedule with the hour's batches, label smoothing,
+// fixed dropout and weight decay (docs/RESULTS.md), for 60 minutes.
+TEST(Recipe, TheHourMulti30kRecipeExtendsTheMainJobs) {
+  const TrainRecipe main_job = shipped_recipe("multi30k-en-de.yaml");
+  const TrainRecipe hour = shipped_recipe("multi30k-en-de-hour.yaml");
+  const ModelConfig c = hour.model_config(8000), main_config = main_job.model_config(8000);
+  EXPECT_FALSE(hour.dropout_auto());
+  EXPECT_TRUE(main_job.dropout_auto());
+  EXPECT_DOUBLE_EQ(c.dropout, 0.3);
+  EXPECT_DOUBLE_EQ(c.label_smoothing, 0.2);
+  EXPECT_DOUBLE_EQ(main_config.label_smoothing, 0.1);
+  EXPECT_EQ(hour.max_tokens, 4096);
+  EXPECT_EQ(main_job.max_tokens, 2048);
+  EXPECT_DOUBLE_EQ(hour.weight_decay, 0.05);
+  EXPECT_DOUBLE_EQ(main_job.weight_decay, 0.0);
+  EXPECT_EQ(hour.max_minutes, 60);
+  EXPECT_EQ(hour.run_dir, "runs/multi30k-en-de-hour");
+  // Everything else as the main job's: the model's shape, the vocabulary, the schedule, the seed.
+  EXPECT_EQ(c.d_model, main_config.d_model);
+  EXPECT_EQ(c.layers, main_config.layers);
+  EXPECT_EQ(c.d_ff, main_config.d_ff);
+  EXPECT_EQ(c.heads, main_config.heads);
+  EXPECT_EQ(hour.vocab_size, main_job.vocab_size);
+  EXPECT_EQ(hour.schedule, main_job.schedule);
+  EXPECT_EQ(hour.warmup, main_job.warmup);
+  EXPECT_EQ(hour.warmup_fraction, main_job.warmup_fraction);
+  EXPECT_EQ(hour.seed, main_job.seed);
+  EXPECT_EQ(hour.precision, main_job.precision);
+}
+
 // A second YAML document was lost to YAML::Load and then reported as "(an unterminated quote?)";
 // it is named as what it is. A "---" that starts the only document is fine.
 TEST(Recipe, ASecondYamlDocumentIsAnErrorAtItsMarker) {
