@@ -375,12 +375,14 @@ TEST(BlockedGemmBf16, GemmTakesTheChosenKernelAndOneDnnOtherwise) {
         widened ? cpu::blocked_gemm_available() : cpu::blocked_gemm_bf16_available();
     cpu::set_bf16_products(widened ? cpu::Bf16Products::widened : cpu::Bf16Products::dot);
     // Both from 128 in every dim; the vdpbf16ps kernel for sums of at most 2048 terms, or longer
-    // ones into at most 2^16 elements of c.
+    // ones into at most 2^18 elements of c (kSplitSumMostOutput).
     const bool ours = available && !cpu::onednn_uses_amx();
+    EXPECT_EQ(cpu::kSplitSumMostOutput, int64_t{1} << 18);
     EXPECT_EQ(cpu::blocked_gemm_bf16_applies(2048, 256, 256), ours);
     EXPECT_EQ(cpu::blocked_gemm_bf16_applies(128, 512, 4096), ours);
-    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(1024, 128, 8000), widened && ours);
-    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(512, 512, 4096), widened && ours);
+    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(512, 512, 37000), ours);
+    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(1024, 512, 8000), widened && ours);
+    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(512, 2048, 4096), widened && ours);
     EXPECT_FALSE(cpu::blocked_gemm_bf16_applies(127, 1024, 1024));
     // Where oneDNN has AMX, its tile products instead.
     EXPECT_EQ(cpu::blocked_gemm_bf16_applies(m, n, k), ours);
@@ -443,6 +445,35 @@ TEST(BlockedGemmBf16, SmallProductsWithLongSumsSplitTheSumBetweenTheThreads) {
   omp_set_num_threads(threads);
   cpu::set_bf16_products(chosen);
   if (split == 0) GTEST_SKIP() << "neither of our bf16 kernels applies here (AMX, or no AVX-512)";
+}
+
+// The same with f32 operands, where the blocked kernel applies (products of at least 2^30
+// multiply-adds): base's weight gradient of a 512 x 512 projection over 4096 tokens is one; here a
+// 256 x 256 c and an odd sum of 16385 terms, a transposed as in a weight gradient.
+TEST(BlockedGemm, SmallProductsWithLongSumsSplitTheSumBetweenTheThreads) {
+  if (!cpu::blocked_gemm_available()) GTEST_SKIP() << "this build has no blocked f32 kernel";
+  std::mt19937 rng(18);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(2);
+  const int64_t m = 256, n = 256, k = 16385, half = k / 2;
+  ASSERT_TRUE(cpu::blocked_gemm_applies(m, n, k));
+  for (bool accumulate : {false, true}) {
+    SCOPED_TRACE(fmt::format("accumulate {}", accumulate));
+    Product p(m, n, k, true, false, true, accumulate, false, rng);
+    const auto via_gemm = p.run_gemm();
+    p.expect_within_bound(via_gemm, 37);
+    const auto av = p.a_view(), bv = p.b_view();
+    std::vector<float> c = accumulate ? p.c_old : std::vector<float>(via_gemm.size(), NAN);
+    std::vector<float> second(via_gemm.size());
+    cpu::blocked_gemm_f32(m, n, half, av, bv, p.bias_values.data(), accumulate, false, c.data(), n);
+    cpu::blocked_gemm_f32(m, n, k - half,
+                          {av.data + half * av.col_stride, av.row_stride, av.col_stride},
+                          {bv.data + half * bv.row_stride, bv.row_stride, bv.col_stride}, nullptr,
+                          false, false, second.data(), n);
+    for (size_t i = 0; i < c.size(); ++i) c[i] += second[i];
+    EXPECT_EQ(via_gemm, c);
+  }
+  omp_set_num_threads(threads);
 }
 
 }  // namespace

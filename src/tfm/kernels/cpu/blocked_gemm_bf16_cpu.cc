@@ -84,13 +84,14 @@ namespace {
 // Where the vdpbf16ps kernel was measured as fast as oneDNN 2.6's bf16 matmul or faster
 // (gemm_bench's training_product_bf16 on an AMD Zen 5, 2 threads, and whole training steps;
 // docs/journal/2026-12-02-bf16-dot-default.md): products of at least 128 in each dim with sums of
-// up to 2048 terms (1.0-1.25x alone, faster in the step), and longer sums into a c of at most 2^16
-// elements, whose sum cpu::gemm splits between the threads (a small model's weight gradients). For
-// longer sums into a larger c (base's 4096-token weight gradients, the output layer's input
-// gradient over the vocabulary) oneDNN was 1.04-1.19x faster.
+// up to 2048 terms (1.0-1.25x alone, faster in the step), and longer sums into a c small enough
+// for cpu::gemm to split the sum between the threads (kSplitSumMostOutput: the weight gradients
+// of the d_model x d_model projections, the output layer's input gradient of 512 tokens). For
+// longer sums into a larger c (base's 4096-token weight gradients of the feed-forward layers)
+// oneDNN was 1.04-1.19x faster.
 bool dot_kernel_faster(int64_t m, int64_t n, int64_t k) {
-  constexpr int64_t kLongSum = 2048, kSmallOutput = int64_t{1} << 16;
-  return std::min({m, n, k}) >= 128 && (k <= kLongSum || m * n <= kSmallOutput);
+  constexpr int64_t kLongSum = 2048;
+  return std::min({m, n, k}) >= 128 && (k <= kLongSum || m * n <= kSplitSumMostOutput);
 }
 
 }  // namespace
@@ -157,7 +158,7 @@ struct Bf16Kernel {
   static constexpr int64_t kMr = 14;
   static constexpr int64_t kNr = 32;
   static constexpr int64_t kKc = 512;
-  static constexpr int64_t kMc = 24 * kMr;
+  static constexpr int64_t kMc = 6 * kMr;
   static constexpr int64_t kNc = 16 * kNr;
 
   static int64_t packed_depth(int64_t depth) { return (depth + 1) / 2; }

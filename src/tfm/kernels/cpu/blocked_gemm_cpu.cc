@@ -110,11 +110,13 @@ struct FmaKernel {
   static constexpr int64_t kNr = 32;
   // Blocking: a 14-row micro-panel of a (kKc x 14 x 4 B = 14 KiB) stays in L1 while the packed
   // block of b (kKc x kNc, 512 KiB) streams from L2 under it, 128 bytes per depth; a's block (kMc x
-  // kKc, 336 KiB) is packed once per block of b. Measured on a Xeon (32 KiB L1, 1 MiB L2) against
+  // kKc, 84 KiB) is packed once per block of b. Measured on a Xeon (32 KiB L1, 1 MiB L2) against
   // kKc 192-512 and kNc 256-1024, and against the order that keeps b's micro-panel in L1 instead
-  // (slower: a's stream evicted it; docs/journal/2026-11-27-blocked-f32-kernel.md).
+  // (slower: a's stream evicted it; docs/journal/2026-11-27-blocked-f32-kernel.md). a's blocks of
+  // 6 micro-panels leave b's block in a 1 MiB L2: on a Zen 5, 1.0-1.3x blocks of 24 for base's
+  // products (docs/journal/2026-12-03-split-sums-smaller-a-blocks.md).
   static constexpr int64_t kKc = 256;
-  static constexpr int64_t kMc = 24 * kMr;
+  static constexpr int64_t kMc = 6 * kMr;
   static constexpr int64_t kNc = 16 * kNr;
 
   static int64_t packed_depth(int64_t depth) { return depth; }

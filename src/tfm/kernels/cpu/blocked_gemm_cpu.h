@@ -1,5 +1,5 @@
 // Our own f32 product for training's large products, c = a b (+ bias) (+ c) (ReLU), in the BLIS
-// style: b packed in blocks of 256 x 512 and a in blocks of 336 x 256, both cut into micro-panels
+// style: b packed in blocks of 256 x 512 and a in blocks of 84 x 256, both cut into micro-panels
 // laid out in the order the micro-kernel reads them; the micro-kernel keeps a 14 x 32 tile of c in
 // 28 of the 32 AVX-512 registers while a 14-row micro-panel of a stays in L1 and b's block streams
 // from L2. Packing reads a and b in either layout (row- or
@@ -46,6 +46,15 @@ bool blocked_gemm_large_enough(int64_t m, int64_t n, int64_t k);
 // Whether cpu::gemm should take the kernel for an m x k x n f32 product: the kernel is available,
 // enabled (below), and the product large enough.
 bool blocked_gemm_applies(int64_t m, int64_t n, int64_t k);
+
+// cpu::gemm has the threads split a product's sum instead of its c (each thread sums its share of
+// the inner dimension with these kernels, and the shares are added) where c has at most this many
+// elements and the sum at least 512 terms a thread: the weight gradients of a d_model x d_model
+// projection up to d_model 512, summed over a batch's tokens, and the output layer's input
+// gradient of a block of 512 tokens, summed over the vocabulary. Each thread then packs half of a
+// and half of b, not all of a and half of b (base's 512 x 512 x 4096 weight gradients 1.15-1.25x
+// in f32; docs/journal/2026-12-03-split-sums-smaller-a-blocks.md).
+inline constexpr int64_t kSplitSumMostOutput = int64_t{1} << 18;
 
 // The same product with bf16 a and b (an f32 c, bias and sums): our AVX512-BF16 kernel, the same
 // blocking with each 32-bit element of a packed micro-panel a pair of bf16 along the depth, the

@@ -234,18 +234,20 @@ bool single_matrix(const GemmOperand& op) {
   return true;
 }
 
-using Bf16Kernel = void (*)(int64_t m, int64_t n, int64_t k, StridedBf16Matrix a,
-                            StridedBf16Matrix b, const float* bias, bool accumulate, bool relu,
-                            float* c, int64_t ldc);
+template <typename T>
+using BlockedKernel = void (*)(int64_t m, int64_t n, int64_t k, Strided<T> a, Strided<T> b,
+                               const float* bias, bool accumulate, bool relu, float* c,
+                               int64_t ldc);
 
 // A product with a small c and a long sum, such as a weight gradient's sum over a batch's tokens:
 // the threads split the sum, not c (whose few 14 x 32 tiles they would otherwise share). Each
 // thread sums its share of the inner dimension into c (the first thread, with the bias and c's old
 // values) or into a scratch of its own, and then the scratches are added into c, the rows shared
 // between the threads.
-void split_sum_across_threads(Bf16Kernel kernel, int64_t m, int64_t n, int64_t k,
-                              StridedBf16Matrix a, StridedBf16Matrix b, const float* bias,
-                              bool accumulate, float* c, int64_t ldc) {
+template <typename T>
+void split_sum_across_threads(BlockedKernel<T> kernel, int64_t m, int64_t n, int64_t k,
+                              Strided<T> a, Strided<T> b, const float* bias, bool accumulate,
+                              float* c, int64_t ldc) {
   const int most_threads = omp_get_max_threads();
   const size_t scratch_bytes = static_cast<size_t>((most_threads - 1) * m * n) * sizeof(float);
   float* scratch = static_cast<float*>(CachingAllocator::cpu().allocate(scratch_bytes));
@@ -254,8 +256,8 @@ void split_sum_across_threads(Bf16Kernel kernel, int64_t m, int64_t n, int64_t k
     // The threads the region got (the runtime may give fewer than asked for) share the sum.
     const int threads = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t first = k * t / threads, last = k * (t + 1) / threads;
-    const StridedBf16Matrix a_part{a.data + first * a.col_stride, a.row_stride, a.col_stride};
-    const StridedBf16Matrix b_part{b.data + first * b.row_stride, b.row_stride, b.col_stride};
+    const Strided<T> a_part{a.data + first * a.col_stride, a.row_stride, a.col_stride};
+    const Strided<T> b_part{b.data + first * b.row_stride, b.row_stride, b.col_stride};
     if (t == 0)
       kernel(m, n, last - first, a_part, b_part, bias, accumulate, false, c, ldc);
     else
@@ -272,12 +274,12 @@ void split_sum_across_threads(Bf16Kernel kernel, int64_t m, int64_t n, int64_t k
   CachingAllocator::cpu().release(scratch, scratch_bytes);
 }
 
-// Whether split_sum_across_threads should run an m x k x n product: c of at most 2^16 elements,
-// which the threads would otherwise share in strips of a few micro-tiles, and a sum of at least
-// 512 terms a thread.
+// Whether split_sum_across_threads should run an m x k x n product: c of at most
+// kSplitSumMostOutput elements, which the threads would otherwise share in strips, each packing
+// all of a, and a sum of at least 512 terms a thread.
 bool split_the_sum(int64_t m, int64_t n, int64_t k) {
   const int threads = omp_get_max_threads();
-  return threads > 1 && !omp_in_parallel() && m * n <= (int64_t{1} << 16) && k >= 512 * threads;
+  return threads > 1 && !omp_in_parallel() && m * n <= kSplitSumMostOutput && k >= 512 * threads;
 }
 
 // Our blocked kernels (blocked_gemm_cpu.h) for one large matrix (every batch dim 1) of f32, or of
@@ -299,12 +301,17 @@ bool try_blocked_gemm(const GemmArgs& args) {
   };
   float* out = static_cast<float*>(c.data);
   if (a.dtype == DType::f32 && blocked_gemm_applies(m, n, k)) {
+    if (!args.relu && split_the_sum(m, n, k)) {
+      split_sum_across_threads(blocked_gemm_f32, m, n, k, view(a, float{}), view(b, float{}),
+                               args.bias, args.accumulate, out, ldc);
+      return true;
+    }
     blocked_gemm_f32(m, n, k, view(a, float{}), view(b, float{}), args.bias, args.accumulate,
                      args.relu, out, ldc);
     return true;
   }
   if (a.dtype == DType::bf16 && blocked_gemm_bf16_applies(m, n, k)) {
-    Bf16Kernel kernel =
+    BlockedKernel<bf16> kernel =
         bf16_products() == Bf16Products::widened ? blocked_gemm_bf16_widened : blocked_gemm_bf16;
     if (!args.relu && split_the_sum(m, n, k)) {
       split_sum_across_threads(kernel, m, n, k, view(a, bf16{}), view(b, bf16{}), args.bias,
