@@ -84,14 +84,18 @@ namespace {
 // Where the vdpbf16ps kernel was measured as fast as oneDNN 2.6's bf16 matmul or faster
 // (gemm_bench's training_product_bf16 on an AMD Zen 5, 2 threads, and whole training steps;
 // docs/journal/2026-12-02-bf16-dot-default.md): products of at least 128 in each dim with sums of
-// up to 2048 terms (1.0-1.25x alone, faster in the step), and longer sums into a c small enough
-// for cpu::gemm to split the sum between the threads (kSplitSumMostOutput: the weight gradients
-// of the d_model x d_model projections, the output layer's input gradient of 512 tokens). For
-// longer sums into a larger c (base's 4096-token weight gradients of the feed-forward layers)
-// oneDNN was 1.04-1.19x faster.
+// up to 2048 terms (1.0-1.25x alone, faster in the step), and longer sums whose sum cpu::gemm
+// splits between the threads (kSplitSumMostOutput) into a c of at most 2^16 elements (a small
+// model's weight gradients) or with at least 256 rows and columns (base's 512 x 512 weight
+// gradients, the output layer's input gradient of 512 tokens). Each thread then packs its half of
+// a once for c's columns: with 128 of them (the main job's output layer, 1024 x 128 x 8000) that
+// is 0.85-0.9x oneDNN, as are longer sums into a larger c (base's 4096-token weight gradients of
+// the feed-forward layers; docs/journal/2026-12-03-split-sums-smaller-a-blocks.md).
 bool dot_kernel_faster(int64_t m, int64_t n, int64_t k) {
-  constexpr int64_t kLongSum = 2048;
-  return std::min({m, n, k}) >= 128 && (k <= kLongSum || m * n <= kSplitSumMostOutput);
+  constexpr int64_t kLongSum = 2048, kSmallOutput = int64_t{1} << 16;
+  if (std::min({m, n, k}) < 128) return false;
+  return k <= kLongSum || m * n <= kSmallOutput ||
+         (m * n <= kSplitSumMostOutput && std::min(m, n) >= 256);
 }
 
 }  // namespace
