@@ -376,7 +376,7 @@ TEST(BlockedGemmBf16, GemmTakesTheChosenKernelAndOneDnnOtherwise) {
     cpu::set_bf16_products(widened ? cpu::Bf16Products::widened : cpu::Bf16Products::dot);
     // Both from 128 in every dim; the vdpbf16ps kernel for sums of at most 2048 terms, or longer
     // ones into at most 2^16 elements of c, or 2^18 (kSplitSumMostOutput) of at least 256 rows
-    // and columns.
+    // and columns, or sums of at most 4096 terms into 2^20 of at least 512 rows and columns.
     const bool ours = available && !cpu::onednn_uses_amx();
     EXPECT_EQ(cpu::kSplitSumMostOutput, int64_t{1} << 18);
     EXPECT_EQ(cpu::blocked_gemm_bf16_applies(2048, 256, 256), ours);
@@ -384,7 +384,11 @@ TEST(BlockedGemmBf16, GemmTakesTheChosenKernelAndOneDnnOtherwise) {
     EXPECT_EQ(cpu::blocked_gemm_bf16_applies(512, 512, 37000), ours);
     EXPECT_EQ(cpu::blocked_gemm_bf16_applies(1024, 128, 8000), widened && ours);
     EXPECT_EQ(cpu::blocked_gemm_bf16_applies(1024, 512, 8000), widened && ours);
-    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(512, 2048, 4096), widened && ours);
+    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(512, 2048, 4096), ours);
+    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(2048, 512, 4096), ours);
+    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(2048, 512, 4097), widened && ours);
+    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(2048, 1024, 4096), widened && ours);
+    EXPECT_EQ(cpu::blocked_gemm_bf16_applies(256, 4096, 4096), widened && ours);
     EXPECT_FALSE(cpu::blocked_gemm_bf16_applies(127, 1024, 1024));
     // Where oneDNN has AMX, its tile products instead.
     EXPECT_EQ(cpu::blocked_gemm_bf16_applies(m, n, k), ours);

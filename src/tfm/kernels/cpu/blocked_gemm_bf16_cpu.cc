@@ -89,13 +89,17 @@ namespace {
 // model's weight gradients) or with at least 256 rows and columns (base's 512 x 512 weight
 // gradients, the output layer's input gradient of 512 tokens). Each thread then packs its half of
 // a once for c's columns: with 128 of them (the main job's output layer, 1024 x 128 x 8000) that
-// is 0.85-0.9x oneDNN, as are longer sums into a larger c (base's 4096-token weight gradients of
-// the feed-forward layers; docs/journal/2026-12-03-split-sums-smaller-a-blocks.md).
+// is 0.85-0.9x oneDNN (docs/journal/2026-12-03-split-sums-smaller-a-blocks.md). Into a c of up to
+// 2^20 elements with at least 512 rows and columns, sums of up to 4096 terms (base's 4096-token
+// weight gradients of the feed-forward layers) are 1.0-1.15x oneDNN unsplit, since the packing of
+// a's columns prefetches (docs/journal/2026-12-03-zen5-suite-and-packing-prefetch.md).
 bool dot_kernel_faster(int64_t m, int64_t n, int64_t k) {
   constexpr int64_t kLongSum = 2048, kSmallOutput = int64_t{1} << 16;
+  constexpr int64_t kWideOutput = int64_t{1} << 20, kWideOutputLongestSum = 4096;
   if (std::min({m, n, k}) < 128) return false;
   return k <= kLongSum || m * n <= kSmallOutput ||
-         (m * n <= kSplitSumMostOutput && std::min(m, n) >= 256);
+         (m * n <= kSplitSumMostOutput && std::min(m, n) >= 256) ||
+         (m * n <= kWideOutput && std::min(m, n) >= 512 && k <= kWideOutputLongestSum);
 }
 
 }  // namespace
@@ -177,6 +181,8 @@ struct Bf16Kernel {
       for (int64_t q = 0; q < pairs; ++q) {
         const bf16* even = a.data + 2 * q * a.col_stride;
         const bf16* odd = 2 * q + 1 < depth ? even + a.col_stride : nullptr;
+        blocked::prefetch_span(even + blocked::kPackAheadDepths * a.col_stride, rows);
+        blocked::prefetch_span(even + (blocked::kPackAheadDepths + 1) * a.col_stride, rows);
         for (int64_t i0 = 0; i0 < rows; i0 += kMr) {
           const int64_t count = std::min(kMr, rows - i0);
           const __m256i x = load_16(even + i0, count);

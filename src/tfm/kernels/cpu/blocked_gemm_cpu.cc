@@ -130,6 +130,7 @@ struct FmaKernel {
       // gradients at 4096 tokens ran slower; docs/journal/2026-11-27-blocked-f32-kernel.md).
       for (int64_t k = 0; k < depth; ++k) {
         const T* column = a.data + k * a.col_stride;
+        blocked::prefetch_span(column + blocked::kPackAheadDepths * a.col_stride, rows);
         for (int64_t i0 = 0; i0 < rows; i0 += kMr)
           _mm512_mask_storeu_ps(out + i0 * depth + k * kMr, lanes(kMr),
                                 load_16(column + i0, lanes(rows - i0)));
