@@ -107,9 +107,9 @@ __attribute__((always_inline)) inline void store_tile(const __m512 (&acc)[kMr][2
 
 // The packers of a's columns (a = g^T, contiguous along g's rows) read each depth's piece of a
 // column from the next row of g, a whole row further on (1 KiB for base's 512 columns in bf16):
-// under perf, those loads held 11% of a 4096-token weight gradient's time, waiting on L3 and
-// memory. They ask for the piece kPackAheadDepths depths ahead instead (those weight gradients
-// 1.05-1.15x in bf16, docs/journal/2026-12-03-zen5-suite-and-packing-prefetch.md).
+// under perf, those loads held 11% of a 4096-token weight gradient's samples. They ask for the
+// piece kPackAheadDepths depths ahead as well (those weight gradients 1.05-1.15x in bf16,
+// docs/journal/2026-12-03-zen5-suite-and-packing-prefetch.md).
 inline constexpr int64_t kPackAheadDepths = 16;
 
 // The cache lines of p[0, count) into L1 (a hint: an address past the end never faults).
