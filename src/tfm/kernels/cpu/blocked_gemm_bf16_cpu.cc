@@ -192,11 +192,13 @@ struct Bf16Kernel {
       }
       return;
     }
-    // Rows contiguous: each row's pairs are 32-bit words already; transpose 16 x 16 of them.
+    // Rows contiguous: each row's pairs are 32-bit words already; transpose 16 x 16 of them, the
+    // next panel's rows asked for at the same depths (blocked::prefetch_rows).
     for (int64_t i0 = 0; i0 < rows; i0 += kMr, out += pairs * kMr) {
       const bf16* src = a.data + i0 * a.row_stride;
       for (int64_t k0 = 0; k0 < depth; k0 += 32) {
         __m512 r[16];
+        blocked::prefetch_rows(src + kMr * a.row_stride + k0, a.row_stride, kMr);
         load_pairs_transposed(src + k0, a.row_stride, std::min(kMr, rows - i0), depth - k0, r);
         for (int64_t q = 0; q < std::min<int64_t>(16, (depth - k0 + 1) / 2); ++q)
           _mm512_mask_storeu_ps(reinterpret_cast<float*>(out + (k0 / 2 + q) * kMr), lanes(kMr),
@@ -210,10 +212,13 @@ struct Bf16Kernel {
   static void pack_b(StridedBf16Matrix b, int64_t depth, int64_t cols, uint32_t* out) {
     const int64_t pairs = (depth + 1) / 2;
     if (b.col_stride == 1) {
-      // Rows contiguous: two rows read together from start to end, interleaved into pairs.
+      // Rows contiguous: two rows read together from start to end, interleaved into pairs, the
+      // two kPackAheadDepths further on asked for.
       for (int64_t q = 0; q < pairs; ++q) {
         const bf16* even = b.data + 2 * q * b.row_stride;
         const bf16* odd = 2 * q + 1 < depth ? even + b.row_stride : nullptr;
+        blocked::prefetch_span(even + blocked::kPackAheadDepths * b.row_stride, cols);
+        blocked::prefetch_span(even + (blocked::kPackAheadDepths + 1) * b.row_stride, cols);
         for (int64_t j0 = 0; j0 < cols; j0 += kNr) {
           uint32_t* panel_row = out + j0 * pairs + q * kNr;
           for (int64_t half = 0; half < 2; ++half) {

@@ -137,11 +137,13 @@ struct FmaKernel {
       }
       return;
     }
-    // Rows contiguous (blocked_gemm_f32 checked that one stride is 1): transpose 16 x 16 blocks.
+    // Rows contiguous (blocked_gemm_f32 checked that one stride is 1): transpose 16 x 16 blocks,
+    // the next panel's rows asked for at the same depths (blocked::prefetch_rows).
     for (int64_t i0 = 0; i0 < rows; i0 += kMr, out += depth * kMr) {
       const T* src = a.data + i0 * a.row_stride;
       for (int64_t k0 = 0; k0 < depth; k0 += 16) {
         __m512 r[16];
+        blocked::prefetch_rows(src + kMr * a.row_stride + k0, a.row_stride, kMr);
         load_transposed(src + k0, a.row_stride, std::min(kMr, rows - i0), lanes(depth - k0), r);
         for (int64_t j = 0; j < std::min<int64_t>(16, depth - k0); ++j)
           _mm512_mask_storeu_ps(out + (k0 + j) * kMr, lanes(kMr), r[j]);
@@ -155,9 +157,10 @@ struct FmaKernel {
   static void pack_b(Strided<T> b, int64_t depth, int64_t cols, float* out) {
     if (b.col_stride == 1) {
       // Rows of b contiguous: each row read once from start to end, two registers to every panel
-      // (as in pack_a, not panel by panel).
+      // (as in pack_a, not panel by panel), the row kPackAheadDepths further on asked for.
       for (int64_t k = 0; k < depth; ++k) {
         const T* row = b.data + k * b.row_stride;
+        blocked::prefetch_span(row + blocked::kPackAheadDepths * b.row_stride, cols);
         for (int64_t j0 = 0; j0 < cols; j0 += kNr) {
           float* panel_row = out + j0 * depth + k * kNr;
           _mm512_store_ps(panel_row, load_16(row + j0, lanes(cols - j0)));

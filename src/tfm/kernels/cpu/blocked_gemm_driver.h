@@ -121,6 +121,18 @@ inline void prefetch_span(const T* p, int64_t count) {
   _mm_prefetch(end - 1, _MM_HINT_T0);  // the last line, when begin is not at a line's start
 }
 
+// The packers of a's rows (the forward's x, the input gradients' g: a micro-panel's 14 rows a whole
+// row apart) read 16 depths of each row at a time, and a panel's rows are new streams to the
+// hardware's prefetchers: each block of 16 depths asks for the next panel's rows at those depths
+// (`count` lines, `stride` elements apart), a panel's time ahead of their use. The packers of b's
+// rows (the weight gradients' x) ask for the row kPackAheadDepths further on. Both measured with
+// gemm_bench training_product_f32 (docs/journal/2026-12-04-packing-prefetch-rows.md).
+template <class T>
+inline void prefetch_rows(const T* p, int64_t stride, int64_t count) {
+  for (int64_t i = 0; i < count; ++i)
+    _mm_prefetch(reinterpret_cast<const char*>(p + i * stride), _MM_HINT_T0);
+}
+
 template <class T>
 T* aligned_64(std::vector<T>& buffer, size_t count) {
   buffer.resize(count + 64 / sizeof(T));
