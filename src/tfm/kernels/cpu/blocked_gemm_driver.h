@@ -109,7 +109,9 @@ __attribute__((always_inline)) inline void store_tile(const __m512 (&acc)[kMr][2
 // column from the next row of g, a whole row further on (1 KiB for base's 512 columns in bf16):
 // under perf, those loads held 11% of a 4096-token weight gradient's samples. They ask for the
 // piece kPackAheadDepths depths ahead as well (those weight gradients 1.05-1.15x in bf16,
-// docs/journal/2026-12-03-zen5-suite-and-packing-prefetch.md).
+// docs/journal/2026-12-03-zen5-suite-and-packing-prefetch.md). The packers of b's rows (the weight
+// gradients' x) read a row a whole row apart from the last, and ask for the row kPackAheadDepths
+// further on (docs/journal/2026-12-04-packing-prefetch-rows.md).
 inline constexpr int64_t kPackAheadDepths = 16;
 
 // The cache lines of p[0, count) into L1 (a hint: an address past the end never faults).
@@ -124,9 +126,8 @@ inline void prefetch_span(const T* p, int64_t count) {
 // The packers of a's rows (the forward's x, the input gradients' g: a micro-panel's 14 rows a whole
 // row apart) read 16 depths of each row at a time, and a panel's rows are new streams to the
 // hardware's prefetchers: each block of 16 depths asks for the next panel's rows at those depths
-// (`count` lines, `stride` elements apart), a panel's time ahead of their use. The packers of b's
-// rows (the weight gradients' x) ask for the row kPackAheadDepths further on. Both measured with
-// gemm_bench training_product_f32 (docs/journal/2026-12-04-packing-prefetch-rows.md).
+// (`count` lines, `stride` elements apart), a panel's time ahead of their use (gemm_bench
+// training_product_f32 and _bf16: docs/journal/2026-12-04-packing-prefetch-rows.md).
 template <class T>
 inline void prefetch_rows(const T* p, int64_t stride, int64_t count) {
   for (int64_t i = 0; i < count; ++i)
