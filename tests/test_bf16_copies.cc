@@ -5,9 +5,13 @@
 // device: the CPU, and a GPU when there is one (skipped, saying why, without).
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -16,6 +20,8 @@
 #include "gradcheck.h"
 #include "temp_dir.h"
 #include "tfm/autograd/tape.h"
+#include "tfm/kernels/cpu/convert_cpu.h"
+#include "tfm/kernels/cpu/elementwise_cpu.h"
 #include "tfm/nn/transformer.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/device.h"
@@ -128,6 +134,53 @@ TEST_P(Bf16Copies, LinearReluBackwardWritesItsCopyWithTheSameBits) {
   EXPECT_EQ(conversions_since(fused), 2);  // x and the weight; the gradient's copy is fused
   const char* names[] = {"output", "dx", "dweight", "dbias"};
   for (size_t i = 0; i < got.size(); ++i) expect_same_bits(got[i], expected[i], names[i]);
+}
+
+// The CPU's kernel behind that backward, which also sums the bias's gradient in its pass: the same
+// bits as relu_backward, f32_to_bf16 and sum_rows in turn. Shapes with and without threads, with
+// columns that are not whole vectors; a bias gradient written, added to, and absent; zeros, a
+// subnormal and a NaN among the values.
+TEST(Bf16CopiesCpu, ReluBackwardWithBiasIsReluBackwardThenToBf16ThenSumRows) {
+  struct Shape2 {
+    int64_t rows, cols;
+  };
+  for (const Shape2 shape : {Shape2{517, 1030}, Shape2{3, 5}, Shape2{64, 1024}}) {
+    const int64_t rows = shape.rows, cols = shape.cols, n = rows * cols;
+    std::mt19937 rng(static_cast<uint32_t>(n));
+    std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+    std::vector<float> y(static_cast<size_t>(n)), g(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      y[i] = uniform(rng);
+      g[i] = uniform(rng);
+    }
+    y[1] = 0.0f;
+    y[2] = 1.0f;
+    g[2] = std::bit_cast<float>(0x00400001u);
+    y[3] = 1.0f;
+    g[3] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> masked(static_cast<size_t>(n)), start(static_cast<size_t>(cols));
+    for (int64_t j = 0; j < cols; ++j) start[j] = uniform(rng);
+    std::vector<uint16_t> want_bf16(static_cast<size_t>(n)), got_bf16(static_cast<size_t>(n));
+    cpu::relu_backward(y.data(), g.data(), masked.data(), n, false);
+    cpu::f32_to_bf16(masked.data(), reinterpret_cast<bf16*>(want_bf16.data()), n);
+    for (const bool accumulate : {false, true}) {
+      std::vector<float> want_db = start, got_db = start;
+      cpu::sum_rows(masked.data(), rows, cols, want_db.data(), accumulate);
+      cpu::relu_backward_bias_bf16(y.data(), g.data(), rows, cols,
+                                   reinterpret_cast<bf16*>(got_bf16.data()), got_db.data(),
+                                   accumulate);
+      const std::string what = std::to_string(rows) + " x " + std::to_string(cols) +
+                               (accumulate ? ", added to the bias gradient" : "");
+      EXPECT_EQ(std::memcmp(got_bf16.data(), want_bf16.data(), n * sizeof(uint16_t)), 0) << what;
+      EXPECT_EQ(std::memcmp(got_db.data(), want_db.data(), cols * sizeof(float)), 0) << what;
+      EXPECT_TRUE(std::isnan(got_db[3])) << what;  // the NaN reaches its column's sum
+    }
+    std::fill(got_bf16.begin(), got_bf16.end(), uint16_t{0});
+    cpu::relu_backward_bias_bf16(y.data(), g.data(), rows, cols,
+                                 reinterpret_cast<bf16*>(got_bf16.data()), nullptr, false);
+    EXPECT_EQ(std::memcmp(got_bf16.data(), want_bf16.data(), n * sizeof(uint16_t)), 0)
+        << rows << " x " << cols << " without a bias gradient";
+  }
 }
 
 // The context keeps one shared copy, of the last tensor asked for: asked again, the same copy;

@@ -62,6 +62,12 @@ struct KernelTable {
   // the same pass: linear_relu's backward under bf16 products.
   void (*relu_backward_bf16)(const float* y, const float* g, float* dx, bf16* dx_bf16,
                              int64_t n) = nullptr;
+  // relu_backward_bf16 with the bias's gradient in the same pass, for y, g and dx_bf16 [rows,
+  // cols]: dx_bf16 = (g where y > 0) rounded to bf16; db [cols] (+)= its column sums in f32 (db
+  // null: no bias gradient); no f32 dx. Null: the backend has none, and linear_relu runs
+  // relu_backward_bf16 and sum_rows instead.
+  void (*relu_backward_bias_bf16)(const float* y, const float* g, int64_t rows, int64_t cols,
+                                  bf16* dx_bf16, float* db, bool accumulate) = nullptr;
   // The other FFN activations: gelu y = x Phi(x) (the erf form), swish y = x sigmoid(x); their
   // backwards take the input x: dx (+)= g * dy/dx.
   void (*gelu)(const float* x, float* y, int64_t n) = nullptr;

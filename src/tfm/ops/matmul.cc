@@ -260,7 +260,25 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
     if (!g.defined()) return;
     // For bf16 products the incoming gradient is rounded to bf16 as well; results stay f32.
     Tensor g_op;
-    if (relu) {
+    const bool bias_grad_wanted = bias.defined() && bias.requires_grad();
+    bool bias_grad_done = false;
+    const KernelTable& backend = detail::kernels_for("linear_relu", device);
+    if (relu && bf16_product && backend.relu_backward_bias_bf16 != nullptr) {
+      // y = max(0, u): du = g where y > 0 (0 at the kink, as ops::relu). Under bf16 products the
+      // products take du's bf16 copy and the bias's gradient its column sums: one pass writes
+      // both, and du itself is never stored in f32.
+      g_op = Tensor::empty(g.shape(), DType::bf16, g.device());
+      float* db = nullptr;
+      bool accumulate_db = false;
+      if (bias_grad_wanted) {
+        GradTarget target = grad_target(bias);
+        db = target.tensor.device_data<float>();
+        accumulate_db = target.accumulate;
+        bias_grad_done = true;
+      }
+      backend.relu_backward_bias_bf16(out.device_data<float>(), g.device_data<float>(), rows,
+                                      out_features, g_op.device_data<bf16>(), db, accumulate_db);
+    } else if (relu) {
       // y = max(0, u): du = g where y > 0 (0 at the kink, as ops::relu), then u's
       // backward below. Under bf16 products the same pass writes du's bf16 copy.
       Tensor masked = Tensor::empty(g.shape(), DType::f32, g.device());
@@ -291,7 +309,7 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
       run_gemm(device, g_rows.transposed(), flat_rows(x_op, rows, in),
                flat_rows(dw.tensor, out_features, in), dw.accumulate);
     }
-    if (bias.defined() && bias.requires_grad()) {
+    if (bias_grad_wanted && !bias_grad_done) {
       // db = sum over rows of g. Threads own blocks of columns, so no two write one
       // element.
       GradTarget db = grad_target(bias);

@@ -23,6 +23,11 @@ void relu(const float* x, float* y, int64_t n);
 void relu_backward(const float* y, const float* g, float* dx, int64_t n, bool accumulate);
 // dx = g where y > 0, and dx_bf16 = dx rounded to bf16 (f32_to_bf16_bits), in one pass.
 void relu_backward_bf16(const float* y, const float* g, float* dx, bf16* dx_bf16, int64_t n);
+// For y, g and dx_bf16 [rows, cols]: dx_bf16 = (g where y > 0) rounded to bf16, and, where db is
+// not null, db [cols] (+)= the column sums of (g where y > 0), each column summed over the rows in
+// order as sum_rows does (the same bits). No f32 dx is written.
+void relu_backward_bias_bf16(const float* y, const float* g, int64_t rows, int64_t cols,
+                             bf16* dx_bf16, float* db, bool accumulate);
 // y = x Phi(x) = x (1 + erf(x / sqrt 2)) / 2; dx (+)= g (Phi(x) + x phi(x)).
 void gelu(const float* x, float* y, int64_t n);
 void gelu_backward(const float* x, const float* g, float* dx, int64_t n, bool accumulate);
