@@ -23,15 +23,31 @@ void write_grad(float* dst, const float* src, int64_t n, bool accumulate, float 
 }
 
 void sum_rows(const float* src, int64_t rows, int64_t cols, float* dst, bool accumulate) {
-  // Threads own blocks of columns, so no two write one element.
-  constexpr int64_t kBlock = 256;
-#pragma omp parallel for schedule(static)
-  for (int64_t j0 = 0; j0 < cols; j0 += kBlock) {
-    int64_t j1 = std::min(j0 + kBlock, cols);
-    if (!accumulate)
-      for (int64_t j = j0; j < j1; ++j) dst[j] = 0.0f;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = j0; j < j1; ++j) dst[j] += src[r * cols + j];
+  // Each thread owns one range of whole vectors of columns, so that no two write one element and
+  // each column is summed over the rows in order whatever the thread count; kRowBlock rows at a
+  // time, the running sums kept in registers between them (relu_backward_bias_bf16 does the same).
+  constexpr int64_t kRowBlock = 8;
+#pragma omp parallel if (rows * cols >= kParallelMinElements)
+  {
+    const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
+    constexpr int64_t kLanes = 16;
+    const int64_t vectors = (cols + kLanes - 1) / kLanes;
+    const int64_t j0 = std::min(cols, vectors * thread / threads * kLanes);
+    const int64_t j1 = std::min(cols, vectors * (thread + 1) / threads * kLanes);
+    if (!accumulate) std::fill(dst + j0, dst + j1, 0.0f);
+    int64_t r0 = 0;
+    for (; r0 + kRowBlock <= rows; r0 += kRowBlock) {
+#pragma omp simd
+      for (int64_t j = j0; j < j1; ++j) {
+        float sum = dst[j];
+        for (int64_t r = r0; r < r0 + kRowBlock; ++r) sum += src[r * cols + j];
+        dst[j] = sum;
+      }
+    }
+    for (; r0 < rows; ++r0) {
+#pragma omp simd
+      for (int64_t j = j0; j < j1; ++j) dst[j] += src[r0 * cols + j];
+    }
   }
 }
 
