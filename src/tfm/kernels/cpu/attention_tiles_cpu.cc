@@ -59,6 +59,32 @@ void dots_with_transposed(const float* x, int64_t sx, int64_t m, const float* mt
   for (int64_t j0 = 0; j0 < n; j0 += kLanes) {
     const int64_t count = std::min(kLanes, n - j0);
     int64_t r = 0;
+    // 8 rows at a time: 8 independent sums, enough to keep both FMA pipes busy through the FMA's
+    // latency (4 rows kept them half idle).
+    for (; r + 2 * kRows <= m; r += 2 * kRows) {
+      const float* x0 = x + r * sx;
+      Lanes a0 = {}, a1 = {}, a2 = {}, a3 = {}, a4 = {}, a5 = {}, a6 = {}, a7 = {}, column;
+      for (int64_t d = 0; d < width; ++d) {
+        load(column, mt + d * ld + j0);
+        a0 += x0[d] * column;
+        a1 += x0[sx + d] * column;
+        a2 += x0[2 * sx + d] * column;
+        a3 += x0[3 * sx + d] * column;
+        a4 += x0[4 * sx + d] * column;
+        a5 += x0[5 * sx + d] * column;
+        a6 += x0[6 * sx + d] * column;
+        a7 += x0[7 * sx + d] * column;
+      }
+      float* o = out + r * so + j0;
+      store(a0 * scale, o, count, false);
+      store(a1 * scale, o + so, count, false);
+      store(a2 * scale, o + 2 * so, count, false);
+      store(a3 * scale, o + 3 * so, count, false);
+      store(a4 * scale, o + 4 * so, count, false);
+      store(a5 * scale, o + 5 * so, count, false);
+      store(a6 * scale, o + 6 * so, count, false);
+      store(a7 * scale, o + 7 * so, count, false);
+    }
     for (; r + kRows <= m; r += kRows) {
       const float *x0 = x + r * sx, *x1 = x0 + sx, *x2 = x1 + sx, *x3 = x2 + sx;
       Lanes a0 = {}, a1 = {}, a2 = {}, a3 = {}, column;
