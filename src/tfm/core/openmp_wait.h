@@ -15,8 +15,11 @@ inline constexpr const char* kDefaultOpenMPSpinCount = "3000";
 // executable's .preinit_array runs before the C library has its environment, so it cannot set
 // them either). When the user set neither, this sets GOMP_SPINCOUNT to tfm's default and executes
 // the program again (/proc/self/exe, the same arguments), which costs one program start; it
-// returns when either is set, or when the new start fails (the program then goes on with libgomp's
-// default). The Python package sets the default in its __init__.py, before the module loads.
+// returns when either is set, when the user binds threads (OMP_PROC_BIND, OMP_PLACES or
+// GOMP_CPU_AFFINITY: libgomp has bound this thread to one place by then, and the new start would
+// inherit that place as the whole process's), or when the new start fails (the program then goes
+// on with libgomp's default). The Python package sets the default in its __init__.py, before the
+// module loads.
 void use_default_openmp_spin(char** argv);
 
 }  // namespace tfm::internal
