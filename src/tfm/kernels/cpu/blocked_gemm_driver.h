@@ -26,6 +26,7 @@
 #include "tfm/core/integer_math.h"
 #include "tfm/kernels/cpu/blocked_gemm_cpu.h"
 #include "tfm/kernels/cpu/isa.h"
+#include "tfm/kernels/cpu/thread_shares.h"
 #include "tfm/kernels/cpu/vector_math.h"
 
 namespace tfm::internal::cpu {
@@ -204,22 +205,43 @@ void product(const char* name, int64_t m, int64_t n, int64_t k, Strided<typename
     if (best < 0 || cost < best) best = cost, rows_split = split;
   }
   const int cols_split = threads / rows_split;
-  const int64_t block_rows = round_up(ceil_div(m, rows_split), Kernel::kMr);
-  const int64_t block_cols = round_up(ceil_div(n, cols_split), Kernel::kNr);
-  auto run = [&](int block) {
-    const int64_t i0 = (block / cols_split) * block_rows, j0 = (block % cols_split) * block_cols;
-    if (i0 >= m || j0 >= n) return;
-    gemm_block<Kernel>(std::min(block_rows, m - i0), std::min(block_cols, n - j0), k,
+  if (threads == 1) {
+    gemm_block<Kernel>(m, n, k, a, b, bias, accumulate, relu, c, ldc);
+    return;
+  }
+  // The blocks' bounds: a dimension split between all the threads (always one of the two on 2
+  // threads) is split by their measured rates (thread_shares.h); a grid of both splits stays even.
+  ThreadShares& shares = product_thread_shares();
+  const bool one_dimension = rows_split == threads || cols_split == threads;
+  auto split = [&](int parts, int64_t size, int64_t grain) {
+    std::vector<int64_t> bounds(static_cast<size_t>(parts) + 1);
+    if (parts == threads) {
+      shares.bounds(threads, size, grain, bounds.data());
+    } else {
+      const int64_t part = round_up(ceil_div(size, parts), grain);
+      for (int i = 0; i <= parts; ++i) bounds[static_cast<size_t>(i)] = std::min(size, i * part);
+    }
+    return bounds;
+  };
+  const std::vector<int64_t> row_bounds = split(rows_split, m, Kernel::kMr),
+                             col_bounds = split(cols_split, n, Kernel::kNr);
+  std::vector<double> work(static_cast<size_t>(threads)), seconds(static_cast<size_t>(threads));
+#pragma omp parallel for schedule(static, 1) num_threads(threads)
+  for (int block = 0; block < threads; ++block) {
+    const size_t r = static_cast<size_t>(block / cols_split),
+                 col = static_cast<size_t>(block % cols_split);
+    const int64_t i0 = row_bounds[r], i1 = row_bounds[r + 1];
+    const int64_t j0 = col_bounds[col], j1 = col_bounds[col + 1];
+    if (i0 >= i1 || j0 >= j1) continue;
+    const double start = omp_get_wtime();
+    gemm_block<Kernel>(i1 - i0, j1 - j0, k,
                        {a.data + i0 * a.row_stride, a.row_stride, a.col_stride},
                        {b.data + j0 * b.col_stride, b.row_stride, b.col_stride},
                        bias ? bias + j0 : nullptr, accumulate, relu, c + i0 * ldc + j0, ldc);
-  };
-  if (threads == 1) {
-    run(0);
-    return;
+    seconds[static_cast<size_t>(block)] = omp_get_wtime() - start;
+    work[static_cast<size_t>(block)] = static_cast<double>((i1 - i0) * (j1 - j0));
   }
-#pragma omp parallel for schedule(static, 1) num_threads(threads)
-  for (int block = 0; block < threads; ++block) run(block);
+  if (one_dimension) shares.record(threads, work.data(), seconds.data());
 }
 
 }  // namespace blocked
