@@ -111,7 +111,7 @@ TEST(CpuDispatch, InfoCpuSaysWhatIsInUseAndWhy) {
   ASSERT_EQ(run.status, 0) << run.err;
   EXPECT_EQ(run.err, "");
   for (const char* part : {"cpu ", "levels (TFM_CPU_ISA)", "in use ", "oneDNN ",
-                           "vdpbf16ps / FMA rate ", "precision auto "})
+                           "vdpbf16ps / FMA rate ", "precision auto ", "threads' split "})
     EXPECT_NE(run.out.find(part), std::string::npos) << part << " in\n" << run.out;
   const Levels levels = levels_of(run.out);
   const cpu::CpuDispatch& d = cpu::cpu_dispatch();
@@ -120,6 +120,22 @@ TEST(CpuDispatch, InfoCpuSaysWhatIsInUseAndWhy) {
   EXPECT_NE(run.out.find("in use                " + d.level().name + ": " + d.reason),
             std::string::npos)
       << run.out;
+}
+
+// The blocked products' split between threads (kernels/cpu/thread_shares.h): measured rates by
+// default, equal parts with TFM_CPU_SPLIT=even, none at a level without the blocked kernels.
+TEST(CpuDispatch, InfoCpuSaysHowTheThreadsSplitAProduct) {
+  TempDir dir;
+  const std::string measured = run_launched("env -u TFM_CPU_SPLIT", "info --cpu", dir).out;
+  const std::string even = run_launched("env TFM_CPU_SPLIT=even", "info --cpu", dir).out;
+  if (std::string(cpu::cpu_dispatch().kernels->product_split()).empty()) {
+    EXPECT_NE(measured.find("threads' split        none: the kernels in use have no blocked"),
+              std::string::npos)
+        << measured;
+    return;
+  }
+  EXPECT_NE(measured.find("threads' split        measured: "), std::string::npos) << measured;
+  EXPECT_NE(even.find("threads' split        even: equal parts"), std::string::npos) << even;
 }
 
 TEST(CpuDispatch, TfmCpuIsaChoosesALowerLevelAndCapsOneDnn) {

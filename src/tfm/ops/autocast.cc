@@ -53,6 +53,15 @@ std::string describe_cpu() {
   text += fmt::format("vdpbf16ps / FMA rate  {:.2f} (measured now; 0: no AVX512-BF16)\n", rate);
   text +=
       fmt::format("precision auto        {}: {}\n", native_bf16_products() ? "bf16" : "f32", why);
+  const std::string split = k.product_split();
+  if (split.empty())
+    text += "threads' split        none: the kernels in use have no blocked products\n";
+  else if (split == "even")
+    text += "threads' split        even: equal parts of each product (TFM_CPU_SPLIT=even)\n";
+  else
+    text +=
+        "threads' split        measured: each thread's part of a product follows its measured "
+        "rate (TFM_CPU_SPLIT=even: equal parts)\n";
   return text;
 }
 

@@ -17,6 +17,7 @@
 #include "tfm/kernels/cpu/optimizer_cpu.h"
 #include "tfm/kernels/cpu/packed_matmul_cpu.h"
 #include "tfm/kernels/cpu/softmax_cpu.h"
+#include "tfm/kernels/cpu/thread_shares.h"
 #include "tfm/kernels/cpu/top_k_cpu.h"
 
 namespace tfm::internal::cpu {
@@ -133,9 +134,15 @@ const kernels::KernelTable& kernel_table() {
   return table;
 }
 
+const char* product_split() {
+  if (!blocked_gemm_available()) return "";
+  return product_thread_shares().measured() ? "measured" : "even";
+}
+
 const IsaKernels& isa_kernels() {
-  static const IsaKernels kernels{&kernel_table, &vdpbf16ps_to_fma_rate, &onednn_multiplies_bf16,
-                                  &bf16_products_widened, &onednn_uses_amx};
+  static const IsaKernels kernels{&kernel_table,           &vdpbf16ps_to_fma_rate,
+                                  &onednn_multiplies_bf16, &bf16_products_widened,
+                                  &onednn_uses_amx,        &product_split};
   return kernels;
 }
 

@@ -32,6 +32,9 @@ struct IsaKernels {
   bool (*onednn_multiplies_bf16)() = nullptr;
   bool (*bf16_products_widened)() = nullptr;
   bool (*onednn_uses_amx)() = nullptr;
+  // How the blocked products split between the threads (thread_shares.h): "measured" or "even";
+  // "" where the set has no blocked products.
+  const char* (*product_split)() = nullptr;
 };
 
 // One level this build can run, and whether this CPU can.
