@@ -145,12 +145,14 @@ int main(int argc, char** argv) {
   using clock = std::chrono::steady_clock;
   double forward_s = 0, backward_s = 0, update_s = 0, loss = 0, min_step = 1e30, max_step = 0;
   int64_t allocations_before = 0;
+  tfm::internal::ops::Bf16Conversions conversions_before{};
   for (int step = 0; step < warmup + steps; ++step) {
     int64_t allocations_at_start =
         tfm::internal::CachingAllocator::cpu().stats().system_allocations;
     if (step == warmup) {
       forward_s = backward_s = update_s = 0;
       allocations_before = tfm::internal::CachingAllocator::cpu().stats().system_allocations;
+      conversions_before = tfm::internal::ops::bf16_conversions();
       tfm::internal::cpu::reset_gemm_stats();
       if (gemm_shapes) tfm::internal::cpu::set_gemm_shape_stats(true);
     }
@@ -192,6 +194,7 @@ int main(int argc, char** argv) {
   int64_t steady_allocations =
       tfm::internal::CachingAllocator::cpu().stats().system_allocations - allocations_before;
   const tfm::internal::cpu::GemmStats gemm = tfm::internal::cpu::gemm_stats();
+  const tfm::internal::ops::Bf16Conversions conversions = tfm::internal::ops::bf16_conversions();
   const double gemm_per_step = gemm.seconds / steps;
   const tfm::internal::TrainingMemory estimate =
       tfm::internal::estimate_training_memory(config, std::max(src_len, tgt_len), product, device);
@@ -246,6 +249,11 @@ int main(int argc, char** argv) {
       {"gemm_gflops_per_second",
        rounded(gemm.seconds > 0 ? gemm.flops / gemm.seconds / 1e9 : 0, 1)},
       {"outside_gemm_fraction", rounded(1.0 - gemm_per_step / per_step, 4)},
+      // Tensors rounded to bf16 by a pass of their own (ops::to_bf16), per timed step: the
+      // conversions that no other op's pass writes on the way.
+      {"bf16_conversions_per_step", (conversions.calls - conversions_before.calls) / steps},
+      {"bf16_converted_elements_per_step",
+       (conversions.elements - conversions_before.elements) / steps},
       {"loss", rounded(loss, 4)}};
   if (gemm_shapes) {
     nlohmann::ordered_json kinds = nlohmann::ordered_json::array();
