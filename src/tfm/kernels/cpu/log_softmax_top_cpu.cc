@@ -13,6 +13,8 @@
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/kernels/cpu/packed_matmul_cpu.h"
 #include "tfm/kernels/cpu/quantize_cpu.h"
+#include "tfm/kernels/cpu/stealing_ranges.h"
+#include "tfm/kernels/cpu/thread_shares.h"
 #include "tfm/kernels/cpu/top_k_cpu.h"
 #include "tfm/kernels/cpu/vector_math.h"
 
@@ -23,35 +25,35 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// One thread's view of every row over its part of the vocabulary: the running maximum and sum of
-// exp(z - maximum), and its best tokens.
-struct PartialRows {
+// Each block's maximum per row and sum of exp(z - maximum) over the block (block b's row r at
+// b * rows + r), and each thread's best tokens per row over the blocks it took.
+struct Partials {
+  int64_t rows, m;
   std::vector<float> max, sum, values;
   std::vector<int32_t> tokens, counts;
 
-  PartialRows(int64_t rows, int64_t m)
-      : max(static_cast<size_t>(rows), kNegInf),
-        sum(static_cast<size_t>(rows), 0.0f),
-        values(static_cast<size_t>(rows * m)),
-        tokens(static_cast<size_t>(rows * m)),
-        counts(static_cast<size_t>(rows), 0) {}
+  Partials(int64_t blocks, int threads, int64_t rows_, int64_t m_)
+      : rows(rows_),
+        m(m_),
+        max(static_cast<size_t>(blocks * rows)),
+        sum(static_cast<size_t>(blocks * rows)),
+        values(static_cast<size_t>(threads * rows * m)),
+        tokens(static_cast<size_t>(threads * rows * m)),
+        counts(static_cast<size_t>(threads * rows), 0) {}
 
-  TopK top(int64_t row, int64_t m) {
-    TopK t{values.data() + row * m, tokens.data() + row * m, static_cast<int32_t>(m),
-           counts[static_cast<size_t>(row)]};
-    return t;
+  size_t at(int64_t block, int64_t row) const { return static_cast<size_t>(block * rows + row); }
+  TopK top(int thread, int64_t row) {
+    const size_t i = static_cast<size_t>(thread * rows + row);
+    return TopK{values.data() + i * m, tokens.data() + i * m, static_cast<int32_t>(m), counts[i]};
   }
 };
 
-// Folds the logits z[0, n) of vocabulary columns [offset, offset + n) into a row's partial state:
-//   max' = max(max, max_j z_j),  sum' = sum * exp(max - max') + sum_j exp(z_j - max')
-// so that at the end sum = sum_j exp(z_j - max) over every column seen.
+// Block b's logits z[0, n) of vocabulary columns [offset, offset + n) for one row: its maximum,
+// the sum of exp(z_j - maximum) (0 when every logit is -inf), and its best tokens into `top`.
 void fold_row(const float* z, int64_t n, int64_t offset, int64_t excluded, float& max, float& sum,
               TopK& top) {
-  const float new_max = std::max(max, max_of(z, n));
-  if (new_max == kNegInf) return;  // every logit so far is -inf
-  sum = sum * exp_f32(max - new_max) + sum_exp(z, n, new_max);
-  max = new_max;
+  max = max_of(z, n);
+  sum = max == kNegInf ? 0.0f : sum_exp(z, n, max);
   top.scan(z, n, offset, excluded);
 }
 
@@ -79,22 +81,21 @@ void log_softmax_top(const LogSoftmaxTopArgs& args, float* values, int32_t* toke
   if (int8)
     quantize_rows_u8(static_cast<const float*>(args.hidden), rows, d, quantised.data(),
                      scales.data());
-  std::vector<PartialRows> partial;
-  for (int t = 0; t < max_threads; ++t) partial.emplace_back(rows, m);
-  int used_threads = 1;
+  Partials partial(blocks, max_threads, rows, m);
 
-  // Each thread takes a contiguous range of blocks (so its tokens ascend, as TopK's ties need) and
-  // computes them with a one-thread product: oneDNN runs sequentially inside a parallel region.
-#pragma omp parallel
+  // The blocks shared out among the threads (stealing_ranges.h: contiguous ranges, a thread that
+  // runs out taking from the others' ends), each computed with a one-thread product (oneDNN runs
+  // sequentially inside a parallel region). Each block's log-sum-exp is kept apart and the blocks'
+  // are added in vocabulary order below, and TopK's order does not depend on the order of its
+  // input: the result is the same bits whichever thread took a block, and for any number of
+  // threads.
+  StealingRanges work(blocks, max_threads, product_thread_shares().measured());
+#pragma omp parallel num_threads(max_threads)
   {
-    const int threads = omp_get_num_threads(), thread = omp_get_thread_num();
-#pragma omp single
-    used_threads = threads;
-    PartialRows& mine = partial[static_cast<size_t>(thread)];
+    const int thread = omp_get_thread_num();
     Tensor logits = Tensor::empty({rows, block});
     float* z = logits.data<float>();
-    const int64_t first = blocks * thread / threads, last = blocks * (thread + 1) / threads;
-    for (int64_t b = first; b < last; ++b) {
+    for (int64_t b = work.next(thread); b >= 0; b = work.next(thread)) {
       const int64_t offset = b * block, n = std::min(block, vocab - offset);
       const float* bias = args.bias != nullptr ? args.bias + offset : nullptr;
       if (int8) {
@@ -115,30 +116,28 @@ void log_softmax_top(const LogSoftmaxTopArgs& args, float* values, int32_t* toke
         gemm(gemm_args);
       }
       for (int64_t r = 0; r < rows; ++r) {
-        TopK top = mine.top(r, m);
-        fold_row(z + r * n, n, offset, args.excluded, mine.max[static_cast<size_t>(r)],
-                 mine.sum[static_cast<size_t>(r)], top);
-        mine.counts[static_cast<size_t>(r)] = top.count;
+        TopK top = partial.top(thread, r);
+        fold_row(z + r * n, n, offset, args.excluded, partial.max[partial.at(b, r)],
+                 partial.sum[partial.at(b, r)], top);
+        partial.counts[static_cast<size_t>(thread * rows + r)] = top.count;
       }
     }
   }
 
-  // Threads in order (their vocabulary ranges ascend): the merged top keeps the lower token first
-  // among equal logits. log p = z - (max + log sum).
-#pragma omp parallel for schedule(static) if (rows * used_threads * m >= 4096)
+  // log p = z - (max + log sum), the blocks' sums added in vocabulary order.
+#pragma omp parallel for schedule(static) if (rows * max_threads * m >= 4096)
   for (int64_t r = 0; r < rows; ++r) {
     float max = kNegInf;
-    for (int t = 0; t < used_threads; ++t)
-      max = std::max(max, partial[static_cast<size_t>(t)].max[static_cast<size_t>(r)]);
+    for (int64_t b = 0; b < blocks; ++b) max = std::max(max, partial.max[partial.at(b, r)]);
     float sum = 0.0f;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const size_t i = partial.at(b, r);
+      if (partial.max[i] != kNegInf) sum += partial.sum[i] * exp_f32(partial.max[i] - max);
+    }
     TopK top{values + r * m, tokens + r * m, static_cast<int32_t>(m), 0};
-    for (int t = 0; t < used_threads; ++t) {
-      PartialRows& p = partial[static_cast<size_t>(t)];
-      if (p.max[static_cast<size_t>(r)] != kNegInf)
-        sum += p.sum[static_cast<size_t>(r)] * exp_f32(p.max[static_cast<size_t>(r)] - max);
-      for (int32_t i = 0; i < p.counts[static_cast<size_t>(r)]; ++i)
-        top.insert(p.values[static_cast<size_t>(r * m + i)],
-                   p.tokens[static_cast<size_t>(r * m + i)]);
+    for (int t = 0; t < max_threads; ++t) {
+      const TopK mine = partial.top(t, r);
+      for (int32_t i = 0; i < mine.count; ++i) top.insert(mine.values[i], mine.indices[i]);
     }
     const float log_norm = max + std::log(sum);
     for (int32_t i = 0; i < top.count; ++i) values[r * m + i] -= log_norm;

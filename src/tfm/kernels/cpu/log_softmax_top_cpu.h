@@ -1,9 +1,10 @@
 // The output layer of a decoding step without its [rows, V] logits: per row, the m most probable
 // tokens of log_softmax(h E^T) and their log-probabilities, which is all a beam or greedy search
-// reads. The logits are computed in column blocks that stay in cache, each thread owning a range of
-// the vocabulary; a running log-sum-exp gives the normaliser; the block is scanned for the row's
-// m best while it is hot. Reading a [128, 32000] f32 array four times (max, sum, normalise, top-k)
-// would cost as much as a fifth of the product.
+// reads. The logits are computed in column blocks that stay in cache, shared out among the threads;
+// each block's maximum and sum of exponentials are taken, and the block is scanned for the row's m
+// best, while it is hot; the blocks' partial results are merged in vocabulary order, so the result
+// does not depend on the number of threads or on which thread took a block. Reading a [128, 32000]
+// f32 array four times (max, sum, normalise, top-k) would cost as much as a fifth of the product.
 #pragma once
 
 #include <cstdint>

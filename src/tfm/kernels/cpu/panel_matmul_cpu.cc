@@ -8,6 +8,8 @@
 
 #include "tfm/core/error.h"
 #include "tfm/core/integer_math.h"
+#include "tfm/kernels/cpu/stealing_ranges.h"
+#include "tfm/kernels/cpu/thread_shares.h"
 
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -178,8 +180,15 @@ void panel_linear_f32(const float* x, int64_t m, int64_t n, int64_t k, const flo
     for (int64_t item = 0; item < items; ++item) run(item);
     return;
   }
-#pragma omp parallel for schedule(static)
-  for (int64_t item = 0; item < items; ++item) run(item);
+  // Contiguous ranges of items, a thread that runs out taking from the others' ends
+  // (stealing_ranges.h): a decoding step's products are too short for a measured split to follow
+  // a core that slows down.
+  StealingRanges work(items, threads, product_thread_shares().measured());
+#pragma omp parallel num_threads(threads)
+  {
+    const int thread = omp_get_thread_num();
+    for (int64_t item = work.next(thread); item >= 0; item = work.next(thread)) run(item);
+  }
 }
 
 #else  // no AVX-512: PackedWeight keeps oneDNN's products

@@ -1,7 +1,8 @@
 // The m largest values of a stream of (value, index) pairs, for the searches of decode/: a sorted
-// array of at most m entries, best first. Among equal values the lower index comes first when the
-// pairs arrive in increasing index order (an equal value arriving later is placed after, or
-// dropped when the list is full). -inf and NaN never enter.
+// array of at most m entries, best first. Among equal values the lower index comes first, in
+// whatever order the pairs arrive, so that the list is the same for any order of the stream (the
+// threads of log_softmax_top_cpu.cc take the blocks of the vocabulary in no fixed order). -inf and
+// NaN never enter.
 #pragma once
 
 #include <bit>
@@ -23,15 +24,23 @@ struct TopK {
   int32_t m = 0;
   int32_t count = 0;
 
-  // The value a new pair must exceed to enter.
+  // The value a new pair must reach to enter (and exceed, unless its index is lower than the last
+  // entry's).
   float threshold() const {
     return count == m ? values[m - 1] : -std::numeric_limits<float>::infinity();
   }
 
+  // Whether (value, index) comes before (other, other_index): a larger value, or an equal one with
+  // a lower index.
+  static bool before(float value, int32_t index, float other, int32_t other_index) {
+    return value > other || (value == other && index < other_index);
+  }
+
   void insert(float value, int32_t index) {
-    if (!(value > threshold())) return;  // also drops NaN
+    if (!(value > -std::numeric_limits<float>::infinity())) return;  // -inf and NaN
+    if (count == m && !before(value, index, values[m - 1], indices[m - 1])) return;
     int32_t at = count < m ? count : m - 1;
-    while (at > 0 && values[at - 1] < value) {
+    while (at > 0 && before(value, index, values[at - 1], indices[at - 1])) {
       values[at] = values[at - 1];
       indices[at] = indices[at - 1];
       --at;
@@ -47,11 +56,14 @@ struct TopK {
     constexpr int64_t kChunk = 16;
     int64_t j = 0;
 #ifdef __AVX512F__
-    // One compare a chunk: only the lanes above the threshold as it stands can enter (it only rises
-    // while they are inserted), in index order, as the loop below.
+    // One compare a chunk: only the lanes at or above the threshold as it stands (and above -inf)
+    // can enter (it only rises while they are inserted), in index order, as the loop below.
+    const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
     __m512 threshold16 = _mm512_set1_ps(threshold());
     for (; j + kChunk <= n; j += kChunk) {
-      uint32_t above = _mm512_cmp_ps_mask(_mm512_loadu_ps(row + j), threshold16, _CMP_GT_OQ);
+      const __m512 chunk = _mm512_loadu_ps(row + j);
+      uint32_t above = _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(chunk, lowest, _CMP_GT_OQ), chunk,
+                                               threshold16, _CMP_GE_OQ);
       if (above == 0) continue;
       for (; above != 0; above &= above - 1) {
         const int64_t i = j + std::countr_zero(above);
@@ -65,7 +77,8 @@ struct TopK {
 #pragma omp simd reduction(max : chunk_max)
       for (int64_t i = 0; i < kChunk; ++i)
         chunk_max = row[j + i] > chunk_max ? row[j + i] : chunk_max;
-      if (!(chunk_max > threshold())) continue;
+      if (!(chunk_max >= threshold() && chunk_max > -std::numeric_limits<float>::infinity()))
+        continue;
       for (int64_t i = j; i < j + kChunk; ++i)
         if (offset + i != excluded) insert(row[i], static_cast<int32_t>(offset + i));
     }
