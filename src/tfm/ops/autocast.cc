@@ -61,7 +61,8 @@ std::string describe_cpu() {
   else
     text +=
         "threads' split        measured: each thread's part of a product follows its measured "
-        "rate (TFM_CPU_SPLIT=even: equal parts)\n";
+        "rate; a decoding step's short products: a thread that runs out takes from the other's "
+        "range (TFM_CPU_SPLIT=even: equal parts)\n";
   return text;
 }
 

@@ -3,7 +3,7 @@
 //
 // A decoding step is ~90 short parallel regions. Under an equal static split the faster thread
 // waits for the slower at the end of each: on a 2-vCPU VM one vCPU often runs 10-35% slower than
-// the other for seconds at a time, which vCPU changing, and greedy decoding lost 7-13% of its
+// the other for seconds at a time, which vCPU changing, and greedy decoding lost 7-17% of its
 // products' time that way (docs/journal/2026-12-04-decode-stealing.md). A measured split
 // (thread_shares.h) follows such a change only over several products, and would change the
 // bits of log_softmax_top's sums. Here each thread starts with an equal contiguous range of the
