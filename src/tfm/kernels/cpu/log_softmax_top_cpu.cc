@@ -42,8 +42,11 @@ struct Partials {
         counts(static_cast<size_t>(threads * rows), 0) {}
 
   size_t at(int64_t block, int64_t row) const { return static_cast<size_t>(block * rows + row); }
+  size_t thread_row(int thread, int64_t row) const {
+    return static_cast<size_t>(thread * rows + row);
+  }
   TopK top(int thread, int64_t row) {
-    const size_t i = static_cast<size_t>(thread * rows + row);
+    const size_t i = thread_row(thread, row);
     return TopK{values.data() + i * m, tokens.data() + i * m, static_cast<int32_t>(m), counts[i]};
   }
 };
@@ -119,7 +122,7 @@ void log_softmax_top(const LogSoftmaxTopArgs& args, float* values, int32_t* toke
         TopK top = partial.top(thread, r);
         fold_row(z + r * n, n, offset, args.excluded, partial.max[partial.at(b, r)],
                  partial.sum[partial.at(b, r)], top);
-        partial.counts[static_cast<size_t>(thread * rows + r)] = top.count;
+        partial.counts[partial.thread_row(thread, r)] = top.count;
       }
     }
   }
