@@ -20,6 +20,7 @@
 #include <string>
 
 #include "peak_memory.h"
+#include "region_times_mark.h"
 #include "tfm/core/openmp_wait.h"
 #include "tfm/core/threading.h"
 #include "tfm/decode/translate.h"
@@ -116,7 +117,10 @@ int main(int argc, char** argv) {
       std::vector<std::vector<tfm::internal::decode::Hypothesis>> result;
       double total = 0, best = 1e30;
       for (int run = 0; run < warmup + runs; ++run) {
-        if (run == warmup) tfm::internal::cpu::reset_gemm_stats();
+        if (run == warmup) {
+          tfm::internal::cpu::reset_gemm_stats();
+          mark_region_times_start();  // bench/region_times.sh
+        }
         auto t0 = std::chrono::steady_clock::now();
         result = tfm::internal::decode::translate(model, sources, options);
         tfm::internal::ops::synchronize(device);

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "peak_memory.h"
+#include "region_times_mark.h"
 #include "synthetic_batch.h"
 #include "tfm/autograd/tape.h"
 #include "tfm/core/allocator.h"
@@ -155,6 +156,7 @@ int main(int argc, char** argv) {
       conversions_before = tfm::internal::ops::bf16_conversions();
       tfm::internal::cpu::reset_gemm_stats();
       if (gemm_shapes) tfm::internal::cpu::set_gemm_shape_stats(true);
+      mark_region_times_start();  // bench/region_times.sh
     }
     clock::time_point t0, t1, t2;
     tfm::internal::ops::CrossEntropyResult result;
