@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "tfm/core/error.h"
+#include "tfm/kernels/cuda/cublaslt_library.h"
 #include "tfm/kernels/cuda/launch.cuh"
 #include "tfm/kernels/cuda/runtime_cuda.h"
 
@@ -30,7 +31,7 @@ std::atomic<bool> g_tf32{false};
 
 void check(cublasStatus_t status, const char* what) {
   TFM_CHECK(status == CUBLAS_STATUS_SUCCESS, "cuda: {} failed: {} ({})", what,
-            cublasLtGetStatusString(status), cublasLtGetStatusName(status));
+            cublaslt().cublasLtGetStatusString(status), cublaslt().cublasLtGetStatusName(status));
 }
 
 #define TFM_CUBLAS_CHECK(call) check((call), #call)
@@ -44,7 +45,7 @@ Library& library() {
   static std::once_flag once;
   static Library lib;
   std::call_once(once, [] {
-    TFM_CUBLAS_CHECK(cublasLtCreate(&lib.handle));
+    TFM_CUBLAS_CHECK(cublaslt().cublasLtCreate(&lib.handle));
     TFM_CUDA_CHECK(cudaMalloc(&lib.workspace, kWorkspaceBytes));
   });
   return lib;
@@ -183,10 +184,10 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
   std::mutex mutex;
   ~Plan() {
-    if (out) cublasLtMatrixLayoutDestroy(out);
-    if (second) cublasLtMatrixLayoutDestroy(second);
-    if (first) cublasLtMatrixLayoutDestroy(first);
-    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (out) cublaslt().cublasLtMatrixLayoutDestroy(out);
+    if (second) cublaslt().cublasLtMatrixLayoutDestroy(second);
+    if (first) cublaslt().cublasLtMatrixLayoutDestroy(first);
+    if (desc) cublaslt().cublasLtMatmulDescDestroy(desc);
   }
 };
 
@@ -198,14 +199,14 @@ std::unordered_map<ProblemKey, std::unique_ptr<Plan>, ProblemHash>& plan_cache()
 
 cublasLtMatrixLayout_t make_layout(const Layout& l) {
   cublasLtMatrixLayout_t layout = nullptr;
-  TFM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, l.type, l.rows, l.cols, l.ld));
+  TFM_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutCreate(&layout, l.type, l.rows, l.cols, l.ld));
   if (l.batch > 1) {
     const int32_t count = l.batch;
-    TFM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                                      &count, sizeof(count)));
-    TFM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout,
-                                                      CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                      &l.batch_stride, sizeof(l.batch_stride)));
+    TFM_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutSetAttribute(
+        layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    TFM_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutSetAttribute(
+        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &l.batch_stride,
+        sizeof(l.batch_stride)));
   }
   return layout;
 }
@@ -312,43 +313,43 @@ void gemm(const kernels::GemmArgs& args, bool allow_tf32) {
   }
   if (plan == nullptr) {
     auto made = std::make_unique<Plan>();
-    TFM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&made->desc, compute, CUDA_R_32F));
-    TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(made->desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                                    &op_first, sizeof(op_first)));
-    TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(made->desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                                    &op_second, sizeof(op_second)));
-    TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(made->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                    &epilogue, sizeof(epilogue)));
+    TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescCreate(&made->desc, compute, CUDA_R_32F));
+    TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(
+        made->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
+    TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(
+        made->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
+    TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(
+        made->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     if (args.bias) {
       const void* bias = args.bias;
       const cudaDataType_t bias_type = CUDA_R_32F;
-      TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(made->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                      &bias, sizeof(bias)));
-      TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+      TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(
+          made->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+      TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(
           made->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
     }
     made->first = make_layout(lb_b);
     made->second = make_layout(la_b);
     made->out = make_layout(lc);
     cublasLtMatmulPreference_t preference = nullptr;
-    TFM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-    TFM_CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                             &kWorkspaceBytes, sizeof(kWorkspaceBytes)));
+    TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceCreate(&preference));
+    TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceSetAttribute(
+        preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspaceBytes,
+        sizeof(kWorkspaceBytes)));
     const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligned[] = {
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_first},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_second},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_out},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_out}};
     for (const auto& [attribute, bytes] : aligned)
-      TFM_CUBLAS_CHECK(
-          cublasLtMatmulPreferenceSetAttribute(preference, attribute, &bytes, sizeof(bytes)));
+      TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceSetAttribute(preference, attribute,
+                                                                       &bytes, sizeof(bytes)));
     cublasLtMatmulHeuristicResult_t result{};
     int returned = 0;
-    const cublasStatus_t status =
-        cublasLtMatmulAlgoGetHeuristic(lib.handle, made->desc, made->first, made->second, made->out,
-                                       made->out, preference, 1, &result, &returned);
-    cublasLtMatmulPreferenceDestroy(preference);
+    const cublasStatus_t status = cublaslt().cublasLtMatmulAlgoGetHeuristic(
+        lib.handle, made->desc, made->first, made->second, made->out, made->out, preference, 1,
+        &result, &returned);
+    cublaslt().cublasLtMatmulPreferenceDestroy(preference);
     check(status, "cublasLtMatmulAlgoGetHeuristic");
     TFM_CHECK(returned > 0, "cuda gemm: cuBLASLt has no algorithm for [{}, {}] @ [{}, {}] ({})", m,
               k, k, n, lc.batch);
@@ -361,12 +362,12 @@ void gemm(const kernels::GemmArgs& args, bool allow_tf32) {
   std::lock_guard<std::mutex> lock(plan->mutex);
   if (args.bias) {
     const void* bias = args.bias;
-    TFM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                    &bias, sizeof(bias)));
+    TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
-  check(cublasLtMatmul(lib.handle, plan->desc, &alpha, b.data, plan->first, a.data, plan->second,
-                       &beta, c.data, plan->out, c.data, plan->out, &plan->algo, lib.workspace,
-                       kWorkspaceBytes, stream()),
+  check(cublaslt().cublasLtMatmul(lib.handle, plan->desc, &alpha, b.data, plan->first, a.data,
+                                  plan->second, &beta, c.data, plan->out, c.data, plan->out,
+                                  &plan->algo, lib.workspace, kWorkspaceBytes, stream()),
         "cublasLtMatmul");
 }
 
