@@ -10,7 +10,7 @@
 namespace tfm::internal::cuda {
 
 // Empty when a CUDA device can be used; else why not, in one line ("no CUDA driver", "no
-// device", ...).
+// device", "cannot load libcublasLt.so.13 ...": cublaslt_library.h).
 std::string unavailable_reason();
 
 // Selects device 0, creates the stream every kernel runs on, and installs cudaMalloc/cudaFree
@@ -31,7 +31,8 @@ void synchronize();
 // The device's free and total memory in bytes (cudaMemGetInfo), initialize() having run.
 void memory_info(size_t* free_bytes, size_t* total_bytes);
 
-// "NVIDIA H100 80GB HBM3, sm_90, 132 multiprocessors, 79.1 GiB, CUDA driver 13.0"
+// "NVIDIA H100 80GB HBM3, sm_90, 132 multiprocessors, 79.1 GiB, CUDA driver 13.0, cuBLASLt
+// 13.1.0"
 std::string describe();
 
 // Whether device 0 has bf16 tensor cores (compute capability 8.0 and later); false without a
