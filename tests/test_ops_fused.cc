@@ -217,6 +217,33 @@ SublayerRun run_sublayer_end(bool fused, Tensor x, Tensor branch, Tensor gamma, 
           gamma.grad().to_floats(), beta.grad().to_floats()};
 }
 
+// Without a backward the op normalises each row of s where it wrote it (no buffer for s): the
+// same bits as with one, on the calling thread (32 rows) and on several (100 rows).
+TEST(OpsAddDropoutLayerNorm, WithoutABackwardTheSameBitsAsWithOne) {
+  std::mt19937 rng(75);
+  for (const Shape& shape : {Shape{32, 512}, Shape{4, 25, 512}}) {
+    const auto xs = random_f32_values(shape.numel(), rng, -2.0, 2.0);
+    const auto bs = random_f32_values(shape.numel(), rng, -2.0, 2.0);
+    const auto gs = random_f32_values(512, rng, 0.5, 1.5), betas = random_f32_values(512, rng);
+    for (float p : {0.0f, 0.1f}) {
+      SCOPED_TRACE(::testing::Message() << shape.str() << ", p " << p);
+      const Tensor plain = ops::add_dropout_layer_norm(
+          tensor_of(shape, xs, false), tensor_of(shape, bs, false), p, 7,
+          tensor_of({512}, gs, false), tensor_of({512}, betas, false), kEps);
+      Tape tape;
+      Tensor recorded;
+      {
+        TapeScope scope(tape);
+        recorded = ops::add_dropout_layer_norm(
+            tensor_of(shape, xs, true), tensor_of(shape, bs, true), p, 7,
+            tensor_of({512}, gs, true), tensor_of({512}, betas, true), kEps);
+      }
+      EXPECT_EQ(plain.to_floats(), recorded.to_floats());
+      EXPECT_NE(plain.to_floats(), tensor_of(shape, xs, false).to_floats());  // normalised
+    }
+  }
+}
+
 TEST(OpsAddDropoutLayerNorm, EqualsTheUnfusedOpsBitForBit) {
   // 100 rows of 512 (above the parallel threshold, with a partial backward chunk).
   const Shape shape{4, 25, 512};

@@ -98,6 +98,8 @@ struct KernelTable {
   void (*layer_norm_backward)(const float* x, const float* gamma, const float* mean,
                               const float* rstd, const float* g, int64_t rows, int64_t d,
                               const LayerNormGrads& grads, float* workspace) = nullptr;
+  // s = x + dropout(branch) into sum, y = LayerNorm(s). sum may be y itself: each row of s is then
+  // normalised in place (ops::add_dropout_layer_norm does so without a backward).
   void (*add_dropout_layer_norm)(const float* x, const float* branch, float p, uint64_t seed,
                                  const float* gamma, const float* beta, float* sum, float* y,
                                  float* mean, float* rstd, int64_t rows, int64_t d,

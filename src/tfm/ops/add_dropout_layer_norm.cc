@@ -37,15 +37,20 @@ SumAndNorm fused_sum_and_norm(const char* op, const Tensor& x, const Tensor& bra
   const int64_t rows = d == 0 ? 0 : x.numel() / d;
 
   const Device device = detail::op_device(op, x, branch, gamma, beta);
-  Tensor sum = Tensor::empty(x.shape(), DType::f32, device);
   Tensor out = Tensor::empty(x.shape(), DType::f32, device);
+  // Without a backward (decoding) nothing reads s after the norm, unless it is the stream: the
+  // kernel then writes each row of s where its normalised row goes (a row is read whole, for its
+  // mean and variance, before it is overwritten), which spares a buffer whose lines would be
+  // written once and never read again.
+  const bool keep_sum = sum_is_output || needs_grad({&x, &branch, &gamma, &beta});
+  Tensor sum = keep_sum ? Tensor::empty(x.shape(), DType::f32, device) : out;
   Tensor mean = Tensor::empty({rows}, DType::f32, device);
   Tensor rstd = Tensor::empty({rows}, DType::f32, device);
   detail::kernel(op, device, &KernelTable::add_dropout_layer_norm)(
       x.device_data<float>(), branch.device_data<float>(), p, seed, gamma.device_data<float>(),
       beta.device_data<float>(), sum.device_data<float>(), out.device_data<float>(),
       mean.device_data<float>(), rstd.device_data<float>(), rows, d, eps);
-  if (!needs_grad({&x, &branch, &gamma, &beta})) return {sum, out};
+  if (!needs_grad({&x, &branch, &gamma, &beta})) return {keep_sum ? sum : Tensor{}, out};
 
   out.set_requires_grad(true);
   if (sum_is_output) sum.set_requires_grad(true);
