@@ -30,8 +30,10 @@ constexpr size_t kWorkspaceBytes = 32u << 20;  // cuBLASLt's recommended size fo
 std::atomic<bool> g_tf32{false};
 
 void check(cublasStatus_t status, const char* what) {
-  TFM_CHECK(status == CUBLAS_STATUS_SUCCESS, "cuda: {} failed: {} ({})", what,
-            cublaslt().cublasLtGetStatusString(status), cublaslt().cublasLtGetStatusName(status));
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  const CublasLt& lt = cublaslt();
+  ::tfm::internal::fail("cuda: {} failed: {} ({})", what, lt.cublasLtGetStatusString(status),
+                        lt.cublasLtGetStatusName(status));
 }
 
 #define TFM_CUBLAS_CHECK(call) check((call), #call)
@@ -184,10 +186,11 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
   std::mutex mutex;
   ~Plan() {
-    if (out) cublaslt().cublasLtMatrixLayoutDestroy(out);
-    if (second) cublaslt().cublasLtMatrixLayoutDestroy(second);
-    if (first) cublaslt().cublasLtMatrixLayoutDestroy(first);
-    if (desc) cublaslt().cublasLtMatmulDescDestroy(desc);
+    const CublasLt& lt = cublaslt();
+    if (out) lt.cublasLtMatrixLayoutDestroy(out);
+    if (second) lt.cublasLtMatrixLayoutDestroy(second);
+    if (first) lt.cublasLtMatrixLayoutDestroy(first);
+    if (desc) lt.cublasLtMatmulDescDestroy(desc);
   }
 };
 
@@ -198,15 +201,16 @@ std::unordered_map<ProblemKey, std::unique_ptr<Plan>, ProblemHash>& plan_cache()
 }
 
 cublasLtMatrixLayout_t make_layout(const Layout& l) {
+  const CublasLt& lt = cublaslt();
   cublasLtMatrixLayout_t layout = nullptr;
-  TFM_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutCreate(&layout, l.type, l.rows, l.cols, l.ld));
+  TFM_CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(&layout, l.type, l.rows, l.cols, l.ld));
   if (l.batch > 1) {
     const int32_t count = l.batch;
-    TFM_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutSetAttribute(
-        layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-    TFM_CUBLAS_CHECK(cublaslt().cublasLtMatrixLayoutSetAttribute(
-        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &l.batch_stride,
-        sizeof(l.batch_stride)));
+    TFM_CUBLAS_CHECK(lt.cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                         &count, sizeof(count)));
+    TFM_CUBLAS_CHECK(
+        lt.cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                            &l.batch_stride, sizeof(l.batch_stride)));
   }
   return layout;
 }
@@ -221,6 +225,7 @@ bool tf32() {
 }
 
 void gemm(const kernels::GemmArgs& args, bool allow_tf32) {
+  const CublasLt& lt = cublaslt();  // loaded on the first product (cublaslt_library.h)
   const kernels::GemmOperand &a = args.a, &b = args.b, &c = args.c;
   TFM_CHECK(a.rank == b.rank && a.rank == c.rank, "cuda gemm: operand ranks differ");
   const int64_t m = a.rows(), k = a.cols(), n = b.cols();
@@ -313,27 +318,27 @@ void gemm(const kernels::GemmArgs& args, bool allow_tf32) {
   }
   if (plan == nullptr) {
     auto made = std::make_unique<Plan>();
-    TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescCreate(&made->desc, compute, CUDA_R_32F));
-    TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(
-        made->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
-    TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(
-        made->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
-    TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(
-        made->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    TFM_CUBLAS_CHECK(lt.cublasLtMatmulDescCreate(&made->desc, compute, CUDA_R_32F));
+    TFM_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(made->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                       &op_first, sizeof(op_first)));
+    TFM_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(made->desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                       &op_second, sizeof(op_second)));
+    TFM_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(made->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                       &epilogue, sizeof(epilogue)));
     if (args.bias) {
       const void* bias = args.bias;
       const cudaDataType_t bias_type = CUDA_R_32F;
-      TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(
+      TFM_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(
           made->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-      TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(
+      TFM_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(
           made->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
     }
     made->first = make_layout(lb_b);
     made->second = make_layout(la_b);
     made->out = make_layout(lc);
     cublasLtMatmulPreference_t preference = nullptr;
-    TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceCreate(&preference));
-    TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceSetAttribute(
+    TFM_CUBLAS_CHECK(lt.cublasLtMatmulPreferenceCreate(&preference));
+    TFM_CUBLAS_CHECK(lt.cublasLtMatmulPreferenceSetAttribute(
         preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspaceBytes,
         sizeof(kWorkspaceBytes)));
     const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligned[] = {
@@ -342,14 +347,14 @@ void gemm(const kernels::GemmArgs& args, bool allow_tf32) {
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_out},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_out}};
     for (const auto& [attribute, bytes] : aligned)
-      TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulPreferenceSetAttribute(preference, attribute,
-                                                                       &bytes, sizeof(bytes)));
+      TFM_CUBLAS_CHECK(
+          lt.cublasLtMatmulPreferenceSetAttribute(preference, attribute, &bytes, sizeof(bytes)));
     cublasLtMatmulHeuristicResult_t result{};
     int returned = 0;
-    const cublasStatus_t status = cublaslt().cublasLtMatmulAlgoGetHeuristic(
-        lib.handle, made->desc, made->first, made->second, made->out, made->out, preference, 1,
-        &result, &returned);
-    cublaslt().cublasLtMatmulPreferenceDestroy(preference);
+    const cublasStatus_t status =
+        lt.cublasLtMatmulAlgoGetHeuristic(lib.handle, made->desc, made->first, made->second,
+                                          made->out, made->out, preference, 1, &result, &returned);
+    lt.cublasLtMatmulPreferenceDestroy(preference);
     check(status, "cublasLtMatmulAlgoGetHeuristic");
     TFM_CHECK(returned > 0, "cuda gemm: cuBLASLt has no algorithm for [{}, {}] @ [{}, {}] ({})", m,
               k, k, n, lc.batch);
@@ -362,12 +367,12 @@ void gemm(const kernels::GemmArgs& args, bool allow_tf32) {
   std::lock_guard<std::mutex> lock(plan->mutex);
   if (args.bias) {
     const void* bias = args.bias;
-    TFM_CUBLAS_CHECK(cublaslt().cublasLtMatmulDescSetAttribute(
+    TFM_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(
         plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
-  check(cublaslt().cublasLtMatmul(lib.handle, plan->desc, &alpha, b.data, plan->first, a.data,
-                                  plan->second, &beta, c.data, plan->out, c.data, plan->out,
-                                  &plan->algo, lib.workspace, kWorkspaceBytes, stream()),
+  check(lt.cublasLtMatmul(lib.handle, plan->desc, &alpha, b.data, plan->first, a.data, plan->second,
+                          &beta, c.data, plan->out, c.data, plan->out, &plan->algo, lib.workspace,
+                          kWorkspaceBytes, stream()),
         "cublasLtMatmul");
 }
 
