@@ -541,19 +541,21 @@ void packed_product_i8(benchmark::State& state) {
   }
   std::vector<int8_t> own_panels;
   const int8_t* panels = packed.int8_panels();
+  int64_t panel_groups = packed.int8_panel_groups();
   if (ours && panels == nullptr) {
     std::vector<int8_t> q(static_cast<size_t>(n * k));
     for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<int8_t>(i * 31 % 255 - 127);
     own_panels.resize(static_cast<size_t>(tfm::internal::cpu::int8_panel_bytes(n, k)));
     tfm::internal::cpu::pack_int8_panels(q.data(), n, k, own_panels.data());
     panels = own_panels.data();
+    panel_groups = tfm::internal::cpu::int8_panel_groups(k);
   }
   std::vector<uint8_t> u(static_cast<size_t>(m * k));
   for (size_t i = 0; i < u.size(); ++i) u[i] = static_cast<uint8_t>(1 + i * 37 % 127);
   std::vector<int32_t> acc(static_cast<size_t>(m * n));
   auto product = [&] {
     if (ours)
-      tfm::internal::cpu::panel_product_u8s8(u.data(), m, n, k, panels, acc.data());
+      tfm::internal::cpu::panel_product_u8s8(u.data(), m, n, k, panels, panel_groups, acc.data());
     else
       tfm::internal::cpu::packed_product_u8s8_onednn(u.data(), m, packed, acc.data());
   };
@@ -574,6 +576,80 @@ BENCHMARK(packed_product_i8)
     ->Args({32, 2048, 512, 1})
     ->Args({128, 2048, 512, 0})
     ->Args({128, 2048, 512, 1})
+    ->UseRealTime();
+
+// decoder_step_f32's products with int8 weights, x quantised once (as both paths take it): kernel 0
+// oneDNN's s32 product and then dequantize_product (a second pass), 1 our panel kernel with the
+// dequantisation in the same pass (panel_int8_cpu.h), reading oneDNN's packed copy where it can
+// (with VNNI) or its own. 12 layers' weights (42 MB) stream from memory, as in a decoding step.
+void decoder_step_i8(benchmark::State& state) {
+  namespace cpu = tfm::internal::cpu;
+  const int64_t m = state.range(0), d = 512, ff = 2048, layers = state.range(2);
+  const bool ours = state.range(1) == 1;
+  const int32_t zero_point = cpu::activation_zero_point();
+  if (ours && !cpu::int8_panel_kernel_exact_for(zero_point)) {
+    state.SkipWithError("this build's int8 panel kernel is not exact for this CPU's activations");
+    return;
+  }
+  struct Product {
+    std::unique_ptr<cpu::PackedWeight> weight;
+    Tensor bias;
+    std::vector<int8_t> own_panels;  // where the kernel cannot read oneDNN's copy
+  };
+  std::vector<Product> products;
+  double flops = 0;
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    for (int64_t i = 0; i < 8; ++i) {
+      const int64_t n = i == 6 ? ff : d, k = i == 7 ? ff : d;
+      Tensor w = random_tensor({n, k}, static_cast<unsigned>(10 * layer + i));
+      Product p{std::make_unique<cpu::PackedWeight>(w.data<float>(), n, k, DType::i8),
+                random_tensor({n}, 3),
+                {}};
+      if (ours && p.weight->int8_panels() == nullptr) {
+        std::vector<int8_t> q(static_cast<size_t>(n * k));
+        std::vector<float> scales(static_cast<size_t>(n));
+        cpu::quantize_rows_s8(w.data<float>(), n, k, q.data(), scales.data());
+        p.own_panels.resize(static_cast<size_t>(cpu::int8_panel_bytes(n, k)));
+        cpu::pack_int8_panels(q.data(), n, k, p.own_panels.data());
+      }
+      products.push_back(std::move(p));
+      flops += 2.0 * static_cast<double>(m * n * k);
+    }
+  }
+  Tensor x = random_tensor({m, ff}, 1), y = Tensor::empty({m, ff});
+  std::vector<uint8_t> u(static_cast<size_t>(m * ff));
+  std::vector<float> x_scales(static_cast<size_t>(m));
+  cpu::quantize_rows_u8(x.data<float>(), m, ff, u.data(), x_scales.data(), zero_point);
+  auto step = [&] {
+    for (const Product& p : products) {
+      const cpu::PackedWeight& w = *p.weight;
+      const int64_t n = w.out_features(), k = w.in_features();
+      if (ours) {
+        cpu::Int8Epilogue e;
+        e.x_scales = x_scales.data();
+        e.w_scales = w.scales();
+        e.w_row_sums = w.row_sums();
+        e.bias = p.bias.data<float>();
+        e.zero_point = zero_point;
+        const bool own = !p.own_panels.empty();
+        cpu::panel_linear_u8s8(u.data(), m, n, k, own ? p.own_panels.data() : w.int8_panels(),
+                               own ? cpu::int8_panel_groups(k) : w.int8_panel_groups(), e,
+                               y.data<float>());
+      } else {
+        auto* acc = reinterpret_cast<int32_t*>(y.data<float>());
+        cpu::packed_product_u8s8_onednn(u.data(), m, w, acc);
+        cpu::dequantize_product(acc, m, n, x_scales.data(), w.scales(), w.row_sums(),
+                                p.bias.data<float>(), false, y.data<float>(), zero_point);
+      }
+    }
+  };
+  step();
+  for (auto _ : state) step();
+  state.counters["OP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(decoder_step_i8)
+    ->ArgNames({"M", "kernel", "layers"})
+    ->ArgsProduct({{1, 4, 32, 128}, {0, 1}, {1, 12}})
     ->UseRealTime();
 
 // The output layer of a decoding step as log_softmax_top runs it: the 32000-token embedding in

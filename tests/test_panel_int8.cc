@@ -1,10 +1,15 @@
 // The int8 panel kernel (kernels/cpu/panel_int8_cpu.h): its packed layout (hand-checked), its s32
 // products against the exact integer arithmetic (every shape off its tiles and groups, operands at
-// the ends of their ranges), on the calling thread inside a parallel region, and packed_linear's
-// choice of it for few rows on a CPU without VNNI (the same numbers as oneDNN's products).
+// the ends of their ranges), on the calling thread inside a parallel region, its dequantisation in
+// the same pass (dequantize_product's bits), its reading oneDNN's own copy with VNNI, and
+// packed_linear's choice of it for few rows (the same numbers as oneDNN's products).
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -70,7 +75,8 @@ TEST(PanelInt8, ProductsEqualTheIntegerArithmetic) {
         for (auto& v : q) v = static_cast<int8_t>(weight(rng));
         const std::vector<int8_t> panels = packed(q, n, k);
         std::vector<int32_t> acc(static_cast<size_t>(m * n), -1);
-        cpu::panel_product_u8s8(u.data(), m, n, k, panels.data(), acc.data());
+        cpu::panel_product_u8s8(u.data(), m, n, k, panels.data(), cpu::int8_panel_groups(k),
+                                acc.data());
         ASSERT_EQ(acc, exact_product(u, q, m, n, k));
       }
 }
@@ -89,7 +95,7 @@ TEST(PanelInt8, OperandsAtTheEndsOfTheirRangesAddUpExactly) {
   }
   const std::vector<int8_t> panels = packed(q, n, k);
   std::vector<int32_t> acc(static_cast<size_t>(m * n));
-  cpu::panel_product_u8s8(u.data(), m, n, k, panels.data(), acc.data());
+  cpu::panel_product_u8s8(u.data(), m, n, k, panels.data(), cpu::int8_panel_groups(k), acc.data());
   EXPECT_EQ(acc, exact_product(u, q, m, n, k));
   EXPECT_EQ(acc[0], 127 * 127 * 1024);
 }
@@ -114,7 +120,8 @@ TEST(PanelInt8, WithVnniEightBitActivationsAddUpExactly) {
     std::fill(q.begin() + k, q.begin() + 2 * k, -127);
     const std::vector<int8_t> panels = packed(q, n, k);
     std::vector<int32_t> acc(static_cast<size_t>(m * n), -1);
-    cpu::panel_product_u8s8(u.data(), m, n, k, panels.data(), acc.data());
+    cpu::panel_product_u8s8(u.data(), m, n, k, panels.data(), cpu::int8_panel_groups(k),
+                            acc.data());
     ASSERT_EQ(acc, exact_product(u, q, m, n, k));
     EXPECT_EQ(acc[0], 255 * 127 * k);
     EXPECT_EQ(acc[1], -255 * 127 * k);
@@ -137,24 +144,124 @@ TEST(PanelInt8, EveryThreadAloneInsideAParallelRegion) {
   std::vector<std::vector<int32_t>> got(4, std::vector<int32_t>(want.size()));
 #pragma omp parallel for num_threads(2)
   for (int i = 0; i < 4; ++i)
-    cpu::panel_product_u8s8(u.data(), m, n, k, panels.data(), got[static_cast<size_t>(i)].data());
+    cpu::panel_product_u8s8(u.data(), m, n, k, panels.data(), cpu::int8_panel_groups(k),
+                            got[static_cast<size_t>(i)].data());
   for (const auto& g : got) EXPECT_EQ(g, want);
 }
 
-// packed_linear takes the kernel for 1-64 rows on a CPU without VNNI (7-bit activations) and
-// oneDNN beyond: both give exact s32 sums, so a row multiplied alone (the kernel) and within 65
-// rows (oneDNN) comes out with the same bits. On a CPU with VNNI both are oneDNN's.
+// panel_linear_u8s8 dequantises from the sums in registers: the same bits as the s32 product
+// followed by dequantize_product, for both zero points where the kernel is exact, with and without
+// bias and ReLU, at column counts off the panels' 16-lane vectors, and for rows whose scale is 0 or
+// NaN (the whole row NaN, or 0 after ReLU).
+TEST(PanelInt8, FusedDequantisationGivesDequantizeProductsBits) {
+  if (!cpu::int8_panel_kernel_available())
+    GTEST_SKIP() << "this build has no AVX512BW: int8 products stay oneDNN's";
+  std::mt19937 rng(94);
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  std::uniform_int_distribution<int> weight(-127, 127);
+  int zero_points_run = 0;
+  int64_t nonzero = 0;
+  for (int32_t zero_point : {cpu::kSaturatingZeroPoint, cpu::kNativeZeroPoint}) {
+    if (!cpu::int8_panel_kernel_exact_for(zero_point)) continue;
+    ++zero_points_run;
+    std::uniform_int_distribution<int> activation(1, 2 * zero_point - 1);
+    for (int64_t m : {1, 6, 7, 13})
+      for (int64_t n : {1, 19, 70, 130})
+        for (int64_t k : {1, 5, 37, 513})
+          for (int variant = 0; variant < 4; ++variant) {
+            const bool with_bias = variant & 1, relu = variant & 2;
+            SCOPED_TRACE(testing::Message()
+                         << "Z " << zero_point << " m " << m << " n " << n << " k " << k << " bias "
+                         << with_bias << " relu " << relu);
+            std::vector<uint8_t> u(static_cast<size_t>(m * k));
+            std::vector<int8_t> q(static_cast<size_t>(n * k));
+            for (auto& v : u) v = static_cast<uint8_t>(activation(rng));
+            for (auto& v : q) v = static_cast<int8_t>(weight(rng));
+            std::vector<float> x_scales(static_cast<size_t>(m)), w_scales(static_cast<size_t>(n)),
+                bias(static_cast<size_t>(n));
+            for (auto* v : {&x_scales, &w_scales, &bias})
+              for (auto& e : *v) e = value(rng) * 0.01f;
+            x_scales[0] = 0.0f;
+            if (m > 1) x_scales[1] = std::numeric_limits<float>::quiet_NaN();
+            std::vector<int32_t> sums(static_cast<size_t>(n));
+            for (int64_t j = 0; j < n; ++j)
+              for (int64_t t = 0; t < k; ++t) sums[static_cast<size_t>(j)] += q[j * k + t];
+            const std::vector<int8_t> panels = packed(q, n, k);
+            std::vector<int32_t> acc(static_cast<size_t>(m * n));
+            cpu::panel_product_u8s8(u.data(), m, n, k, panels.data(), cpu::int8_panel_groups(k),
+                                    acc.data());
+            std::vector<float> want(acc.size()), got(acc.size(), -1.0f);
+            cpu::dequantize_product(acc.data(), m, n, x_scales.data(), w_scales.data(), sums.data(),
+                                    with_bias ? bias.data() : nullptr, relu, want.data(),
+                                    zero_point);
+            cpu::Int8Epilogue epilogue;
+            epilogue.x_scales = x_scales.data();
+            epilogue.w_scales = w_scales.data();
+            epilogue.w_row_sums = sums.data();
+            epilogue.bias = with_bias ? bias.data() : nullptr;
+            epilogue.relu = relu;
+            epilogue.zero_point = zero_point;
+            cpu::panel_linear_u8s8(u.data(), m, n, k, panels.data(), cpu::int8_panel_groups(k),
+                                   epilogue, got.data());
+            ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+            if (m > 1 && !relu) {
+              EXPECT_TRUE(std::isnan(got[static_cast<size_t>(n)]));
+            }
+            nonzero += std::count_if(got.begin(), got.end(),
+                                     [](float e) { return e != 0.0f && !std::isnan(e); });
+          }
+  }
+  EXPECT_GE(zero_points_run, 1);
+  EXPECT_GT(nonzero, 10000);
+}
+
+// With VNNI (and no AMX) the kernel reads oneDNN's own packed copy (BA16a64b4a, k in blocks of
+// 64): its s32 products equal oneDNN's, here with k off the blocks and n off the panels.
+TEST(PanelInt8, WithVnniReadsOneDnnsOwnCopy) {
+  if (!cpu::native_int8_products() || __builtin_cpu_supports("amx-int8") ||
+      !cpu::int8_panel_kernel_exact_for(cpu::kNativeZeroPoint))
+    GTEST_SKIP() << "not a CPU with AVX512-VNNI and no AMX under a build with VNNI kernels";
+  std::mt19937 rng(95);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> activation(0, 255);
+  for (int64_t k : {16, 70, 512}) {
+    SCOPED_TRACE(testing::Message() << "k " << k);
+    const int64_t m = 13, n = 130;
+    std::vector<float> w(static_cast<size_t>(n * k));
+    for (auto& e : w) e = value(rng);
+    const cpu::PackedWeight weight(w.data(), n, k, DType::i8);
+    ASSERT_NE(weight.int8_panels(), nullptr);
+    EXPECT_EQ(weight.int8_panels(), weight.data());
+    EXPECT_EQ(weight.int8_panel_groups(), (k + 63) / 64 * 16);
+    std::vector<uint8_t> u(static_cast<size_t>(m * k));
+    for (auto& v : u) v = static_cast<uint8_t>(activation(rng));
+    std::vector<int32_t> ours(static_cast<size_t>(m * n)), onednn(ours.size());
+    cpu::panel_product_u8s8(u.data(), m, n, k, weight.int8_panels(), weight.int8_panel_groups(),
+                            ours.data());
+    cpu::packed_product_u8s8_onednn(u.data(), m, weight, onednn.data());
+    EXPECT_EQ(ours, onednn);
+    EXPECT_TRUE(std::any_of(ours.begin(), ours.end(), [](int32_t e) { return e != 0; }));
+  }
+}
+
+// packed_linear takes the kernel for few rows (up to 64 on a CPU without VNNI, 128 with) and
+// oneDNN beyond: both give exact s32 sums and dequantise alike, so a row multiplied alone (the
+// kernel) and within 129 rows (oneDNN) comes out with the same bits.
 TEST(PanelInt8, PackedLinearGivesOneDnnsNumbersForFewRows) {
   std::mt19937 rng(93);
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-  const int64_t rows = 65, n = 130, k = 70;
+  const int64_t rows = 129, n = 130, k = 70;
   std::vector<float> x(static_cast<size_t>(rows * k)), w(static_cast<size_t>(n * k)),
       bias(static_cast<size_t>(n));
   for (auto* v : {&x, &w, &bias})
     for (auto& e : *v) e = value(rng);
   const cpu::PackedWeight weight(w.data(), n, k, DType::i8);
-  EXPECT_EQ(weight.int8_panels() != nullptr,
-            !cpu::native_int8_products() && cpu::int8_panel_kernel_available());
+  if (!cpu::native_int8_products()) {
+    EXPECT_EQ(weight.int8_panels() != nullptr, cpu::int8_panel_kernel_available());
+  } else if (!__builtin_cpu_supports("amx-int8")) {
+    EXPECT_EQ(weight.int8_panels() != nullptr,
+              cpu::int8_panel_kernel_exact_for(cpu::kNativeZeroPoint));
+  }
   std::vector<float> all(static_cast<size_t>(rows * n)), one(static_cast<size_t>(n));
   cpu::packed_linear(x.data(), rows, weight, bias.data(), all.data(), true);
   for (int64_t r = 0; r < rows; ++r) {

@@ -157,6 +157,7 @@ PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
         layout->md == memory::desc({k, n}, memory::data_type::f32, memory::format_tag::BA16a64b);
     // int8: W's rows quantised (quantize_cpu.h), their scales and sums kept for the epilogue.
     std::vector<int8_t> quantised;
+    bool int8_reads_onednn_copy = false;
     if (dtype == DType::i8) {
       quantised.resize(static_cast<size_t>(n * k));
       scales_ = Tensor::empty({n});
@@ -173,7 +174,15 @@ PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
       if (!native_int8_products() && int8_panel_kernel_available()) {
         int8_panels_ = Tensor::empty({(int8_panel_bytes(n, k) + 3) / 4});  // in 4-byte elements
         pack_int8_panels(quantised.data(), n, k, static_cast<int8_t*>(int8_panels_.raw()));
+        int8_panel_groups_ = cpu::int8_panel_groups(k);
       }
+      // With VNNI (and no AMX, whose products oneDNN runs on its tiles), our kernel reads
+      // oneDNN's own BA16a64b4a copy, checked below.
+      int8_reads_onednn_copy =
+          native_int8_products() && !__builtin_cpu_supports("amx-int8") &&
+          int8_panel_kernel_exact_for(kNativeZeroPoint) &&
+          layout->md == memory::desc({k, n}, memory::data_type::s8, memory::format_tag::BA16a64b4a);
+      if (int8_reads_onednn_copy) int8_panel_groups_ = onednn_int8_panel_groups(k);
     }
     // W [n, k] row-major is W^T [k, n] with strides {1, k}.
     const memory::desc plain({k, n},
@@ -187,6 +196,7 @@ PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
     memory to(layout->md, engine(), storage_.raw());
     dnnl::reorder(from, to).execute(stream(), from, to);
     stream().wait();
+    int8_reads_onednn_copy_ = int8_reads_onednn_copy;
   } catch (const dnnl::error& e) {
     fail("packed weight [{}, {}] in {}: oneDNN failed: {}", n, k, dtype_name(dtype_), e.what());
   }
@@ -278,6 +288,11 @@ constexpr int64_t kPanelMaxRows = 128;
 // (docs/journal/2026-11-26-panel-kernel-int8-without-vnni.md, "int8 without VNNI").
 constexpr int64_t kInt8PanelMaxRows = 64;
 
+// With VNNI, where the kernel reads oneDNN's own copy of the weight: as fast as oneDNN's brgemm at
+// 128 rows and faster below, with the dequantisation in the same pass
+// (docs/journal/2026-12-04-int8-panels-with-vnni.md).
+constexpr int64_t kVnniPanelMaxRows = 128;
+
 }  // namespace
 
 void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float* bias, float* y,
@@ -326,13 +341,22 @@ void packed_linear_quantized(const uint8_t* u, const float* x_scales, int64_t m,
   // The s32 product in y's own memory (4 bytes an element, as the f32 result), then converted
   // in place.
   auto* acc = reinterpret_cast<int32_t*>(y);
-  // Our kernel needs 7-bit activations (u <= 127): the code of a CPU without VNNI.
-  if (w.int8_panels() && m <= kInt8PanelMaxRows && zero_point == kSaturatingZeroPoint) {
+  // Our kernel, the dequantisation in the same pass (its time counted as the product's).
+  const int64_t max_rows = native_int8_products() ? kVnniPanelMaxRows : kInt8PanelMaxRows;
+  if (w.int8_panels() && m <= max_rows && int8_panel_kernel_exact_for(zero_point)) {
     const GemmTimer timer(product_flops(m, w));
-    panel_product_u8s8(u, m, w.out_features(), w.in_features(), w.int8_panels(), acc);
-  } else {
-    run_product(u, m, w, nullptr, acc);
+    Int8Epilogue epilogue;
+    epilogue.x_scales = x_scales;
+    epilogue.w_scales = w.scales();
+    epilogue.w_row_sums = w.row_sums();
+    epilogue.bias = bias;
+    epilogue.relu = relu;
+    epilogue.zero_point = zero_point;
+    panel_linear_u8s8(u, m, w.out_features(), w.in_features(), w.int8_panels(),
+                      w.int8_panel_groups(), epilogue, y);
+    return;
   }
+  run_product(u, m, w, nullptr, acc);
   dequantize_product(acc, m, w.out_features(), x_scales, w.scales(), w.row_sums(), bias, relu, y,
                      zero_point);
 }

@@ -49,11 +49,15 @@ class PackedWeight final : public kernels::PackedForm {
   // f32, or bf16 widened: whether oneDNN chose the layout that our panel kernel reads
   // (panel_matmul_cpu.h), so that the products of few rows can run there.
   bool panels() const { return panels_; }
-  // i8 on a CPU without AVX512-VNNI only: a second copy in our int8 panel layout
-  // (panel_int8_cpu.h) for the products of few rows; null elsewhere.
+  // i8: the weight in our int8 kernel's panels (panel_int8_cpu.h) for the products of few rows,
+  // int8_panel_groups() groups a panel: on a CPU without AVX512-VNNI a second copy of our own; with
+  // VNNI oneDNN's copy itself, where its layout is those panels (and the build has the kernel with
+  // vpdpbusd); null elsewhere.
   const int8_t* int8_panels() const {
-    return int8_panels_.defined() ? static_cast<const int8_t*>(int8_panels_.raw()) : nullptr;
+    if (int8_panels_.defined()) return static_cast<const int8_t*>(int8_panels_.raw());
+    return int8_reads_onednn_copy_ ? static_cast<const int8_t*>(storage_.raw()) : nullptr;
   }
+  int64_t int8_panel_groups() const { return int8_panel_groups_; }
 
  private:
   int64_t n_ = 0, k_ = 0;
@@ -64,6 +68,8 @@ class PackedWeight final : public kernels::PackedForm {
   Tensor storage_;
   Tensor scales_, row_sums_;
   Tensor int8_panels_;
+  bool int8_reads_onednn_copy_ = false;
+  int64_t int8_panel_groups_ = 0;
 };
 
 // y [m, n] (f32, row-major) = x [m, k] W^T (+ bias [n], f32), then max(0, y) when relu; x

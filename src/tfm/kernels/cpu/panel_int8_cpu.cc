@@ -3,9 +3,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "tfm/core/error.h"
+#include "tfm/kernels/cpu/quantize_cpu.h"
 
 #ifdef __AVX512BW__
 #include <immintrin.h>
@@ -25,8 +27,26 @@ int64_t groups(int64_t k) {
 
 }  // namespace
 
+int64_t int8_panel_groups(int64_t k) {
+  return groups(k);
+}
+
+int64_t onednn_int8_panel_groups(int64_t k) {
+  constexpr int64_t kOneDnnBlock = 64;  // BA16a64b4a: k in blocks of 16 x 4, 16 groups each
+  return (k + kOneDnnBlock - 1) / kOneDnnBlock * (kOneDnnBlock / kInt8PanelGroup);
+}
+
 int64_t int8_panel_bytes(int64_t n, int64_t k) {
   return (n + kInt8PanelColumns - 1) / kInt8PanelColumns * groups(k) * kGroupBytes;
+}
+
+bool int8_panel_kernel_exact_for(int32_t zero_point) {
+#ifdef __AVX512VNNI__
+  return int8_panel_kernel_available() &&
+         (zero_point == kSaturatingZeroPoint || zero_point == kNativeZeroPoint);
+#else
+  return int8_panel_kernel_available() && zero_point == kSaturatingZeroPoint;
+#endif
 }
 
 void pack_int8_panels(const int8_t* q, int64_t n, int64_t k, int8_t* panels) {
@@ -60,78 +80,107 @@ inline int32_t group_word(const uint8_t* row, int64_t g, int64_t k) {
   return word;
 }
 
-// acc rows [0, MR) (ldacc apart) of one panel's 64 columns (masks: which exist), from u's rows
-// (k apart).
-template <int MR>
-void tile(const uint8_t* u, int64_t k, const int8_t* panel, const __mmask16* masks, int32_t* acc,
-          int64_t ldacc) {
-  const int64_t kq = groups(k), full = k / kInt8PanelGroup;
+// sum[r][v] += rows' words x one group's 64 columns (w: the group's 4 x 64 bytes).
+template <int MR, typename Word>
+[[gnu::always_inline, gnu::optimize("no-tree-pre")]] inline void multiply_group(
+    __m512i (&sum)[MR][kVectors], const int8_t* w, Word word) {
 #ifndef __AVX512VNNI__
   const __m512i ones = _mm512_set1_epi16(1);
 #endif
+  __m512i wv[kVectors];
+#pragma GCC unroll 4
+  for (int v = 0; v < kVectors; ++v) wv[v] = _mm512_loadu_si512(w + 64 * v);
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    const __m512i a = _mm512_set1_epi32(word(r));
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) {
+#ifdef __AVX512VNNI__
+      // vpdpbusd: the four u8 x s8 products summed into s32 without saturating (any u8).
+      sum[r][v] = _mm512_dpbusd_epi32(sum[r][v], a, wv[v]);
+#else
+      sum[r][v] =
+          _mm512_add_epi32(sum[r][v], _mm512_madd_epi16(_mm512_maddubs_epi16(a, wv[v]), ones));
+#endif
+    }
+  }
+}
+
+// The sums of rows [0, MR) of one panel's 64 columns, from u's rows (k apart), handed to
+// store(r, v, sum) for row r's columns 16v .. 16v+15. The whole groups of 4 k first, in a loop with
+// nothing else in it, then the last, partial group. GCC 12's partial redundancy elimination moves
+// the 24 sums of a 6-row tile through the stack at every group (a load and a store per vpdpbusd,
+// half the speed): without it they stay in registers.
+template <int MR, typename Store>
+[[gnu::optimize("no-tree-pre")]] void tile(const uint8_t* u, int64_t k, const int8_t* panel,
+                                           Store store) {
+  const int64_t full = k / kInt8PanelGroup;
   __m512i sum[MR][kVectors];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < kVectors; ++v) sum[r][v] = _mm512_setzero_si512();
   const int8_t* w = panel;
-  for (int64_t g = 0; g < kq; ++g, w += kGroupBytes) {
-    __m512i wv[kVectors];
-#pragma GCC unroll 4
-    for (int v = 0; v < kVectors; ++v) wv[v] = _mm512_loadu_si512(w + 64 * v);
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) {
+  for (int64_t g = 0; g < full; ++g, w += kGroupBytes) {
+    const uint8_t* at = u + g * kInt8PanelGroup;
+    multiply_group<MR>(sum, w, [&](int r) {
       int32_t word;
-      if (g < full)
-        std::memcpy(&word, u + r * k + g * kInt8PanelGroup, sizeof(word));
-      else
-        word = group_word(u + r * k, g, k);
-      const __m512i a = _mm512_set1_epi32(word);
-#pragma GCC unroll 4
-      for (int v = 0; v < kVectors; ++v) {
-#ifdef __AVX512VNNI__
-        // vpdpbusd: the four u8 x s8 products summed into s32 without saturating (any u8).
-        sum[r][v] = _mm512_dpbusd_epi32(sum[r][v], a, wv[v]);
-#else
-        sum[r][v] =
-            _mm512_add_epi32(sum[r][v], _mm512_madd_epi16(_mm512_maddubs_epi16(a, wv[v]), ones));
-#endif
-      }
-    }
+      std::memcpy(&word, at + r * k, sizeof(word));
+      return word;
+    });
   }
+  if (full * kInt8PanelGroup < k)
+    multiply_group<MR>(sum, w, [&](int r) { return group_word(u + r * k, full, k); });
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < kVectors; ++v)
-      _mm512_mask_storeu_epi32(acc + r * ldacc + 16 * v, masks[v], sum[r][v]);
+    for (int v = 0; v < kVectors; ++v) store(r, v, sum[r][v]);
 }
 
-using TileFunction = void (*)(const uint8_t*, int64_t, const int8_t*, const __mmask16*, int32_t*,
-                              int64_t);
-constexpr TileFunction kTiles[kTileRows + 1] = {nullptr,  &tile<1>, &tile<2>, &tile<3>,
-                                                &tile<4>, &tile<5>, &tile<6>};
-
-}  // namespace
-
-bool int8_panel_kernel_available() {
-  return true;
-}
-
-void panel_product_u8s8(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t* panels,
-                        int32_t* acc) {
+// Every tile of rows [0, m) over each of the panels, the panels shared among the threads
+// (outside a parallel region). store(row, column, mask, sums): the sums of a row's 16 columns
+// from `column` on, `mask` the ones that exist.
+template <typename Store>
+void run_panels(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t* panels,
+                int64_t panel_groups, Store store) {
   if (m == 0) return;
   const int64_t panel_count = (n + kInt8PanelColumns - 1) / kInt8PanelColumns;
-  const int64_t panel_bytes = groups(k) * kGroupBytes;
+  const int64_t panel_bytes = panel_groups * kGroupBytes;
   auto run = [&](int64_t p) {
+    const int64_t first = p * kInt8PanelColumns;
     __mmask16 masks[kVectors];
     for (int v = 0; v < kVectors; ++v) {
-      const int64_t columns = std::clamp<int64_t>(n - p * kInt8PanelColumns - 16 * v, 0, 16);
+      const int64_t columns = std::clamp<int64_t>(n - first - 16 * v, 0, 16);
       masks[v] = static_cast<__mmask16>((1u << columns) - 1u);
     }
+    const int8_t* panel = panels + p * panel_bytes;
     // Every tile of rows over this panel (more than 6 rows read it again, from L2).
-    for (int64_t r = 0; r < m; r += kTileRows)
-      kTiles[std::min<int64_t>(kTileRows, m - r)](u + r * k, k, panels + p * panel_bytes, masks,
-                                                  acc + r * n + p * kInt8PanelColumns, n);
+    for (int64_t r = 0; r < m; r += kTileRows) {
+      auto tile_store = [&](int row, int v, __m512i sum) {
+        if (masks[v]) store(r + row, first + 16 * v, masks[v], sum);
+      };
+      const uint8_t* rows = u + r * k;
+      switch (std::min<int64_t>(kTileRows, m - r)) {
+        case 1:
+          tile<1>(rows, k, panel, tile_store);
+          break;
+        case 2:
+          tile<2>(rows, k, panel, tile_store);
+          break;
+        case 3:
+          tile<3>(rows, k, panel, tile_store);
+          break;
+        case 4:
+          tile<4>(rows, k, panel, tile_store);
+          break;
+        case 5:
+          tile<5>(rows, k, panel, tile_store);
+          break;
+        default:
+          tile<6>(rows, k, panel, tile_store);
+          break;
+      }
+    }
   };
   if (omp_in_parallel() || omp_get_max_threads() == 1) {
     for (int64_t p = 0; p < panel_count; ++p) run(p);
@@ -141,14 +190,49 @@ void panel_product_u8s8(const uint8_t* u, int64_t m, int64_t n, int64_t k, const
   for (int64_t p = 0; p < panel_count; ++p) run(p);
 }
 
+}  // namespace
+
+bool int8_panel_kernel_available() {
+  return true;
+}
+
+void panel_product_u8s8(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t* panels,
+                        int64_t panel_groups, int32_t* acc) {
+  run_panels(u, m, n, k, panels, panel_groups,
+             [&](int64_t row, int64_t column, __mmask16 mask, __m512i sum) {
+               _mm512_mask_storeu_epi32(acc + row * n + column, mask, sum);
+             });
+}
+
+void panel_linear_u8s8(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t* panels,
+                       int64_t panel_groups, const Int8Epilogue& e, float* y) {
+  // dequantize_product's arithmetic (quantize_cpu.h, dequantize16) on the sums in registers.
+  const __m512i zero_point_shift =
+      _mm512_set1_epi32(std::countr_zero(static_cast<uint32_t>(e.zero_point)));
+  run_panels(u, m, n, k, panels, panel_groups,
+             [&](int64_t row, int64_t column, __mmask16 mask, __m512i sum) {
+               _mm512_mask_storeu_ps(
+                   y + row * n + column, mask,
+                   dequantize16(sum, mask, e.w_row_sums + column, e.w_scales + column,
+                                e.bias ? e.bias + column : nullptr, _mm512_set1_ps(e.x_scales[row]),
+                                zero_point_shift, e.relu));
+             });
+}
+
 #else  // no AVX512BW: oneDNN's products
 
 bool int8_panel_kernel_available() {
   return false;
 }
 
-void panel_product_u8s8(const uint8_t*, int64_t, int64_t, int64_t, const int8_t*, int32_t*) {
+void panel_product_u8s8(const uint8_t*, int64_t, int64_t, int64_t, const int8_t*, int64_t,
+                        int32_t*) {
   fail("panel_product_u8s8: this build has no AVX512BW (int8_panel_kernel_available() is false)");
+}
+
+void panel_linear_u8s8(const uint8_t*, int64_t, int64_t, int64_t, const int8_t*, int64_t,
+                       const Int8Epilogue&, float*) {
+  fail("panel_linear_u8s8: this build has no AVX512BW (int8_panel_kernel_available() is false)");
 }
 
 #endif

@@ -138,19 +138,16 @@ void dequantize_product(const int32_t* acc, int64_t rows, int64_t n, const float
     const float xs = x_scales[i];
     int64_t j = 0;
 #ifdef __AVX512F__
-    // One pass: the zero point undone (x Z as a shift), both scales, the bias and ReLU.
-    const __m512 xs16 = _mm512_set1_ps(xs), zero = _mm512_setzero_ps();
+    // One pass: the zero point undone (x Z as a shift), both scales, the bias and ReLU, the last
+    // columns under a mask.
+    const __m512 xs16 = _mm512_set1_ps(xs);
     const __m512i zero_point_shift = _mm512_set1_epi32(log2_zero_point);
-    for (; j + 16 <= n; j += 16) {
-      const __m512i shifted = _mm512_sub_epi32(
-          _mm512_loadu_si512(a + j),
-          _mm512_maskz_sllv_epi32(kAllLanes, _mm512_loadu_si512(w_row_sums + j), zero_point_shift));
-      __m512 v = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAllLanes, shifted),
-                               _mm512_mul_ps(xs16, _mm512_loadu_ps(w_scales + j)));
-      if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + j));
-      // max returns its second operand for a NaN: NaN -> 0, as the scalar ReLU below.
-      if (relu) v = _mm512_maskz_max_ps(kAllLanes, v, zero);
-      _mm512_storeu_ps(out + j, v);
+    for (; j < n; j += 16) {
+      const __mmask16 mask = j + 16 <= n ? kAllLanes : first_lanes(n - j);
+      _mm512_mask_storeu_ps(
+          out + j, mask,
+          dequantize16(_mm512_maskz_loadu_epi32(mask, a + j), mask, w_row_sums + j, w_scales + j,
+                       bias ? bias + j : nullptr, xs16, zero_point_shift, relu));
     }
 #endif
     for (; j < n; ++j) {

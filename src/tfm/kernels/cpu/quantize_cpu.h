@@ -14,6 +14,10 @@
 
 #include <cstdint>
 
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
 #include "tfm/kernels/cpu/isa.h"
 
 namespace tfm::internal::cpu {
@@ -46,6 +50,27 @@ void quantize_rows_u8(const float* x, int64_t rows, int64_t cols, uint8_t* u, fl
 void dequantize_product(const int32_t* acc, int64_t rows, int64_t n, const float* x_scales,
                         const float* w_scales, const int32_t* w_row_sums, const float* bias,
                         bool relu, float* y, int32_t zero_point = activation_zero_point());
+
+#ifdef __AVX512F__
+// dequantize_product's arithmetic on 16 columns of a row (mask: those that exist; acc their s32
+// sums, the other pointers at their first column, zero_point_shift log2 Z in every lane). The bias
+// is added with an explicit FMA, (acc - Z sums) s_x s_w + bias rounded once, so that every caller
+// and every column rounds alike, whatever the compiler contracts elsewhere.
+inline __m512 dequantize16(__m512i acc, __mmask16 mask, const int32_t* w_row_sums,
+                           const float* w_scales, const float* bias, __m512 x_scale,
+                           __m512i zero_point_shift, bool relu) {
+  const __m512i shifted = _mm512_sub_epi32(
+      acc,
+      _mm512_maskz_sllv_epi32(mask, _mm512_maskz_loadu_epi32(mask, w_row_sums), zero_point_shift));
+  const __m512 product = _mm512_maskz_cvtepi32_ps(mask, shifted);
+  const __m512 scale = _mm512_mul_ps(x_scale, _mm512_maskz_loadu_ps(mask, w_scales));
+  __m512 v = bias ? _mm512_fmadd_ps(product, scale, _mm512_maskz_loadu_ps(mask, bias))
+                  : _mm512_mul_ps(product, scale);
+  // max returns its second operand for a NaN: NaN -> 0, as relu.
+  if (relu) v = _mm512_maskz_max_ps(mask, v, _mm512_setzero_ps());
+  return v;
+}
+#endif
 
 }  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu
