@@ -576,6 +576,9 @@ BENCHMARK(packed_product_i8)
     ->Args({32, 2048, 512, 1})
     ->Args({128, 2048, 512, 0})
     ->Args({128, 2048, 512, 1})
+    ->ArgsProduct({{800, 1600, 3200}, {512}, {512, 2048}, {0, 1}})
+    ->Args({800, 2048, 512, 0})
+    ->Args({800, 2048, 512, 1})
     ->UseRealTime();
 
 // decoder_step_f32's products with int8 weights, x quantised once (as both paths take it): kernel 0

@@ -149,6 +149,27 @@ TEST(PanelInt8, EveryThreadAloneInsideAParallelRegion) {
   for (const auto& g : got) EXPECT_EQ(g, want);
 }
 
+// With fewer than two panels a thread, the threads share ranges of a panel's rows: 7 threads over
+// 3 panels and 50 rows (9 tiles) give each panel 5 ranges of 12 rows, the last of 2.
+TEST(PanelInt8, ThreadsShareAPanelsRowsWhenPanelsAreFew) {
+  if (!cpu::int8_panel_kernel_available())
+    GTEST_SKIP() << "this build has no AVX512BW: int8 products stay oneDNN's";
+  std::mt19937 rng(96);
+  std::uniform_int_distribution<int> activation(0, 127), weight(-127, 127);
+  const int64_t m = 50, n = 130, k = 100;
+  std::vector<uint8_t> u(static_cast<size_t>(m * k));
+  std::vector<int8_t> q(static_cast<size_t>(n * k));
+  for (auto& v : u) v = static_cast<uint8_t>(activation(rng));
+  for (auto& v : q) v = static_cast<int8_t>(weight(rng));
+  const std::vector<int8_t> panels = packed(q, n, k);
+  std::vector<int32_t> acc(static_cast<size_t>(m * n), -1);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(7);
+  cpu::panel_product_u8s8(u.data(), m, n, k, panels.data(), cpu::int8_panel_groups(k), acc.data());
+  omp_set_num_threads(threads);
+  EXPECT_EQ(acc, exact_product(u, q, m, n, k));
+}
+
 // panel_linear_u8s8 dequantises from the sums in registers: the same bits as the s32 product
 // followed by dequantize_product, for both zero points where the kernel is exact, with and without
 // bias and ReLU, at column counts off the panels' 16-lane vectors, and for rows whose scale is 0 or

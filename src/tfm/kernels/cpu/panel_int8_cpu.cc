@@ -137,16 +137,19 @@ template <int MR, typename Store>
     for (int v = 0; v < kVectors; ++v) store(r, v, sum[r][v]);
 }
 
-// Every tile of rows [0, m) over each of the panels, the panels shared among the threads
-// (outside a parallel region). store(row, column, mask, sums): the sums of a row's 16 columns
-// from `column` on, `mask` the ones that exist.
+// Every tile of rows [0, m) over each of the panels. store(row, column, mask, sums): the sums of a
+// row's 16 columns from `column` on, `mask` the ones that exist. Outside a parallel region the
+// threads share (panel, rows) items: the panels, each whole where there are at least two panels a
+// thread, else cut into ranges of tiles so that every thread has two items or more.
 template <typename Store>
 void run_panels(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t* panels,
                 int64_t panel_groups, Store store) {
   if (m == 0) return;
   const int64_t panel_count = (n + kInt8PanelColumns - 1) / kInt8PanelColumns;
   const int64_t panel_bytes = panel_groups * kGroupBytes;
-  auto run = [&](int64_t p) {
+  const int64_t tiles = (m + kTileRows - 1) / kTileRows;
+  // Rows [begin, end) of panel p: its tiles read the panel again, from L2.
+  auto run = [&](int64_t p, int64_t begin, int64_t end) {
     const int64_t first = p * kInt8PanelColumns;
     __mmask16 masks[kVectors];
     for (int v = 0; v < kVectors; ++v) {
@@ -154,13 +157,12 @@ void run_panels(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t*
       masks[v] = static_cast<__mmask16>((1u << columns) - 1u);
     }
     const int8_t* panel = panels + p * panel_bytes;
-    // Every tile of rows over this panel (more than 6 rows read it again, from L2).
-    for (int64_t r = 0; r < m; r += kTileRows) {
+    for (int64_t r = begin; r < end; r += kTileRows) {
       auto tile_store = [&](int row, int v, __m512i sum) {
         if (masks[v]) store(r + row, first + 16 * v, masks[v], sum);
       };
       const uint8_t* rows = u + r * k;
-      switch (std::min<int64_t>(kTileRows, m - r)) {
+      switch (std::min<int64_t>(kTileRows, end - r)) {
         case 1:
           tile<1>(rows, k, panel, tile_store);
           break;
@@ -182,12 +184,18 @@ void run_panels(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t*
       }
     }
   };
-  if (omp_in_parallel() || omp_get_max_threads() == 1) {
-    for (int64_t p = 0; p < panel_count; ++p) run(p);
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (threads == 1) {
+    for (int64_t p = 0; p < panel_count; ++p) run(p, 0, m);
     return;
   }
+  const int64_t chunks = std::min<int64_t>(tiles, (2 * threads + panel_count - 1) / panel_count);
+  const int64_t chunk_rows = (tiles + chunks - 1) / chunks * kTileRows;
 #pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < panel_count; ++p) run(p);
+  for (int64_t item = 0; item < panel_count * chunks; ++item) {
+    const int64_t begin = item % chunks * chunk_rows;
+    if (begin < m) run(item / chunks, begin, std::min(m, begin + chunk_rows));
+  }
 }
 
 }  // namespace
