@@ -223,6 +223,40 @@ TEST(CpuDispatch, EveryLevelTranslatesAlikeInF32) {
   }
 }
 
+// A level forced below avx512-bf16 caps oneDNN below VNNI, whose u8 x s8 products then add pairs
+// in saturating 16-bit sums (gemm:jit: 255 x 127 summed over 1024 came out 16776704, not
+// 33162240): the activations take 7 bits there, as on a CPU without VNNI, and `info --cpu` says
+// so; int8 translates at that level.
+TEST(CpuDispatch, AForcedLevelQuantisesInt8ForItsProducts) {
+  if (cpu::cpu_dispatch().levels.size() == 1) {
+    EXPECT_EQ(cpu::cpu_dispatch().level().name, "native");
+    return;
+  }
+  TempDir dir;
+  const CommandResult forced_info = run_with_level("avx2", "info --cpu", dir);
+  ASSERT_EQ(forced_info.status, 0) << forced_info.err;
+  EXPECT_NE(forced_info.out.find("int8 products         7-bit activations (oneDNN without VNNI "
+                                 "here): oneDNN's products"),
+            std::string::npos)
+      << forced_info.out;
+  const CommandResult own_info = run_with_level("", "info --cpu", dir);
+  ASSERT_EQ(own_info.status, 0) << own_info.err;
+  const bool vnni = __builtin_cpu_supports("avx512vnni");
+  EXPECT_NE(own_info.out.find(std::string("int8 products         ") + (vnni ? "8-bit" : "7-bit")),
+            std::string::npos)
+      << own_info.out;
+
+  const auto model = testing::write_tiny_text_model(dir);
+  testing::write_text(dir / "in.txt", "a small house .\nthe cat sat on the mat .\n");
+  const CommandResult forced =
+      run_with_level("avx2",
+                     fmt::format("translate -m {} -i {} --beam-size 4 --precision int8 --threads 1",
+                                 quoted(model), quoted(dir / "in.txt")),
+                     dir);
+  ASSERT_EQ(forced.status, 0) << forced.err;
+  EXPECT_EQ(count_lines(forced.out), 2) << forced.out;
+}
+
 // The binary on older CPUs, emulated by QEMU (qemu-user, which scripts/setup.sh installs): on a
 // Nehalem (x86-64-v2: no AVX) and a Haswell (AVX2, no AVX-512) it starts, takes that CPU's level,
 // and translates as this CPU does. An instruction that the emulated CPU lacks would end the run

@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "tfm/kernels/cpu/blocked_gemm_cpu.h"
 #include "tfm/kernels/cpu/packed_matmul_cpu.h"
 #include "tfm/kernels/cpu/panel_int8_cpu.h"
 #include "tfm/kernels/cpu/quantize_cpu.h"
@@ -239,7 +240,7 @@ TEST(PanelInt8, FusedDequantisationGivesDequantizeProductsBits) {
 // With VNNI (and no AMX) the kernel reads oneDNN's own packed copy (BA16a64b4a, k in blocks of
 // 64): its s32 products equal oneDNN's, here with k off the blocks and n off the panels.
 TEST(PanelInt8, WithVnniReadsOneDnnsOwnCopy) {
-  if (!cpu::native_int8_products() || __builtin_cpu_supports("amx-int8") ||
+  if (!cpu::native_int8_products() || cpu::onednn_uses_amx() ||
       !cpu::int8_panel_kernel_exact_for(cpu::kNativeZeroPoint))
     GTEST_SKIP() << "not a CPU with AVX512-VNNI and no AMX under a build with VNNI kernels";
   std::mt19937 rng(95);
@@ -279,7 +280,7 @@ TEST(PanelInt8, PackedLinearGivesOneDnnsNumbersForFewRows) {
   const cpu::PackedWeight weight(w.data(), n, k, DType::i8);
   if (!cpu::native_int8_products()) {
     EXPECT_EQ(weight.int8_panels() != nullptr, cpu::int8_panel_kernel_available());
-  } else if (!__builtin_cpu_supports("amx-int8")) {
+  } else if (!cpu::onednn_uses_amx()) {
     EXPECT_EQ(weight.int8_panels() != nullptr,
               cpu::int8_panel_kernel_exact_for(cpu::kNativeZeroPoint));
   }

@@ -63,6 +63,7 @@ std::string describe_cpu() {
         "threads' split        measured: each thread's part of a product follows its measured "
         "rate; a decoding step's short products: a thread that runs out takes from the other's "
         "range (TFM_CPU_SPLIT=even: equal parts)\n";
+  text += "int8 products         " + k.int8_products() + "\n";
   return text;
 }
 

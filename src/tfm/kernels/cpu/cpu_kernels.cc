@@ -140,9 +140,9 @@ const char* product_split() {
 }
 
 const IsaKernels& isa_kernels() {
-  static const IsaKernels kernels{&kernel_table,           &vdpbf16ps_to_fma_rate,
-                                  &onednn_multiplies_bf16, &bf16_products_widened,
-                                  &onednn_uses_amx,        &product_split};
+  static const IsaKernels kernels{
+      &kernel_table,    &vdpbf16ps_to_fma_rate, &onednn_multiplies_bf16, &bf16_products_widened,
+      &onednn_uses_amx, &product_split,         &describe_int8_products};
   return kernels;
 }
 

@@ -35,6 +35,8 @@ struct IsaKernels {
   // How the blocked products split between the threads (thread_shares.h): "measured" or "even";
   // "" where the set has no blocked products.
   const char* (*product_split)() = nullptr;
+  // Which int8 products run in which kernel (packed_matmul_cpu.h), a sentence.
+  std::string (*int8_products)() = nullptr;
 };
 
 // One level this build can run, and whether this CPU can.

@@ -179,7 +179,7 @@ PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
       // With VNNI (and no AMX, whose products oneDNN runs on its tiles), our kernel reads
       // oneDNN's own BA16a64b4a copy, checked below.
       int8_reads_onednn_copy =
-          native_int8_products() && !__builtin_cpu_supports("amx-int8") &&
+          native_int8_products() && !onednn_uses_amx() &&
           int8_panel_kernel_exact_for(kNativeZeroPoint) &&
           layout->md == memory::desc({k, n}, memory::data_type::s8, memory::format_tag::BA16a64b4a);
       if (int8_reads_onednn_copy) int8_panel_groups_ = onednn_int8_panel_groups(k);
@@ -294,6 +294,25 @@ constexpr int64_t kInt8PanelMaxRows = 64;
 constexpr int64_t kVnniPanelMaxRows = 128;
 
 }  // namespace
+
+std::string describe_int8_products() {
+  // The conditions of PackedWeight's constructor and packed_linear_quantized.
+  if (!native_int8_products()) {
+    if (!int8_panel_kernel_available())
+      return "7-bit activations (oneDNN without VNNI here): oneDNN's products";
+    return fmt::format(
+        "7-bit activations (oneDNN without VNNI here): up to {} rows in our panel kernel "
+        "(vpmaddubsw) on its own packed copy, more in oneDNN's",
+        kInt8PanelMaxRows);
+  }
+  if (onednn_uses_amx()) return "8-bit activations: oneDNN's products (AMX tiles)";
+  if (!int8_panel_kernel_exact_for(kNativeZeroPoint))
+    return "8-bit activations: oneDNN's products (the kernels in use have no vpdpbusd)";
+  return fmt::format(
+      "8-bit activations (AVX512-VNNI): up to {} rows in our panel kernel (vpdpbusd) on oneDNN's "
+      "packed copy, more in oneDNN's",
+      kVnniPanelMaxRows);
+}
 
 void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float* bias, float* y,
                    bool relu) {

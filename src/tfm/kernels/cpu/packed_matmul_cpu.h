@@ -72,6 +72,10 @@ class PackedWeight final : public kernels::PackedForm {
   int64_t int8_panel_groups_ = 0;
 };
 
+// How this kernel set multiplies int8 products on this CPU, for `tfm info --cpu`: the activations'
+// bits and which products run in our panel kernel (panel_int8_cpu.h) and which in oneDNN's.
+std::string describe_int8_products();
+
 // y [m, n] (f32, row-major) = x [m, k] W^T (+ bias [n], f32), then max(0, y) when relu; x
 // row-major in w.dtype(), or f32 for an i8 weight (quantised per row here). Runs on the calling
 // thread alone inside an OpenMP parallel region (oneDNN's rule), else on all threads.

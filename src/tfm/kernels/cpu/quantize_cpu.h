@@ -27,7 +27,8 @@ inline constexpr int32_t kWeightLevels = 127;
 inline constexpr int32_t kNativeZeroPoint = 128;     // 8-bit activations
 inline constexpr int32_t kSaturatingZeroPoint = 64;  // 7-bit activations
 
-// Whether this CPU multiplies u8 x s8 without saturating (AVX512-VNNI or AMX).
+// Whether oneDNN multiplies u8 x s8 without saturating here: the CPU has AVX512-VNNI (or AMX) and
+// TFM_CPU_ISA has not capped oneDNN below it.
 bool native_int8_products();
 
 // The activations' zero point Z on this CPU: kNativeZeroPoint where native_int8_products(), else
