@@ -367,6 +367,23 @@ BENCHMARK(packed_linear_f32)
     ->Args({800, 2048, 512, 1})
     ->UseRealTime();
 
+// The weights of `layers` decoder layers of `base`, 8 a layer in the order a step multiplies them
+// (self-attention q, k, v and out, cross-attention q and out: 512 x 512; the feed-forward 512 x
+// 2048 and 2048 x 512), random: weight(w) for each f32 W [n, k]. Returns the products' FLOP for m
+// rows.
+template <typename Weight>
+double decoder_weights(int64_t layers, int64_t m, Weight weight) {
+  constexpr int64_t d = 512, ff = 2048;
+  double flops = 0;
+  for (int64_t layer = 0; layer < layers; ++layer)
+    for (int64_t i = 0; i < 8; ++i) {
+      const int64_t n = i == 6 ? ff : d, k = i == 7 ? ff : d;
+      weight(random_tensor({n, k}, static_cast<unsigned>(10 * layer + i)));
+      flops += 2.0 * static_cast<double>(m * n * k);
+    }
+  return flops;
+}
+
 // The products of one greedy decoding step of `base` as the decoder runs them: 6 layers of 8
 // products (self-attention q, k, v and out, cross-attention q and out: 512 x 512; the feed-forward
 // 512 x 2048 and 2048 x 512), each with its own packed weight (88 MB in all, more than the caches),
@@ -374,7 +391,7 @@ BENCHMARK(packed_linear_f32)
 // weight again and again; this shows the rate of the same products when their weights stream in
 // from memory, as they do in decoding (the output layer's: output_blocks_f32).
 void decoder_step_f32(benchmark::State& state) {
-  const int64_t m = state.range(0), d = 512, ff = 2048, layers = state.range(2);
+  const int64_t m = state.range(0), ff = 2048, layers = state.range(2);
   const bool panels = state.range(1) == 1;
   if (panels && !tfm::internal::cpu::panel_kernel_available()) {
     state.SkipWithError("this build has no panel kernel (no AVX-512)");
@@ -385,17 +402,12 @@ void decoder_step_f32(benchmark::State& state) {
     Tensor bias;
   };
   std::vector<Product> products;
-  double flops = 0;
-  for (int64_t layer = 0; layer < layers; ++layer) {
-    for (int64_t i = 0; i < 8; ++i) {
-      const int64_t n = i == 6 ? ff : d, k = i == 7 ? ff : d;
-      Tensor w = random_tensor({n, k}, static_cast<unsigned>(10 * layer + i));
-      products.push_back(
-          {std::make_unique<tfm::internal::cpu::PackedWeight>(w.data<float>(), n, k, DType::f32),
-           random_tensor({n}, 3)});
-      flops += 2.0 * static_cast<double>(m * n * k);
-    }
-  }
+  const double flops = decoder_weights(layers, m, [&](const Tensor& w) {
+    const int64_t n = w.dim(0), k = w.dim(1);
+    products.push_back(
+        {std::make_unique<tfm::internal::cpu::PackedWeight>(w.data<float>(), n, k, DType::f32),
+         random_tensor({n}, 3)});
+  });
   Tensor x = random_tensor({m, ff}, 1), y = Tensor::empty({m, ff});
   auto step = [&] {
     for (const Product& p : products) {
@@ -587,7 +599,7 @@ BENCHMARK(packed_product_i8)
 // (with VNNI) or its own. 12 layers' weights (42 MB) stream from memory, as in a decoding step.
 void decoder_step_i8(benchmark::State& state) {
   namespace cpu = tfm::internal::cpu;
-  const int64_t m = state.range(0), d = 512, ff = 2048, layers = state.range(2);
+  const int64_t m = state.range(0), ff = 2048, layers = state.range(2);
   const bool ours = state.range(1) == 1;
   const int32_t zero_point = cpu::activation_zero_point();
   if (ours && !cpu::int8_panel_kernel_exact_for(zero_point)) {
@@ -600,25 +612,20 @@ void decoder_step_i8(benchmark::State& state) {
     std::vector<int8_t> own_panels;  // where the kernel cannot read oneDNN's copy
   };
   std::vector<Product> products;
-  double flops = 0;
-  for (int64_t layer = 0; layer < layers; ++layer) {
-    for (int64_t i = 0; i < 8; ++i) {
-      const int64_t n = i == 6 ? ff : d, k = i == 7 ? ff : d;
-      Tensor w = random_tensor({n, k}, static_cast<unsigned>(10 * layer + i));
-      Product p{std::make_unique<cpu::PackedWeight>(w.data<float>(), n, k, DType::i8),
-                random_tensor({n}, 3),
-                {}};
-      if (ours && p.weight->int8_panels() == nullptr) {
-        std::vector<int8_t> q(static_cast<size_t>(n * k));
-        std::vector<float> scales(static_cast<size_t>(n));
-        cpu::quantize_rows_s8(w.data<float>(), n, k, q.data(), scales.data());
-        p.own_panels.resize(static_cast<size_t>(cpu::int8_panel_bytes(n, k)));
-        cpu::pack_int8_panels(q.data(), n, k, p.own_panels.data());
-      }
-      products.push_back(std::move(p));
-      flops += 2.0 * static_cast<double>(m * n * k);
+  const double flops = decoder_weights(layers, m, [&](const Tensor& w) {
+    const int64_t n = w.dim(0), k = w.dim(1);
+    Product p{std::make_unique<cpu::PackedWeight>(w.data<float>(), n, k, DType::i8),
+              random_tensor({n}, 3),
+              {}};
+    if (ours && p.weight->int8_panels() == nullptr) {
+      std::vector<int8_t> q(static_cast<size_t>(n * k));
+      std::vector<float> scales(static_cast<size_t>(n));
+      cpu::quantize_rows_s8(w.data<float>(), n, k, q.data(), scales.data());
+      p.own_panels.resize(static_cast<size_t>(cpu::int8_panel_bytes(n, k)));
+      cpu::pack_int8_panels(q.data(), n, k, p.own_panels.data());
     }
-  }
+    products.push_back(std::move(p));
+  });
   Tensor x = random_tensor({m, ff}, 1), y = Tensor::empty({m, ff});
   std::vector<uint8_t> u(static_cast<size_t>(m * ff));
   std::vector<float> x_scales(static_cast<size_t>(m));

@@ -35,6 +35,21 @@ std::vector<int32_t> exact_product(const std::vector<uint8_t>& u, const std::vec
   return acc;
 }
 
+// u [m, k] drawn uniformly from [low, high], then q [n, k] from [-127, 127].
+struct Operands {
+  std::vector<uint8_t> u;
+  std::vector<int8_t> q;
+};
+Operands random_operands(std::mt19937& rng, int64_t m, int64_t n, int64_t k, int low = 0,
+                         int high = 127) {
+  std::uniform_int_distribution<int> activation(low, high), weight(-127, 127);
+  Operands o{std::vector<uint8_t>(static_cast<size_t>(m * k)),
+             std::vector<int8_t>(static_cast<size_t>(n * k))};
+  for (auto& v : o.u) v = static_cast<uint8_t>(activation(rng));
+  for (auto& v : o.q) v = static_cast<int8_t>(weight(rng));
+  return o;
+}
+
 std::vector<int8_t> packed(const std::vector<int8_t>& q, int64_t n, int64_t k) {
   std::vector<int8_t> panels(static_cast<size_t>(cpu::int8_panel_bytes(n, k)));
   cpu::pack_int8_panels(q.data(), n, k, panels.data());
@@ -65,15 +80,11 @@ TEST(PanelInt8, ProductsEqualTheIntegerArithmetic) {
   if (!cpu::int8_panel_kernel_available())
     GTEST_SKIP() << "this build has no AVX512BW: int8 products stay oneDNN's";
   std::mt19937 rng(91);
-  std::uniform_int_distribution<int> activation(0, 127), weight(-127, 127);
   for (int64_t m : {1, 2, 4, 5, 6, 7, 8, 13})
     for (int64_t n : {1, 19, 64, 70, 130})
       for (int64_t k : {1, 3, 4, 37, 64, 513}) {
         SCOPED_TRACE(testing::Message() << "m " << m << " n " << n << " k " << k);
-        std::vector<uint8_t> u(static_cast<size_t>(m * k));
-        std::vector<int8_t> q(static_cast<size_t>(n * k));
-        for (auto& v : u) v = static_cast<uint8_t>(activation(rng));
-        for (auto& v : q) v = static_cast<int8_t>(weight(rng));
+        auto [u, q] = random_operands(rng, m, n, k);
         const std::vector<int8_t> panels = packed(q, n, k);
         std::vector<int32_t> acc(static_cast<size_t>(m * n), -1);
         cpu::panel_product_u8s8(u.data(), m, n, k, panels.data(), cpu::int8_panel_groups(k),
@@ -108,14 +119,10 @@ TEST(PanelInt8, WithVnniEightBitActivationsAddUpExactly) {
   GTEST_SKIP() << "this build has no AVX512-VNNI: the kernel takes 7-bit activations only";
 #else
   std::mt19937 rng(93);
-  std::uniform_int_distribution<int> activation(0, 255), weight(-127, 127);
   for (int64_t k : {1, 5, 1024}) {
     SCOPED_TRACE(testing::Message() << "k " << k);
     const int64_t m = 7, n = 70;
-    std::vector<uint8_t> u(static_cast<size_t>(m * k));
-    std::vector<int8_t> q(static_cast<size_t>(n * k));
-    for (auto& v : u) v = static_cast<uint8_t>(activation(rng));
-    for (auto& v : q) v = static_cast<int8_t>(weight(rng));
+    auto [u, q] = random_operands(rng, m, n, k, 0, 255);
     std::fill(u.begin(), u.begin() + k, 255);  // row 0 against W's row 0 of 127s and row 1 of -127s
     std::fill(q.begin(), q.begin() + k, 127);
     std::fill(q.begin() + k, q.begin() + 2 * k, -127);
@@ -134,12 +141,8 @@ TEST(PanelInt8, EveryThreadAloneInsideAParallelRegion) {
   if (!cpu::int8_panel_kernel_available())
     GTEST_SKIP() << "this build has no AVX512BW: int8 products stay oneDNN's";
   std::mt19937 rng(92);
-  std::uniform_int_distribution<int> activation(0, 127), weight(-127, 127);
   const int64_t m = 4, n = 300, k = 100;
-  std::vector<uint8_t> u(static_cast<size_t>(m * k));
-  std::vector<int8_t> q(static_cast<size_t>(n * k));
-  for (auto& v : u) v = static_cast<uint8_t>(activation(rng));
-  for (auto& v : q) v = static_cast<int8_t>(weight(rng));
+  const auto [u, q] = random_operands(rng, m, n, k);
   const std::vector<int8_t> panels = packed(q, n, k);
   const std::vector<int32_t> want = exact_product(u, q, m, n, k);
   std::vector<std::vector<int32_t>> got(4, std::vector<int32_t>(want.size()));
@@ -156,12 +159,8 @@ TEST(PanelInt8, ThreadsShareAPanelsRowsWhenPanelsAreFew) {
   if (!cpu::int8_panel_kernel_available())
     GTEST_SKIP() << "this build has no AVX512BW: int8 products stay oneDNN's";
   std::mt19937 rng(96);
-  std::uniform_int_distribution<int> activation(0, 127), weight(-127, 127);
   const int64_t m = 50, n = 130, k = 100;
-  std::vector<uint8_t> u(static_cast<size_t>(m * k));
-  std::vector<int8_t> q(static_cast<size_t>(n * k));
-  for (auto& v : u) v = static_cast<uint8_t>(activation(rng));
-  for (auto& v : q) v = static_cast<int8_t>(weight(rng));
+  const auto [u, q] = random_operands(rng, m, n, k);
   const std::vector<int8_t> panels = packed(q, n, k);
   std::vector<int32_t> acc(static_cast<size_t>(m * n), -1);
   const int threads = omp_get_max_threads();
@@ -180,13 +179,11 @@ TEST(PanelInt8, FusedDequantisationGivesDequantizeProductsBits) {
     GTEST_SKIP() << "this build has no AVX512BW: int8 products stay oneDNN's";
   std::mt19937 rng(94);
   std::uniform_real_distribution<float> value(-2.0f, 2.0f);
-  std::uniform_int_distribution<int> weight(-127, 127);
   int zero_points_run = 0;
   int64_t nonzero = 0;
   for (int32_t zero_point : {cpu::kSaturatingZeroPoint, cpu::kNativeZeroPoint}) {
     if (!cpu::int8_panel_kernel_exact_for(zero_point)) continue;
     ++zero_points_run;
-    std::uniform_int_distribution<int> activation(1, 2 * zero_point - 1);
     for (int64_t m : {1, 6, 7, 13})
       for (int64_t n : {1, 19, 70, 130})
         for (int64_t k : {1, 5, 37, 513})
@@ -195,10 +192,7 @@ TEST(PanelInt8, FusedDequantisationGivesDequantizeProductsBits) {
             SCOPED_TRACE(testing::Message()
                          << "Z " << zero_point << " m " << m << " n " << n << " k " << k << " bias "
                          << with_bias << " relu " << relu);
-            std::vector<uint8_t> u(static_cast<size_t>(m * k));
-            std::vector<int8_t> q(static_cast<size_t>(n * k));
-            for (auto& v : u) v = static_cast<uint8_t>(activation(rng));
-            for (auto& v : q) v = static_cast<int8_t>(weight(rng));
+            const auto [u, q] = random_operands(rng, m, n, k, 1, 2 * zero_point - 1);
             std::vector<float> x_scales(static_cast<size_t>(m)), w_scales(static_cast<size_t>(n)),
                 bias(static_cast<size_t>(n));
             for (auto* v : {&x_scales, &w_scales, &bias})

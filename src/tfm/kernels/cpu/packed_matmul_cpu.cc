@@ -130,6 +130,18 @@ std::string PackedWeight::describe() const {
   return fmt::format("{}[{}, {}] packed for the CPU", dtype_name(dtype_), n_, k_);
 }
 
+namespace {
+
+// Whether our int8 kernel multiplies with vpdpbusd on oneDNN's own packed copy here: 8-bit
+// activations (VNNI), not on AMX tiles (oneDNN's products there), and a kernel set with vpdpbusd.
+// The weight's layout is checked besides (PackedWeight).
+bool int8_kernel_on_onednn_copy() {
+  return native_int8_products() && !onednn_uses_amx() &&
+         int8_panel_kernel_exact_for(kNativeZeroPoint);
+}
+
+}  // namespace
+
 PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
     : n_(n), k_(k), dtype_(dtype) {
   TFM_CHECK(n > 0 && k > 0, "packed weight: [{}, {}] is empty", n, k);
@@ -176,11 +188,9 @@ PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
         pack_int8_panels(quantised.data(), n, k, static_cast<int8_t*>(int8_panels_.raw()));
         int8_panel_groups_ = cpu::int8_panel_groups(k);
       }
-      // With VNNI (and no AMX, whose products oneDNN runs on its tiles), our kernel reads
-      // oneDNN's own BA16a64b4a copy, checked below.
+      // With VNNI our kernel reads oneDNN's own copy where its layout is BA16a64b4a.
       int8_reads_onednn_copy =
-          native_int8_products() && !onednn_uses_amx() &&
-          int8_panel_kernel_exact_for(kNativeZeroPoint) &&
+          int8_kernel_on_onednn_copy() &&
           layout->md == memory::desc({k, n}, memory::data_type::s8, memory::format_tag::BA16a64b4a);
       if (int8_reads_onednn_copy) int8_panel_groups_ = onednn_int8_panel_groups(k);
     }
@@ -306,7 +316,7 @@ std::string describe_int8_products() {
         kInt8PanelMaxRows);
   }
   if (onednn_uses_amx()) return "8-bit activations: oneDNN's products (AMX tiles)";
-  if (!int8_panel_kernel_exact_for(kNativeZeroPoint))
+  if (!int8_kernel_on_onednn_copy())
     return "8-bit activations: oneDNN's products (the kernels in use have no vpdpbusd)";
   return fmt::format(
       "8-bit activations (AVX512-VNNI): up to {} rows in our panel kernel (vpdpbusd) on oneDNN's "

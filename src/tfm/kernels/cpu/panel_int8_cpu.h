@@ -19,8 +19,9 @@
 //   pack_int8_panels makes our own copy, once at load.
 // panel_linear_u8s8 dequantises in the same pass, from the sums in registers: dequantize_product's
 // arithmetic, lane for lane, without a second pass over the s32 product.
-// cpu::packed_linear_quantized takes it for few rows (kInt8PanelMaxRows, packed_matmul_cpu.cc; the
-// measurements: docs/journal/2026-12-04-int8-panels-with-vnni.md).
+// cpu::packed_linear_quantized takes it for few rows (packed_matmul_cpu.cc: up to 128 with VNNI,
+// kVnniPanelMaxRows; 64 without, kInt8PanelMaxRows; the measurements:
+// docs/journal/2026-12-04-int8-panels-with-vnni.md).
 #pragma once
 
 #include <cstdint>
