@@ -597,10 +597,18 @@ BENCHMARK(packed_product_i8)
 // oneDNN's s32 product and then dequantize_product (a second pass), 1 our panel kernel with the
 // dequantisation in the same pass (panel_int8_cpu.h), reading oneDNN's packed copy where it can
 // (with VNNI) or its own. 12 layers' weights (42 MB) stream from memory, as in a decoding step.
+// quantise (our kernel only): 0 x quantised once for all the products, 1 quantise_rows_u8 before
+// each product (a parallel region of its own), 2 each product quantising x in its own region
+// (panel_linear_quantising, as packed_linear does).
 void decoder_step_i8(benchmark::State& state) {
   namespace cpu = tfm::internal::cpu;
   const int64_t m = state.range(0), ff = 2048, layers = state.range(2);
   const bool ours = state.range(1) == 1;
+  const int64_t quantise = state.range(3);
+  if (!ours && quantise != 0) {
+    state.SkipWithError("quantise 1 and 2 are our kernel's");
+    return;
+  }
   const int32_t zero_point = cpu::activation_zero_point();
   if (ours && !cpu::int8_panel_kernel_exact_for(zero_point)) {
     state.SkipWithError("this build's int8 panel kernel is not exact for this CPU's activations");
@@ -642,9 +650,16 @@ void decoder_step_i8(benchmark::State& state) {
         e.bias = p.bias.data<float>();
         e.zero_point = zero_point;
         const bool own = !p.own_panels.empty();
-        cpu::panel_linear_u8s8(u.data(), m, n, k, own ? p.own_panels.data() : w.int8_panels(),
-                               own ? cpu::int8_panel_groups(k) : w.int8_panel_groups(), e,
-                               y.data<float>());
+        const int8_t* panels = own ? p.own_panels.data() : w.int8_panels();
+        const int64_t groups = own ? cpu::int8_panel_groups(k) : w.int8_panel_groups();
+        if (quantise == 2) {
+          cpu::panel_linear_quantising(x.data<float>(), m, n, k, panels, groups, e, u.data(),
+                                       x_scales.data(), y.data<float>());
+          continue;
+        }
+        if (quantise == 1)
+          cpu::quantize_rows_u8(x.data<float>(), m, k, u.data(), x_scales.data(), zero_point);
+        cpu::panel_linear_u8s8(u.data(), m, n, k, panels, groups, e, y.data<float>());
       } else {
         auto* acc = reinterpret_cast<int32_t*>(y.data<float>());
         cpu::packed_product_u8s8_onednn(u.data(), m, w, acc);
@@ -658,8 +673,28 @@ void decoder_step_i8(benchmark::State& state) {
   state.counters["OP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(decoder_step_i8)
-    ->ArgNames({"M", "kernel", "layers"})
-    ->ArgsProduct({{1, 4, 32, 128}, {0, 1}, {1, 12}})
+    ->ArgNames({"M", "kernel", "layers", "quantise"})
+    ->ArgsProduct({{1, 4, 32, 128}, {0}, {1, 12}, {0}})
+    ->ArgsProduct({{1, 4, 32, 128}, {1}, {1, 12}, {0, 1, 2}})
+    ->UseRealTime();
+
+// The activations of a decoding step's int8 product quantised per row (quantize_rows_u8, before
+// every product): rows x cols f32 in the caches, GB/s of f32 read.
+void quantize_activations(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1);
+  Tensor x = random_tensor({m, k}, 1);
+  std::vector<uint8_t> u(static_cast<size_t>(m * k));
+  std::vector<float> scales(static_cast<size_t>(m));
+  for (auto _ : state) {
+    tfm::internal::cpu::quantize_rows_u8(x.data<float>(), m, k, u.data(), scales.data());
+    benchmark::DoNotOptimize(u.data());
+  }
+  state.counters["B/s"] = benchmark::Counter(static_cast<double>(m * k * 4),
+                                             benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(quantize_activations)
+    ->ArgNames({"M", "K"})
+    ->ArgsProduct({{1, 32, 128}, {512, 2048}})
     ->UseRealTime();
 
 // The output layer of a decoding step as log_softmax_top runs it: the 32000-token embedding in

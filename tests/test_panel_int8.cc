@@ -1,7 +1,8 @@
 // The int8 panel kernel (kernels/cpu/panel_int8_cpu.h): its packed layout (hand-checked), its s32
 // products against the exact integer arithmetic (every shape off its tiles and groups, operands at
 // the ends of their ranges), on the calling thread inside a parallel region, its dequantisation in
-// the same pass (dequantize_product's bits), its reading oneDNN's own copy with VNNI, and
+// the same pass (dequantize_product's bits), its quantising x in its own parallel region (the two
+// passes' bits), its reading oneDNN's own copy with VNNI, and
 // packed_linear's choice of it for few rows (the same numbers as oneDNN's products).
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -229,6 +230,76 @@ TEST(PanelInt8, FusedDequantisationGivesDequantizeProductsBits) {
   }
   EXPECT_GE(zero_points_run, 1);
   EXPECT_GT(nonzero, 10000);
+}
+
+// panel_linear_quantising quantises x in the product's own parallel region: the same u, scales
+// and y bits as quantize_rows_u8 and then panel_linear_u8s8, for any number of threads (more
+// threads than rows included), with an all-zero row and a row holding a NaN.
+TEST(PanelInt8, QuantisingInTheProductsRegionGivesTheTwoPassesBits) {
+  if (!cpu::int8_panel_kernel_available())
+    GTEST_SKIP() << "this build has no AVX512BW: int8 products stay oneDNN's";
+  std::mt19937 rng(96);
+  std::uniform_real_distribution<float> value(-3.0f, 3.0f);
+  const int threads_before = omp_get_max_threads();
+  int zero_points_run = 0;
+  int64_t nonzero = 0;
+  for (int32_t zero_point : {cpu::kSaturatingZeroPoint, cpu::kNativeZeroPoint}) {
+    if (!cpu::int8_panel_kernel_exact_for(zero_point)) continue;
+    ++zero_points_run;
+    for (int threads : {1, 2, 7})
+      for (int64_t m : {1, 5, 13, 128})
+        for (int64_t n : {19, 130})
+          for (int64_t k : {5, 70, 512}) {
+            SCOPED_TRACE(testing::Message() << "Z " << zero_point << " threads " << threads << " m "
+                                            << m << " n " << n << " k " << k);
+            omp_set_num_threads(threads);
+            std::vector<float> x(static_cast<size_t>(m * k)), w(static_cast<size_t>(n * k)),
+                bias(static_cast<size_t>(n));
+            for (auto* v : {&x, &w, &bias})
+              for (auto& e : *v) e = value(rng);
+            if (m > 2) {
+              std::fill(x.begin(), x.begin() + k, 0.0f);
+              x[static_cast<size_t>(2 * k - 1)] = std::numeric_limits<float>::quiet_NaN();
+            }
+            std::vector<int8_t> q(w.size());
+            std::vector<float> w_scales(static_cast<size_t>(n));
+            cpu::quantize_rows_s8(w.data(), n, k, q.data(), w_scales.data());
+            std::vector<int32_t> sums(static_cast<size_t>(n));
+            for (int64_t j = 0; j < n; ++j)
+              for (int64_t t = 0; t < k; ++t) sums[static_cast<size_t>(j)] += q[j * k + t];
+            const std::vector<int8_t> panels = packed(q, n, k);
+            cpu::Int8Epilogue e;
+            e.w_scales = w_scales.data();
+            e.w_row_sums = sums.data();
+            e.bias = bias.data();
+            e.zero_point = zero_point;
+
+            std::vector<uint8_t> u_want(x.size()), u_got(x.size());
+            std::vector<float> scales_want(static_cast<size_t>(m)), scales_got(scales_want.size());
+            std::vector<float> want(static_cast<size_t>(m * n)), got(want.size(), -1.0f);
+            cpu::quantize_rows_u8(x.data(), m, k, u_want.data(), scales_want.data(), zero_point);
+            e.x_scales = scales_want.data();
+            cpu::panel_linear_u8s8(u_want.data(), m, n, k, panels.data(), cpu::int8_panel_groups(k),
+                                   e, want.data());
+            e.x_scales = nullptr;
+            cpu::panel_linear_quantising(x.data(), m, n, k, panels.data(),
+                                         cpu::int8_panel_groups(k), e, u_got.data(),
+                                         scales_got.data(), got.data());
+            EXPECT_EQ(u_got, u_want);
+            ASSERT_EQ(std::memcmp(scales_got.data(), scales_want.data(), m * sizeof(float)), 0);
+            ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+            if (m > 2) {
+              EXPECT_EQ(scales_got[0], 0.0f);
+              EXPECT_TRUE(std::isnan(scales_got[1]));
+              EXPECT_TRUE(std::isnan(got[static_cast<size_t>(n)]));
+            }
+            nonzero += std::count_if(got.begin(), got.end(),
+                                     [](float v) { return v != 0.0f && !std::isnan(v); });
+          }
+  }
+  omp_set_num_threads(threads_before);
+  EXPECT_GE(zero_points_run, 1);
+  EXPECT_GT(nonzero, 100000);
 }
 
 // With VNNI (and no AMX) the kernel reads oneDNN's own packed copy (BA16a64b4a, k in blocks of

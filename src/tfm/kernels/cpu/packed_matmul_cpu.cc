@@ -303,6 +303,25 @@ constexpr int64_t kInt8PanelMaxRows = 64;
 // (docs/journal/2026-12-04-int8-panels-with-vnni.md).
 constexpr int64_t kVnniPanelMaxRows = 128;
 
+// Whether our int8 kernel takes the product of m rows of activations quantised with zero_point by
+// w: a weight in panels, few rows, and sums exact for those activations.
+bool int8_kernel_takes(int64_t m, const PackedWeight& w, int32_t zero_point) {
+  const int64_t max_rows = native_int8_products() ? kVnniPanelMaxRows : kInt8PanelMaxRows;
+  return w.int8_panels() && m <= max_rows && int8_panel_kernel_exact_for(zero_point);
+}
+
+Int8Epilogue int8_epilogue(const PackedWeight& w, const float* x_scales, const float* bias,
+                           bool relu, int32_t zero_point) {
+  Int8Epilogue e;
+  e.x_scales = x_scales;
+  e.w_scales = w.scales();
+  e.w_row_sums = w.row_sums();
+  e.bias = bias;
+  e.relu = relu;
+  e.zero_point = zero_point;
+  return e;
+}
+
 }  // namespace
 
 std::string describe_int8_products() {
@@ -328,13 +347,24 @@ void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float*
                    bool relu) {
   if (m == 0) return;
   if (w.dtype() == DType::i8) {
-    // The activations quantised per row into this thread's buffers (one product at a time).
+    // The activations quantised per row into this thread's buffers (one product at a time): by
+    // our kernel's threads in its own parallel region where it takes the product.
     thread_local std::vector<uint8_t> u;
     thread_local std::vector<float> scales;
     u.resize(static_cast<size_t>(m * w.in_features()));
     scales.resize(static_cast<size_t>(m));
-    quantize_rows_u8(static_cast<const float*>(x), m, w.in_features(), u.data(), scales.data());
-    packed_linear_quantized(u.data(), scales.data(), m, w, bias, y, relu);
+    const int32_t zero_point = activation_zero_point();
+    if (int8_kernel_takes(m, w, zero_point)) {
+      const GemmTimer timer(product_flops(m, w));
+      panel_linear_quantising(static_cast<const float*>(x), m, w.out_features(), w.in_features(),
+                              w.int8_panels(), w.int8_panel_groups(),
+                              int8_epilogue(w, nullptr, bias, relu, zero_point), u.data(),
+                              scales.data(), y);
+      return;
+    }
+    quantize_rows_u8(static_cast<const float*>(x), m, w.in_features(), u.data(), scales.data(),
+                     zero_point);
+    packed_linear_quantized(u.data(), scales.data(), m, w, bias, y, relu, zero_point);
     return;
   }
   x = widened_if_needed(x, m, w);
@@ -371,18 +401,10 @@ void packed_linear_quantized(const uint8_t* u, const float* x_scales, int64_t m,
   // in place.
   auto* acc = reinterpret_cast<int32_t*>(y);
   // Our kernel, the dequantisation in the same pass (its time counted as the product's).
-  const int64_t max_rows = native_int8_products() ? kVnniPanelMaxRows : kInt8PanelMaxRows;
-  if (w.int8_panels() && m <= max_rows && int8_panel_kernel_exact_for(zero_point)) {
+  if (int8_kernel_takes(m, w, zero_point)) {
     const GemmTimer timer(product_flops(m, w));
-    Int8Epilogue epilogue;
-    epilogue.x_scales = x_scales;
-    epilogue.w_scales = w.scales();
-    epilogue.w_row_sums = w.row_sums();
-    epilogue.bias = bias;
-    epilogue.relu = relu;
-    epilogue.zero_point = zero_point;
     panel_linear_u8s8(u, m, w.out_features(), w.in_features(), w.int8_panels(),
-                      w.int8_panel_groups(), epilogue, y);
+                      w.int8_panel_groups(), int8_epilogue(w, x_scales, bias, relu, zero_point), y);
     return;
   }
   run_product(u, m, w, nullptr, acc);

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 #include "tfm/core/error.h"
 #include "tfm/kernels/cpu/quantize_cpu.h"
@@ -141,9 +143,12 @@ template <int MR, typename Store>
 // row's 16 columns from `column` on, `mask` the ones that exist. Outside a parallel region the
 // threads share (panel, rows) items: the panels, each whole where there are at least two panels a
 // thread, else cut into ranges of tiles so that every thread has two items or more.
-template <typename Store>
+// prologue(thread, threads), unless nullptr: each thread's part of making u, run by every thread
+// of the same parallel region before any reads u (one region a product instead of two).
+template <typename Store, typename Prologue = std::nullptr_t>
 void run_panels(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t* panels,
-                int64_t panel_groups, Store store) {
+                int64_t panel_groups, Store store, Prologue prologue = nullptr) {
+  constexpr bool kPrologue = !std::is_same_v<Prologue, std::nullptr_t>;
   if (m == 0) return;
   const int64_t panel_count = (n + kInt8PanelColumns - 1) / kInt8PanelColumns;
   const int64_t panel_bytes = panel_groups * kGroupBytes;
@@ -186,15 +191,23 @@ void run_panels(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t*
   };
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (threads == 1) {
+    if constexpr (kPrologue) prologue(0, 1);
     for (int64_t p = 0; p < panel_count; ++p) run(p, 0, m);
     return;
   }
   const int64_t chunks = std::min<int64_t>(tiles, (2 * threads + panel_count - 1) / panel_count);
   const int64_t chunk_rows = (tiles + chunks - 1) / chunks * kTileRows;
-#pragma omp parallel for schedule(static)
-  for (int64_t item = 0; item < panel_count * chunks; ++item) {
-    const int64_t begin = item % chunks * chunk_rows;
-    if (begin < m) run(item / chunks, begin, std::min(m, begin + chunk_rows));
+#pragma omp parallel num_threads(threads)
+  {
+    if constexpr (kPrologue) {
+      prologue(omp_get_thread_num(), omp_get_num_threads());
+#pragma omp barrier
+    }
+#pragma omp for schedule(static) nowait
+    for (int64_t item = 0; item < panel_count * chunks; ++item) {
+      const int64_t begin = item % chunks * chunk_rows;
+      if (begin < m) run(item / chunks, begin, std::min(m, begin + chunk_rows));
+    }
   }
 }
 
@@ -212,18 +225,35 @@ void panel_product_u8s8(const uint8_t* u, int64_t m, int64_t n, int64_t k, const
              });
 }
 
-void panel_linear_u8s8(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t* panels,
-                       int64_t panel_groups, const Int8Epilogue& e, float* y) {
-  // dequantize_product's arithmetic (quantize_cpu.h, dequantize16) on the sums in registers.
+namespace {
+
+// dequantize_product's arithmetic (quantize_cpu.h, dequantize16) on the sums in registers.
+auto dequantising_store(int64_t n, const Int8Epilogue& e, float* y) {
   const __m512i zero_point_shift =
       _mm512_set1_epi32(std::countr_zero(static_cast<uint32_t>(e.zero_point)));
-  run_panels(u, m, n, k, panels, panel_groups,
-             [&](int64_t row, int64_t column, __mmask16 mask, __m512i sum) {
-               _mm512_mask_storeu_ps(
-                   y + row * n + column, mask,
-                   dequantize16(sum, mask, e.w_row_sums + column, e.w_scales + column,
-                                e.bias ? e.bias + column : nullptr, _mm512_set1_ps(e.x_scales[row]),
-                                zero_point_shift, e.relu));
+  return [n, &e, y, zero_point_shift](int64_t row, int64_t column, __mmask16 mask, __m512i sum) {
+    _mm512_mask_storeu_ps(y + row * n + column, mask,
+                          dequantize16(sum, mask, e.w_row_sums + column, e.w_scales + column,
+                                       e.bias ? e.bias + column : nullptr,
+                                       _mm512_set1_ps(e.x_scales[row]), zero_point_shift, e.relu));
+  };
+}
+
+}  // namespace
+
+void panel_linear_u8s8(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t* panels,
+                       int64_t panel_groups, const Int8Epilogue& e, float* y) {
+  run_panels(u, m, n, k, panels, panel_groups, dequantising_store(n, e, y));
+}
+
+void panel_linear_quantising(const float* x, int64_t m, int64_t n, int64_t k, const int8_t* panels,
+                             int64_t panel_groups, Int8Epilogue e, uint8_t* u, float* x_scales,
+                             float* y) {
+  e.x_scales = x_scales;
+  run_panels(u, m, n, k, panels, panel_groups, dequantising_store(n, e, y),
+             [&](int thread, int threads) {
+               for (int64_t i = m * thread / threads; i < m * (thread + 1) / threads; ++i)
+                 x_scales[i] = quantize_row_u8(x + i * k, k, u + i * k, e.zero_point);
              });
 }
 
@@ -241,6 +271,13 @@ void panel_product_u8s8(const uint8_t*, int64_t, int64_t, int64_t, const int8_t*
 void panel_linear_u8s8(const uint8_t*, int64_t, int64_t, int64_t, const int8_t*, int64_t,
                        const Int8Epilogue&, float*) {
   fail("panel_linear_u8s8: this build has no AVX512BW (int8_panel_kernel_available() is false)");
+}
+
+void panel_linear_quantising(const float*, int64_t, int64_t, int64_t, const int8_t*, int64_t,
+                             Int8Epilogue, uint8_t*, float*, float*) {
+  fail(
+      "panel_linear_quantising: this build has no AVX512BW (int8_panel_kernel_available() is "
+      "false)");
 }
 
 #endif

@@ -76,5 +76,13 @@ struct Int8Epilogue {
 void panel_linear_u8s8(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t* panels,
                        int64_t panel_groups, const Int8Epilogue& e, float* y);
 
+// panel_linear_u8s8 on x [m, k] (f32) quantised as quantize_rows_u8 does with e.zero_point, into
+// u [m, k] and x_scales [m] (e.x_scales is not read), by the product's own threads: each
+// quantises its share of the rows, then they wait for each other and multiply, one parallel
+// region in all. The same bits as quantize_rows_u8 followed by panel_linear_u8s8.
+void panel_linear_quantising(const float* x, int64_t m, int64_t n, int64_t k, const int8_t* panels,
+                             int64_t panel_groups, Int8Epilogue e, uint8_t* u, float* x_scales,
+                             float* y);
+
 }  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

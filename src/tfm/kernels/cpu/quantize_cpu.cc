@@ -85,17 +85,23 @@ void quantize_row(const float* x, int64_t cols, float scale, int32_t levels, int
   }
 }
 
+// One row: its scale, then its q (0 for a NaN scale).
+template <typename Out>
+float quantize_scaled_row(const float* x, int64_t cols, int32_t levels, int32_t shift, Out* q) {
+  const float scale = row_scale(x, cols, levels);
+  if (std::isnan(scale))
+    std::fill(q, q + cols, static_cast<Out>(shift));  // q = 0
+  else
+    quantize_row<Out>(x, cols, scale, levels, shift, q);
+  return scale;
+}
+
 template <typename Out>
 void quantize_rows(const float* x, int64_t rows, int64_t cols, int32_t levels, int32_t shift,
                    Out* q, float* scales) {
 #pragma omp parallel for schedule(static) if (worth_threads(rows * cols))
-  for (int64_t i = 0; i < rows; ++i) {
-    scales[i] = row_scale(x + i * cols, cols, levels);
-    if (std::isnan(scales[i]))
-      std::fill(q + i * cols, q + (i + 1) * cols, static_cast<Out>(shift));  // q = 0
-    else
-      quantize_row<Out>(x + i * cols, cols, scales[i], levels, shift, q + i * cols);
-  }
+  for (int64_t i = 0; i < rows; ++i)
+    scales[i] = quantize_scaled_row<Out>(x + i * cols, cols, levels, shift, q + i * cols);
 }
 
 void check_zero_point(int32_t zero_point) {
@@ -129,6 +135,10 @@ void quantize_rows_u8(const float* x, int64_t rows, int64_t cols, uint8_t* u, fl
                       int32_t zero_point) {
   check_zero_point(zero_point);
   quantize_rows<uint8_t>(x, rows, cols, zero_point - 1, zero_point, u, scales);
+}
+
+float quantize_row_u8(const float* x, int64_t cols, uint8_t* u, int32_t zero_point) {
+  return quantize_scaled_row<uint8_t>(x, cols, zero_point - 1, zero_point, u);
 }
 
 void dequantize_product(const int32_t* acc, int64_t rows, int64_t n, const float* x_scales,

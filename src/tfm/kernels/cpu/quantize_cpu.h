@@ -45,6 +45,11 @@ void quantize_rows_s8(const float* x, int64_t rows, int64_t cols, int8_t* q, flo
 void quantize_rows_u8(const float* x, int64_t rows, int64_t cols, uint8_t* u, float* scales,
                       int32_t zero_point = activation_zero_point());
 
+// One row of quantize_rows_u8, on the calling thread: u [cols] and the row's scale (returned),
+// for a caller that quantises rows inside a parallel region of its own. zero_point: as
+// quantize_rows_u8's, not checked here.
+float quantize_row_u8(const float* x, int64_t cols, uint8_t* u, int32_t zero_point);
+
 // y [rows, n] = (acc - Z row_sums[j]) x_scales[i] w_scales[j] + bias[j] (bias optional), then
 // max(0, y) when relu. acc [rows, n] is the s32 product of u (quantised with zero point Z) and the
 // s8 weights; y may alias it.
