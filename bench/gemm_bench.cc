@@ -33,6 +33,7 @@
 #include "tfm/kernels/cpu/packed_matmul_cpu.h"
 #include "tfm/kernels/cpu/panel_int8_cpu.h"
 #include "tfm/kernels/cpu/panel_matmul_cpu.h"
+#include "tfm/kernels/cpu/vector_math.h"
 
 namespace {
 
@@ -696,6 +697,36 @@ BENCHMARK(quantize_activations)
     ->ArgNames({"M", "K"})
     ->ArgsProduct({{1, 32, 128}, {512, 2048}})
     ->UseRealTime();
+
+#ifdef __AVX512F__
+// sum_j e^{z_j - max} over rows of 1024 logits in L1/L2 (a block of the output layer's fold, and
+// the loss's and softmax's exponentials), on one thread: variant 0 with exp16, 1 with
+// exp16_at_most_zero (sum_exp's). Elements a second.
+void exp_rows(benchmark::State& state) {
+  namespace cpu = tfm::internal::cpu;
+  const int64_t rows = 32, n = 1024;
+  const bool at_most_zero = state.range(0) == 1;
+  Tensor z = random_tensor({rows, n}, 1);
+  std::vector<float> max(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r)
+    max[static_cast<size_t>(r)] = cpu::max_of(z.data<float>() + r * n, n);
+  for (auto _ : state) {
+    __m512 total = _mm512_setzero_ps();
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = z.data<float>() + r * n;
+      const __m512 shift = _mm512_set1_ps(max[static_cast<size_t>(r)]);
+      for (int64_t j = 0; j < n; j += 16) {
+        const __m512 x = _mm512_sub_ps(_mm512_loadu_ps(row + j), shift);
+        total = _mm512_add_ps(total, at_most_zero ? cpu::exp16_at_most_zero(x) : cpu::exp16(x));
+      }
+    }
+    benchmark::DoNotOptimize(total);
+  }
+  state.counters["elements/s"] = benchmark::Counter(static_cast<double>(rows * n),
+                                                    benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(exp_rows)->ArgName("at_most_zero")->Arg(0)->Arg(1);
+#endif
 
 // The output layer of a decoding step as log_softmax_top runs it: the 32000-token embedding in
 // packed blocks of 1024 tokens (64 MB, more than the caches), each thread multiplying its own

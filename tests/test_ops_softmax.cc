@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <random>
 #include <vector>
@@ -131,6 +133,36 @@ TEST(VectorMath, ExpOnSixteenLanesIsAccurateToAnUlpOrTwo) {
   EXPECT_EQ(ys[7], inf);
   for (int i = 8; i < 16; ++i)
     EXPECT_NEAR(ys[i], std::exp(static_cast<double>(special[i])), 2e-7 * std::exp(special[i]));
+}
+
+// exp16_at_most_zero, sum_exp's exponential (its arguments are x - max x): exp16's bits for every
+// argument at most 0, swept over the bit patterns of the negative floats from -0 to -inf (every
+// 61st, with the boundaries of exp16's clamp, denormals and NaN besides).
+TEST(VectorMath, ExpAtMostZeroHasExp16sBits) {
+  std::vector<float> xs;
+  for (uint64_t bits = 0x80000000u; bits <= 0xff800000u; bits += 61)
+    xs.push_back(std::bit_cast<float>(static_cast<uint32_t>(bits)));
+  const float inf = std::numeric_limits<float>::infinity();
+  const float min_arg = -87.33654475f;
+  for (float x : {0.0f, -0.0f, -inf, std::nanf(""), -std::nanf(""), min_arg,
+                  std::nextafter(min_arg, 0.0f), std::nextafter(min_arg, -inf), -88.0f,
+                  -std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::min(),
+                  -1e-30f, -103.9f, -1e30f, -std::numeric_limits<float>::max()})
+    xs.push_back(x);
+  while (xs.size() % 16 != 0) xs.push_back(-1.0f);
+  int64_t nonzero = 0;
+  for (size_t i = 0; i < xs.size(); i += 16) {
+    uint32_t want[16], got[16];
+    const __m512 x = _mm512_loadu_ps(xs.data() + i);
+    _mm512_storeu_si512(want, _mm512_castps_si512(cpu::exp16(x)));
+    _mm512_storeu_si512(got, _mm512_castps_si512(cpu::exp16_at_most_zero(x)));
+    for (int lane = 0; lane < 16; ++lane) {
+      ASSERT_EQ(got[lane], want[lane]) << "x = " << xs[i + lane];
+      nonzero += got[lane] != 0;
+    }
+  }
+  EXPECT_GT(xs.size(), 20000000u);
+  EXPECT_GT(nonzero, 1000000);
 }
 #endif
 
