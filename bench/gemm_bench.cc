@@ -33,6 +33,7 @@
 #include "tfm/kernels/cpu/packed_matmul_cpu.h"
 #include "tfm/kernels/cpu/panel_int8_cpu.h"
 #include "tfm/kernels/cpu/panel_matmul_cpu.h"
+#include "tfm/kernels/cpu/top_k_cpu.h"
 #include "tfm/kernels/cpu/vector_math.h"
 
 namespace {
@@ -727,6 +728,30 @@ void exp_rows(benchmark::State& state) {
 }
 BENCHMARK(exp_rows)->ArgName("at_most_zero")->Arg(0)->Arg(1);
 #endif
+
+// The top-k scan of log_softmax_top's fold (cpu::TopK::scan, m = 8) over a 32000-token row in
+// blocks of 1024, in rising order: values 0 random (normal), 1 all equal (an untrained output
+// layer's logits). Elements a second.
+void top_k_scan(benchmark::State& state) {
+  const int64_t n = 32000, block = 1024;
+  const int32_t m = 8;
+  std::vector<float> row(static_cast<size_t>(n), 0.25f);
+  if (state.range(0) == 0) {
+    std::mt19937 rng(1);
+    std::normal_distribution<float> normal;
+    for (float& v : row) v = normal(rng);
+  }
+  std::vector<float> values(m);
+  std::vector<int32_t> indices(m);
+  for (auto _ : state) {
+    tfm::internal::cpu::TopK top{values.data(), indices.data(), m, 0};
+    for (int64_t b = 0; b < n; b += block) top.scan(row.data() + b, std::min(block, n - b), b, -1);
+    benchmark::DoNotOptimize(top.count);
+  }
+  state.counters["elements/s"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(top_k_scan)->ArgName("equal")->Arg(0)->Arg(1);
 
 // The output layer of a decoding step as log_softmax_top runs it: the 32000-token embedding in
 // packed blocks of 1024 tokens (64 MB, more than the caches), each thread multiplying its own

@@ -145,6 +145,27 @@ TEST(TopK, TheListDoesNotDependOnTheOrderOfItsInput) {
   EXPECT_EQ(a_values[0], 4.0f);
 }
 
+// A row of equal values (as an untrained output layer gives), scanned whole, in blocks in rising
+// order (where a full list compares strictly) and in falling order (where a later block's lower
+// indices must still enter): the lowest indices, in order, every time.
+TEST(TopK, EqualValuesKeepTheLowestIndicesWhateverTheBlocksOrder) {
+  std::vector<float> row(260, 0.5f);
+  row[3] = -std::numeric_limits<float>::infinity();
+  for (const std::vector<int64_t>& firsts :
+       {std::vector<int64_t>{0}, {0, 64, 128, 192}, {192, 128, 64, 0}, {128, 0, 192, 64}}) {
+    std::vector<float> values(4);
+    std::vector<int32_t> indices(4);
+    cpu::TopK top{values.data(), indices.data(), 4, 0};
+    for (const int64_t first : firsts) {
+      const int64_t n = firsts.size() == 1 ? 260 : (first == 192 ? 68 : 64);
+      top.scan(row.data() + first, n, first, 1);
+    }
+    EXPECT_EQ(top.count, 4);
+    EXPECT_EQ(indices, (std::vector<int32_t>{0, 2, 4, 5})) << "first block " << firsts.front();
+    EXPECT_EQ(values, std::vector<float>(4, 0.5f));
+  }
+}
+
 // log_softmax_top over an embedding plain and packed per block (the decoding step's), a partial
 // last block, with ties across blocks: the same bits with 1, 2 and 3 threads.
 TEST(LogSoftmaxTop, TheSameBitsForAnyNumberOfThreads) {

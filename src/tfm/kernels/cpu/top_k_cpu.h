@@ -57,19 +57,33 @@ struct TopK {
     int64_t j = 0;
 #ifdef __AVX512F__
     // One compare a chunk: only the lanes at or above the threshold as it stands (and above -inf)
-    // can enter (it only rises while they are inserted), in index order, as the loop below.
+    // can enter (it only rises while they are inserted), in index order, as the loop below. Once
+    // the list is full, a value equal to its last enters only with a lower index than the last
+    // entry's: none of a chunk whose first index is above that (a thread takes its blocks in
+    // rising order), where only the lanes above the threshold are asked, so that a row of equal
+    // values inserts nothing rather than every element.
     const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
     __m512 threshold16 = _mm512_set1_ps(threshold());
+    // The first j of the row from which ties stay out (kept in a register: it changes only with
+    // the list).
+    auto first_strict = [&] {
+      return count == m ? int64_t{indices[m - 1]} - offset + 1
+                        : std::numeric_limits<int64_t>::max();
+    };
+    int64_t strict_from = first_strict();
     for (; j + kChunk <= n; j += kChunk) {
       const __m512 chunk = _mm512_loadu_ps(row + j);
-      uint32_t above = _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(chunk, lowest, _CMP_GT_OQ), chunk,
-                                               threshold16, _CMP_GE_OQ);
+      const __mmask16 finite = _mm512_cmp_ps_mask(chunk, lowest, _CMP_GT_OQ);
+      uint32_t above = j >= strict_from
+                           ? _mm512_mask_cmp_ps_mask(finite, chunk, threshold16, _CMP_GT_OQ)
+                           : _mm512_mask_cmp_ps_mask(finite, chunk, threshold16, _CMP_GE_OQ);
       if (above == 0) continue;
       for (; above != 0; above &= above - 1) {
         const int64_t i = j + std::countr_zero(above);
         if (offset + i != excluded) insert(row[i], static_cast<int32_t>(offset + i));
       }
       threshold16 = _mm512_set1_ps(threshold());
+      strict_from = first_strict();
     }
 #endif
     for (; j + kChunk <= n; j += kChunk) {
