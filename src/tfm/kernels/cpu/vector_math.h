@@ -56,6 +56,21 @@ inline float exp_f32(float x) {
 #ifdef __AVX512F__
 constexpr __mmask16 kAllLanes = 0xffff;
 
+// p 2^n = e^x for x in [-87.34, 88.72] (and NaN): n = round(x / ln2), and p = e^r for r = x - n ln2
+// from exp_f32's polynomial, with 2^n by vscalefps (zero where in_range is off). exp16's and
+// exp16_at_most_zero's common part.
+inline __m512 exp16_scaled(__m512 x, __mmask16 in_range) {
+  using namespace exp_constants;
+  const __m512 n = _mm512_maskz_roundscale_ps(kAllLanes, _mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kP[0]);
+  for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP[i]));
+  p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+  return _mm512_maskz_scalef_ps(in_range, p, n);
+}
+
 // exp_f32 on 16 lanes, with the same reduction and polynomial, written out: the rounding by
 // vrndscaleps and 2^n by vscalefps, where the compiler's version of exp_f32 adds and removes a
 // magic number, builds 2^n in the exponent bits and turns each select into a masked move. Same
@@ -68,16 +83,8 @@ inline __m512 exp16(__m512 x) {
   // register.)
   const __m512 xc =
       _mm512_maskz_min_ps(kAllLanes, max_arg, _mm512_maskz_max_ps(kAllLanes, min_arg, x));
-  const __m512 n = _mm512_maskz_roundscale_ps(kAllLanes, _mm512_mul_ps(xc, _mm512_set1_ps(kLog2e)),
-                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), xc);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
-  __m512 p = _mm512_set1_ps(kP[0]);
-  for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP[i]));
-  p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
   // Lanes at or above the lower limit, or NaN (an unordered compare is true), keep p * 2^n.
-  const __mmask16 in_range = _mm512_cmp_ps_mask(x, min_arg, _CMP_NLT_UQ);
-  const __m512 y = _mm512_maskz_scalef_ps(in_range, p, n);
+  const __m512 y = exp16_scaled(xc, _mm512_cmp_ps_mask(x, min_arg, _CMP_NLT_UQ));
   const __mmask16 overflow = _mm512_cmp_ps_mask(x, max_arg, _CMP_GT_OQ);
   return _mm512_mask_mov_ps(y, overflow, _mm512_set1_ps(std::numeric_limits<float>::infinity()));
 }
@@ -87,16 +94,8 @@ inline __m512 exp16(__m512 x) {
 // 17: the reduction takes the unclamped x (a lane below -87.34 is zeroed by the same mask as in
 // exp16, whatever its n and r), and no lane can overflow. Above 0 the result is not exp16's.
 inline __m512 exp16_at_most_zero(__m512 x) {
-  using namespace exp_constants;
-  const __m512 n = _mm512_maskz_roundscale_ps(kAllLanes, _mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
-                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
-  __m512 p = _mm512_set1_ps(kP[0]);
-  for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP[i]));
-  p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-  const __mmask16 in_range = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kMinArg), _CMP_NLT_UQ);
-  return _mm512_maskz_scalef_ps(in_range, p, n);
+  return exp16_scaled(x,
+                      _mm512_cmp_ps_mask(x, _mm512_set1_ps(exp_constants::kMinArg), _CMP_NLT_UQ));
 }
 
 // The lanes [0, count) of 16, count in [0, 16].
