@@ -18,6 +18,7 @@
 #include "tfm/kernels/cpu/panel_matmul_cpu.h"
 #include "tfm/kernels/cpu/primitive_cache.h"
 #include "tfm/kernels/cpu/quantize_cpu.h"
+#include "tfm/kernels/cpu/scratch.h"
 
 namespace tfm::internal::cpu {
 inline namespace TFM_CPU_ISA {
@@ -281,9 +282,9 @@ void run_product(const void* x, int64_t m, const PackedWeight& w, const float* b
 const void* widened_if_needed(const void* x, int64_t m, const PackedWeight& w) {
   if (!w.widened()) return x;
   thread_local std::vector<float> widened;
-  widened.resize(static_cast<size_t>(m * w.in_features()));
-  bf16_to_f32(static_cast<const bf16*>(x), widened.data(), m * w.in_features());
-  return widened.data();
+  float* x_f32 = scratch(widened, static_cast<size_t>(m * w.in_features()));
+  bf16_to_f32(static_cast<const bf16*>(x), x_f32, m * w.in_features());
+  return x_f32;
 }
 
 // The most rows of x for which packed_linear takes the panel kernel. With weights streaming from
@@ -349,22 +350,20 @@ void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float*
   if (w.dtype() == DType::i8) {
     // The activations quantised per row into this thread's buffers (one product at a time): by
     // our kernel's threads in its own parallel region where it takes the product.
-    thread_local std::vector<uint8_t> u;
-    thread_local std::vector<float> scales;
-    u.resize(static_cast<size_t>(m * w.in_features()));
-    scales.resize(static_cast<size_t>(m));
+    thread_local std::vector<uint8_t> u_buffer;
+    thread_local std::vector<float> scales_buffer;
+    uint8_t* u = scratch(u_buffer, static_cast<size_t>(m * w.in_features()));
+    float* scales = scratch(scales_buffer, static_cast<size_t>(m));
     const int32_t zero_point = activation_zero_point();
     if (int8_kernel_takes(m, w, zero_point)) {
       const GemmTimer timer(product_flops(m, w));
       panel_linear_quantising(static_cast<const float*>(x), m, w.out_features(), w.in_features(),
                               w.int8_panels(), w.int8_panel_groups(),
-                              int8_epilogue(w, nullptr, bias, relu, zero_point), u.data(),
-                              scales.data(), y);
+                              int8_epilogue(w, nullptr, bias, relu, zero_point), u, scales, y);
       return;
     }
-    quantize_rows_u8(static_cast<const float*>(x), m, w.in_features(), u.data(), scales.data(),
-                     zero_point);
-    packed_linear_quantized(u.data(), scales.data(), m, w, bias, y, relu, zero_point);
+    quantize_rows_u8(static_cast<const float*>(x), m, w.in_features(), u, scales, zero_point);
+    packed_linear_quantized(u, scales, m, w, bias, y, relu, zero_point);
     return;
   }
   x = widened_if_needed(x, m, w);

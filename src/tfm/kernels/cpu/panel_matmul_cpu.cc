@@ -8,6 +8,7 @@
 
 #include "tfm/core/error.h"
 #include "tfm/core/integer_math.h"
+#include "tfm/kernels/cpu/scratch.h"
 #include "tfm/kernels/cpu/stealing_ranges.h"
 #include "tfm/kernels/cpu/thread_shares.h"
 
@@ -120,8 +121,8 @@ void panel_rows(const float* x, int64_t k, const Panel& panel, int64_t r0, int64
                 int64_t ldy, bool relu) {
   // The partial sums of these rows, [r1 - r0][64].
   thread_local std::vector<float> buffer;
-  buffer.resize(static_cast<size_t>((r1 - r0) * kPanelColumns + 16));
-  float* partial_sums = aligned_64(buffer.data());
+  float* partial_sums =
+      aligned_64(scratch(buffer, static_cast<size_t>((r1 - r0) * kPanelColumns + 16)));
   const int64_t tiles = (r1 - r0 + kTileRows - 1) / kTileRows;
   for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
     const int64_t k1 = std::min(k, k0 + kDepth);
