@@ -139,6 +139,16 @@ template <int MR, typename Store>
     for (int v = 0; v < kVectors; ++v) store(r, v, sum[r][v]);
 }
 
+// f(std::integral_constant<int, MR>{}) for MR = min(rows, kTileRows), rows >= 1: a tile of the
+// rows that are left, its height a template argument.
+template <int MR = kTileRows, typename F>
+void with_tile_rows(int64_t rows, F f) {
+  if constexpr (MR > 1) {
+    if (rows < MR) return with_tile_rows<MR - 1>(rows, f);
+  }
+  f(std::integral_constant<int, MR>{});
+}
+
 // Every tile of rows [0, m) over each of the panels. store(row, column, mask, sums): the sums of a
 // row's 16 columns from `column` on, `mask` the ones that exist. Outside a parallel region the
 // threads share (panel, rows) items: the panels, each whole where there are at least two panels a
@@ -166,27 +176,9 @@ void run_panels(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t*
       auto tile_store = [&](int row, int v, __m512i sum) {
         if (masks[v]) store(r + row, first + 16 * v, masks[v], sum);
       };
-      const uint8_t* rows = u + r * k;
-      switch (std::min<int64_t>(kTileRows, end - r)) {
-        case 1:
-          tile<1>(rows, k, panel, tile_store);
-          break;
-        case 2:
-          tile<2>(rows, k, panel, tile_store);
-          break;
-        case 3:
-          tile<3>(rows, k, panel, tile_store);
-          break;
-        case 4:
-          tile<4>(rows, k, panel, tile_store);
-          break;
-        case 5:
-          tile<5>(rows, k, panel, tile_store);
-          break;
-        default:
-          tile<6>(rows, k, panel, tile_store);
-          break;
-      }
+      with_tile_rows(end - r, [&](auto tile_rows) {
+        tile<decltype(tile_rows)::value>(u + r * k, k, panel, tile_store);
+      });
     }
   };
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
