@@ -8,7 +8,8 @@
 //
 // --model-dir writes the weights (model directory: config.json + model.safetensors) and the sources
 // (sources.safetensors, i32 [batch, src_len]) so that PyTorch decodes the same model and input;
-// --outputs writes the best output of every sentence per mode as JSON, for the agreement check.
+// --outputs writes the best output of every sentence per mode as JSON, for the agreement check;
+// --gemm-shapes adds the timed decodes' products by kind ("gemm_shapes": per decode).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -43,6 +44,20 @@ std::vector<int64_t> parse_beams(const std::string& text) {
   return beams;
 }
 
+// ", \"gemm_shapes\": [...]": the products counted since set_gemm_shape_stats(true), per decode
+// (empty when not asked for).
+std::string shapes_json(bool asked, int runs) {
+  if (!asked) return "";
+  nlohmann::ordered_json kinds = nlohmann::ordered_json::array();
+  for (const auto& kind : tfm::internal::cpu::gemm_shape_stats())
+    kinds.push_back(
+        {{"shape", kind.shape},
+         {"calls_per_decode", static_cast<double>(kind.calls) / runs},
+         {"seconds_per_decode", kind.seconds / runs},
+         {"gflops_per_second", kind.seconds > 0 ? kind.flops / kind.seconds / 1e9 : 0}});
+  return ", \"gemm_shapes\": " + kinds.dump();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -53,6 +68,7 @@ int main(int argc, char** argv) {
   int64_t vocab = 32000, batch = 32, src_len = 25, out_len = 25;
   int runs = 2, warmup = 1, threads = 2;
   double alpha = 0.6;
+  bool gemm_shapes = false;
   app.add_option("--preset", preset, "model preset");
   app.add_option("--vocab", vocab, "vocabulary size");
   app.add_option("--batch", batch, "source sentences (decoded as one batch)");
@@ -70,6 +86,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"relu", "gelu", "swish"}));
   app.add_option("--model-dir", model_dir, "write the model and the sources here");
   app.add_option("--outputs", outputs_path, "write the outputs here (JSON)");
+  app.add_flag("--gemm-shapes", gemm_shapes,
+               "also list the timed decodes' products by kind (gemm_shapes: shape, calls, seconds "
+               "and GFLOP/s per decode)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -119,6 +138,7 @@ int main(int argc, char** argv) {
       for (int run = 0; run < warmup + runs; ++run) {
         if (run == warmup) {
           tfm::internal::cpu::reset_gemm_stats();
+          if (gemm_shapes) tfm::internal::cpu::set_gemm_shape_stats(true);
           mark_region_times_start();  // bench/region_times.sh
         }
         auto t0 = std::chrono::steady_clock::now();
@@ -153,13 +173,13 @@ int main(int argc, char** argv) {
           "\"batch\": %lld, \"src_len\": %lld, \"out_len\": %lld, \"threads\": %d, \"runs\": %d, "
           "\"warmup\": %d, \"seconds\": %.4f, \"best_seconds\": %.4f, "
           "\"target_tokens_per_second\": %.1f, \"pack_seconds\": %.4f, \"peak_rss_mb\": %.1f, "
-          "\"gemm_seconds\": %.4f, \"outside_gemm_fraction\": %.4f}\n",
+          "\"gemm_seconds\": %.4f, \"outside_gemm_fraction\": %.4f%s}\n",
           tfm::internal::ops::describe_device(device).c_str(), mode.c_str(), precision.c_str(),
           preset.c_str(), activation.c_str(), static_cast<long long>(vocab),
           static_cast<long long>(batch), static_cast<long long>(src_len),
           static_cast<long long>(out_len), threads, runs, warmup, mean, best,
           static_cast<double>(tokens) / mean, pack_seconds, peak_rss_mb(), gemm_seconds,
-          1.0 - gemm_seconds / mean);
+          1.0 - gemm_seconds / mean, shapes_json(gemm_shapes, runs).c_str());
       std::fflush(stdout);
     }
     if (!outputs_path.empty()) std::ofstream(outputs_path) << outputs.dump() << "\n";

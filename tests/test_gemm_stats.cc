@@ -12,6 +12,7 @@
 #include "tfm/autograd/tape.h"
 #include "tfm/core/tensor.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
+#include "tfm/kernels/cpu/packed_matmul_cpu.h"
 #include "tfm/ops/ops.h"
 
 namespace tfm::internal {
@@ -162,6 +163,34 @@ TEST(GemmStats, ShapeStatsNameEachKindOfProduct) {
   EXPECT_TRUE(cpu::gemm_shape_stats().empty());
   linear_step(x, w, rng);
   EXPECT_TRUE(cpu::gemm_shape_stats().empty());
+}
+
+// The packed inference products are counted by kind too, with the kernel that took them: few rows
+// in the panel kernel where the weight has panels, many rows in oneDNN.
+TEST(GemmStats, ShapeStatsNameThePackedProductsAndTheirKernel) {
+  std::mt19937 rng(6);
+  const Tensor w = random_tensor({80, 48}, rng), bias = random_tensor({80}, rng);
+  const cpu::PackedWeight packed(w.data<float>(), 80, 48, DType::f32);
+  const Tensor few = random_tensor({5, 48}, rng), many = random_tensor({300, 48}, rng);
+  Tensor y_few = Tensor::empty({5, 80}), y_many = Tensor::empty({300, 80});
+  cpu::set_gemm_shape_stats(true);
+  cpu::packed_linear(few.data<float>(), 5, packed, bias.data<float>(), y_few.data<float>());
+  cpu::packed_linear(few.data<float>(), 5, packed, bias.data<float>(), y_few.data<float>());
+  cpu::packed_linear(many.data<float>(), 300, packed, bias.data<float>(), y_many.data<float>());
+  std::map<std::string, cpu::GemmShapeStats> kinds;
+  for (const cpu::GemmShapeStats& kind : cpu::gemm_shape_stats()) kinds[kind.shape] = kind;
+  cpu::set_gemm_shape_stats(false);
+
+  ASSERT_EQ(kinds.size(), 2u);
+  const std::string few_kind =
+      std::string("packed f32 5x80x48 ") + (packed.panels() ? "panel" : "onednn");
+  ASSERT_TRUE(kinds.count(few_kind)) << few_kind;
+  EXPECT_EQ(kinds[few_kind].calls, 2);
+  EXPECT_EQ(kinds[few_kind].flops, 2 * 2.0 * 5 * 80 * 48);
+  ASSERT_TRUE(kinds.count("packed f32 300x80x48 onednn"));
+  EXPECT_EQ(kinds["packed f32 300x80x48 onednn"].calls, 1);
+  EXPECT_EQ(kinds["packed f32 300x80x48 onednn"].flops, 2.0 * 300 * 80 * 48);
+  EXPECT_GT(kinds["packed f32 300x80x48 onednn"].seconds, 0.0);
 }
 
 }  // namespace

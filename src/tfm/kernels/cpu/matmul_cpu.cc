@@ -648,17 +648,7 @@ void gemm(const GemmArgs& args) {
   run_gemm(args);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double flops = static_cast<double>(product_flops(args));
-  record_gemm(seconds, flops);
-  if (shape_stats_on.load(std::memory_order_relaxed)) {
-    const std::string shape = shape_of(args);
-    std::lock_guard<std::mutex> lock(shape_stats_mutex);
-    GemmShapeStats& stats = shape_stats()[shape];
-    stats.shape = shape;
-    stats.calls += 1;
-    stats.seconds += thread_share(seconds);
-    stats.flops += flops;
-  }
+  record_gemm(seconds, static_cast<double>(product_flops(args)), [&] { return shape_of(args); });
 }
 
 void set_gemm_shape_stats(bool on) {
@@ -687,11 +677,19 @@ GemmStats gemm_stats() {
   return stats;
 }
 
-void record_gemm(double seconds, double flops) {
+void record_gemm(double seconds, double flops, const std::function<std::string()>& kind) {
   seconds = thread_share(seconds);
   stat_calls.fetch_add(1, std::memory_order_relaxed);
   stat_nanoseconds.fetch_add(static_cast<int64_t>(seconds * 1e9), std::memory_order_relaxed);
   stat_flops.fetch_add(static_cast<int64_t>(flops), std::memory_order_relaxed);
+  if (!kind || !shape_stats_on.load(std::memory_order_relaxed)) return;
+  const std::string shape = kind();
+  std::lock_guard<std::mutex> lock(shape_stats_mutex);
+  GemmShapeStats& stats = shape_stats()[shape];
+  stats.shape = shape;
+  stats.calls += 1;
+  stats.seconds += seconds;
+  stats.flops += flops;
 }
 
 void reset_gemm_stats() {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -61,8 +62,9 @@ void set_gemm_shape_stats(bool on);  // and forgets what was counted
 std::vector<GemmShapeStats> gemm_shape_stats();
 
 // Adds a product done outside gemm (the packed inference products of packed_matmul_cpu.h). Inside
-// a parallel region each thread counts seconds / threads.
-void record_gemm(double seconds, double flops);
+// a parallel region each thread counts seconds / threads. `kind` names it in gemm_shape_stats()
+// (computed only while they are on).
+void record_gemm(double seconds, double flops, const std::function<std::string()>& kind = {});
 
 }  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -216,30 +216,36 @@ PackedWeight::PackedWeight(const float* w, int64_t n, int64_t k, DType dtype)
 
 namespace {
 
-// Counts a product's time and work with the others' (record_gemm), whichever kernel ran it.
-class GemmTimer {
- public:
-  explicit GemmTimer(double flops) : flops_(flops) {}
-  ~GemmTimer() {
-    record_gemm(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(),
-                flops_);
-  }
-  GemmTimer(const GemmTimer&) = delete;
-  GemmTimer& operator=(const GemmTimer&) = delete;
-
- private:
-  double flops_;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-};
-
 double product_flops(int64_t m, const PackedWeight& w) {
   return 2.0 * static_cast<double>(m) * static_cast<double>(w.out_features()) *
          static_cast<double>(w.in_features());
 }
 
+// Counts a product's time and work with the others' (record_gemm), whichever kernel ran it; its
+// kind in gemm_shape_stats() is "packed <weight type> MxNxK <kernel>".
+class GemmTimer {
+ public:
+  GemmTimer(int64_t m, const PackedWeight& w, const char* kernel) : m_(m), w_(w), kernel_(kernel) {}
+  ~GemmTimer() {
+    record_gemm(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(),
+                product_flops(m_, w_), [&] {
+                  return fmt::format("packed {} {}x{}x{} {}", dtype_name(w_.dtype()), m_,
+                                     w_.out_features(), w_.in_features(), kernel_);
+                });
+  }
+  GemmTimer(const GemmTimer&) = delete;
+  GemmTimer& operator=(const GemmTimer&) = delete;
+
+ private:
+  int64_t m_;
+  const PackedWeight& w_;
+  const char* kernel_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
 // y = x W^T (+ bias) in oneDNN; for an int8 weight, y receives the s32 product.
 void run_product(const void* x, int64_t m, const PackedWeight& w, const float* bias, void* y) {
-  const GemmTimer timer(product_flops(m, w));
+  const GemmTimer timer(m, w, "onednn");
   const Key key{m,
                 w.out_features(),
                 w.in_features(),
@@ -356,7 +362,7 @@ void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float*
     float* scales = scratch(scales_buffer, static_cast<size_t>(m));
     const int32_t zero_point = activation_zero_point();
     if (int8_kernel_takes(m, w, zero_point)) {
-      const GemmTimer timer(product_flops(m, w));
+      const GemmTimer timer(m, w, "panel");
       panel_linear_quantising(static_cast<const float*>(x), m, w.out_features(), w.in_features(),
                               w.int8_panels(), w.int8_panel_groups(),
                               int8_epilogue(w, nullptr, bias, relu, zero_point), u, scales, y);
@@ -368,7 +374,7 @@ void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float*
   }
   x = widened_if_needed(x, m, w);
   if (w.panels() && m <= kPanelMaxRows) {
-    const GemmTimer timer(product_flops(m, w));
+    const GemmTimer timer(m, w, "panel");
     panel_linear_f32(static_cast<const float*>(x), m, w.out_features(), w.in_features(),
                      static_cast<const float*>(w.data()), bias, relu, y);
     return;
@@ -401,7 +407,7 @@ void packed_linear_quantized(const uint8_t* u, const float* x_scales, int64_t m,
   auto* acc = reinterpret_cast<int32_t*>(y);
   // Our kernel, the dequantisation in the same pass (its time counted as the product's).
   if (int8_kernel_takes(m, w, zero_point)) {
-    const GemmTimer timer(product_flops(m, w));
+    const GemmTimer timer(m, w, "panel");
     panel_linear_u8s8(u, m, w.out_features(), w.in_features(), w.int8_panels(),
                       w.int8_panel_groups(), int8_epilogue(w, x_scales, bias, relu, zero_point), y);
     return;
