@@ -18,6 +18,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -392,7 +393,11 @@ double decoder_weights(int64_t layers, int64_t m, Weight weight) {
 // one after the other on the rows of 32 sentences. packed_linear_f32 multiplies one cache-hot
 // weight again and again; this shows the rate of the same products when their weights stream in
 // from memory, as they do in decoding (the output layer's: output_blocks_f32).
-void decoder_step_f32(benchmark::State& state) {
+// written: before each product both threads write x, half of its rows each, as the decoder's own
+// ops (layer norm, attention) leave it, so that each thread finds the other's half in the other
+// core's cache; the counters give each kind of product's own rate (n x k: 512 x 512, the
+// feed-forward's 2048 x 512 and 512 x 2048), the writing not counted.
+void decoder_step(benchmark::State& state, bool written) {
   const int64_t m = state.range(0), ff = 2048, layers = state.range(2);
   const bool panels = state.range(1) == 1;
   if (panels && !tfm::internal::cpu::panel_kernel_available()) {
@@ -411,26 +416,64 @@ void decoder_step_f32(benchmark::State& state) {
          random_tensor({n}, 3)});
   });
   Tensor x = random_tensor({m, ff}, 1), y = Tensor::empty({m, ff});
-  auto step = [&] {
+  // Seconds and FLOP per kind: 0 n = k = 512, 1 n = 2048, 2 k = 2048.
+  double kind_seconds[3] = {0, 0, 0}, kind_flops[3] = {0, 0, 0};
+  auto multiply = [&](const Product& p) {
+    const tfm::internal::cpu::PackedWeight& w = *p.weight;
+    if (panels)
+      tfm::internal::cpu::panel_linear_f32(x.data<float>(), m, w.out_features(), w.in_features(),
+                                           static_cast<const float*>(w.data()),
+                                           p.bias.data<float>(), false, y.data<float>());
+    else
+      tfm::internal::cpu::packed_linear_onednn(x.data<float>(), m, w, p.bias.data<float>(),
+                                               y.data<float>());
+  };
+  auto step = [&](bool timed) {
     for (const Product& p : products) {
-      const tfm::internal::cpu::PackedWeight& w = *p.weight;
-      if (panels)
-        tfm::internal::cpu::panel_linear_f32(x.data<float>(), m, w.out_features(), w.in_features(),
-                                             static_cast<const float*>(w.data()),
-                                             p.bias.data<float>(), false, y.data<float>());
-      else
-        tfm::internal::cpu::packed_linear_onednn(x.data<float>(), m, w, p.bias.data<float>(),
-                                                 y.data<float>());
+      if (written) {
+        if (timed) state.PauseTiming();
+        // The rows of x the product reads ([m, k], k apart), half written by each thread.
+        const int64_t k = p.weight->in_features();
+#pragma omp parallel for schedule(static) num_threads(kThreads)
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t c = 0; c < k; ++c) x.data<float>()[r * k + c] += 0.0f;  // a real store
+        if (timed) state.ResumeTiming();
+      }
+      const auto start = std::chrono::steady_clock::now();
+      multiply(p);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const int kind = p.weight->out_features() > 512 ? 1 : p.weight->in_features() > 512 ? 2 : 0;
+      kind_seconds[kind] += seconds;
+      kind_flops[kind] +=
+          2.0 * static_cast<double>(m * p.weight->out_features() * p.weight->in_features());
     }
   };
-  step();
-  for (auto _ : state) step();
+  step(false);
+  std::fill(kind_seconds, kind_seconds + 3, 0.0);
+  std::fill(kind_flops, kind_flops + 3, 0.0);
+  for (auto _ : state) step(true);
   state.counters["FLOP/s"] =
       benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  const char* names[3] = {"n512k512", "n2048k512", "n512k2048"};
+  for (int kind = 0; kind < 3; ++kind)
+    state.counters[names[kind]] = benchmark::Counter(kind_flops[kind] / kind_seconds[kind] / 1e9);
+}
+
+void decoder_step_f32(benchmark::State& state) {
+  decoder_step(state, false);
 }
 BENCHMARK(decoder_step_f32)
     ->ArgNames({"M", "kernel", "layers"})
     ->ArgsProduct({{1, 4, 8, 16, 32, 64, 128, 256}, {0, 1}, {1, 12}})
+    ->UseRealTime();
+
+void decoder_step_f32_written(benchmark::State& state) {
+  decoder_step(state, true);
+}
+BENCHMARK(decoder_step_f32_written)
+    ->ArgNames({"M", "kernel", "layers"})
+    ->ArgsProduct({{32, 128}, {0, 1}, {12}})
     ->UseRealTime();
 
 // A training step's products through cpu::gemm with oneDNN's matmul (kernel 0) against our blocked

@@ -104,6 +104,26 @@ float* aligned_64(float* p) {
   return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
 }
 
+// Asks for the slice of `rows` rows of x (ldx apart) that their tile multiplies next, columns
+// [k0, k0 + kDepth) (k0 0: the next panel's first), into L2. In a decoding step x is the previous
+// op's output, part of it written by the other cores, and a tile reads it with the stride of a
+// whole row, which the hardware's prefetchers do not follow: without this, a thread's first panel
+// waits on a miss for each line of x that another core wrote (x that does not stay in L2: each
+// panel's).
+void prefetch_x_slice(const float* x, int64_t ldx, int64_t rows, int64_t k0) {
+  const int64_t end = std::min(ldx, k0 + kDepth);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = k0; c < end; c += kLineFloats)
+      _mm_prefetch(reinterpret_cast<const char*>(x + r * ldx + c), _MM_HINT_T1);
+}
+
+// The largest x that stays in L2 from one panel to the next beside the streamed weights (the
+// smallest L2 of the CPUs measured: 1 MiB). Above it (the feed-forward's second product, 128 rows
+// of 2048: 1 MiB) every panel prefetches x; below, only a thread's first: a prefetch of lines
+// already in the caches only takes room in L1 from the slice in use (the output layer's one-thread
+// blocks, whose x stays in L1 and L2, were 6% slower with it).
+constexpr int64_t kXStaysInL2Bytes = 512 << 10;
+
 // Rows [r0, r1) of y over one panel (r0 a multiple of kTileRows): slice by slice, every tile of
 // rows over the slice while it is in L1.
 //
@@ -118,7 +138,7 @@ float* aligned_64(float* p) {
 // reads each slice once, at the memory's pace, and the hardware's prefetchers keep up: software
 // prefetching only slowed it. A prefetch past the weight's end is a hint and never faults.
 void panel_rows(const float* x, int64_t k, const Panel& panel, int64_t r0, int64_t r1, float* y,
-                int64_t ldy, bool relu) {
+                int64_t ldy, bool relu, bool prefetch_x) {
   // The partial sums of these rows, [r1 - r0][64].
   thread_local std::vector<float> buffer;
   float* partial_sums =
@@ -135,6 +155,7 @@ void panel_rows(const float* x, int64_t k, const Panel& panel, int64_t r0, int64
     for (int64_t r = r0; r < r1; r += kTileRows, given += depth * per_k) {
       const int64_t rows = std::min<int64_t>(kTileRows, r1 - r);
       const bool prefetching = r1 - r0 > 1 && given < lines;
+      if (prefetch_x) prefetch_x_slice(x + r * k, k, rows, last ? 0 : k1);
       kTiles[rows](x + r * k, k, panel, k0, k1, partial_sums + (r - r0) * kPanelColumns,
                    y + r * ldy, ldy, first, last, relu,
                    prefetching ? ahead + given * kLineFloats : nullptr, per_k);
@@ -172,13 +193,14 @@ void panel_linear_f32(const float* x, int64_t m, int64_t n, int64_t k, const flo
   const int64_t chunk_rows = round_up(ceil_div(m, row_chunks), kTileRows);
   row_chunks = ceil_div(m, chunk_rows);
   const int64_t items = panel_count * row_chunks;
-  auto run = [&](int64_t item) {
+  auto run = [&](int64_t item, bool prefetch_x) {
     const int64_t p = item / row_chunks, chunk = item % row_chunks;
     const int64_t r0 = chunk * chunk_rows, r1 = std::min(m, r0 + chunk_rows);
-    panel_rows(x, k, panel_at(p), r0, r1, y + p * kPanelColumns, n, relu);
+    panel_rows(x, k, panel_at(p), r0, r1, y + p * kPanelColumns, n, relu, prefetch_x);
   };
+  // One thread (log_softmax_top's blocks, each thread its own): x stays in its caches.
   if (threads == 1) {
-    for (int64_t item = 0; item < items; ++item) run(item);
+    for (int64_t item = 0; item < items; ++item) run(item, false);
     return;
   }
   // Contiguous ranges of items, a thread that runs out taking from the others' ends
@@ -188,7 +210,12 @@ void panel_linear_f32(const float* x, int64_t m, int64_t n, int64_t k, const flo
 #pragma omp parallel num_threads(threads)
   {
     const int thread = omp_get_thread_num();
-    for (int64_t item = work.next(thread); item >= 0; item = work.next(thread)) run(item);
+    const bool x_leaves_l2 = m * k * static_cast<int64_t>(sizeof(float)) > kXStaysInL2Bytes;
+    bool first = true;
+    for (int64_t item = work.next(thread); item >= 0; item = work.next(thread)) {
+      run(item, first || x_leaves_l2);
+      first = false;
+    }
   }
 }
 
