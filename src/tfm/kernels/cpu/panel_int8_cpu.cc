@@ -163,8 +163,9 @@ void run_panels(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t*
   const int64_t panel_count = (n + kInt8PanelColumns - 1) / kInt8PanelColumns;
   const int64_t panel_bytes = panel_groups * kGroupBytes;
   const int64_t tiles = (m + kTileRows - 1) / kTileRows;
-  // Rows [begin, end) of panel p: its tiles read the panel again, from L2.
-  auto run = [&](int64_t p, int64_t begin, int64_t end) {
+  // Rows [begin, end) of panel p: its tiles read the panel again, from L2. With prefetch_u, each
+  // tile first asks for the next tile's rows of u, which the other threads may have written.
+  auto run = [&](int64_t p, int64_t begin, int64_t end, bool prefetch_u) {
     const int64_t first = p * kInt8PanelColumns;
     __mmask16 masks[kVectors];
     for (int v = 0; v < kVectors; ++v) {
@@ -173,6 +174,10 @@ void run_panels(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t*
     }
     const int8_t* panel = panels + p * panel_bytes;
     for (int64_t r = begin; r < end; r += kTileRows) {
+      if (prefetch_u)
+        for (const uint8_t* line = u + std::min(end, r + kTileRows) * k;
+             line < u + std::min(end, r + 2 * kTileRows) * k; line += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
       auto tile_store = [&](int row, int v, __m512i sum) {
         if (masks[v]) store(r + row, first + 16 * v, masks[v], sum);
       };
@@ -184,7 +189,7 @@ void run_panels(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t*
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (threads == 1) {
     if constexpr (kPrologue) prologue(0, 1);
-    for (int64_t p = 0; p < panel_count; ++p) run(p, 0, m);
+    for (int64_t p = 0; p < panel_count; ++p) run(p, 0, m, false);
     return;
   }
   const int64_t chunks = std::min<int64_t>(tiles, (2 * threads + panel_count - 1) / panel_count);
@@ -195,10 +200,12 @@ void run_panels(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t*
       prologue(omp_get_thread_num(), omp_get_num_threads());
 #pragma omp barrier
     }
+    bool first = true;
 #pragma omp for schedule(static) nowait
     for (int64_t item = 0; item < panel_count * chunks; ++item) {
       const int64_t begin = item % chunks * chunk_rows;
-      if (begin < m) run(item / chunks, begin, std::min(m, begin + chunk_rows));
+      if (begin < m) run(item / chunks, begin, std::min(m, begin + chunk_rows), first);
+      first = false;
     }
   }
 }
