@@ -434,9 +434,10 @@ void decoder_step(benchmark::State& state, bool written) {
         if (timed) state.PauseTiming();
         // The rows of x the product reads ([m, k], k apart), half written by each thread.
         const int64_t k = p.weight->in_features();
+        float* rows = x.data<float>();
 #pragma omp parallel for schedule(static) num_threads(kThreads)
         for (int64_t r = 0; r < m; ++r)
-          for (int64_t c = 0; c < k; ++c) x.data<float>()[r * k + c] += 0.0f;  // a real store
+          for (int64_t c = 0; c < k; ++c) rows[r * k + c] += 0.0f;  // a real store
         if (timed) state.ResumeTiming();
       }
       const auto start = std::chrono::steady_clock::now();

@@ -207,10 +207,10 @@ void panel_linear_f32(const float* x, int64_t m, int64_t n, int64_t k, const flo
   // (stealing_ranges.h): a decoding step's products are too short for a measured split to follow
   // a core that slows down.
   StealingRanges work(items, threads, product_thread_shares().measured());
+  const bool x_leaves_l2 = m * k * static_cast<int64_t>(sizeof(float)) > kXStaysInL2Bytes;
 #pragma omp parallel num_threads(threads)
   {
     const int thread = omp_get_thread_num();
-    const bool x_leaves_l2 = m * k * static_cast<int64_t>(sizeof(float)) > kXStaysInL2Bytes;
     bool first = true;
     for (int64_t item = work.next(thread); item >= 0; item = work.next(thread)) {
       run(item, first || x_leaves_l2);
