@@ -20,9 +20,13 @@
 #      then bench/peer_decode.py --framework ctranslate2 (CTranslate2's Python module), each with
 #      --warmup untimed and --runs timed decodes of the whole batch, --threads threads. Every
 #      sentence decodes exactly --out-len tokens in both (end of sentence forbidden until then).
+#      Before and after each round gemm_bench measures the machine's FMA peak
+#      (bench/quiet_rounds.sh; skipped where the build has none).
 #   4. The table: per mode, the median over the rounds of each one's mean seconds a batch, the
 #      ratio of the medians (CTranslate2's time / tfm's: above 1 = tfm faster), the lowest and
-#      highest round's ratio, and how many sentences have identical outputs (last round).
+#      highest round's ratio, and how many sentences have identical outputs (last round). Then the
+#      quiet rounds (bench/quiet_rounds.py: the peak steady over the round and near the run's
+#      best) and each mode's range of ratios over them.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -76,8 +80,12 @@ for precision in $precisions; do
     --quantization "${CT2_QUANTIZATION[$precision]}"
 done
 
+source bench/quiet_rounds.sh
+: >"$out/peaks.txt"
+
 # 3. Interleaved rounds.
 for round in $(seq 1 "$rounds"); do
+  peak_before="$(fma_peak)"
   for precision in $precisions; do
     echo "ctranslate2.sh: round $round, $precision" >&2
     "$bench_decode" --preset "$preset" --vocab "$vocab" --batch "$batch" --src-len "$src_len" \
@@ -90,6 +98,7 @@ for round in $(seq 1 "$rounds"); do
       --label "$precision" --outputs "$out/ct2-$precision.json" \
       >>"$out/ct2-round$round.jsonl" 2>>"$out/ct2.log"
   done
+  echo "$round $peak_before $(fma_peak)" >>"$out/peaks.txt"
 done
 
 # 4. The table.
@@ -104,6 +113,7 @@ ct2 = [rows(os.path.join(out, f"ct2-round{i}.jsonl")) for i in range(1, rounds +
 print(f"| mode | tfm s a batch (median of {rounds}) | CTranslate2 s a batch | CTranslate2 / tfm time "
       "| rounds' range | same outputs |")
 print("|---|---:|---:|---:|---:|---:|")
+ratios_by_mode = {}
 for precision in precisions:
     tfm_out = json.load(open(os.path.join(out, f"tfm-{precision}.json")))
     ct2_out = json.load(open(os.path.join(out, f"ct2-{precision}.json")))
@@ -119,4 +129,8 @@ for precision in precisions:
         print(f"| {ct2_mode} | {statistics.median(t):.3f} | {statistics.median(c):.3f} | "
               f"**{statistics.median(c) / statistics.median(t):.2f}x** | "
               f"{min(ratios):.2f}-{max(ratios):.2f}x | {same} of {len(ours)} |")
+        ratios_by_mode[ct2_mode] = ratios
+sys.path.insert(0, "bench")
+import quiet_rounds
+print("\n".join(quiet_rounds.report(os.path.join(out, "peaks.txt"), rounds, ratios_by_mode)))
 EOF

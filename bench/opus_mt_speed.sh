@@ -26,8 +26,12 @@
 #   3. --rounds rounds, each: for each precision, tfm then CTranslate2, each in its own process
 #      (bench/peer_decode.py: its Python module, the batch as token lists, --threads threads,
 #      --warmup untimed and --runs timed decodes, every sentence exactly --out-len tokens).
+#      Before and after each round gemm_bench measures the machine's FMA peak
+#      (bench/quiet_rounds.sh; skipped where the build has none).
 #   4. The table: per mode the median over the rounds of each one's mean seconds a batch, the ratio
-#      of the medians (CTranslate2's time / tfm's: above 1 = tfm faster) and the rounds' range.
+#      of the medians (CTranslate2's time / tfm's: above 1 = tfm faster) and the rounds' range; then
+#      the quiet rounds (bench/quiet_rounds.py: the peak steady over the round and near the run's
+#      best) and each mode's range of ratios over them.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -92,7 +96,10 @@ done
 # 3. Interleaved rounds.
 common=(--sources "$out/sources.txt" --beams "$beams" --threads "$threads" --runs "$runs"
         --warmup "$warmup" --out-len "$out_len" --ct2 "$ct2")
+source bench/quiet_rounds.sh
+: >"$out/peaks.txt"
 for round in $(seq 1 "$rounds"); do
+  peak_before="$(fma_peak)"
   for precision in $precisions; do
     echo "opus_mt_speed.sh: round $round, $precision" >&2
     "$PYTHON" bench/peer_decode.py --framework tfm --model "$out/tfm-model" --precision "$precision" \
@@ -102,6 +109,7 @@ for round in $(seq 1 "$rounds"); do
       --precision "$precision" --label "$precision" --outputs "$out/ct2-$precision.json" \
       "${common[@]}" >>"$out/ct2-round$round.jsonl" 2>>"$out/ct2.log"
   done
+  echo "$round $peak_before $(fma_peak)" >>"$out/peaks.txt"
 done
 
 # 4. The table.
@@ -120,6 +128,7 @@ print()
 print("| mode | tfm s a batch | CTranslate2 s a batch | CTranslate2 / tfm time | rounds' range "
       "| same outputs |")
 print("|---|---:|---:|---:|---:|---:|")
+ratios_by_mode = {}
 for mode in tfm[0]:
     t = [r[mode]["seconds"] for r in tfm]
     c = [r[mode]["seconds"] for r in ct2]
@@ -133,4 +142,8 @@ for mode in tfm[0]:
     print(f"| {mode} | {statistics.median(t):.3f} | {statistics.median(c):.3f} | "
           f"**{statistics.median(c) / statistics.median(t):.2f}x** | "
           f"{min(ratios):.2f}-{max(ratios):.2f}x | {same} |")
+    ratios_by_mode[mode] = ratios
+sys.path.insert(0, "bench")
+import quiet_rounds
+print("\n".join(quiet_rounds.report(os.path.join(out, "peaks.txt"), rounds, ratios_by_mode)))
 EOF

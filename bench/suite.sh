@@ -8,7 +8,9 @@
 #      128 pairs of 32 + 32 tokens) and the model section of the Multi30k budget recipe
 #      with its larger model (configs/multi30k-en-de-d256.yaml, vocab data.vocab_size = 8000, 128 pairs
 #      of 16 + 16 tokens = 4096 padded tokens); tfm f32 and bf16, PyTorch f32 and bf16 autocast; tokens/s,
-#      s/step, peak RSS, and the share of tfm's step spent outside matrix products.
+#      s/step, peak RSS, and the share of tfm's step spent outside matrix products. The machine's
+#      peaks are measured again just before and after each tfm row, and its products are set
+#      against them (a VM's peak moves within minutes).
 #   3. Decoding (bench_decode beside bench/decode_pytorch.py, same weights and sources): `base`,
 #      vocab 32000, 32 sentences of 25 tokens, exactly 25 output tokens each; beam 4 and greedy;
 #      tfm f32, bf16, int8 and int8-bf16 against PyTorch f32 (incremental decoding).
@@ -106,6 +108,23 @@ run_json() {
   fi
 }
 
+# peaks_around PART PRECISION COMMAND...: run_json between two measures of the machine's peaks
+# (gemm_bench's peak_fma and peak_dot_bf16, the best of 3 repetitions of 0.1 s), then one
+# "peaks_around" line with both: a VM whose host takes cycles from it moves its peak within
+# minutes, so the products of a row are set against the peaks of that row's minute.
+peaks_now() {
+  "$BUILD/gemm_bench" --benchmark_format=json --benchmark_min_time=0.1 --benchmark_repetitions=3 \
+    --benchmark_filter='^peak_(fma|dot_bf16)/' >"$1" 2>/dev/null || true
+}
+peaks_around() {
+  local part="$1" precision="$2"
+  peaks_now "$work/peaks_before.json"
+  run_json "$part" tfm "$precision" "${@:3}"
+  peaks_now "$work/peaks_after.json"
+  "$PYTHON" bench/suite_table.py peaks "$part" "$precision" "$work/peaks_before.json" \
+    "$work/peaks_after.json" >>"$OUT"
+}
+
 pytorch() {
   if [[ "$PYTORCH" == 0 ]]; then
     echo "(PyTorch left out: PYTORCH=0)" >&2
@@ -133,7 +152,7 @@ if has_part train; then
   base=(--preset base --vocab "$BASE_VOCAB" --batch "$BASE_BATCH" --src-len "$BASE_SRC_LEN"
     --tgt-len "$BASE_TGT_LEN" "${train_shape[@]}")
   for precision in "${precisions[@]}"; do
-    run_json train_base tfm "$precision" "$TFM_BENCH" "${base[@]}" --precision "$precision"
+    peaks_around train_base "$precision" "$TFM_BENCH" "${base[@]}" --precision "$precision"
   done
   for precision in f32 bf16; do
     run_json train_base pytorch "$precision" pytorch bench/train_step_pytorch.py "${base[@]}" \
@@ -146,12 +165,12 @@ if has_part train; then
   config="$work/$(basename "$RECIPE" .yaml).json"
   recipe=(--batch "$RECIPE_BATCH" --src-len "$RECIPE_SRC_LEN" --tgt-len "$RECIPE_TGT_LEN"
     "${train_shape[@]}")
-  run_json train_recipe tfm "${precisions[0]}" env TFM_DATA_DIR="${TFM_DATA_DIR:-unused}" \
+  peaks_around train_recipe "${precisions[0]}" env TFM_DATA_DIR="${TFM_DATA_DIR:-unused}" \
     "$TFM_BENCH" --recipe "$RECIPE" --write-config "$config" "${recipe[@]}" \
     --precision "${precisions[0]}"
   if [[ -f "$config" ]]; then
     for precision in "${precisions[@]:1}"; do
-      run_json train_recipe tfm "$precision" "$TFM_BENCH" --config "$config" "${recipe[@]}" \
+      peaks_around train_recipe "$precision" "$TFM_BENCH" --config "$config" "${recipe[@]}" \
         --precision "$precision"
     done
     for precision in f32 bf16; do

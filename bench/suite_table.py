@@ -4,6 +4,7 @@
   suite_table.py settings KEY=VALUE...             one "settings" line
   suite_table.py gemm GEMM_BENCH_JSON STDERR_FILE  gemm_bench --benchmark_format=json -> one line a product
   suite_table.py error PART FRAMEWORK PRECISION STDERR_FILE   one line for a failed run
+  suite_table.py peaks PART PRECISION BEFORE_JSON AFTER_JSON  the peaks measured around a tfm row
   suite_table.py table RESULTS.jsonl [SECONDS]     the table (again, from a saved OUT file)
 
 Standard library only: runs with /usr/bin/python3 or any python3.
@@ -180,6 +181,43 @@ def gemm_rows(table, rows, ceiling, peak):
         table.add("gemm", product_label(next(iter(by_dtype.values()))), cells)
 
 
+def peak_rates(path):
+    """Per element type, gemm_bench's best peak_* rate in a --benchmark_format=json file ({} when
+    it has none: no file, or a build without AVX-512)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            report = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    rates = {}
+    for bench in report.get("benchmarks", []):
+        if bench.get("run_type", "iteration") != "iteration" or "FLOP/s" not in bench:
+            continue
+        dtype = {"peak_fma": "f32", "peak_dot_bf16": "bf16"}.get(bench["name"].split("/")[0])
+        if dtype:
+            rates[dtype] = max(rates.get(dtype, 0.0), bench["FLOP/s"] / 1e9)
+    return rates
+
+
+def peaks_line(part, precision, before_path, after_path):
+    return {"suite": "peaks_around", "part": part, "framework": "tfm", "precision": precision,
+            "before": peak_rates(before_path), "after": peak_rates(after_path)}
+
+
+# Peaks before and after a row further apart than this: the machine's speed moved during the row.
+UNSTEADY_PEAKS = 0.05
+
+
+def of_peak_around(rate, around, dtype):
+    """The products' rate against the mean of the peaks measured just before and after the row:
+    "91% (402 / 396)", with "unsteady" when the two differ by more than UNSTEADY_PEAKS."""
+    before, after = (around or {}).get("before", {}).get(dtype), (around or {}).get("after", {}).get(dtype)
+    if not before or not after:
+        return None
+    text = f"{rate / ((before + after) / 2):.0%} ({before:.0f} / {after:.0f})"
+    return text + (" unsteady" if abs(before - after) > UNSTEADY_PEAKS * max(before, after) else "")
+
+
 def describe_model(row):
     model = row.get("model") or {}
     if not model:
@@ -204,7 +242,7 @@ def cells_of(rows, errors, fmt, frameworks=("tfm", "pytorch")):
     return out
 
 
-def train_rows(table, part, results, settings, ceiling, peak, descriptions):
+def train_rows(table, part, results, settings, ceiling, peak, descriptions, around=None):
     if not results:
         return
     tfm = next((r for (f, _), r in results.items() if f == "tfm" and "error" not in r), None)
@@ -244,6 +282,12 @@ def train_rows(table, part, results, settings, ceiling, peak, descriptions):
         lambda r: f"{r['forward_s']:.2f} + {r['backward_s']:.2f} + {r['update_s']:.2f}"
         if "forward_s" in r else None, ("tfm",)))
     table.add(name, "in products s/step (GFLOP/s, of ceiling, of peak)", cells(in_products, ("tfm",)))
+    around = around or {}
+    if around:  # (older OUT files have no peaks_around lines)
+        table.add(name, "in products, of the peak around the row (peak before / after)", cells(
+            lambda r: of_peak_around(r["gemm_gflops_per_second"], around.get(r.get("precision", "f32")),
+                                     r.get("precision", "f32"))
+            if "gemm_gflops_per_second" in r else None, ("tfm",)))
     table.add(name, "outside products", cells(outside_products, ("tfm",)))
     table.add(name, "peak RSS MB", cells(lambda r: f"{r['peak_rss_mb']:.0f}"))
 
@@ -302,6 +346,7 @@ def decode_rows(table, results, settings, descriptions):
 def print_table(path, seconds=None):
     settings, gemm, decode = {}, [], []
     train = {"train_base": {}, "train_recipe": {}}
+    around = {"train_base": {}, "train_recipe": {}}
     with open(path, encoding="utf-8") as f:
         for line in f:
             if not line.strip().startswith("{"):
@@ -312,6 +357,8 @@ def print_table(path, seconds=None):
                 settings = r
             elif part == "gemm":
                 gemm.append(r)  # an "error" line when gemm_bench failed as a whole
+            elif part == "peaks_around" and r.get("part") in around:
+                around[r["part"]][r["precision"]] = r
             elif part in train:
                 train[part][(r["framework"], r.get("precision", r.get("mode")))] = r
             elif part == "decode_base":
@@ -334,8 +381,10 @@ def print_table(path, seconds=None):
             mark = table.error_mark("gemm_bench", "f32,bf16", r["error"], "gemm")
             table.add("gemm", "gemm_bench", {("tfm", "f32"): mark})
     gemm_rows(table, gemm_ok, ceiling, peak)
-    train_rows(table, "train_base", train["train_base"], settings, ceiling, peak, descriptions)
-    train_rows(table, "train_recipe", train["train_recipe"], settings, ceiling, peak, descriptions)
+    train_rows(table, "train_base", train["train_base"], settings, ceiling, peak, descriptions,
+               around["train_base"])
+    train_rows(table, "train_recipe", train["train_recipe"], settings, ceiling, peak, descriptions,
+               around["train_recipe"])
     decode_rows(table, decode, settings, descriptions)
 
     details = [settings.get("date"), f"commit {settings.get('commit', '-')}",
@@ -355,7 +404,10 @@ def print_table(path, seconds=None):
               "tfm int8-bf16/bf16: decoding with int8 linears (the rest bf16) against all-bf16 products.",
               "in products: seconds per step inside cpu::gemm (oneDNN matmul, our blocked kernel), their GFLOP/s and that as a "
               "fraction of the GEMM ceiling and of the peak of the same precision; outside products: 1 - in "
-              "products / step."]
+              "products / step.",
+              "of the peak around the row: the products' GFLOP/s against the mean of the peak of the same "
+              "precision measured just before and just after the row (both given); \"unsteady\" when "
+              f"they differ by more than {UNSTEADY_PEAKS:.0%}: the machine's speed moved during the row."]
     for text in legend + table.footnotes():
         print(textwrap.fill(text, 110, subsequent_indent="    "))
     print(f"raw JSON lines: {path}")
@@ -372,6 +424,8 @@ def main(argv):
             print(json.dumps(row))
     elif command == "error" and len(args) == 4:
         print(json.dumps(error_line(*args)))
+    elif command == "peaks" and len(args) == 4:
+        print(json.dumps(peaks_line(*args)))
     elif command == "table" and len(args) in (1, 2):
         print_table(args[0], int(args[1]) if len(args) == 2 else None)
     else:

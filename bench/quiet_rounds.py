@@ -1,0 +1,50 @@
+"""The quiet rounds of a run of interleaved rounds (bench/ctranslate2.sh, bench/opus_mt_speed.sh).
+
+A VM whose host takes cycles away from it moves its FMA peak within minutes, and its rounds then
+compare tfm and the peer at different speeds of the machine. The scripts measure the peak before
+and after each round (bench/quiet_rounds.sh's fma_peak, lines "ROUND BEFORE AFTER" in a file); a
+round is quiet when its two peaks are within STEADY of each other and within NEAR_BEST of the
+highest peak of the run. Standard library only.
+"""
+
+STEADY = 0.03
+NEAR_BEST = 0.05
+
+
+def read_peaks(path):
+    """{round: (before, after)} for the lines that have both peaks."""
+    peaks = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) == 3:
+                peaks[int(fields[0])] = (float(fields[1]), float(fields[2]))
+    return peaks
+
+
+def quiet_rounds(peaks, rounds):
+    """The quiet rounds among 1..rounds, or None when some round has no peaks."""
+    if any(i not in peaks for i in range(1, rounds + 1)):
+        return None
+    best = max(max(p) for p in peaks.values())
+    return [i for i in range(1, rounds + 1)
+            if min(peaks[i]) >= (1 - STEADY) * max(peaks[i]) and min(peaks[i]) >= (1 - NEAR_BEST) * best]
+
+
+def report(path, rounds, ratios_by_mode):
+    """Lines for the table's foot: each round's peaks, which rounds were quiet, and each mode's
+    range of ratios over them (ratios_by_mode: mode -> the rounds' ratios in order)."""
+    peaks = read_peaks(path)
+    quiet = quiet_rounds(peaks, rounds)
+    if quiet is None:
+        return ["", "Quiet rounds not told apart: build/release/gemm_bench has no FMA peak row here."]
+    best = max(max(p) for p in peaks.values())
+    lines = ["", "FMA peak before and after each round, GFLOP/s: "
+             + ", ".join(f"{i}: {peaks[i][0]:.0f} and {peaks[i][1]:.0f}" for i in sorted(peaks))
+             + f". Quiet rounds (the two within {STEADY:.0%}, both within {NEAR_BEST:.0%} of {best:.0f}): "
+             + f"{len(quiet)} of {rounds}" + (f" ({', '.join(map(str, quiet))})." if quiet else ".")]
+    for mode, ratios in ratios_by_mode.items():
+        quiet_ratios = [ratios[i - 1] for i in quiet]
+        if quiet_ratios:
+            lines.append(f"- {mode}: the quiet rounds' ratios {min(quiet_ratios):.2f}-{max(quiet_ratios):.2f}x")
+    return lines
