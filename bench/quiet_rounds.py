@@ -5,7 +5,14 @@ compare tfm and the peer at different speeds of the machine. The scripts measure
 and after each round (bench/quiet_rounds.sh's fma_peak, lines "ROUND BEFORE AFTER" in a file); a
 round is quiet when its two peaks are within STEADY of each other and within NEAR_BEST of the
 highest peak of the run. Standard library only.
+
+  quiet_rounds.py fma-peak    gemm_bench's JSON on stdin -> its peak_fma in GFLOP/s (or nothing)
 """
+
+import json
+import sys
+
+import suite_table
 
 STEADY = 0.03
 NEAR_BEST = 0.05
@@ -22,11 +29,11 @@ def read_peaks(path):
     return peaks
 
 
-def quiet_rounds(peaks, rounds):
-    """The quiet rounds among 1..rounds, or None when some round has no peaks."""
+def quiet_rounds(peaks, rounds, best):
+    """The quiet rounds among 1..rounds (best: the run's highest peak), or None when some round has
+    no peaks."""
     if any(i not in peaks for i in range(1, rounds + 1)):
         return None
-    best = max(max(p) for p in peaks.values())
     return [i for i in range(1, rounds + 1)
             if min(peaks[i]) >= (1 - STEADY) * max(peaks[i]) and min(peaks[i]) >= (1 - NEAR_BEST) * best]
 
@@ -35,10 +42,10 @@ def report(path, rounds, ratios_by_mode):
     """Lines for the table's foot: each round's peaks, which rounds were quiet, and each mode's
     range of ratios over them (ratios_by_mode: mode -> the rounds' ratios in order)."""
     peaks = read_peaks(path)
-    quiet = quiet_rounds(peaks, rounds)
+    best = max((max(p) for p in peaks.values()), default=0.0)
+    quiet = quiet_rounds(peaks, rounds, best)
     if quiet is None:
         return ["", "Quiet rounds not told apart: build/release/gemm_bench has no FMA peak row here."]
-    best = max(max(p) for p in peaks.values())
     lines = ["", "FMA peak before and after each round, GFLOP/s: "
              + ", ".join(f"{i}: {peaks[i][0]:.0f} and {peaks[i][1]:.0f}" for i in sorted(peaks))
              + f". Quiet rounds (the two within {STEADY:.0%}, both within {NEAR_BEST:.0%} of {best:.0f}): "
@@ -48,3 +55,13 @@ def report(path, rounds, ratios_by_mode):
         if quiet_ratios:
             lines.append(f"- {mode}: the quiet rounds' ratios {min(quiet_ratios):.2f}-{max(quiet_ratios):.2f}x")
     return lines
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["fma-peak"]:
+        sys.exit(__doc__)
+    try:
+        rate = suite_table.peak_rates_of(json.load(sys.stdin)).get("f32")
+    except ValueError:  # no output: gemm_bench failed
+        rate = None
+    print(f"{rate:.1f}" if rate else "")

@@ -6,11 +6,5 @@
 fma_peak() {
   [[ -x build/release/gemm_bench ]] || return 0
   build/release/gemm_bench --benchmark_filter='^peak_fma/' --benchmark_min_time=0.1 \
-    --benchmark_repetitions=3 --benchmark_format=json 2>/dev/null | "$PYTHON" -c 'import json, sys
-try:
-    rows = json.load(sys.stdin)["benchmarks"]
-except ValueError:
-    rows = []
-rates = [r["FLOP/s"] for r in rows if r.get("run_type", "iteration") == "iteration"]
-print("%.1f" % (max(rates) / 1e9) if rates else "")'
+    --benchmark_repetitions=3 --benchmark_format=json 2>/dev/null | "$PYTHON" bench/quiet_rounds.py fma-peak
 }

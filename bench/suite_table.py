@@ -194,9 +194,13 @@ def peak_rates(path):
     it has none: no file, or a build without AVX-512)."""
     try:
         with open(path, encoding="utf-8") as f:
-            report = json.load(f)
+            return peak_rates_of(json.load(f))
     except (OSError, ValueError):
         return {}
+
+
+def peak_rates_of(report):
+    """peak_rates of gemm_bench's JSON report, read."""
     rates = {}
     for bench in report.get("benchmarks", []):
         if bench.get("run_type", "iteration") != "iteration" or "FLOP/s" not in bench:
