@@ -6,10 +6,14 @@
 # Usage: bench/ctranslate2.sh [--ct2 BUILD_DIR] [--out DIR] [--preset base] [--vocab 32000]
 #                             [--batch 32] [--src-len 25] [--out-len 25] [--beams 4,1] [--threads 2]
 #                             [--rounds 3] [--runs 1] [--warmup 1] [--precisions "f32 int8"]
+#                             [--ct2-isa ISA]
 #   --ct2   CTranslate2 v4.8.1 built from its sources by scripts/build_ctranslate2.sh (its BUILD_DIR;
 #           default $CT2_BUILD). Without it the script prints one line and exits with status 0.
 #   --out   gets the model, tfm-*.jsonl, ct2-*.jsonl, the outputs, the logs and table.md (default: a
 #           temporary folder)
+#   --ct2-isa  CT2_FORCE_CPU_ISA for CTranslate2's own kernels. Default: AVX512 where the
+#           CPU has AVX-512, else its own choice (which stops at AVX2 on every x86-64 CPU; its
+#           AVX-512 kernels are faster: docs/BENCHMARKS.md); "own": its own choice everywhere.
 #
 # What runs:
 #   1. tfm's bench_decode writes a random model of the preset (--vocab) and --batch sources of
@@ -22,16 +26,17 @@
 #      sentence decodes exactly --out-len tokens in both (end of sentence forbidden until then).
 #      Before and after each round gemm_bench measures the machine's FMA peak
 #      (bench/quiet_rounds.sh; skipped where the build has none).
-#   4. The table: per mode, the median over the rounds of each one's mean seconds a batch, the
-#      ratio of the medians (CTranslate2's time / tfm's: above 1 = tfm faster), the lowest and
-#      highest round's ratio, and how many sentences have identical outputs (last round). Then the
+#   4. The table (bench/peer_table.py): per mode, the medians over the rounds of each engine's mean
+#      seconds a batch and of its best run, the ratios of those medians (CTranslate2's time /
+#      tfm's: above 1 = tfm faster) and the rounds' ranges, and how many sentences have identical
+#      outputs (last round). Then the instruction set CTranslate2 ran its own kernels with, the
 #      quiet rounds (bench/quiet_rounds.py: the peak steady over the round and near the run's
-#      best) and each mode's range of ratios over them.
+#      best) and each ratio over them.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
 ct2="${CT2_BUILD:-}" out="" preset=base vocab=32000 batch=32 src_len=25 out_len=25 beams="4,1"
-threads=2 rounds=3 runs=1 warmup=1 precisions="f32 int8"
+threads=2 rounds=3 runs=1 warmup=1 precisions="f32 int8" ct2_isa=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ct2) ct2="$2"; shift 2 ;;
@@ -47,6 +52,7 @@ while [[ $# -gt 0 ]]; do
     --runs) runs="$2"; shift 2 ;;
     --warmup) warmup="$2"; shift 2 ;;
     --precisions) precisions="$2"; shift 2 ;;
+    --ct2-isa) ct2_isa="$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set /p' "$0" | sed '$d'; exit 0 ;;
     *) echo "ctranslate2.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -58,6 +64,11 @@ for precision in $precisions; do
     { echo "ctranslate2.sh: --precisions $precision has no CTranslate2 counterpart (f32, int8)" >&2; exit 2; }
 done
 cd "$root"
+# CTranslate2 at its best: its AVX-512 kernels where the CPU has them.
+if [[ -z "$ct2_isa" ]] && grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
+  ct2_isa=AVX512
+fi
+[[ "$ct2_isa" == own ]] && ct2_isa=""
 PYTHON="${PYTHON:-$(command -v /usr/bin/python3 || command -v python3)}"
 # CTranslate2 present? Else one line and status 0.
 source bench/ct2_present.sh
@@ -92,7 +103,7 @@ for round in $(seq 1 "$rounds"); do
       --out-len "$out_len" --beams "$beams" --runs "$runs" --warmup "$warmup" --threads "$threads" \
       --precision "$precision" --outputs "$out/tfm-$precision.json" \
       >>"$out/tfm-round$round.jsonl" 2>>"$out/tfm.log"
-    "$PYTHON" bench/peer_decode.py --framework ctranslate2 --ct2 "$ct2" \
+    CT2_VERBOSE=1 CT2_FORCE_CPU_ISA="$ct2_isa" "$PYTHON" bench/peer_decode.py --framework ctranslate2 --ct2 "$ct2" \
       --model "$out/ct2-model-$precision" --sources "$out/sources.txt" --precision "$precision" \
       --beams "$beams" --threads "$threads" --runs "$runs" --warmup "$warmup" --out-len "$out_len" \
       --label "$precision" --outputs "$out/ct2-$precision.json" \
@@ -102,35 +113,4 @@ for round in $(seq 1 "$rounds"); do
 done
 
 # 4. The table.
-"$PYTHON" - "$out" "$precisions" "$rounds" <<'EOF' | tee "$out/table.md"
-import json, os, statistics, sys
-out, precisions, rounds = sys.argv[1], sys.argv[2].split(), int(sys.argv[3])
-SPECIALS = ("<pad>", "<unk>", "<s>", "</s>")  # bench/ct2_convert.py's vocabulary: w<id> otherwise
-def rows(path):
-    return {r["mode"]: r for r in (json.loads(l) for l in open(path) if l.startswith("{"))}
-tfm = [rows(os.path.join(out, f"tfm-round{i}.jsonl")) for i in range(1, rounds + 1)]
-ct2 = [rows(os.path.join(out, f"ct2-round{i}.jsonl")) for i in range(1, rounds + 1)]
-print(f"| mode | tfm s a batch (median of {rounds}) | CTranslate2 s a batch | CTranslate2 / tfm time "
-      "| rounds' range | same outputs |")
-print("|---|---:|---:|---:|---:|---:|")
-ratios_by_mode = {}
-for precision in precisions:
-    tfm_out = json.load(open(os.path.join(out, f"tfm-{precision}.json")))
-    ct2_out = json.load(open(os.path.join(out, f"ct2-{precision}.json")))
-    for ct2_mode in ct2[0]:
-        if not ct2_mode.endswith("-" + precision):
-            continue
-        tfm_mode = ct2_mode[: -len(precision) - 1] + ("" if precision == "f32" else "-" + precision)
-        t = [r[tfm_mode]["seconds"] for r in tfm]
-        c = [r[ct2_mode]["seconds"] for r in ct2]
-        ratios = [b / a for a, b in zip(t, c)]
-        ours = [[SPECIALS[i] if i < 4 else f"w{i}" for i in s] for s in tfm_out[tfm_mode]]
-        same = sum(x == y for x, y in zip(ours, ct2_out[ct2_mode]))
-        print(f"| {ct2_mode} | {statistics.median(t):.3f} | {statistics.median(c):.3f} | "
-              f"**{statistics.median(c) / statistics.median(t):.2f}x** | "
-              f"{min(ratios):.2f}-{max(ratios):.2f}x | {same} of {len(ours)} |")
-        ratios_by_mode[ct2_mode] = ratios
-sys.path.insert(0, "bench")
-import quiet_rounds
-print("\n".join(quiet_rounds.report(os.path.join(out, "peaks.txt"), rounds, ratios_by_mode)))
-EOF
+"$PYTHON" bench/peer_table.py ctranslate2 "$out" "$rounds" "$precisions" | tee "$out/table.md"

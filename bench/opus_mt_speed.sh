@@ -6,7 +6,7 @@
 # Usage: bench/opus_mt_speed.sh [--ct2 BUILD_DIR] [--out DIR] [--size opus-mt|tiny] [--batch 32]
 #                               [--src-len 25] [--out-len 25] [--beams 4,1] [--threads 2]
 #                               [--rounds 5] [--runs 1] [--warmup 1] [--precisions "f32 int8"]
-#                               [--ct2-from marian|tfm]
+#                               [--ct2-from marian|tfm] [--ct2-isa ISA]
 #   --ct2       CTranslate2 v4.8.1 built by scripts/build_ctranslate2.sh (its BUILD_DIR; default
 #               $CT2_BUILD). Without it the script prints one line and exits with status 0.
 #   --size      opus-mt (default): 6 + 6 layers, d_model 512, 8 heads, FFN 2048, vocabulary 58,100,
@@ -16,6 +16,9 @@
 #               `tfm convert --to ctranslate2` of tfm's converted model (then the outputs must be
 #               identical in f32; with CTranslate2's own converter they are not compared, as it
 #               writes another position table: docs/CONVERTING.md).
+#   --ct2-isa   CT2_FORCE_CPU_ISA for CTranslate2's own kernels. Default: AVX512 where the
+#               CPU has AVX-512, else its own choice (which stops at AVX2 on every x86-64 CPU; its
+#               AVX-512 kernels are faster: docs/BENCHMARKS.md); "own": its own choice everywhere.
 #   Environment: PYTHON (/usr/bin/python3), PYTHONPATH (build/release/python, tfm's module),
 #   TFM (build/release/tfm).
 #
@@ -28,15 +31,16 @@
 #      --warmup untimed and --runs timed decodes, every sentence exactly --out-len tokens).
 #      Before and after each round gemm_bench measures the machine's FMA peak
 #      (bench/quiet_rounds.sh; skipped where the build has none).
-#   4. The table: per mode the median over the rounds of each one's mean seconds a batch, the ratio
-#      of the medians (CTranslate2's time / tfm's: above 1 = tfm faster) and the rounds' range; then
-#      the quiet rounds (bench/quiet_rounds.py: the peak steady over the round and near the run's
-#      best) and each mode's range of ratios over them.
+#   4. The table (bench/peer_table.py): per mode the medians over the rounds of each engine's mean
+#      seconds a batch and of its best run, the ratios of those medians (CTranslate2's time /
+#      tfm's: above 1 = tfm faster) and the rounds' ranges; then the instruction set CTranslate2
+#      ran its own kernels with, the quiet rounds (bench/quiet_rounds.py: the peak steady over the
+#      round and near the run's best) and each ratio over them.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
 ct2="${CT2_BUILD:-}" out="" size=opus-mt batch=32 src_len=25 out_len=25 beams="4,1" threads=2
-rounds=5 runs=1 warmup=1 precisions="f32 int8" ct2_from=marian
+rounds=5 runs=1 warmup=1 precisions="f32 int8" ct2_from=marian ct2_isa=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ct2) ct2="$2"; shift 2 ;;
@@ -52,6 +56,7 @@ while [[ $# -gt 0 ]]; do
     --warmup) warmup="$2"; shift 2 ;;
     --precisions) precisions="$2"; shift 2 ;;
     --ct2-from) ct2_from="$2"; shift 2 ;;
+    --ct2-isa) ct2_isa="$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set /p' "$0" | sed '$d'; exit 0 ;;
     *) echo "opus_mt_speed.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -63,6 +68,11 @@ for precision in $precisions; do
     { echo "opus_mt_speed.sh: --precisions $precision: expected f32 or int8" >&2; exit 2; }
 done
 cd "$root"
+# CTranslate2 at its best: its AVX-512 kernels where the CPU has them.
+if [[ -z "$ct2_isa" ]] && grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
+  ct2_isa=AVX512
+fi
+[[ "$ct2_isa" == own ]] && ct2_isa=""
 PYTHON="${PYTHON:-/usr/bin/python3}"
 TFM="${TFM:-$root/build/release/tfm}"
 export PYTHONPATH="${PYTHONPATH:-$root/build/release/python}"
@@ -105,7 +115,7 @@ for round in $(seq 1 "$rounds"); do
     "$PYTHON" bench/peer_decode.py --framework tfm --model "$out/tfm-model" --precision "$precision" \
       --label "$precision" --outputs "$out/tfm-$precision.json" "${common[@]}" \
       >>"$out/tfm-round$round.jsonl" 2>>"$out/tfm.log"
-    "$PYTHON" bench/peer_decode.py --framework ctranslate2 --model "$out/ct2-model-$precision" \
+    CT2_VERBOSE=1 CT2_FORCE_CPU_ISA="$ct2_isa" "$PYTHON" bench/peer_decode.py --framework ctranslate2 --model "$out/ct2-model-$precision" \
       --precision "$precision" --label "$precision" --outputs "$out/ct2-$precision.json" \
       "${common[@]}" >>"$out/ct2-round$round.jsonl" 2>>"$out/ct2.log"
   done
@@ -113,37 +123,5 @@ for round in $(seq 1 "$rounds"); do
 done
 
 # 4. The table.
-"$PYTHON" - "$out" "$rounds" "$ct2_from" "$size" "$threads" <<'EOF' | tee "$out/table.md"
-import json, os, statistics, sys
-out, rounds, ct2_from, size, threads = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-def rows(path):
-    return {r["mode"]: r for r in (json.loads(l) for l in open(path) if l.startswith("{"))}
-tfm = [rows(os.path.join(out, f"tfm-round{i}.jsonl")) for i in range(1, rounds + 1)]
-ct2 = [rows(os.path.join(out, f"ct2-round{i}.jsonl")) for i in range(1, rounds + 1)]
-first = next(iter(tfm[0].values()))
-print(f"{size} model, batch {first['batch']}, {threads} threads, CTranslate2's model from "
-      f"{'its own OPUS-MT converter' if ct2_from == 'marian' else 'tfm convert --to ctranslate2'}, "
-      f"median of {rounds} interleaved rounds")
-print()
-print("| mode | tfm s a batch | CTranslate2 s a batch | CTranslate2 / tfm time | rounds' range "
-      "| same outputs |")
-print("|---|---:|---:|---:|---:|---:|")
-ratios_by_mode = {}
-for mode in tfm[0]:
-    t = [r[mode]["seconds"] for r in tfm]
-    c = [r[mode]["seconds"] for r in ct2]
-    ratios = [b / a for a, b in zip(t, c)]
-    precision = mode.rsplit("-", 1)[1]
-    same = "not compared (another position table)"
-    if ct2_from == "tfm":
-        a = json.load(open(os.path.join(out, f"tfm-{precision}.json")))[mode]
-        b = json.load(open(os.path.join(out, f"ct2-{precision}.json")))[mode]
-        same = f"{sum(x == y for x, y in zip(a, b))} of {len(a)}"
-    print(f"| {mode} | {statistics.median(t):.3f} | {statistics.median(c):.3f} | "
-          f"**{statistics.median(c) / statistics.median(t):.2f}x** | "
-          f"{min(ratios):.2f}-{max(ratios):.2f}x | {same} |")
-    ratios_by_mode[mode] = ratios
-sys.path.insert(0, "bench")
-import quiet_rounds
-print("\n".join(quiet_rounds.report(os.path.join(out, "peaks.txt"), rounds, ratios_by_mode)))
-EOF
+"$PYTHON" bench/peer_table.py opus-mt "$out" "$rounds" "$ct2_from" "$size" "$threads" |
+  tee "$out/table.md"
