@@ -6,7 +6,8 @@ and after each round (bench/quiet_rounds.sh's fma_peak, lines "ROUND BEFORE AFTE
 round is quiet when its two peaks are within STEADY of each other and within NEAR_BEST of the
 highest peak of the run. Standard library only.
 
-  quiet_rounds.py fma-peak    gemm_bench's JSON on stdin -> its peak_fma in GFLOP/s (or nothing)
+  quiet_rounds.py peak f32|bf16   gemm_bench's JSON on stdin -> its peak_fma (f32) or peak_dot_bf16
+                                  (bf16) in GFLOP/s, the fastest repetition (or nothing: no such row)
 """
 
 import json
@@ -58,10 +59,10 @@ def report(path, rounds, ratios_by_mode):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["fma-peak"]:
+    if len(sys.argv) != 3 or sys.argv[1] != "peak" or sys.argv[2] not in ("f32", "bf16"):
         sys.exit(__doc__)
     try:
-        rate = suite_table.peak_rates_of(json.load(sys.stdin)).get("f32")
+        rate = suite_table.peak_rates_of(json.load(sys.stdin)).get(sys.argv[2])
     except ValueError:  # no output: gemm_bench failed
         rate = None
     print(f"{rate:.1f}" if rate else "")

@@ -6,5 +6,5 @@
 fma_peak() {
   [[ -x build/release/gemm_bench ]] || return 0
   build/release/gemm_bench --benchmark_filter='^peak_fma/' --benchmark_min_time=0.1 \
-    --benchmark_repetitions=3 --benchmark_format=json 2>/dev/null | "$PYTHON" bench/quiet_rounds.py fma-peak
+    --benchmark_repetitions=3 --benchmark_format=json 2>/dev/null | "$PYTHON" bench/quiet_rounds.py peak f32
 }

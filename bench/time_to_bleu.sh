@@ -56,16 +56,14 @@ zcat "$data/test_2016_flickr.de.gz" >"$out/test_2016.ref.de"
 # The machine's peaks, measured now: GFLOP/s of f32 FMA and of bf16 dot products on every thread,
 # the fastest of 5 repetitions: a peak is the most the instructions can do, and one short sample on a
 # shared VM can read far below it (docs/journal/2026-12-02-zen5-hour-ctranslate2.md).
-peak() {
+peak() {  # peak f32|bf16
   [ -x "$BUILD/gemm_bench" ] || { echo "n/a (no $BUILD/gemm_bench)"; return; }
-  "$BUILD/gemm_bench" --benchmark_filter="^$1/" --benchmark_repetitions=5 --benchmark_format=json 2>/dev/null |
-    python3 -c 'import json, sys
-try:
-    rows = json.load(sys.stdin)["benchmarks"]
-except ValueError:  # gemm_bench has no such row for this CPU (its peak rows need AVX-512)
-    rows = []
-rates = [r["FLOP/s"] for r in rows if r.get("run_type", "iteration") == "iteration"]
-print("%.0f" % (max(rates) / 1e9) if rates else "n/a")'
+  local name rate
+  name="$([[ $1 == f32 ]] && echo peak_fma || echo peak_dot_bf16)"
+  # gemm_bench has no such row where its peak rows need AVX-512: nothing is printed, then "n/a".
+  rate="$("$BUILD/gemm_bench" --benchmark_filter="^$name/" --benchmark_repetitions=5 \
+    --benchmark_format=json 2>/dev/null | python3 bench/quiet_rounds.py peak "$1" || true)"
+  if [[ -n "$rate" ]]; then printf '%.0f\n' "$rate"; else echo n/a; fi
 }
 cpu="$( (lscpu 2>/dev/null || true) | sed -n 's/^Model name: *//p' | head -1)"
 # The kernels in use and what `precision auto` takes: two fields of `tfm info --cpu`, run once.
@@ -74,7 +72,7 @@ cpu_info() { sed -n "s/^$1  *//p" <<<"$info"; }
 {
   echo "# Time to BLEU: $recipe"
   echo
-  echo "Machine: $cpu, $(nproc) threads; measured peak $(peak peak_fma) GFLOP/s f32 FMA, $(peak peak_dot_bf16) GFLOP/s bf16 dot products."
+  echo "Machine: $cpu, $(nproc) threads; measured peak $(peak f32) GFLOP/s f32 FMA, $(peak bf16) GFLOP/s bf16 dot products."
   echo "Kernels: $(cpu_info 'in use'); training.precision auto on the CPU: $(cpu_info 'precision auto')."
   if command -v nvidia-smi >/dev/null; then
     # training.precision auto on a GPU: bf16 where it has bf16 tensor cores (the training log says).

@@ -101,3 +101,19 @@ def test_wrong_arguments_print_the_usage():
     done = subprocess.run([sys.executable, str(BENCH / "peer_table.py"), "nonsense"],
                           capture_output=True, text=True)
     assert done.returncode != 0 and "peer_table.py ctranslate2 OUT ROUNDS" in done.stderr
+
+
+def test_the_peak_of_gemm_benchs_report_is_its_fastest_repetition():
+    report = {"benchmarks": [
+        {"name": "peak_fma/real_time", "run_type": "iteration", "FLOP/s": 4.0e11},
+        {"name": "peak_fma/real_time", "run_type": "iteration", "FLOP/s": 4.3e11},
+        {"name": "peak_fma/real_time_mean", "run_type": "aggregate", "FLOP/s": 4.5e11},
+        {"name": "peak_dot_bf16/real_time", "run_type": "iteration", "FLOP/s": 8.1e11}]}
+
+    def peak(dtype, text):
+        return subprocess.run([sys.executable, str(BENCH / "quiet_rounds.py"), "peak", dtype],
+                              input=text, capture_output=True, text=True, check=True).stdout.strip()
+    assert peak("f32", json.dumps(report)) == "430.0"  # not the aggregate's 450
+    assert peak("bf16", json.dumps(report)) == "810.0"
+    assert peak("bf16", json.dumps({"benchmarks": report["benchmarks"][:3]})) == ""
+    assert peak("f32", "") == ""  # gemm_bench printed nothing: no peak, no error
