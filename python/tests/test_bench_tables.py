@@ -117,3 +117,22 @@ def test_the_peak_of_gemm_benchs_report_is_its_fastest_repetition():
     assert peak("bf16", json.dumps(report)) == "810.0"
     assert peak("bf16", json.dumps({"benchmarks": report["benchmarks"][:3]})) == ""
     assert peak("f32", "") == ""  # gemm_bench printed nothing: no peak, no error
+
+
+def test_the_suites_decoding_rows_give_the_best_runs_ratio_too(tmp_path):
+    base = {"suite": "decode_base", "device": "cpu", "mode": "greedy", "precision": "f32",
+            "vocab": 32000, "batch": 32, "src_len": 25, "out_len": 25, "runs": 3, "warmup": 1,
+            "peak_rss_mb": 600.0}
+    tfm = dict(base, framework="tfm", seconds=0.40, best_seconds=0.38,
+               target_tokens_per_second=2000.0, outside_gemm_fraction=0.16)
+    torch = dict(base, framework="pytorch", seconds=1.20, best_seconds=1.046,
+                 target_tokens_per_second=2000.0 / 3)
+    path = tmp_path / "suite.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in ({"suite": "settings"}, tfm, torch)) + "\n")
+    printed = subprocess.run([sys.executable, str(BENCH / "suite_table.py"), "table", str(path)],
+                             capture_output=True, text=True, check=True).stdout
+    rows = {line.split("|")[2].strip(): [c.strip() for c in line.split("|")[3:-1]]
+            for line in printed.splitlines() if line.startswith("| decode base greedy")}
+    assert rows["target tokens/s"][0] == "2000" and rows["target tokens/s"][6] == "3.00x"
+    best = rows["s per batch, best run"]
+    assert best[0] == "0.380" and best[4] == "1.05" and best[6] == "2.75x"  # 1.046 / 0.38
