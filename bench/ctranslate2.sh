@@ -13,7 +13,8 @@
 #           temporary folder)
 #   --ct2-isa  CT2_FORCE_CPU_ISA for CTranslate2's own kernels. Default: AVX512 where the
 #           CPU has AVX-512, else its own choice (which stops at AVX2 on every x86-64 CPU; its
-#           AVX-512 kernels are faster: docs/BENCHMARKS.md); "own": its own choice everywhere.
+#           AVX-512 kernels took 5-9% less time by the medians on a Zen 5: docs/BENCHMARKS.md);
+#           "own": its own choice everywhere.
 #
 # What runs:
 #   1. tfm's bench_decode writes a random model of the preset (--vocab) and --batch sources of

@@ -18,7 +18,8 @@
 #               writes another position table: docs/CONVERTING.md).
 #   --ct2-isa   CT2_FORCE_CPU_ISA for CTranslate2's own kernels. Default: AVX512 where the
 #               CPU has AVX-512, else its own choice (which stops at AVX2 on every x86-64 CPU; its
-#               AVX-512 kernels are faster: docs/BENCHMARKS.md); "own": its own choice everywhere.
+#               AVX-512 kernels took 5-9% less time by the medians on a Zen 5: docs/BENCHMARKS.md);
+#               "own": its own choice everywhere.
 #   Environment: PYTHON (/usr/bin/python3), PYTHONPATH (build/release/python, tfm's module),
 #   TFM (build/release/tfm).
 #
