@@ -65,15 +65,12 @@ for precision in $precisions; do
     { echo "ctranslate2.sh: --precisions $precision has no CTranslate2 counterpart (f32, int8)" >&2; exit 2; }
 done
 cd "$root"
-# CTranslate2 at its best: its AVX-512 kernels where the CPU has them.
-if [[ -z "$ct2_isa" ]] && grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
-  ct2_isa=AVX512
-fi
-[[ "$ct2_isa" == own ]] && ct2_isa=""
 PYTHON="${PYTHON:-$(command -v /usr/bin/python3 || command -v python3)}"
 # CTranslate2 present? Else one line and status 0.
 source bench/ct2_present.sh
 ct2_present ctranslate2.sh "$ct2"
+# CTranslate2 at its best: its AVX-512 kernels where the CPU has them.
+ct2_isa="$(ct2_force_isa "$ct2_isa")"
 bench_decode="$root/build/release/bench_decode"
 [[ -x "$bench_decode" ]] || { echo "ctranslate2.sh: $bench_decode is missing (cmake --build --preset release)" >&2; exit 1; }
 # The converter reads safetensors with tools/read_safetensors.py: PyTorch's interpreter

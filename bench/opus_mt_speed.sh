@@ -69,17 +69,14 @@ for precision in $precisions; do
     { echo "opus_mt_speed.sh: --precisions $precision: expected f32 or int8" >&2; exit 2; }
 done
 cd "$root"
-# CTranslate2 at its best: its AVX-512 kernels where the CPU has them.
-if [[ -z "$ct2_isa" ]] && grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
-  ct2_isa=AVX512
-fi
-[[ "$ct2_isa" == own ]] && ct2_isa=""
 PYTHON="${PYTHON:-/usr/bin/python3}"
 TFM="${TFM:-$root/build/release/tfm}"
 export PYTHONPATH="${PYTHONPATH:-$root/build/release/python}"
 # CTranslate2 present? Else one line and status 0.
 source bench/ct2_present.sh
 ct2_present opus_mt_speed.sh "$ct2"
+# CTranslate2 at its best: its AVX-512 kernels where the CPU has them.
+ct2_isa="$(ct2_force_isa "$ct2_isa")"
 [[ -x "$TFM" ]] || { echo "opus_mt_speed.sh: $TFM is missing (cmake --build --preset release)" >&2; exit 1; }
 "$PYTHON" -c "import tfm" 2>/dev/null ||
   { echo "opus_mt_speed.sh: cannot import tfm with PYTHONPATH=$PYTHONPATH" >&2; exit 1; }

@@ -1,4 +1,4 @@
-"""The table of tfm beside a peer decoding in interleaved rounds (bench/ctranslate2.sh,
+"""The table of tfm beside CTranslate2 decoding in interleaved rounds (bench/ctranslate2.sh,
 bench/opus_mt_speed.sh). Standard library only.
 
 Each round's JSON lines (bench_decode's or bench/peer_decode.py's) give per mode the mean of its
@@ -51,12 +51,12 @@ def compare(tfm_rounds, peer_rounds, tfm_mode, peer_mode):
     return figures
 
 
-def table(rows, peer_name, rounds):
+def table(rows, rounds):
     """Markdown lines: rows are (mode, figures from compare, same outputs as text)."""
     lines = [
-        f"| mode | tfm s a batch (median of {rounds} rounds' means) | {peer_name} s a batch | "
-        f"{peer_name} / tfm time | rounds' range | tfm best run s | {peer_name} best run s | "
-        f"{peer_name} / tfm, best runs | rounds' range | same outputs |",
+        f"| mode | tfm s a batch (median of {rounds} rounds' means) | CTranslate2 s a batch | "
+        "CTranslate2 / tfm time | rounds' range | tfm best run s | CTranslate2 best run s | "
+        "CTranslate2 / tfm, best runs | rounds' range | same outputs |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for mode, figures, same in rows:
@@ -110,9 +110,9 @@ def ctranslate2_table(out, precisions, rounds):
     return rows
 
 
-def print_report(out, rows, peer_name, rounds):
+def print_report(out, rows, rounds):
     """The table, CTranslate2's instruction set, then the quiet rounds (bench/quiet_rounds.py)."""
-    lines = table(rows, peer_name, rounds)
+    lines = table(rows, rounds)
     isa = selected_isa(os.path.join(out, "ct2.log"))
     if isa:
         lines += ["", f"CTranslate2's own kernels ran with {isa} (its log: \"Selected ISA\"; "
@@ -127,15 +127,20 @@ def opus_mt_table(out, rounds, ct2_from):
     where CTranslate2's model came from tfm's (CTranslate2's own converter writes another position
     table: docs/CONVERTING.md)."""
     tfm, ct2 = read_rounds(out, "tfm", rounds), read_rounds(out, "ct2", rounds)
+    outputs = {}  # (framework, precision): {mode: hypotheses}, each file read once
+
+    def hypotheses(framework, mode):
+        key = (framework, mode.rsplit("-", 1)[1])
+        if key not in outputs:
+            with open(os.path.join(out, f"{key[0]}-{key[1]}.json"), encoding="utf-8") as f:
+                outputs[key] = json.load(f)
+        return outputs[key][mode]
+
     rows = []
     for mode in tfm[0]:
         same = "not compared (another position table)"
         if ct2_from == "tfm":
-            precision = mode.rsplit("-", 1)[1]
-            with open(os.path.join(out, f"tfm-{precision}.json"), encoding="utf-8") as f:
-                a = json.load(f)[mode]
-            with open(os.path.join(out, f"ct2-{precision}.json"), encoding="utf-8") as f:
-                b = json.load(f)[mode]
+            a, b = hypotheses("tfm", mode), hypotheses("ct2", mode)
             same = f"{sum(x == y for x, y in zip(a, b))} of {len(a)}"
         rows.append((mode, compare(tfm, ct2, mode, mode), same))
     return rows
@@ -144,7 +149,7 @@ def opus_mt_table(out, rounds, ct2_from):
 def main(argv):
     if len(argv) == 4 and argv[0] == "ctranslate2":
         out, rounds = argv[1], int(argv[2])
-        print_report(out, ctranslate2_table(out, argv[3].split(), rounds), "CTranslate2", rounds)
+        print_report(out, ctranslate2_table(out, argv[3].split(), rounds), rounds)
         return 0
     if len(argv) == 6 and argv[0] == "opus-mt":
         out, rounds, ct2_from, size, threads = argv[1], int(argv[2]), argv[3], argv[4], argv[5]
@@ -153,7 +158,7 @@ def main(argv):
                      else "tfm convert --to ctranslate2")
         print(f"{size} model, batch {batch}, {threads} threads, CTranslate2's model from "
               f"{converter}, median of {rounds} interleaved rounds\n")
-        print_report(out, opus_mt_table(out, rounds, ct2_from), "CTranslate2", rounds)
+        print_report(out, opus_mt_table(out, rounds, ct2_from), rounds)
         return 0
     sys.exit(__doc__)
 

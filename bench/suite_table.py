@@ -334,28 +334,23 @@ def decode_rows(table, results, settings, descriptions):
         def cells(fmt, frameworks=("tfm", "pytorch"), rows=rows):
             return cells_of(rows, errors, fmt, frameworks)
 
-        def speed(framework, precision, rows=rows):
-            r = rows.get((framework, precision))
-            return r["target_tokens_per_second"] if r else None
+        def ratios(speed_of, rows=rows):
+            """The table's three ratio columns of speed_of(row) (None: no figure)."""
+            def speed(framework, precision):
+                r = rows.get((framework, precision))
+                return speed_of(r) if r else None
+            return (ratio_text(speed("tfm", "f32"), speed("pytorch", "f32")),
+                    ratio_text(speed("tfm", "bf16"), speed("pytorch", "f32")),
+                    ratio_text(speed("tfm", "int8-bf16"), speed("tfm", "bf16")))
 
-        ratios = (ratio_text(speed("tfm", "f32"), speed("pytorch", "f32")),
-                  ratio_text(speed("tfm", "bf16"), speed("pytorch", "f32")),
-                  ratio_text(speed("tfm", "int8-bf16"), speed("tfm", "bf16")))
-        table.add(name, "target tokens/s", cells(lambda r: f"{r['target_tokens_per_second']:.0f}"), ratios)
+        table.add(name, "target tokens/s", cells(lambda r: f"{r['target_tokens_per_second']:.0f}"),
+                  ratios(lambda r: r["target_tokens_per_second"]))
         table.add(name, "s per batch", cells(lambda r: seconds_text(r["seconds"])))
-
-        def best_speed(framework, precision, rows=rows):
-            # Each engine at its best: the inverse of its fastest timed run (the ratios above are of
-            # the runs' means; PyTorch's runs spread more than tfm's).
-            r = rows.get((framework, precision))
-            return 1.0 / r["best_seconds"] if r and r.get("best_seconds") else None
-
-        best_ratios = (ratio_text(best_speed("tfm", "f32"), best_speed("pytorch", "f32")),
-                       ratio_text(best_speed("tfm", "bf16"), best_speed("pytorch", "f32")),
-                       ratio_text(best_speed("tfm", "int8-bf16"), best_speed("tfm", "bf16")))
+        # Each engine at its best: the inverse of its fastest timed run (the ratios above are of the
+        # runs' means; PyTorch's runs spread more than tfm's).
         table.add(name, "s per batch, best run",
                   cells(lambda r: seconds_text(r["best_seconds"]) if r.get("best_seconds") else None),
-                  best_ratios)
+                  ratios(lambda r: 1.0 / r["best_seconds"] if r.get("best_seconds") else None))
         table.add(name, "outside products", cells(outside_products, ("tfm",)))
         table.add(name, "peak RSS MB", cells(lambda r: f"{r['peak_rss_mb']:.0f}"))
         torch_row = rows.get(("pytorch", "f32"))

@@ -38,7 +38,7 @@ def test_compare_gives_the_ratios_of_the_means_and_of_the_best_runs():
     assert figures["mean"]["ratios"] == pytest.approx([3.0, 2.0, 2.2])
     assert figures["best"]["tfm"] == 1.4 and figures["best"]["peer"] == 2.1
     assert figures["best"]["ratios"] == pytest.approx([2.0, 2.0, 1.5])
-    lines = peer_table.table([("beam4-f32", figures, "2 of 2")], "CTranslate2", 3)
+    lines = peer_table.table([("beam4-f32", figures, "2 of 2")], 3)
     assert lines[2] == ("| beam4-f32 | 1.500 | 3.300 | **2.20x** | 2.00-3.00x | 1.400 | 2.100 | "
                         "**1.50x** | 1.50-2.00x | 2 of 2 |")
 
@@ -136,3 +136,16 @@ def test_the_suites_decoding_rows_give_the_best_runs_ratio_too(tmp_path):
     assert rows["target tokens/s"][0] == "2000" and rows["target tokens/s"][6] == "3.00x"
     best = rows["s per batch, best run"]
     assert best[0] == "0.380" and best[4] == "1.05" and best[6] == "2.75x"  # 1.046 / 0.38
+
+
+def test_the_opus_mt_table_compares_outputs_when_ctranslate2s_model_came_from_tfm(tmp_path):
+    write_rounds(tmp_path, "tfm", [[row("greedy-f32", 1.0, 1.0), row("greedy-int8", 0.5, 0.5)]])
+    write_rounds(tmp_path, "ct2", [[row("greedy-f32", 2.0, 2.0), row("greedy-int8", 1.0, 1.0)]])
+    (tmp_path / "peaks.txt").write_text("1 400 400\n")
+    (tmp_path / "tfm-f32.json").write_text(json.dumps({"greedy-f32": [["a", "b"], ["c"]]}))
+    (tmp_path / "ct2-f32.json").write_text(json.dumps({"greedy-f32": [["a", "b"], ["d"]]}))
+    (tmp_path / "tfm-int8.json").write_text(json.dumps({"greedy-int8": [["a"], ["c"]]}))
+    (tmp_path / "ct2-int8.json").write_text(json.dumps({"greedy-int8": [["a"], ["c"]]}))
+    rows = peer_table.opus_mt_table(str(tmp_path), 1, "tfm")
+    assert [(mode, same) for mode, _, same in rows] == [("greedy-f32", "1 of 2"),
+                                                         ("greedy-int8", "2 of 2")]
