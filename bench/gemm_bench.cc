@@ -30,6 +30,7 @@
 #include "tfm/kernels/cpu/attention_cpu.h"
 #include "tfm/kernels/cpu/blocked_gemm_cpu.h"
 #include "tfm/kernels/cpu/cross_entropy_cpu.h"
+#include "tfm/kernels/cpu/elementwise_cpu.h"
 #include "tfm/kernels/cpu/matmul_cpu.h"
 #include "tfm/kernels/cpu/packed_matmul_cpu.h"
 #include "tfm/kernels/cpu/panel_int8_cpu.h"
@@ -125,7 +126,8 @@ void attention_values(benchmark::State& state) {
 
 // A training step's attention, forward and backward (cpu::attention_forward and
 // attention_backward, as ops::attention calls them), without masks or dropout: batch, tokens, heads
-// and head width from the arguments. Counts the six products' flops, 2 * B * h * T * T * d each.
+// and head width from the arguments, and the MiB written between iterations. Counts the six
+// products' flops, 2 * B * h * T * T * d each.
 void attention_train(benchmark::State& state) {
   namespace cpu = tfm::internal::cpu;
   const int64_t batch = state.range(0), t = state.range(1), heads = state.range(2),
@@ -146,7 +148,13 @@ void attention_train(benchmark::State& state) {
   targets.dq = dq.data<float>();
   targets.dk = dk.data<float>();
   targets.dv = dv.data<float>();
+  std::vector<float> flush(static_cast<size_t>(state.range(4)) << 18);  // 2^18 floats a MiB
   for (auto _ : state) {
+    if (!flush.empty()) {
+      state.PauseTiming();
+      for (size_t i = 0; i < flush.size(); i += 16) flush[i] += 1.0f;
+      state.ResumeTiming();
+    }
     cpu::attention_forward(dims, mask, dropout, q.data<float>(), k.data<float>(), v.data<float>(),
                            probs.data<float>(), nullptr, out.data<float>());
     cpu::attention_backward(dims, mask, dropout, q.data<float>(), k.data<float>(), v.data<float>(),
@@ -247,12 +255,17 @@ BENCHMARK(linear_weight_grad)
     ->Args({4096, 512, 37000})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
-// The Multi30k recipe's tiles (64 sentences of 16 tokens, 4 heads of 32) and `base`'s (8 heads of
-// 64, 32 tokens).
+// The Multi30k recipe's tiles (64 sentences of 16 tokens, 4 heads of 32), its d_model 256 model's
+// as the training benchmarks run it (128 sentences, 4 heads of 64) and `base`'s (8 heads of 64, 32
+// tokens). flushMB > 0 writes that many MiB of other memory before each iteration (untimed), so
+// that the tiles read their inputs from memory, as in a training step, where products have moved
+// other data through the cache since the inputs were written.
 BENCHMARK(attention_train)
-    ->ArgNames({"B", "T", "heads", "d"})
-    ->Args({64, 16, 4, 32})
-    ->Args({128, 32, 8, 64})
+    ->ArgNames({"B", "T", "heads", "d", "flushMB"})
+    ->Args({64, 16, 4, 32, 0})
+    ->Args({128, 16, 4, 64, 0})
+    ->Args({128, 16, 4, 64, 64})
+    ->Args({128, 32, 8, 64, 0})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 // The output layer's loss and gradient over a chunk of logits as a bf16 training step computes
@@ -283,6 +296,38 @@ BENCHMARK(loss_rows_with_grad_bf16)
     ->Args({2048, 8000})
     ->Args({4096, 37000})
     ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+// The feed-forward's ReLU backward as a bf16 training step runs it (cpu::relu_backward_bias_bf16):
+// the masked gradient's bf16 copy and the bias's gradient in one pass over the Multi30k d_model 256
+// model's hidden layer, 2048 tokens x 1024. GB/s counts what it must move: y and g read in f32, the
+// copy written in bf16.
+void relu_backward_bias_bf16(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = state.range(1);
+  // sets > 1: the calls take turns over that many copies of their operands, so that each reads
+  // them from memory (4 x 20 MB against a 32 MB L3), as in a step.
+  const int64_t sets = state.range(2);
+  std::vector<Tensor> y, g, copy;
+  for (int64_t s = 0; s < sets; ++s) {
+    y.push_back(random_tensor({rows, cols}, 1));
+    g.push_back(random_tensor({rows, cols}, 2));
+    copy.push_back(Tensor::empty({rows, cols}, DType::bf16));
+  }
+  Tensor db = Tensor::empty({cols});
+  int64_t turn = 0;
+  for (auto _ : state) {
+    const size_t s = static_cast<size_t>(turn++ % sets);
+    tfm::internal::cpu::relu_backward_bias_bf16(y[s].data<float>(), g[s].data<float>(), rows, cols,
+                                                copy[s].data<tfm::internal::bf16>(),
+                                                db.data<float>(), false);
+  }
+  state.counters["GB/s"] = benchmark::Counter(10.0 * static_cast<double>(rows * cols),
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(relu_backward_bias_bf16)
+    ->ArgNames({"rows", "cols", "sets"})
+    ->Args({2048, 1024, 1})
+    ->Args({2048, 1024, 4})
+    ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(attention_scores_bf16)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(attention_values_bf16)->Unit(benchmark::kMillisecond)->UseRealTime();

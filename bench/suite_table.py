@@ -83,8 +83,10 @@ def product_label(row):
         kernel = ("oneDNN", "our blocked kernel", "our blocked kernel, bf16 widened")[row["kernel"]]
         return f"{row['M']} x {row['K']} x {row['N']}, {layout}: {kernel}"
     if kind == "attention_train":
+        # flushMB > 0: that much other memory written between iterations, the inputs read from memory.
+        cold = f", inputs from memory ({row['flushMB']} MB written between)" if row.get("flushMB") else ""
         return (f"attention, forward + backward (our tile kernels): {row['B']}x{row['heads']} heads, "
-                f"{row['T']} tokens, head width {row['d']}")
+                f"{row['T']} tokens, head width {row['d']}{cold}")
     if kind == "decoder_step":
         # 8 products a layer of base's decoder, 14.7 MB of f32 weights: 1 layer stays in the caches,
         # 12 (176 MB) stream from memory as a decoding step's weights do.

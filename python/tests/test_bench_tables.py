@@ -138,6 +138,19 @@ def test_the_suites_decoding_rows_give_the_best_runs_ratio_too(tmp_path):
     assert best[0] == "0.380" and best[4] == "1.05" and best[6] == "2.75x"  # 1.046 / 0.38
 
 
+def test_the_attention_rows_say_when_their_inputs_came_from_memory():
+    import suite_table
+    label = suite_table.product_label
+    hot = {"kind": "attention_train", "B": 128, "heads": 4, "T": 16, "d": 64, "flushMB": 0}
+    assert label(hot) == ("attention, forward + backward (our tile kernels): 128x4 heads, 16 tokens, "
+                          "head width 64")
+    assert label(dict(hot, flushMB=64)).endswith(
+        "head width 64, inputs from memory (64 MB written between)")
+    old = dict(hot)
+    del old["flushMB"]  # a report from before the argument
+    assert label(old) == label(hot)
+
+
 def test_the_opus_mt_table_compares_outputs_when_ctranslate2s_model_came_from_tfm(tmp_path):
     write_rounds(tmp_path, "tfm", [[row("greedy-f32", 1.0, 1.0), row("greedy-int8", 0.5, 0.5)]])
     write_rounds(tmp_path, "ct2", [[row("greedy-f32", 2.0, 2.0), row("greedy-int8", 1.0, 1.0)]])

@@ -268,6 +268,19 @@ Tile tile_of(const AttentionDims& dims, int64_t index) {
   return t;
 }
 
+// Asks for the rows of a tile's block of a [B, T, h*d] tensor (`rows` rows of `width` floats,
+// `stride` apart) to be brought into L2 before they are used. The tiles' inputs were written long
+// before (in the forward) or by a product that has since moved other data through the cache:
+// fetched as they are used, they stall the tile's small products. Asked for one tile ahead, they
+// arrive while the tile before computes. Into L2, not L1: two tiles' blocks do not fit in L1 beside
+// the tile's buffers, and prefetching into L1 slowed tiles whose data was already cached by 9-13%.
+void prefetch_block(const float* first, int64_t rows, int64_t width, int64_t stride) {
+  constexpr int64_t kLineFloats = 16;  // 64-byte lines
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < width; c += kLineFloats)
+      __builtin_prefetch(first + r * stride + c, 0, 2);  // prefetcht1: into L2
+}
+
 // D = P * keep / (1 - p) for row `row` of P: element j has index row * tk + j.
 void drop_row(const AttentionDropout& dropout, int64_t row, int64_t tk, const float* p, float* d) {
   const float keep_scale = 1.0f / (1.0f - dropout.p);
@@ -298,6 +311,12 @@ void attention_forward(const AttentionDims& dims, const AttentionMaskSpec& mask,
 #pragma omp for schedule(static)
     for (int64_t index = 0; index < tiles; ++index) {
       const Tile tile = tile_of(dims, index);
+      if (index + 1 < tiles) {
+        const Tile next = tile_of(dims, index + 1);
+        prefetch_block(q + next.q, tq, dims.dk, next.ldq);
+        prefetch_block(k + next.k, tk, dims.dk, next.ldk);
+        prefetch_block(v + next.v, tk, dims.dv, next.ldv);
+      }
       float* p = probs + tile.first_row * tk;  // the tile's P [Tq, Tk]
       // S = q k^T / sqrt(dk), then P = softmax over each query's visible keys (0 on the others).
       transpose_rows(k + tile.k, tk, dims.dk, tile.ldk, ld, k_t.data());
@@ -338,6 +357,14 @@ void attention_backward(const AttentionDims& dims, const AttentionMaskSpec& mask
 #pragma omp for schedule(static)
     for (int64_t index = 0; index < tiles; ++index) {
       const Tile tile = tile_of(dims, index);
+      if (index + 1 < tiles) {
+        const Tile next = tile_of(dims, index + 1);
+        prefetch_block(q + next.q, tq, dk, next.ldq);
+        prefetch_block(k + next.k, tk, dk, next.ldk);
+        prefetch_block(v + next.v, tk, dv, next.ldv);
+        prefetch_block(d_out + next.o, tq, dv, next.ldo);
+        prefetch_block(probs + next.first_row * tk, tq, tk, tk);
+      }
       const float* p = probs + tile.first_row * tk;  // the tile's P [Tq, Tk]
       const float* g = d_out + tile.o;               // dO row t: g + t * ldo
       float* ds = d_probs + tile.first_row * tk;     // the tile's dS [Tq, Tk]
