@@ -357,6 +357,47 @@ TEST(CliTrainTranslate, WarmupFitsATimeBudgetFromTheSpeedOfTheFirstUpdates) {
       << run.err;
 }
 
+// A warmup the fraction would end before the update it is fitted at (a machine so slow, or a
+// fraction so small, that the timed updates outlast it) ends at that update instead: the rate never
+// climbs past the warmup's end, and the line says so.
+TEST(CliTrainTranslate, AFittedWarmupThatHasPassedEndsAtTheUpdateItIsFittedAt) {
+  TempDir dir;
+  write_recipe(dir);
+  auto run =
+      train_for_six_seconds(dir,
+                            "--set optimizer.warmup=100000 --set optimizer.warmup_fraction=0.0001 "
+                            "--set training.log_every=1");
+  ASSERT_EQ(run.status, 0) << run.err;
+  const size_t at = run.err.find("warmup: ");
+  ASSERT_NE(at, std::string::npos) << run.err;
+  long long warmup = 0;
+  int first = 0, last = 0;
+  ASSERT_EQ(std::sscanf(run.err.c_str() + at,
+                        "warmup: %lld updates (0.0001 of the about %*f updates of the budget at "
+                        "%*f ms an update (updates %d-%d), at most 100000;",
+                        &warmup, &first, &last),
+            3)
+      << run.err;
+  EXPECT_EQ(warmup, last) << run.err;
+  EXPECT_NE(run.err.find("by the fraction, passed already) to the peak learning rate", at),
+            std::string::npos)
+      << run.err;
+  const double peak = 0.25 / std::sqrt(100000.0);
+  const auto rates = logged_learning_rates(dir / "run" / "metrics.jsonl");
+  ASSERT_TRUE(rates.count(warmup + 1)) << run.err;
+  double before = peak;
+  for (const auto& [step, rate] : rates) {
+    if (step <= warmup) {
+      EXPECT_LT(rate, peak) << step;  // climbing on the recipe's warmup of 100000
+      continue;
+    }
+    const auto s = static_cast<double>(step), w = static_cast<double>(warmup);
+    EXPECT_NEAR(rate, peak * std::sqrt(w / s), 1e-12) << step;
+    EXPECT_LE(rate, before) << step;
+    before = rate;
+  }
+}
+
 // optimizer.schedule linear: equation 3's warmup to its peak, then a straight line to zero at
 // training.max_steps; a resumed run gives each update the rate the run would have given it, even
 // with a longer budget (the decay's end is the run's, kept in its checkpoints).

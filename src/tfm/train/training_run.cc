@@ -304,17 +304,24 @@ void TrainingRun::announce() {
 void TrainingRun::fit_schedule(double expected_updates) {
   NoamSchedule schedule = session_options_.schedule;
   if (recipe_.warmup_fraction > 0) {
-    schedule = schedule.with_warmup_at_same_peak(fitted_warmup(recipe_, expected_updates));
+    // Not before the update it is fitted at: on a slow or loaded machine a time budget's probe can
+    // outlast a quarter of the updates the budget allows, and a warmup that had ended already would
+    // have the rate climb (on the recipe's warmup) past the fitted warmup's end, then jump.
+    const int64_t fitted = fitted_warmup(recipe_, expected_updates);
+    const int64_t now = std::max<int64_t>(1, session_->step());
+    schedule = schedule.with_warmup_at_same_peak(std::max(fitted, now));
     // Under a time budget, the speed the estimate assumed: the updates it timed.
     const std::string speed = warmup_.probe_seconds_per_update() > 0
                                   ? fmt::format(" at {:.4g} ms an update (updates {}-{})",
                                                 warmup_.probe_seconds_per_update() * 1e3,
                                                 warmup_.probe_first_step(), session_->step())
                                   : "";
+    const std::string late =
+        fitted < now ? fmt::format("; {} by the fraction, passed already", fitted) : "";
     note_(fmt::format(
-        "warmup: {} updates ({:g} of the about {:.0f} updates of the budget{}, at most {}) to the "
-        "peak learning rate {:.3g}",
-        schedule.warmup, recipe_.warmup_fraction, expected_updates, speed, recipe_.warmup,
+        "warmup: {} updates ({:g} of the about {:.0f} updates of the budget{}, at most {}{}) to "
+        "the peak learning rate {:.3g}",
+        schedule.warmup, recipe_.warmup_fraction, expected_updates, speed, recipe_.warmup, late,
         schedule.peak()));
   }
   if (schedule.shape != ScheduleShape::noam) {
