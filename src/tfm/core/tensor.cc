@@ -184,7 +184,9 @@ Tensor Tensor::grad() const {
 }
 
 void Tensor::zero_grad() {
-  if (meta_) meta_->grad_valid = false;
+  if (!meta_) return;
+  meta_->grad_valid = false;
+  meta_->grad_bf16 = Tensor();
 }
 
 namespace {
