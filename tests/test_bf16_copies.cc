@@ -5,7 +5,6 @@
 // device: the CPU, and a GPU when there is one (skipped, saying why, without).
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -16,7 +15,6 @@
 #include <map>
 #include <random>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "gradcheck.h"
@@ -183,137 +181,6 @@ TEST(Bf16CopiesCpu, ReluBackwardWithBiasIsReluBackwardThenToBf16ThenSumRows) {
     EXPECT_EQ(std::memcmp(got_bf16.data(), want_bf16.data(), n * sizeof(uint16_t)), 0)
         << rows << " x " << cols << " without a bias gradient";
   }
-}
-
-// Random host tensors for the producers' tests, trainable or not.
-struct HostInputs {
-  std::mt19937 rng{11};
-  Tensor make(const Shape& shape, bool trainable) {
-    const testing::Values v = testing::random_values(shape.numel(), rng);
-    Tensor t = Tensor::from_floats(shape, std::vector<float>(v.begin(), v.end()));
-    if (trainable) t.set_requires_grad(true);
-    return t;
-  }
-};
-
-// A bf16 product's output as an op that offers no bf16 gradient sees it: y + 0 (the same values;
-// its backward writes the product's gradient, which the product then rounds itself).
-Tensor unmarked(const Tensor& y) {
-  return ops::add(y, Tensor::zeros(y.shape()));
-}
-
-float largest_magnitude(const Tensor& t) {
-  float largest = 0.0f;
-  for (float g : t.to_floats()) largest = std::max(largest, std::fabs(g));
-  return largest;
-}
-
-// The CPU's attention backward rounds dq, dk and dv to bf16 in its own pass and offers the copies
-// to the bf16 projections that made q, k and v (offer_grad_bf16): the same bits as each projection
-// rounding its incoming gradient, three conversions fewer. Not where a gradient is also written by
-// another op (q added to the output: its projection rounds the sum itself) or where one tensor is
-// q, k and v at once.
-TEST(Bf16CopiesCpu, AttentionBackwardOffersItsGradientsCopiesWithTheSameBits) {
-  HostInputs host;
-  // 2 sentences of 5 tokens, 16 features, 2 heads of 8; mask: the second sentence's last 2 keys.
-  Tensor x = host.make({2, 5, 16}, true), wq = host.make({16, 16}, true),
-         wk = host.make({16, 16}, true), wv = host.make({16, 16}, true);
-  const Tensor seed = host.make({2, 5, 16}, false);
-  ops::AttentionMask mask;
-  mask.key_lengths = {5, 3};
-  enum class Use { plain, q_also_added, one_projection };
-  // The gradients of x and the weights, and the conversions run; `offered`: the attention sees the
-  // projections' outputs (else unmarked copies of them).
-  auto run = [&](bool offered, Use use) {
-    for (Tensor* t : {&x, &wq, &wk, &wv}) t->zero_grad();
-    const auto start = ops::bf16_conversions();
-    const auto project = [&](const Tensor& w) {
-      const Tensor y = ops::linear(x, w, {}, {DType::bf16});
-      return offered ? y : unmarked(y);
-    };
-    Tape tape;
-    Tensor out;
-    {
-      TapeScope scope(tape);
-      const Tensor q = project(wq);
-      if (use == Use::one_projection) {
-        out = ops::attention(q, q, q, 2, mask, 0.0f, 0, nullptr, DType::bf16);
-      } else {
-        out = ops::attention(q, project(wk), project(wv), 2, mask, 0.0f, 0, nullptr, DType::bf16);
-        if (use == Use::q_also_added) out = ops::add(out, q);
-      }
-    }
-    tape.backward(out, seed);
-    std::vector<Tensor> grads = {x.grad(), wq.grad()};
-    if (use != Use::one_projection) {
-      grads.push_back(wk.grad());
-      grads.push_back(wv.grad());
-    }
-    return std::pair{grads, conversions_since(start)};
-  };
-  // Each use: conversions without the copies (x and each weight rounded by each projection, and
-  // each projection's incoming gradient), and how many copies the attention offers.
-  struct Expected {
-    Use use;
-    int64_t conversions, copies;
-    const char* what;
-  };
-  for (const Expected e : {Expected{Use::plain, 9, 3, "q, k and v"},
-                           Expected{Use::q_also_added, 9, 2, "q also added to the output"},
-                           Expected{Use::one_projection, 3, 0, "one tensor as q, k and v"}}) {
-    const auto [expected, own] = run(false, e.use);
-    EXPECT_EQ(own, e.conversions) << e.what;
-    const auto [got, offered] = run(true, e.use);
-    EXPECT_EQ(offered, e.conversions - e.copies) << e.what;
-    ASSERT_EQ(got.size(), expected.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      const std::string what = std::string(e.what) + ": gradient " + std::to_string(i);
-      EXPECT_GT(largest_magnitude(expected[i]), 0.0f) << what;
-      expect_same_bits(got[i], expected[i], what);
-    }
-  }
-}
-
-// The pre-norm stream's fused sum and norm rounds d(branch) in its backward's pass and offers it to
-// the bf16 product that made the branch: the same bits, one conversion fewer; with and without
-// dropout, and not when the branch's gradient is also written by another op.
-TEST(Bf16CopiesCpu, ResidualNormBackwardOffersTheBranchGradientsCopyWithTheSameBits) {
-  HostInputs host;
-  Tensor x = host.make({6, 3, 24}, true), w = host.make({24, 24}, true),
-         stream = host.make({6, 3, 24}, true), gamma = host.make({24}, true),
-         beta = host.make({24}, true);
-  const Tensor seed = host.make({6, 3, 24}, false);
-  auto run = [&](bool offered, float p, bool branch_also_added) {
-    for (Tensor* t : {&x, &w, &stream, &gamma, &beta}) t->zero_grad();
-    const auto start = ops::bf16_conversions();
-    Tape tape;
-    Tensor out;
-    {
-      TapeScope scope(tape);
-      const Tensor y = ops::linear(x, w, {}, {DType::bf16});
-      const Tensor branch = offered ? y : unmarked(y);
-      ops::SumAndNorm s =
-          ops::add_dropout_then_layer_norm(stream, branch, p, 7, gamma, beta, 1e-5f);
-      // Both outputs carry gradients, as the stream's sum and the next sub-layer's input do.
-      out = ops::add(s.normed, branch_also_added ? ops::add(s.sum, branch) : s.sum);
-    }
-    tape.backward(out, seed);
-    return std::pair{std::vector<Tensor>{x.grad(), w.grad(), stream.grad(), gamma.grad()},
-                     conversions_since(start)};
-  };
-  for (const float p : {0.0f, 0.25f})
-    for (const bool also_added : {false, true}) {
-      const std::string what =
-          "dropout " + std::to_string(p) + (also_added ? ", the branch also added to the sum" : "");
-      const auto [expected, own] = run(false, p, also_added);
-      EXPECT_EQ(own, 3) << what;  // x, the weight, the incoming gradient
-      const auto [got, offered] = run(true, p, also_added);
-      EXPECT_EQ(offered, also_added ? 3 : 2) << what;
-      for (size_t i = 0; i < got.size(); ++i) {
-        EXPECT_GT(largest_magnitude(expected[i]), 0.0f) << what << ": gradient " << i;
-        expect_same_bits(got[i], expected[i], what + ": gradient " + std::to_string(i));
-      }
-    }
 }
 
 // The context keeps one shared copy, of the last tensor asked for: asked again, the same copy;

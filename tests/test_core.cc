@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <cstring>
 
-#include "temp_dir.h"
 #include "tfm/autograd/tape.h"
 #include "tfm/core/allocator.h"
 #include "tfm/core/tensor.h"
@@ -88,32 +87,6 @@ TEST(Tape, GradTargetOverwritesThenAccumulates) {
   t.zero_grad();
   EXPECT_FALSE(t.grad().defined());
   EXPECT_FALSE(grad_target(t).accumulate);
-}
-
-// A gradient's bf16 copy, offered by the backward that wrote it, is taken once; any later write to
-// the gradient (grad_target) or zero_grad drops it; one of another shape is refused. A tensor says
-// whether its producer wants one.
-TEST(Tape, Bf16GradientCopyIsDroppedByALaterWrite) {
-  Tensor t = Tensor::zeros({3});
-  t.set_requires_grad(true);
-  EXPECT_FALSE(grad_bf16_wanted(t));
-  want_grad_bf16(t);
-  EXPECT_TRUE(grad_bf16_wanted(t));
-  EXPECT_FALSE(take_grad_bf16(t).defined());  // no gradient yet
-  grad_target(t).tensor.fill(1.0f);
-  const Tensor copy = Tensor::zeros({3}, DType::bf16);
-  offer_grad_bf16(t, copy);
-  EXPECT_TRUE(take_grad_bf16(t).same_storage(copy));
-  EXPECT_FALSE(take_grad_bf16(t).defined());  // taken
-  offer_grad_bf16(t, copy);
-  EXPECT_TRUE(grad_target(t).accumulate);  // a second write: the copy misses its sum
-  EXPECT_FALSE(take_grad_bf16(t).defined());
-  offer_grad_bf16(t, copy);
-  t.zero_grad();
-  EXPECT_FALSE(take_grad_bf16(t).defined());
-  grad_target(t);
-  testing::expect_error([&] { offer_grad_bf16(t, Tensor::zeros({4}, DType::bf16)); },
-                        {"bf16 gradient", "does not match"});
 }
 
 }  // namespace

@@ -1,7 +1,5 @@
 #include "tfm/autograd/tape.h"
 
-#include <utility>
-
 namespace tfm::internal {
 
 namespace {
@@ -53,37 +51,7 @@ GradTarget grad_target(const Tensor& t) {
   target.tensor = meta->grad;
   target.accumulate = meta->grad_valid;
   meta->grad_valid = true;
-  meta->grad_bf16 = Tensor();  // the write to come may change the gradient
   return target;
-}
-
-void want_grad_bf16(const Tensor& t) {
-  AutogradMeta* meta = t.autograd_meta();
-  TFM_CHECK(meta != nullptr && meta->requires_grad,
-            "a bf16 gradient wanted for a tensor without a gradient");
-  meta->grad_bf16_wanted = true;
-}
-
-bool grad_bf16_wanted(const Tensor& t) {
-  const AutogradMeta* meta = t.autograd_meta();
-  return meta != nullptr && meta->grad_bf16_wanted;
-}
-
-void offer_grad_bf16(const Tensor& t, Tensor copy) {
-  AutogradMeta* meta = t.autograd_meta();
-  TFM_CHECK(meta != nullptr && meta->grad_valid,
-            "a bf16 gradient offered for a tensor without one");
-  TFM_CHECK(copy.dtype() == DType::bf16 && copy.shape() == t.shape() &&
-                copy.device() == meta->grad.device(),
-            "the bf16 gradient {} does not match the gradient {}", copy.describe(),
-            meta->grad.describe());
-  meta->grad_bf16 = std::move(copy);
-}
-
-Tensor take_grad_bf16(const Tensor& t) {
-  AutogradMeta* meta = t.autograd_meta();
-  if (meta == nullptr || !meta->grad_valid) return {};
-  return std::exchange(meta->grad_bf16, Tensor());
 }
 
 void Tape::backward(const Tensor& output, const Tensor& seed) {

@@ -85,15 +85,4 @@ struct GradTarget {
 };
 GradTarget grad_target(const Tensor& t);
 
-// The gradient of `t` rounded to bf16, for the backward of a bf16 product that produced t (its
-// products read the incoming gradient in bf16): the product marks its output (want_grad_bf16).
-// A backward that has just overwritten all of a marked tensor's gradient (its GradTarget's
-// accumulate was false) can round it in the same pass and offer the copy; any later
-// grad_target(t) drops it, so that a copy never misses a later sum. take_grad_bf16 hands it over
-// once (undefined when there is none: the caller rounds the gradient itself, with the same bits).
-void want_grad_bf16(const Tensor& t);
-bool grad_bf16_wanted(const Tensor& t);
-void offer_grad_bf16(const Tensor& t, Tensor copy);
-Tensor take_grad_bf16(const Tensor& t);
-
 }  // namespace tfm::internal

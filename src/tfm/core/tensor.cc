@@ -184,9 +184,7 @@ Tensor Tensor::grad() const {
 }
 
 void Tensor::zero_grad() {
-  if (!meta_) return;
-  meta_->grad_valid = false;
-  meta_->grad_bf16 = Tensor();
+  if (meta_) meta_->grad_valid = false;
 }
 
 namespace {

@@ -120,11 +120,6 @@ struct AutogradMeta {
   bool requires_grad = false;
   Tensor grad;              // buffer kept between steps so that no step allocates it again
   bool grad_valid = false;  // false: the buffer holds nothing yet (zero_grad is free)
-  // grad rounded to bf16, offered by the backward that wrote all of grad (offer_grad_bf16,
-  // autograd/tape.h) to a bf16 product's backward that reads it; dropped by any later write.
-  // grad_bf16_wanted: the tensor is such a product's output (want_grad_bf16).
-  Tensor grad_bf16;
-  bool grad_bf16_wanted = false;
 };
 
 }  // namespace tfm::internal

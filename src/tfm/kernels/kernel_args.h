@@ -64,12 +64,6 @@ struct AttentionGrads {
   float* dk = nullptr;
   float* dv = nullptr;
   bool accumulate_q = false, accumulate_k = false, accumulate_v = false;
-  // Where not null (a backend with KernelTable::attention_backward_rounds_to_bf16 only), the
-  // gradient is also written rounded to bf16 there, in the same layout: for a gradient that the
-  // kernel overwrites (not accumulated), of an input that no other input shares.
-  bf16* dq_bf16 = nullptr;
-  bf16* dk_bf16 = nullptr;
-  bf16* dv_bf16 = nullptr;
 };
 
 // ---- layer norm ----
@@ -84,10 +78,6 @@ struct LayerNormGrads {
   bool dgamma_accumulate = false;
   float* dbeta = nullptr;
   bool dbeta_accumulate = false;
-  // add_dropout_layer_norm_backward only, where not null (a backend with
-  // KernelTable::add_dropout_layer_norm_backward_rounds_to_bf16): d(branch) also rounded to bf16
-  // there, for a d(branch) the kernel overwrites.
-  bf16* branch_bf16 = nullptr;
 };
 
 // ---- matrix products ----

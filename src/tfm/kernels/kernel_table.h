@@ -109,8 +109,6 @@ struct KernelTable {
                                           int64_t d, float p, uint64_t seed,
                                           const LayerNormGrads& grads, float* dbranch,
                                           bool dbranch_accumulate, float* workspace) = nullptr;
-  // Whether that backward writes the bf16 copy of d(branch) LayerNormGrads::branch_bf16 asks for.
-  bool add_dropout_layer_norm_backward_rounds_to_bf16 = false;
 
   // ---- embeddings ----
   void (*embedding)(const int32_t* ids, int64_t n, const float* table, int64_t vocab, int64_t d,
@@ -133,8 +131,6 @@ struct KernelTable {
                              const AttentionDropout& dropout, const float* q, const float* k,
                              const float* v, const float* probs, const float* d_out, float* d_probs,
                              const AttentionGrads& grads) = nullptr;
-  // Whether attention_backward writes the bf16 copies AttentionGrads asks for (dq_bf16, ...).
-  bool attention_backward_rounds_to_bf16 = false;
   // Fused attention for bf16 training (null entries: the backend has none; ops::attention then
   // runs the entries above): bf16 products with f32 accumulation that never store P. The forward
   // leaves lse [B, h, Tq] (one f32 a query row) for the backward; `out` is the forward's output.

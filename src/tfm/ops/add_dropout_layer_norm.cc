@@ -74,20 +74,11 @@ SumAndNorm fused_sum_and_norm(const char* op, const Tensor& x, const Tensor& bra
       dbranch = t.tensor.device_data<float>();
       dbranch_accumulate = t.accumulate;
     }
-    // The branch is a bf16 product's output, which reads its gradient in bf16: the kernel rounds
-    // d(branch) in its own pass where it can, and the copy is offered to that product's backward.
-    Tensor dbranch_bf16;
-    if (dbranch != nullptr && !dbranch_accumulate && grad_bf16_wanted(branch) &&
-        backend.add_dropout_layer_norm_backward_rounds_to_bf16) {
-      dbranch_bf16 = Tensor::empty(branch.shape(), DType::bf16, device);
-      grads.branch_bf16 = dbranch_bf16.device_data<bf16>();
-    }
     Tensor workspace = layer_norm_workspace(backend, grads, rows, d, device);
     detail::entry(op, device, backend.add_dropout_layer_norm_backward)(
         sum.device_data<float>(), gamma.device_data<float>(), mean.device_data<float>(),
         rstd.device_data<float>(), g.device_data<float>(), rows, d, p, seed, grads, dbranch,
         dbranch_accumulate, detail::data_or_null<float>(workspace));
-    if (dbranch_bf16.defined()) offer_grad_bf16(branch, dbranch_bf16);
   });
   return {sum, out};
 }

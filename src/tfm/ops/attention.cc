@@ -117,40 +117,6 @@ kernels::AttentionGrads attention_grads(const Tensor& q, const Tensor& k, const 
   return grads;
 }
 
-// Where q, k or v is a bf16 product's output, whose backward reads its gradient in bf16
-// (grad_bf16_wanted), and the backend rounds in its own pass: each such gradient that the kernel
-// overwrites, of an input no other input shares, also gets its bf16 copy, offered to that backward
-// (offer_grad_bf16).
-struct Bf16GradCopies {
-  Tensor dq, dk, dv;
-
-  Bf16GradCopies(const Tensor& q, const Tensor& k, const Tensor& v, kernels::AttentionGrads& grads,
-                 const KernelTable& backend) {
-    if (!backend.attention_backward_rounds_to_bf16) return;
-    const auto alone = [&](const Tensor& t) {
-      int uses = 0;
-      for (const Tensor* input : {&q, &k, &v})
-        uses += input->autograd_meta() == t.autograd_meta() ? 1 : 0;
-      return uses == 1;
-    };
-    const auto copy = [&](const Tensor& t, const float* grad, bool accumulate, Tensor& out) {
-      if (grad == nullptr || accumulate || !grad_bf16_wanted(t) || !alone(t))
-        return static_cast<bf16*>(nullptr);
-      out = Tensor::empty(t.shape(), DType::bf16, t.device());
-      return out.device_data<bf16>();
-    };
-    grads.dq_bf16 = copy(q, grads.dq, grads.accumulate_q, dq);
-    grads.dk_bf16 = copy(k, grads.dk, grads.accumulate_k, dk);
-    grads.dv_bf16 = copy(v, grads.dv, grads.accumulate_v, dv);
-  }
-  // After the kernel has written them.
-  void offer(const Tensor& q, const Tensor& k, const Tensor& v) const {
-    if (dq.defined()) offer_grad_bf16(q, dq);
-    if (dk.defined()) offer_grad_bf16(k, dk);
-    if (dv.defined()) offer_grad_bf16(v, dv);
-  }
-};
-
 // The backend's attention_forward and attention_backward: P [B, h, Tq, Tk] kept for the backward.
 Tensor attention_keeping_probs(const Tensor& q, const Tensor& k, const Tensor& v,
                                const AttentionDims& dims, const AttentionMask& mask,
@@ -180,9 +146,8 @@ Tensor attention_keeping_probs(const Tensor& q, const Tensor& k, const Tensor& v
   record_backward(out, [q, k, v, out, probs, dims, dropout, mask, key_lengths, device]() {
     Tensor g = out.grad();
     if (!g.defined()) return;
-    kernels::AttentionGrads grads = attention_grads(q, k, v);
+    const kernels::AttentionGrads grads = attention_grads(q, k, v);
     const KernelTable& kernels = detail::kernels_for("attention", device);
-    const Bf16GradCopies copies(q, k, v, grads, kernels);
     // The backends recompute the dropped weights from the seed (CUDA into d_probs, the CPU where
     // it uses each), so the backward needs no copy of the forward's.
     Tensor d_probs = Tensor::empty(probs.shape(), DType::f32, device);
@@ -190,7 +155,6 @@ Tensor attention_keeping_probs(const Tensor& q, const Tensor& k, const Tensor& v
         dims, mask_spec(mask, key_lengths), dropout, q.device_data<float>(), k.device_data<float>(),
         v.device_data<float>(), probs.device_data<float>(), g.device_data<float>(),
         d_probs.device_data<float>(), grads);
-    copies.offer(q, k, v);
   });
   return out;
 }

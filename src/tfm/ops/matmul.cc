@@ -254,7 +254,6 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
   // The closure's copy of `out` must share its autograd record, which this creates. It keeps the
   // operands as the product saw them (bf16 for bf16 products: half the memory of the f32 input).
   out.set_requires_grad(true);
-  if (bf16_product && !relu) want_grad_bf16(out);  // linear_relu's products read the masked one
   record_backward(out, [x, weight, bias, out, x_op, w_op, bf16_product, relu, rows, in,
                         out_features, device]() {
     Tensor g = out.grad();
@@ -295,9 +294,6 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
       }
       g = masked;
     }
-    // Under bf16 products: the rounding of g its producer offers (offer_grad_bf16), else our own
-    // (linear_relu's g_op is of the masked gradient, set above).
-    if (!g_op.defined() && bf16_product && !relu) g_op = take_grad_bf16(out);
     if (!g_op.defined()) g_op = bf16_product ? to_bf16(g) : g;
     GemmOperand g_rows = flat_rows(g_op, rows, out_features);
     if (x.requires_grad()) {

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "tfm/kernels/cpu/attention_cpu.h"
-#include "tfm/kernels/cpu/convert_cpu.h"
 #include "tfm/kernels/cpu/parallel.h"
 #include "tfm/kernels/cpu/softmax_cpu.h"
 
@@ -282,18 +281,6 @@ void prefetch_block(const float* first, int64_t rows, int64_t width, int64_t str
       __builtin_prefetch(first + r * stride + c, 0, 2);  // prefetcht1: into L2
 }
 
-// The bf16 copy of a tile's block of a gradient (`rows` rows of `width` floats, `stride` apart, as
-// `to`), when one is asked for (`to` not null): rounded while the block is in the cache.
-void round_block(const float* from, int64_t rows, int64_t width, int64_t stride, bf16* to) {
-  if (to == nullptr) return;
-  auto* bits = reinterpret_cast<uint16_t*>(to);
-  for (int64_t r = 0; r < rows; ++r) {
-#pragma omp simd
-    for (int64_t c = 0; c < width; ++c)
-      bits[r * stride + c] = f32_to_bf16_bits(from[r * stride + c]);
-  }
-}
-
 // D = P * keep / (1 - p) for row `row` of P: element j has index row * tk + j.
 void drop_row(const AttentionDropout& dropout, int64_t row, int64_t tk, const float* p, float* d) {
   const float keep_scale = 1.0f / (1.0f - dropout.p);
@@ -391,12 +378,9 @@ void attention_backward(const AttentionDims& dims, const AttentionMaskSpec& mask
       // Written in the order dv, dq, dk (AttentionGrads): where one tensor was several inputs, its
       // targets accumulate in that order. Tiles own disjoint rows and columns of each.
       // dv = D^T dO: key j's row is the sum over queries t of D_tj dO_t.
-      if (grads.dv) {
+      if (grads.dv)
         weighted_rows(d, 1, tk, tk, tq, g, tile.ldo, dv, grads.dv + tile.v, tile.ldv,
                       grads.accumulate_v);
-        round_block(grads.dv + tile.v, tk, dv, tile.ldv,
-                    grads.dv_bf16 ? grads.dv_bf16 + tile.v : nullptr);
-      }
       if (!grads.dq && !grads.dk) continue;
       // dD = dO v^T;  dP = dD * keep / (1 - p);  P = softmax(S): dS_j = P_j (dP_j - sum_i dP_i
       // P_i), 0 on masked keys;  S = alpha q k^T: alpha = 1/sqrt(dk) is folded into dS.
@@ -417,18 +401,12 @@ void attention_backward(const AttentionDims& dims, const AttentionMaskSpec& mask
         std::fill(dp + n, dp + tk, 0.0f);
       }
       // dq = dS k;  dk = dS^T q.
-      if (grads.dq) {
+      if (grads.dq)
         weighted_rows(ds, tk, 1, tq, tk, k + tile.k, tile.ldk, dk, grads.dq + tile.q, tile.ldq,
                       grads.accumulate_q);
-        round_block(grads.dq + tile.q, tq, dk, tile.ldq,
-                    grads.dq_bf16 ? grads.dq_bf16 + tile.q : nullptr);
-      }
-      if (grads.dk) {
+      if (grads.dk)
         weighted_rows(ds, 1, tk, tk, tq, q + tile.q, tile.ldq, dk, grads.dk + tile.k, tile.ldk,
                       grads.accumulate_k);
-        round_block(grads.dk + tile.k, tk, dk, tile.ldk,
-                    grads.dk_bf16 ? grads.dk_bf16 + tile.k : nullptr);
-      }
     }
   }
 }

@@ -80,8 +80,6 @@ void fill_embeddings_and_attention(KernelTable& t) {
   t.attention_forward = attention_forward;
   // No scratch: the backward recomputes each dropped weight where it uses it.
   t.attention_backward = attention_backward;
-  t.attention_backward_rounds_to_bf16 = true;
-  t.add_dropout_layer_norm_backward_rounds_to_bf16 = true;
   t.attention_forward_cached = [](const AttentionDims& dims, const AttentionMaskSpec& mask,
                                   const float* q, const CachedKeyValues& kv, int64_t, float* probs,
                                   float* out) {

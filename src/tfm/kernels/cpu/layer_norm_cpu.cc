@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "tfm/core/tensor.h"
-#include "tfm/kernels/cpu/convert_cpu.h"
 #include "tfm/kernels/cpu/dropout_cpu.h"
 #include "tfm/kernels/cpu/parallel.h"
 
@@ -46,7 +45,6 @@ struct BranchGrad {
   bool accumulate = false;
   float p = 0.0f;
   uint64_t seed = 0;
-  bf16* grad_bf16 = nullptr;  // grad rounded to bf16 too (not when accumulating)
 };
 
 // With xhat = (x - mean) * rstd and y = xhat * gamma + beta:
@@ -80,8 +78,6 @@ void backward_rows(const float* x, const float* gamma, const float* mean, const 
   // store (as far as the compiler knows, a store could change them), which stops vectorisation.
   const float p = branch.p, keep_scale = 1.0f / (1.0f - p);
   const uint64_t seed = branch.seed;
-  uint16_t* const branch_bits =
-      branch.accumulate ? nullptr : reinterpret_cast<uint16_t*>(branch.grad_bf16);
 
 #pragma omp parallel for schedule(static) if (rows * d >= kParallelMinElements)
   for (int64_t c = 0; c < chunks; ++c) {
@@ -170,11 +166,6 @@ void backward_rows(const float* x, const float* gamma, const float* mean, const 
         for (int64_t j = 0; j < d; ++j)
           db[j] = dropout_keep(seed, first + j, p) ? ds[j] * keep_scale : 0.0f;
       }
-      if (branch_bits != nullptr) {
-        uint16_t* bits = branch_bits + r * d;
-#pragma omp simd
-        for (int64_t j = 0; j < d; ++j) bits[j] = f32_to_bf16_bits(db[j]);
-      }
     }
   }
 
@@ -242,7 +233,7 @@ void add_dropout_layer_norm_backward(const float* sum, const float* gamma, const
                                      float p, uint64_t seed, const LayerNormGrads& grads,
                                      float* dbranch, bool dbranch_accumulate) {
   backward_rows(sum, gamma, mean, rstd, g, rows, d, grads,
-                BranchGrad{dbranch, dbranch_accumulate, p, seed, grads.branch_bf16});
+                BranchGrad{dbranch, dbranch_accumulate, p, seed});
 }
 
 }  // namespace TFM_CPU_ISA
