@@ -336,8 +336,12 @@ TEST(CliTrainTranslate, WarmupFitsATimeBudgetFromTheSpeedOfTheFirstUpdates) {
   // The estimate: the updates done, plus those that the rest of the 6 seconds allows at that speed.
   const double expected = last + (6.0 - clock.at(last)) / (ms / 1e3);
   EXPECT_NEAR(estimate, expected, 0.01 * expected) << run.err;
-  // (E is printed rounded to a whole update, so a tenth of it is the warmup to within 0.05 + 0.5.)
-  EXPECT_NEAR(static_cast<double>(warmup), 0.1 * estimate, 0.55) << run.err;
+  // (E is printed rounded to a whole update, so a tenth of it is the warmup to within 0.05 + 0.5;
+  // on a machine slow enough that a tenth has passed within the timed updates, as under a
+  // sanitizer, the warmup ends at the update it was fitted at.)
+  EXPECT_NEAR(static_cast<double>(warmup), std::max(0.1 * estimate, static_cast<double>(last)),
+              0.55)
+      << run.err;
   EXPECT_GT(warmup, 1) << run.err;
   // From update 22 on the learning rate follows equation 3 with the fitted warmup W at the recipe's
   // peak: d_model 16 and warmup 100000 give 16^-0.5 * 100000^-0.5, reached now at update W.
