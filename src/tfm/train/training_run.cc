@@ -304,9 +304,10 @@ void TrainingRun::announce() {
 void TrainingRun::fit_schedule(double expected_updates) {
   NoamSchedule schedule = session_options_.schedule;
   if (recipe_.warmup_fraction > 0) {
-    // Not before the update it is fitted at: on a slow or loaded machine a time budget's probe can
-    // outlast a quarter of the updates the budget allows, and a warmup that had ended already would
-    // have the rate climb (on the recipe's warmup) past the fitted warmup's end, then jump.
+    // Not before the update it is fitted at: on a slow or loaded machine (or with a small fraction)
+    // a time budget's timed updates can outlast warmup_fraction of the updates the budget allows,
+    // and a warmup that had ended already would have the rate climb (on the recipe's warmup) past
+    // the fitted warmup's end, then jump.
     const int64_t fitted = fitted_warmup(recipe_, expected_updates);
     const int64_t now = std::max<int64_t>(1, session_->step());
     schedule = schedule.with_warmup_at_same_peak(std::max(fitted, now));
