@@ -113,8 +113,9 @@ def table(rounds, binaries):
 def run_command(command):
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
+        last_line = (done.stderr.strip().splitlines() or [""])[-1]
         raise SystemExit(f"alternate.py: {' '.join(command)} exited with {done.returncode}: "
-                         f"{done.stderr.strip().splitlines()[-1:] or ''}")
+                         f"{last_line}")
     return done.stdout
 
 
