@@ -98,10 +98,14 @@ FeedForward::FeedForward(int64_t d_model, int64_t d_ff, const ParameterSource& s
       activation(kind) {}
 
 Tensor FeedForward::forward(const Tensor& x, DType precision) const {
-  if (activation == Activation::relu)
+  if (activation == Activation::relu) {
+    // Unpacked (training's) bf16 products keep the hidden layer in bf16 only.
+    if (precision == DType::bf16 && !fc1.packed && !fc2.packed)
+      return ops::relu_feed_forward(x, fc1.weight, fc1.bias, fc2.weight, fc2.bias, precision);
     // relu(fc1(x)) as one product with the relu applied on its output (ops::linear_relu).
     return fc2.forward(ops::linear_relu(x, fc1.weight, fc1.bias, {precision, fc1.packed.get()}),
                        precision);
+  }
   // gelu and swish after the product (packed, int8 or bf16 as fc1 is), in f32.
   const Tensor inner = fc1.forward(x, precision);
   return fc2.forward(activation == Activation::gelu ? ops::gelu(inner) : ops::swish(inner),

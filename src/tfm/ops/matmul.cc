@@ -191,22 +191,27 @@ Tensor bf16_operand(const Tensor& x, const ProductOptions& product) {
   return product.x_bf16;
 }
 
-// linear and linear_relu: y = x W^T + b, and y = max(0, x W^T + b) when `relu`.
-Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                      const ProductOptions& product, bool relu) {
-  const char* op = relu ? "linear_relu" : "linear";
+// The arguments of y = x W^T + b: f32 x [..., in], weight [out, in] and bias [out] or undefined.
+void check_linear(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias) {
   TFM_CHECK(x.defined() && weight.defined(), "{}: an input is undefined", op);
   TFM_CHECK(x.dtype() == DType::f32 && weight.dtype() == DType::f32,
             "{}: x {} and weight {} must both be f32", op, x.describe(), weight.describe());
   TFM_CHECK(weight.rank() == 2 && x.rank() >= 1 && x.dim(-1) == weight.dim(1),
             "{}: x {} does not fit weight {} (expected x [..., {}] and weight [out, in])", op,
             x.describe(), weight.describe(), weight.rank() == 2 ? weight.dim(1) : -1);
-  int64_t in = weight.dim(1), out_features = weight.dim(0);
   if (bias.defined()) {
-    TFM_CHECK(bias.dtype() == DType::f32 && bias.rank() == 1 && bias.dim(0) == out_features,
-              "{}: bias {} must be f32[{}] for weight {}", op, bias.describe(), out_features,
+    TFM_CHECK(bias.dtype() == DType::f32 && bias.rank() == 1 && bias.dim(0) == weight.dim(0),
+              "{}: bias {} must be f32[{}] for weight {}", op, bias.describe(), weight.dim(0),
               weight.describe());
   }
+}
+
+// linear and linear_relu: y = x W^T + b, and y = max(0, x W^T + b) when `relu`.
+Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                      const ProductOptions& product, bool relu) {
+  const char* op = relu ? "linear_relu" : "linear";
+  check_linear(op, x, weight, bias);
+  int64_t in = weight.dim(1), out_features = weight.dim(0);
   TFM_CHECK(product.dtype == DType::f32 || product.dtype == DType::bf16,
             "{}: products in {} are not supported (f32 or bf16)", op, dtype_name(product.dtype));
   if (product.packed) {
@@ -319,11 +324,122 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
   return out;
 }
 
+// relu_feed_forward with its hidden layer kept only in bf16 (the caller checked the backend).
+//   h = bf16(relu(x W1^T + b1)), rounded in the product's store; y = h W2^T + b2.
+// Backward, with g = dL/dy and g16 = bf16(g):
+//   dW2 = g16^T h, db2 = sum_rows(g), dh = g16 W2,
+//   du = dh where h > 0, its bf16 copy du16 and db1 = sum_rows(du) in one pass (in dh's product's
+//   stores where the backend can: KernelTable::relu_backward_product_bf16),
+//   dx = du16 W1, dW1 = du16^T x16.
+// These are linear_relu's and linear's products on the same operands, so the bits are theirs; the
+// mask reads h > 0 for y > 0, which differ only where 0 < y < 2^-133 rounds to 0 (as PyTorch's
+// autocast, whose ReLU sees the bf16 product).
+Tensor relu_feed_forward_bf16(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2,
+                              const Tensor& b2, const Device device) {
+  const char* op = "relu_feed_forward";
+  const int64_t d_model = w1.dim(1), d_ff = w1.dim(0), out_features = w2.dim(0);
+  const int64_t rows = x.numel() / d_model;
+  const Tensor x_op = to_bf16(x), w1_op = to_bf16(w1), w2_op = to_bf16(w2);
+  Tensor hidden = Tensor::empty({rows, d_ff}, DType::bf16, device);
+  GemmArgs first;
+  first.a = flat_rows(x_op, rows, d_model);
+  first.b = flat_rows(w1_op, d_ff, d_model).transposed();
+  first.c = flat_rows(hidden, rows, d_ff);
+  first.bias = b1.defined() ? b1.device_data<float>() : nullptr;
+  first.relu = true;
+  gemm_on(op, device, first);
+  Shape out_shape = x.shape();
+  out_shape[-1] = out_features;
+  Tensor out = Tensor::empty(out_shape, DType::f32, device);
+  GemmArgs second;
+  second.a = flat_rows(hidden, rows, d_ff);
+  second.b = flat_rows(w2_op, out_features, d_ff).transposed();
+  second.c = flat_rows(out, rows, out_features);
+  second.bias = b2.defined() ? b2.device_data<float>() : nullptr;
+  gemm_on(op, device, second);
+  if (!needs_grad({&x, &w1, &b1, &w2, &b2})) return out;
+
+  out.set_requires_grad(true);
+  record_backward(out, [x, w1, b1, w2, b2, out, x_op, w1_op, w2_op, hidden, rows, d_model, d_ff,
+                        out_features, device, op]() {
+    const Tensor g = out.grad();
+    if (!g.defined()) return;
+    const Tensor g_op = to_bf16(g);
+    const GemmOperand g_rows = flat_rows(g_op, rows, out_features);
+    if (w2.requires_grad()) {
+      GradTarget dw = grad_target(w2);
+      run_gemm(device, g_rows.transposed(), flat_rows(hidden, rows, d_ff),
+               flat_rows(dw.tensor, out_features, d_ff), dw.accumulate);
+    }
+    if (b2.defined() && b2.requires_grad()) {
+      GradTarget db = grad_target(b2);
+      bias_grad(op, g, rows, out_features, db.tensor, db.accumulate);
+    }
+    Tensor du = Tensor::empty({rows, d_ff}, DType::bf16, device);
+    float* db1 = nullptr;
+    bool accumulate_db1 = false;
+    if (b1.defined() && b1.requires_grad()) {
+      GradTarget target = grad_target(b1);
+      db1 = target.tensor.device_data<float>();
+      accumulate_db1 = target.accumulate;
+    }
+    GemmArgs dh;
+    dh.a = g_rows;
+    dh.b = flat_rows(w2_op, out_features, d_ff);
+    const KernelTable& backend = detail::kernels_for(op, device);
+    if (backend.relu_backward_product_bf16 != nullptr) {
+      // dh never stored: the product masks, rounds and sums in its stores.
+      dh.c = flat_rows(du, rows, d_ff);
+      backend.relu_backward_product_bf16(dh, hidden.device_data<bf16>(), db1, accumulate_db1);
+    } else {
+      Tensor d_hidden = Tensor::empty({rows, d_ff}, DType::f32, device);
+      dh.c = flat_rows(d_hidden, rows, d_ff);
+      gemm_on(op, device, dh);
+      detail::kernel(op, device, &KernelTable::relu_backward_bias_from_bf16)(
+          hidden.device_data<bf16>(), d_hidden.device_data<float>(), rows, d_ff,
+          du.device_data<bf16>(), db1, accumulate_db1);
+    }
+    const GemmOperand du_rows = flat_rows(du, rows, d_ff);
+    if (x.requires_grad()) {
+      GradTarget dx = grad_target(x);
+      run_gemm(device, du_rows, flat_rows(w1_op, d_ff, d_model),
+               flat_rows(dx.tensor, rows, d_model), dx.accumulate);
+    }
+    if (w1.requires_grad()) {
+      GradTarget dw = grad_target(w1);
+      run_gemm(device, du_rows.transposed(), flat_rows(x_op, rows, d_model),
+               flat_rows(dw.tensor, d_ff, d_model), dw.accumulate);
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
               const ProductOptions& product) {
   return linear_product(x, weight, bias, product, false);
+}
+
+Tensor relu_feed_forward(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2,
+                         const Tensor& b2, DType precision) {
+  if (precision == DType::bf16) {
+    const char* op = "relu_feed_forward";
+    check_linear(op, x, w1, b1);
+    TFM_CHECK(w2.defined() && w2.rank() == 2 && w2.dim(1) == w1.dim(0),
+              "{}: fc2's weight {} does not take fc1's {} outputs (expected [out, {}])", op,
+              w2.describe(), w1.dim(0), w1.dim(0));
+    TFM_CHECK(w2.dtype() == DType::f32 &&
+                  (!b2.defined() ||
+                   (b2.dtype() == DType::f32 && b2.rank() == 1 && b2.dim(0) == w2.dim(0))),
+              "{}: fc2's weight {} and bias {} must be f32 [out, {}] and [out]", op, w2.describe(),
+              b2.defined() ? b2.describe() : "(none)", w1.dim(0));
+    const Device device = detail::op_device(op, x, w1, b1, w2, b2);
+    if (detail::kernels_for(op, device).relu_backward_bias_from_bf16 != nullptr)
+      return relu_feed_forward_bf16(x, w1, b1, w2, b2, device);
+  }
+  // f32 products, or a backend without the kernel.
+  return linear(linear_relu(x, w1, b1, {precision}), w2, b2, {precision});
 }
 
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,

@@ -254,7 +254,7 @@ struct Bf16Kernel {
     __m512 acc[kMr][2];
 #pragma GCC unroll 14
     for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    blocked::prefetch_tile(c, ldc, rows);
+    if (c) blocked::prefetch_tile(c, ldc, rows);  // null: the tile goes to bf16 (Epilogue)
     for (int64_t q = 0; q < pairs; ++q, a += kMr, b += kNr) {
       const __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 16);
 #pragma GCC unroll 14
@@ -315,6 +315,31 @@ void blocked_gemm_bf16(int64_t m, int64_t n, int64_t k, StridedBf16Matrix a, Str
   blocked::product<Bf16Kernel>("blocked_gemm_bf16", m, n, k, a, b, bias, accumulate, relu, c, ldc);
 }
 
+int64_t blocked_gemm_bf16_rounded_most_depth() {
+  return Bf16Kernel::kKc;
+}
+
+void blocked_gemm_bf16_rounded(int64_t m, int64_t n, int64_t k, StridedBf16Matrix a,
+                               StridedBf16Matrix b, const float* bias, bool relu, bf16* c,
+                               int64_t ldc) {
+  blocked::RoundedOutput rounded;
+  rounded.c = reinterpret_cast<uint16_t*>(c);
+  blocked::product<Bf16Kernel>("blocked_gemm_bf16_rounded", m, n, k, a, b, bias, false, relu,
+                               nullptr, ldc, rounded);
+}
+
+void blocked_gemm_bf16_relu_backward(int64_t m, int64_t n, int64_t k, StridedBf16Matrix a,
+                                     StridedBf16Matrix b, const bf16* relu_mask, bf16* c,
+                                     int64_t ldc, float* column_sums, bool accumulate_sums) {
+  if (column_sums && !accumulate_sums) std::fill(column_sums, column_sums + n, 0.0f);
+  blocked::RoundedOutput rounded;
+  rounded.c = reinterpret_cast<uint16_t*>(c);
+  rounded.relu_mask = reinterpret_cast<const uint16_t*>(relu_mask);
+  rounded.column_sums = column_sums;
+  blocked::product<Bf16Kernel>("blocked_gemm_bf16_relu_backward", m, n, k, a, b, nullptr, false,
+                               false, nullptr, ldc, rounded);
+}
+
 #else  // no AVX512-BF16: cpu::gemm keeps oneDNN's bf16 products
 
 double vdpbf16ps_to_fma_rate() {
@@ -328,6 +353,24 @@ bool blocked_gemm_bf16_available() {
 void blocked_gemm_bf16(int64_t, int64_t, int64_t, StridedBf16Matrix, StridedBf16Matrix,
                        const float*, bool, bool, float*, int64_t) {
   fail("blocked_gemm_bf16: this build has no AVX512-BF16 (blocked_gemm_bf16_available() is false)");
+}
+
+int64_t blocked_gemm_bf16_rounded_most_depth() {
+  return 0;
+}
+
+void blocked_gemm_bf16_relu_backward(int64_t, int64_t, int64_t, StridedBf16Matrix,
+                                     StridedBf16Matrix, const bf16*, bf16*, int64_t, float*, bool) {
+  fail(
+      "blocked_gemm_bf16_relu_backward: this build has no AVX512-BF16 "
+      "(blocked_gemm_bf16_available() is false)");
+}
+
+void blocked_gemm_bf16_rounded(int64_t, int64_t, int64_t, StridedBf16Matrix, StridedBf16Matrix,
+                               const float*, bool, bf16*, int64_t) {
+  fail(
+      "blocked_gemm_bf16_rounded: this build has no AVX512-BF16 (blocked_gemm_bf16_available() is "
+      "false)");
 }
 
 #endif

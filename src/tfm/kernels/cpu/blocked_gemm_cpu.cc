@@ -195,7 +195,7 @@ struct FmaKernel {
     __m512 acc[kMr][2];
 #pragma GCC unroll 14
     for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    blocked::prefetch_tile(c, ldc, rows);
+    if (c) blocked::prefetch_tile(c, ldc, rows);  // null: the tile goes to bf16 (Epilogue)
     for (int64_t k = 0; k < depth; ++k, a += kMr, b += kNr) {
       const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
 #pragma GCC unroll 14

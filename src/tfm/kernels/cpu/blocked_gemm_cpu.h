@@ -67,6 +67,26 @@ inline constexpr int64_t kSplitSumMostOutput = int64_t{1} << 18;
 void blocked_gemm_bf16(int64_t m, int64_t n, int64_t k, StridedBf16Matrix a, StridedBf16Matrix b,
                        const float* bias, bool accumulate, bool relu, float* c, int64_t ldc);
 
+// blocked_gemm_bf16 without accumulation whose c is bf16: each element the f32 result (bias and
+// ReLU included) rounded as f32_to_bf16, in the tile's store, so that no f32 c is written and read
+// again. For k up to blocked_gemm_bf16_rounded_most_depth() (one depth block: each tile's sum is
+// whole when it is stored); 0 where this build has no such kernel. The bits equal
+// blocked_gemm_bf16 into an f32 c followed by f32_to_bf16.
+void blocked_gemm_bf16_rounded(int64_t m, int64_t n, int64_t k, StridedBf16Matrix a,
+                               StridedBf16Matrix b, const float* bias, bool relu, bf16* c,
+                               int64_t ldc);
+int64_t blocked_gemm_bf16_rounded_most_depth();
+
+// ReLU's backward through the product that makes its incoming gradient, under bf16 products: for
+// d = a b (bf16 operands, f32 sums, k up to blocked_gemm_bf16_rounded_most_depth()), c = d where
+// relu_mask > 0 (relu_mask: the ReLU's bf16 output, [m, n] rows ldc apart, as c), else 0, rounded
+// to bf16, and column_sums [n] (+)= the column sums of those masked f32 values, each column's rows
+// added in order (when column_sums is not null). The bits equal blocked_gemm_bf16 into an f32 d
+// followed by relu_backward_bias_from_bf16.
+void blocked_gemm_bf16_relu_backward(int64_t m, int64_t n, int64_t k, StridedBf16Matrix a,
+                                     StridedBf16Matrix b, const bf16* relu_mask, bf16* c,
+                                     int64_t ldc, float* column_sums, bool accumulate_sums);
+
 // Whether this build has the bf16 kernel (compiled for a CPU with AVX512-BF16).
 bool blocked_gemm_bf16_available();
 

@@ -33,13 +33,44 @@ namespace tfm::internal::cpu {
 inline namespace TFM_CPU_ISA {
 namespace blocked {
 
+// A product's result rounded to bf16 instead of written to an f32 c (a product of one depth
+// block, so that each tile's sum is whole when it is stored). Each pointer is at the first element
+// of the block or tile it describes; c and relu_mask have rows ldc apart.
+struct RoundedOutput {
+  uint16_t* c = nullptr;                // the result, rounded as f32_to_bf16_bits; null: none
+  const uint16_t* relu_mask = nullptr;  // bf16: each result kept where its element > 0, else 0
+  float* column_sums = nullptr;         // (+)= the (masked) results' column sums, rows in order
+
+  RoundedOutput at(int64_t row, int64_t col, int64_t ldc) const {
+    return {c ? c + row * ldc + col : nullptr, relu_mask ? relu_mask + row * ldc + col : nullptr,
+            column_sums ? column_sums + col : nullptr};
+  }
+};
+
 // What a tile does with its sums: add them to c (a later depth block, or `accumulate`) or write
-// them, add the bias (first depth block), apply ReLU (last).
+// them, add the bias (first depth block), apply ReLU (last); or, with rounded.c, the result goes
+// to bf16 there (RoundedOutput) and not to c.
 struct Epilogue {
   bool load_c;
   const float* bias;  // at the tile's first column, or null
   bool relu;
+  RoundedOutput rounded;  // at the tile's first element
 };
+
+// f32_to_bf16_bits of 16 lanes: round to nearest even on the bit pattern, NaNs made quiet. (The
+// zero-masked shifts with every lane set: GCC 12 warns of the plain form's undefined register.)
+inline __m512i f32_to_bf16_bits_16(__m512 value) {
+  constexpr __mmask16 kAll = 0xffff;
+  const __m512i u = _mm512_castps_si512(value);
+  const __m512i high = _mm512_maskz_srli_epi32(kAll, u, 16);
+  const __m512i lowest_kept = _mm512_and_si512(high, _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_maskz_srli_epi32(
+      kAll, _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lowest_kept), 16);
+  const __m512i quiet_nan = _mm512_or_si512(high, _mm512_set1_epi32(0x40));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  return _mm512_mask_blend_epi32(nan, rounded, quiet_nan);
+}
 
 // The lanes [0, count) of 16, any count.
 inline __mmask16 lanes(int64_t count) {
@@ -92,18 +123,43 @@ __attribute__((always_inline)) inline void store_tile(const __m512 (&acc)[kMr][2
   __m512 bias[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
   if (epilogue.bias)
     for (int v = 0; v < 2; ++v) bias[v] = _mm512_maskz_loadu_ps(masks[v], epilogue.bias + 16 * v);
+  const RoundedOutput& rounded = epilogue.rounded;
+  __m512 column_sums[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  if (rounded.column_sums)
+    for (int v = 0; v < 2; ++v)
+      column_sums[v] = _mm512_maskz_loadu_ps(masks[v], rounded.column_sums + 16 * v);
 #pragma GCC unroll 16
   for (int r = 0; r < kMr; ++r) {
     if (r >= rows) break;
     for (int v = 0; v < 2; ++v) {
-      float* out = c + r * ldc + 16 * v;
+      float* out = rounded.c ? nullptr : c + r * ldc + 16 * v;
       __m512 sum = _mm512_add_ps(acc[r][v], bias[v]);
       if (epilogue.load_c) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(masks[v], out));
       // max(0, sum) in this order: vmaxps returns its second operand when either is NaN.
       if (epilogue.relu) sum = _mm512_maskz_max_ps(0xffff, _mm512_setzero_ps(), sum);
-      _mm512_mask_storeu_ps(out, masks[v], sum);
+      if (!rounded.c) {
+        _mm512_mask_storeu_ps(out, masks[v], sum);
+        continue;
+      }
+      if (rounded.relu_mask) {
+        // A bf16 is its f32's high half; > 0 is false for a NaN.
+        const __m512i mask_bits = _mm512_maskz_slli_epi32(
+            0xffff,
+            _mm512_maskz_cvtepu16_epi32(
+                0xffff, _mm256_maskz_loadu_epi16(masks[v], rounded.relu_mask + r * ldc + 16 * v)),
+            16);
+        sum = _mm512_maskz_mov_ps(
+            _mm512_cmp_ps_mask(_mm512_castsi512_ps(mask_bits), _mm512_setzero_ps(), _CMP_GT_OQ),
+            sum);
+      }
+      if (rounded.column_sums) column_sums[v] = _mm512_add_ps(column_sums[v], sum);
+      _mm512_mask_cvtepi32_storeu_epi16(rounded.c + r * ldc + 16 * v, masks[v],
+                                        f32_to_bf16_bits_16(sum));
     }
   }
+  if (rounded.column_sums)
+    for (int v = 0; v < 2; ++v)
+      _mm512_mask_storeu_ps(rounded.column_sums + 16 * v, masks[v], column_sums[v]);
 }
 
 // The packers of a's columns (a = g^T, contiguous along g's rows) read each depth's piece of a
@@ -142,12 +198,13 @@ T* aligned_64(std::vector<T>& buffer, size_t count) {
 }
 
 // The whole product for rows [0, m) and columns [0, n) of the given views, on this thread, with
-// its own packed blocks. (Threads that packed each block of b together and waited for one another
+// its own packed blocks; into c, or (rounded.c set, c null) rounded to bf16 (k <= kKc, no
+// accumulate). (Threads that packed each block of b together and waited for one another
 // ran no faster: docs/journal/2026-11-27-blocked-f32-kernel.md.)
 template <class Kernel>
 void gemm_block(int64_t m, int64_t n, int64_t k, Strided<typename Kernel::Source> a,
                 Strided<typename Kernel::Source> b, const float* bias, bool accumulate, bool relu,
-                float* c, int64_t ldc) {
+                float* c, int64_t ldc, RoundedOutput rounded) {
   using Packed = typename Kernel::Packed;
   thread_local std::vector<Packed> a_buffer, b_buffer;
   Packed* a_packed = aligned_64(a_buffer, Kernel::kMc * Kernel::packed_depth(Kernel::kKc));
@@ -166,11 +223,12 @@ void gemm_block(int64_t m, int64_t n, int64_t k, Strided<typename Kernel::Source
         for (int64_t ir = 0; ir < rows; ir += Kernel::kMr) {
           const Packed* a_panel = a_packed + ir * packed;
           for (int64_t jr = 0; jr < cols; jr += Kernel::kNr) {
+            const int64_t tile = (i0 + ir) * ldc + j0 + jr;
             const Epilogue epilogue{p0 > 0 || accumulate,
                                     p0 == 0 && bias ? bias + j0 + jr : nullptr,
-                                    relu && p0 + depth == k};
+                                    relu && p0 + depth == k, rounded.at(i0 + ir, j0 + jr, ldc)};
             Kernel::micro_kernel(
-                packed, a_panel, b_packed + jr * packed, c + (i0 + ir) * ldc + j0 + jr, ldc,
+                packed, a_panel, b_packed + jr * packed, rounded.c ? nullptr : c + tile, ldc,
                 std::min(Kernel::kMr, rows - ir), std::min(Kernel::kNr, cols - jr), epilogue);
           }
         }
@@ -180,11 +238,16 @@ void gemm_block(int64_t m, int64_t n, int64_t k, Strided<typename Kernel::Source
 }
 
 // c = a b (+ bias) (+ c) (ReLU) on all threads (or on this one inside a parallel region); `name`
-// for the errors of its arguments.
+// for the errors of its arguments. With rounded.c (and c null) the result goes to bf16 instead
+// (RoundedOutput): k at most kKc, no accumulate; with its column sums, the threads split c's
+// columns only, so that each column's rows are added in order by one thread.
 template <class Kernel>
 void product(const char* name, int64_t m, int64_t n, int64_t k, Strided<typename Kernel::Source> a,
              Strided<typename Kernel::Source> b, const float* bias, bool accumulate, bool relu,
-             float* c, int64_t ldc) {
+             float* c, int64_t ldc, RoundedOutput rounded = {}) {
+  TFM_CHECK(!rounded.c || (!c && !accumulate && k <= Kernel::kKc),
+            "{}: a bf16 c needs one depth block (k {} of at most {}) and no accumulation", name, k,
+            Kernel::kKc);
   TFM_CHECK(a.row_stride == 1 || a.col_stride == 1, "{}: a has no unit stride", name);
   TFM_CHECK(b.row_stride == 1 || b.col_stride == 1, "{}: b has no unit stride", name);
   if (m == 0 || n == 0) return;
@@ -193,10 +256,10 @@ void product(const char* name, int64_t m, int64_t n, int64_t k, Strided<typename
   // Threads split c into a grid of rows_split x (threads / rows_split) blocks, each a whole product
   // of its own. The split minimises a block's cost in units of k: rows x cols multiply-adds plus
   // (rows + cols) packed elements, each weighed as 8 multiply-adds (an estimate, not measured per
-  // split; among splits of equal work it takes the one that packs less).
+  // split; among splits of equal work it takes the one that packs less). Column sums: columns only.
   int rows_split = 1;
   double best = -1;
-  for (int split = 1; split <= threads; ++split) {
+  for (int split = 1; split <= (rounded.column_sums ? 1 : threads); ++split) {
     if (threads % split) continue;
     const double block_rows = static_cast<double>(round_up(ceil_div(m, split), Kernel::kMr));
     const double block_cols =
@@ -206,7 +269,7 @@ void product(const char* name, int64_t m, int64_t n, int64_t k, Strided<typename
   }
   const int cols_split = threads / rows_split;
   if (threads == 1) {
-    gemm_block<Kernel>(m, n, k, a, b, bias, accumulate, relu, c, ldc);
+    gemm_block<Kernel>(m, n, k, a, b, bias, accumulate, relu, c, ldc, rounded);
     return;
   }
   // The blocks' bounds: a dimension split between all the threads (always one of the two on 2
@@ -234,10 +297,10 @@ void product(const char* name, int64_t m, int64_t n, int64_t k, Strided<typename
     const int64_t j0 = col_bounds[col], j1 = col_bounds[col + 1];
     if (i0 >= i1 || j0 >= j1) continue;
     const double start = omp_get_wtime();
-    gemm_block<Kernel>(i1 - i0, j1 - j0, k,
-                       {a.data + i0 * a.row_stride, a.row_stride, a.col_stride},
-                       {b.data + j0 * b.col_stride, b.row_stride, b.col_stride},
-                       bias ? bias + j0 : nullptr, accumulate, relu, c + i0 * ldc + j0, ldc);
+    gemm_block<Kernel>(
+        i1 - i0, j1 - j0, k, {a.data + i0 * a.row_stride, a.row_stride, a.col_stride},
+        {b.data + j0 * b.col_stride, b.row_stride, b.col_stride}, bias ? bias + j0 : nullptr,
+        accumulate, relu, rounded.c ? nullptr : c + i0 * ldc + j0, ldc, rounded.at(i0, j0, ldc));
     seconds[static_cast<size_t>(block)] = omp_get_wtime() - start;
     work[static_cast<size_t>(block)] = static_cast<double>((i1 - i0) * (j1 - j0));
   }

@@ -3,7 +3,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 
 #include "tfm/kernels/cpu/convert_cpu.h"
 #include "tfm/kernels/cpu/parallel.h"
@@ -95,21 +98,45 @@ void relu_backward_bf16(const float* y, const float* g, float* dx, bf16* dx_bf16
   }
 }
 
-void relu_backward_bias_bf16(const float* y, const float* g, int64_t rows, int64_t cols,
-                             bf16* dx_bf16, float* db, bool accumulate) {
+namespace {
+
+// relu_backward_bias_bf16 with y read as f32 (Y float) or as bf16's bits (Y uint16_t).
+template <class Y>
+void relu_backward_bias_rounded(const Y* y, const float* g, int64_t rows, int64_t cols,
+                                bf16* dx_bf16, float* db, bool accumulate) {
   auto* out = reinterpret_cast<uint16_t*>(dx_bf16);
+  auto positive = [y](int64_t i) {
+    if constexpr (std::is_same_v<Y, float>) {
+      return y[i] > 0.0f;
+    } else {
+      return std::bit_cast<float>(uint32_t{y[i]} << 16) > 0.0f;  // a bf16 is its f32's high half
+    }
+  };
   const int64_t n = rows * cols;
   if (db == nullptr) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
-    for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16_bits(y[i] > 0.0f ? g[i] : 0.0f);
+    for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16_bits(positive(i) ? g[i] : 0.0f);
     return;
   }
   // db's columns summed over the rows in order, as sum_rows: the same bits.
-  sum_columns_in_order(rows, cols, db, accumulate, [y, g, out](int64_t i) {
-    const float v = y[i] > 0.0f ? g[i] : 0.0f;
+  sum_columns_in_order(rows, cols, db, accumulate, [positive, g, out](int64_t i) {
+    const float v = positive(i) ? g[i] : 0.0f;
     out[i] = f32_to_bf16_bits(v);
     return v;
   });
+}
+
+}  // namespace
+
+void relu_backward_bias_bf16(const float* y, const float* g, int64_t rows, int64_t cols,
+                             bf16* dx_bf16, float* db, bool accumulate) {
+  relu_backward_bias_rounded(y, g, rows, cols, dx_bf16, db, accumulate);
+}
+
+void relu_backward_bias_from_bf16(const bf16* y_bf16, const float* g, int64_t rows, int64_t cols,
+                                  bf16* dx_bf16, float* db, bool accumulate) {
+  relu_backward_bias_rounded(reinterpret_cast<const uint16_t*>(y_bf16), g, rows, cols, dx_bf16, db,
+                             accumulate);
 }
 
 namespace {

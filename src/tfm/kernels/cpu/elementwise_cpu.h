@@ -28,6 +28,10 @@ void relu_backward_bf16(const float* y, const float* g, float* dx, bf16* dx_bf16
 // order as sum_rows does (the same bits). No f32 dx is written.
 void relu_backward_bias_bf16(const float* y, const float* g, int64_t rows, int64_t cols,
                              bf16* dx_bf16, float* db, bool accumulate);
+// The same with relu's output kept in bf16 (y_bf16 > 0 where y > 0, but for the y below 2^-133
+// that round to 0): the same bits as relu_backward_bias_bf16 on y_bf16 widened to f32.
+void relu_backward_bias_from_bf16(const bf16* y_bf16, const float* g, int64_t rows, int64_t cols,
+                                  bf16* dx_bf16, float* db, bool accumulate);
 // y = x Phi(x) = x (1 + erf(x / sqrt 2)) / 2; dx (+)= g (Phi(x) + x phi(x)).
 void gelu(const float* x, float* y, int64_t n);
 void gelu_backward(const float* x, const float* g, float* dx, int64_t n, bool accumulate);

@@ -16,6 +16,8 @@
 #include "tfm/core/error.h"
 #include "tfm/core/integer_math.h"
 #include "tfm/kernels/cpu/blocked_gemm_cpu.h"
+#include "tfm/kernels/cpu/convert_cpu.h"
+#include "tfm/kernels/cpu/elementwise_cpu.h"
 #include "tfm/kernels/cpu/primitive_cache.h"
 
 namespace tfm::internal::cpu {
@@ -640,12 +642,92 @@ std::string shape_of(const GemmArgs& args) {
                      args.accumulate ? " +=" : "");
 }
 
+// A bf16 operand of one matrix as our kernels' view.
+StridedBf16Matrix bf16_view(const GemmOperand& op) {
+  return StridedBf16Matrix{static_cast<const bf16*>(op.data), op.strides[op.rank - 2],
+                           op.strides[op.rank - 1]};
+}
+
+// Whether our vdpbf16ps kernel takes the one-matrix bf16 product `args` and rounds its c in its
+// tiles' stores: the kernel chosen and large enough (blocked_gemm_bf16_applies), a sum of one depth
+// block, a and b each contiguous along one dim.
+bool vdpbf16ps_kernel_rounds(const GemmArgs& args) {
+  const GemmOperand &a = args.a, &b = args.b, &c = args.c;
+  auto unit_stride = [](const GemmOperand& op) {
+    return op.strides[op.rank - 1] == 1 || op.strides[op.rank - 2] == 1;
+  };
+  const int64_t k = a.cols();
+  return k > 0 && k <= blocked_gemm_bf16_rounded_most_depth() && unit_stride(a) && unit_stride(b) &&
+         bf16_products() == Bf16Products::dot && blocked_gemm_bf16_applies(c.rows(), c.cols(), k);
+}
+
+// A bf16 c without accumulation, one matrix with contiguous rows: the f32 result rounded as
+// f32_to_bf16, so that the bits are those of the same product into an f32 c converted with
+// f32_to_bf16 whichever kernel runs. Our vdpbf16ps kernel rounds in its tiles' stores where the
+// sum is one depth block (no f32 c is written and read again); elsewhere the product runs into an
+// f32 scratch that is then rounded. False for any other c.
+bool try_gemm_rounded_to_bf16(const GemmArgs& args) {
+  const GemmOperand &a = args.a, &b = args.b, &c = args.c;
+  if (c.dtype != DType::bf16 || args.accumulate || args.alpha != 1.0f || !single_matrix(a) ||
+      !single_matrix(b) || !single_matrix(c) || c.strides[c.rank - 1] != 1)
+    return false;
+  const int64_t m = c.rows(), n = c.cols(), k = a.cols(), ldc = c.strides[c.rank - 2];
+  bf16* out = static_cast<bf16*>(c.data);
+  if (vdpbf16ps_kernel_rounds(args)) {
+    blocked_gemm_bf16_rounded(m, n, k, bf16_view(a), bf16_view(b), args.bias, args.relu, out, ldc);
+    return true;
+  }
+  const size_t bytes = static_cast<size_t>(m * n) * sizeof(float);
+  float* scratch = static_cast<float*>(CachingAllocator::cpu().allocate(bytes));
+  GemmArgs f32 = args;
+  f32.c = GemmOperand::dense(scratch, DType::f32, {m, n});
+  run_gemm(f32);
+  if (ldc == n) {
+    f32_to_bf16(scratch, out, m * n);
+  } else {
+    for (int64_t i = 0; i < m; ++i) f32_to_bf16(scratch + i * n, out + i * ldc, n);
+  }
+  CachingAllocator::cpu().release(scratch, bytes);
+  return true;
+}
+
 }  // namespace
+
+void relu_backward_product_bf16(const GemmArgs& args, const bf16* relu_mask, float* db,
+                                bool accumulate_db) {
+  const GemmOperand &a = args.a, &b = args.b, &c = args.c;
+  check_shapes(args);
+  const int64_t m = c.rows(), n = c.cols(), k = a.cols();
+  TFM_CHECK(c.dtype == DType::bf16 && single_matrix(a) && single_matrix(b) && single_matrix(c) &&
+                c.strides[c.rank - 2] == n && c.strides[c.rank - 1] == 1 && !args.bias &&
+                !args.accumulate && !args.relu && args.alpha == 1.0f,
+            "relu_backward_product_bf16: c {} must be one dense bf16 matrix, with no bias, "
+            "accumulation, ReLU or scale",
+            describe(c));
+  const auto start = std::chrono::steady_clock::now();
+  if (vdpbf16ps_kernel_rounds(args)) {
+    blocked_gemm_bf16_relu_backward(m, n, k, bf16_view(a), bf16_view(b), relu_mask,
+                                    static_cast<bf16*>(c.data), n, db, accumulate_db);
+  } else {
+    // The product into an f32 scratch, then the masking pass: the same bits.
+    const size_t bytes = static_cast<size_t>(m * n) * sizeof(float);
+    float* scratch = static_cast<float*>(CachingAllocator::cpu().allocate(bytes));
+    GemmArgs f32 = args;
+    f32.c = GemmOperand::dense(scratch, DType::f32, {m, n});
+    run_gemm(f32);
+    relu_backward_bias_from_bf16(relu_mask, scratch, m, n, static_cast<bf16*>(c.data), db,
+                                 accumulate_db);
+    CachingAllocator::cpu().release(scratch, bytes);
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  record_gemm(seconds, static_cast<double>(product_flops(args)), [&] { return shape_of(args); });
+}
 
 void gemm(const GemmArgs& args) {
   check_shapes(args);
   const auto start = std::chrono::steady_clock::now();
-  run_gemm(args);
+  if (!try_gemm_rounded_to_bf16(args)) run_gemm(args);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   record_gemm(seconds, static_cast<double>(product_flops(args)), [&] { return shape_of(args); });

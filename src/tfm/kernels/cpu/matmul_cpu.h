@@ -24,6 +24,13 @@ using kernels::kMaxGemmRank;
 
 void gemm(const GemmArgs& args);
 
+// KernelTable::relu_backward_product_bf16: c = (a @ b where relu_mask > 0, else 0) rounded to bf16
+// and db (+)= the masked values' column sums, with the bits of gemm into an f32 c followed by
+// relu_backward_bias_from_bf16 (our vdpbf16ps kernel does it in its tiles' stores where it takes
+// the product; elsewhere those two run). Counted among the products (gemm_stats).
+void relu_backward_product_bf16(const GemmArgs& args, const bf16* relu_mask, float* db,
+                                bool accumulate_db);
+
 // Whether oneDNN multiplies bf16 operands on this CPU (its bf16 products need AVX-512; an AVX2-only
 // CPU such as AMD Zen 3 has none). Where it does not, gemm and packed weights widen bf16 operands
 // to f32 (exactly: a bf16 is the high half of an f32) and multiply in f32: the same products,
