@@ -19,11 +19,13 @@ import sys
 
 LINE = re.compile(r"^\s*(\d+)/(\d+)\s+[0-9a-f]+\s+(.*?)\s+\((.*)\)\s*$")
 KERNEL_SET = re.compile(r"tfm::internal::cpu::[a-z0-9_]+::")
+OUR_KERNEL = re.compile(r"Kernel::(micro_kernel|pack_a|pack_b)\b")
 
 
 def part_of(sym, dso):
     name = dso.rsplit("/", 1)[-1]
-    if name.startswith("perf-") or "dnnl" in name or "gemm" in sym:
+    # Our kernels' micro-kernels and packers are called from blocked::gemm_block, or inlined there.
+    if name.startswith("perf-") or "dnnl" in name or "gemm" in sym or OUR_KERNEL.search(sym):
         return "products (oneDNN's jitted code, libdnnl, our GEMM kernels)"
     if "gomp" in name:
         return "OpenMP (libgomp: waiting at barriers and for work)"
