@@ -114,11 +114,36 @@ inline void prefetch_tile(const float* c, int64_t ldc, int64_t rows) {
 }
 
 // c's tile [rows][columns] (rows <= kMr, columns <= 32) from the sums of its kMr x 32 elements,
-// with the epilogue.
+// with the epilogue, into the f32 c.
 template <int kMr>
-__attribute__((always_inline)) inline void store_tile(const __m512 (&acc)[kMr][2], float* c,
-                                                      int64_t ldc, int64_t rows, int64_t columns,
-                                                      const Epilogue& epilogue) {
+__attribute__((always_inline)) inline void store_f32_tile(const __m512 (&acc)[kMr][2], float* c,
+                                                          int64_t ldc, int64_t rows,
+                                                          int64_t columns,
+                                                          const Epilogue& epilogue) {
+  const __mmask16 masks[2] = {lanes(columns), lanes(columns - 16)};
+  __m512 bias[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  if (epilogue.bias)
+    for (int v = 0; v < 2; ++v) bias[v] = _mm512_maskz_loadu_ps(masks[v], epilogue.bias + 16 * v);
+#pragma GCC unroll 16
+  for (int r = 0; r < kMr; ++r) {
+    if (r >= rows) break;
+    for (int v = 0; v < 2; ++v) {
+      float* out = c + r * ldc + 16 * v;
+      __m512 sum = _mm512_add_ps(acc[r][v], bias[v]);
+      if (epilogue.load_c) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(masks[v], out));
+      // max(0, sum) in this order: vmaxps returns its second operand when either is NaN.
+      if (epilogue.relu) sum = _mm512_maskz_max_ps(0xffff, _mm512_setzero_ps(), sum);
+      _mm512_mask_storeu_ps(out, masks[v], sum);
+    }
+  }
+}
+
+// The same tile rounded to bf16 (RoundedOutput; a sum of one depth block: nothing to load).
+template <int kMr>
+__attribute__((always_inline)) inline void store_rounded_tile(const __m512 (&acc)[kMr][2],
+                                                              int64_t ldc, int64_t rows,
+                                                              int64_t columns,
+                                                              const Epilogue& epilogue) {
   const __mmask16 masks[2] = {lanes(columns), lanes(columns - 16)};
   __m512 bias[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
   if (epilogue.bias)
@@ -128,19 +153,11 @@ __attribute__((always_inline)) inline void store_tile(const __m512 (&acc)[kMr][2
   if (rounded.column_sums)
     for (int v = 0; v < 2; ++v)
       column_sums[v] = _mm512_maskz_loadu_ps(masks[v], rounded.column_sums + 16 * v);
-#pragma GCC unroll 16
   for (int r = 0; r < kMr; ++r) {
     if (r >= rows) break;
     for (int v = 0; v < 2; ++v) {
-      float* out = rounded.c ? nullptr : c + r * ldc + 16 * v;
       __m512 sum = _mm512_add_ps(acc[r][v], bias[v]);
-      if (epilogue.load_c) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(masks[v], out));
-      // max(0, sum) in this order: vmaxps returns its second operand when either is NaN.
       if (epilogue.relu) sum = _mm512_maskz_max_ps(0xffff, _mm512_setzero_ps(), sum);
-      if (!rounded.c) {
-        _mm512_mask_storeu_ps(out, masks[v], sum);
-        continue;
-      }
       if (rounded.relu_mask) {
         // A bf16 is its f32's high half; > 0 is false for a NaN.
         const __m512i mask_bits = _mm512_maskz_slli_epi32(
@@ -160,6 +177,18 @@ __attribute__((always_inline)) inline void store_tile(const __m512 (&acc)[kMr][2
   if (rounded.column_sums)
     for (int v = 0; v < 2; ++v)
       _mm512_mask_storeu_ps(rounded.column_sums + 16 * v, masks[v], column_sums[v]);
+}
+
+// The tile into c, or rounded (epilogue.rounded.c): one test a tile, so that the f32 stores keep
+// the unrolled loop they had before there were rounded ones, with no branch on them inside it.
+template <int kMr>
+__attribute__((always_inline)) inline void store_tile(const __m512 (&acc)[kMr][2], float* c,
+                                                      int64_t ldc, int64_t rows, int64_t columns,
+                                                      const Epilogue& epilogue) {
+  if (epilogue.rounded.c)
+    store_rounded_tile(acc, ldc, rows, columns, epilogue);
+  else
+    store_f32_tile(acc, c, ldc, rows, columns, epilogue);
 }
 
 // The packers of a's columns (a = g^T, contiguous along g's rows) read each depth's piece of a
