@@ -285,7 +285,7 @@ TEST_P(Bf16Copies, SharedCopiesGiveTheTrainingStepBitForBit) {
     const Step unshared = training_step(model, batch, false);
     const Step shared = training_step(model, batch, true);
     const int64_t fused =
-        ops::detail::kernels_for("test", device()).relu_backward_bias_from_bf16 ? kFeedForwards : 0;
+        ops::detail::kernels_for("test", device()).relu_backward_product_bf16 ? kFeedForwards : 0;
     EXPECT_EQ(unshared.conversions, kUnsharedConversions - fused);
     EXPECT_EQ(shared.conversions, kSharedConversions - fused);
     expect_same_bits(shared.loss, unshared.loss, "loss");

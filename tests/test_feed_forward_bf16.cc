@@ -285,7 +285,7 @@ std::vector<Tensor> run(FeedForwardInputs in, int64_t& conversions,
 
 TEST_P(FeedForwardBf16Op, HiddenLayerInBf16GivesTheBitsOfLinearReluThenLinear) {
   const bool fused =
-      ops::detail::kernels_for("test", device()).relu_backward_bias_from_bf16 != nullptr;
+      ops::detail::kernels_for("test", device()).relu_backward_product_bf16 != nullptr;
   // A [2, 150, 128] batch: products our CPU kernels take (every dim at least 128); a small one.
   for (const Shape shape : {Shape{2, 150, 128}, Shape{7, 5}}) {
     const FeedForwardInputs in = feed_forward_inputs(device(), shape, 272, shape[-1]);

@@ -68,11 +68,6 @@ struct KernelTable {
   // relu_backward_bf16 and sum_rows instead.
   void (*relu_backward_bias_bf16)(const float* y, const float* g, int64_t rows, int64_t cols,
                                   bf16* dx_bf16, float* db, bool accumulate) = nullptr;
-  // The same with relu's output y kept only as bf16 (ops::relu_feed_forward under bf16 products).
-  // Null: the backend has none, and relu_feed_forward runs linear_relu and linear.
-  void (*relu_backward_bias_from_bf16)(const bf16* y_bf16, const float* g, int64_t rows,
-                                       int64_t cols, bf16* dx_bf16, float* db,
-                                       bool accumulate) = nullptr;
   // The other FFN activations: gelu y = x Phi(x) (the erf form), swish y = x sigmoid(x); their
   // backwards take the input x: dx (+)= g * dy/dx.
   void (*gelu)(const float* x, float* y, int64_t n) = nullptr;
@@ -197,8 +192,8 @@ struct KernelTable {
   // (ops::relu_feed_forward): c = (a @ b where relu_mask > 0, else 0) rounded to bf16 as
   // f32_to_bf16, and db (+)= the column sums of those masked f32 values (db null: none), each
   // column's rows added in order; a, b and c bf16, c one dense matrix as relu_mask, no bias,
-  // accumulation or ReLU in args. Null: relu_feed_forward runs gemm into an f32 scratch and
-  // relu_backward_bias_from_bf16.
+  // accumulation or ReLU in args. Null: the backend has none, and relu_feed_forward runs
+  // linear_relu and linear.
   void (*relu_backward_product_bf16)(const GemmArgs& args, const bf16* relu_mask, float* db,
                                      bool accumulate_db) = nullptr;
   // weight: f32 [out, in] on the backend's device; product: the product type.

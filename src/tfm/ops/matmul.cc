@@ -324,12 +324,13 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
   return out;
 }
 
-// relu_feed_forward with its hidden layer kept only in bf16 (the caller checked the backend).
+// relu_feed_forward with its hidden layer kept only in bf16, on a backend with
+// relu_backward_product_bf16 (the caller checked).
 //   h = bf16(relu(x W1^T + b1)), rounded in the product's store; y = h W2^T + b2.
 // Backward, with g = dL/dy and g16 = bf16(g):
 //   dW2 = g16^T h, db2 = sum_rows(g), dh = g16 W2,
-//   du = dh where h > 0, its bf16 copy du16 and db1 = sum_rows(du) in one pass (in dh's product's
-//   stores where the backend can: KernelTable::relu_backward_product_bf16),
+//   du = dh where h > 0, its bf16 copy du16 and db1 = sum_rows(du) in dh's product
+//   (KernelTable::relu_backward_product_bf16: dh is never stored),
 //   dx = du16 W1, dW1 = du16^T x16.
 // These are linear_relu's and linear's products on the same operands, so the bits are theirs; the
 // mask reads h > 0 for y > 0, which differ only where 0 < y < 2^-133 rounds to 0 (as PyTorch's
@@ -386,19 +387,9 @@ Tensor relu_feed_forward_bf16(const Tensor& x, const Tensor& w1, const Tensor& b
     GemmArgs dh;
     dh.a = g_rows;
     dh.b = flat_rows(w2_op, out_features, d_ff);
-    const KernelTable& backend = detail::kernels_for(op, device);
-    if (backend.relu_backward_product_bf16 != nullptr) {
-      // dh never stored: the product masks, rounds and sums in its stores.
-      dh.c = flat_rows(du, rows, d_ff);
-      backend.relu_backward_product_bf16(dh, hidden.device_data<bf16>(), db1, accumulate_db1);
-    } else {
-      Tensor d_hidden = Tensor::empty({rows, d_ff}, DType::f32, device);
-      dh.c = flat_rows(d_hidden, rows, d_ff);
-      gemm_on(op, device, dh);
-      detail::kernel(op, device, &KernelTable::relu_backward_bias_from_bf16)(
-          hidden.device_data<bf16>(), d_hidden.device_data<float>(), rows, d_ff,
-          du.device_data<bf16>(), db1, accumulate_db1);
-    }
+    dh.c = flat_rows(du, rows, d_ff);
+    detail::kernel(op, device, &KernelTable::relu_backward_product_bf16)(
+        dh, hidden.device_data<bf16>(), db1, accumulate_db1);
     const GemmOperand du_rows = flat_rows(du, rows, d_ff);
     if (x.requires_grad()) {
       GradTarget dx = grad_target(x);
@@ -435,10 +426,10 @@ Tensor relu_feed_forward(const Tensor& x, const Tensor& w1, const Tensor& b1, co
               "{}: fc2's weight {} and bias {} must be f32 [out, {}] and [out]", op, w2.describe(),
               b2.defined() ? b2.describe() : "(none)", w1.dim(0));
     const Device device = detail::op_device(op, x, w1, b1, w2, b2);
-    if (detail::kernels_for(op, device).relu_backward_bias_from_bf16 != nullptr)
+    if (detail::kernels_for(op, device).relu_backward_product_bf16 != nullptr)
       return relu_feed_forward_bf16(x, w1, b1, w2, b2, device);
   }
-  // f32 products, or a backend without the kernel.
+  // f32 products, or a backend without relu_backward_product_bf16.
   return linear(linear_relu(x, w1, b1, {precision}), w2, b2, {precision});
 }
 

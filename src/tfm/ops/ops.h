@@ -51,7 +51,7 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {
                    const ProductOptions& product = {});
 
 // The feed-forward network linear(linear_relu(x, w1, b1), w2, b2) with products in `precision`.
-// Under bf16 products, on a backend with relu_backward_bias_from_bf16 (the CPU), its hidden layer
+// Under bf16 products, on a backend with relu_backward_product_bf16 (the CPU), its hidden layer
 // is kept only in bf16 (it is rounded in its product's store, and the backward masks with it): the
 // f32 hidden layer, its conversion and its copy for the backward are never made, and the results
 // have linear_relu's and linear's bits but where a hidden value below 2^-133 rounds to 0 (as under

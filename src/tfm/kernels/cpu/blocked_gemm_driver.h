@@ -113,6 +113,14 @@ inline void prefetch_tile(const float* c, int64_t ldc, int64_t rows) {
   }
 }
 
+// The tile's 32 columns of the bias (masked to the tile's columns), or zeros.
+inline void load_tile_bias(const Epilogue& epilogue, const __mmask16 (&masks)[2],
+                           __m512 (&bias)[2]) {
+  for (int v = 0; v < 2; ++v)
+    bias[v] = epilogue.bias ? _mm512_maskz_loadu_ps(masks[v], epilogue.bias + 16 * v)
+                            : _mm512_setzero_ps();
+}
+
 // c's tile [rows][columns] (rows <= kMr, columns <= 32) from the sums of its kMr x 32 elements,
 // with the epilogue, into the f32 c.
 template <int kMr>
@@ -121,9 +129,8 @@ __attribute__((always_inline)) inline void store_f32_tile(const __m512 (&acc)[kM
                                                           int64_t columns,
                                                           const Epilogue& epilogue) {
   const __mmask16 masks[2] = {lanes(columns), lanes(columns - 16)};
-  __m512 bias[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-  if (epilogue.bias)
-    for (int v = 0; v < 2; ++v) bias[v] = _mm512_maskz_loadu_ps(masks[v], epilogue.bias + 16 * v);
+  __m512 bias[2];
+  load_tile_bias(epilogue, masks, bias);
 #pragma GCC unroll 16
   for (int r = 0; r < kMr; ++r) {
     if (r >= rows) break;
@@ -145,9 +152,8 @@ __attribute__((always_inline)) inline void store_rounded_tile(const __m512 (&acc
                                                               int64_t columns,
                                                               const Epilogue& epilogue) {
   const __mmask16 masks[2] = {lanes(columns), lanes(columns - 16)};
-  __m512 bias[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-  if (epilogue.bias)
-    for (int v = 0; v < 2; ++v) bias[v] = _mm512_maskz_loadu_ps(masks[v], epilogue.bias + 16 * v);
+  __m512 bias[2];
+  load_tile_bias(epilogue, masks, bias);
   const RoundedOutput& rounded = epilogue.rounded;
   __m512 column_sums[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
   if (rounded.column_sums)

@@ -34,7 +34,6 @@ void fill_rows_and_elements(KernelTable& t) {
   t.relu_backward = relu_backward;
   t.relu_backward_bf16 = relu_backward_bf16;
   t.relu_backward_bias_bf16 = relu_backward_bias_bf16;
-  t.relu_backward_bias_from_bf16 = relu_backward_bias_from_bf16;
   t.relu_backward_product_bf16 = relu_backward_product_bf16;
   t.gelu = gelu;
   t.gelu_backward = gelu_backward;

@@ -642,6 +642,19 @@ std::string shape_of(const GemmArgs& args) {
                      args.accumulate ? " +=" : "");
 }
 
+// The one-matrix product `args` into a dense f32 scratch of c's shape, then finish(scratch).
+template <class Finish>
+void via_f32_scratch(const GemmArgs& args, Finish finish) {
+  const int64_t m = args.c.rows(), n = args.c.cols();
+  const size_t bytes = static_cast<size_t>(m * n) * sizeof(float);
+  float* scratch = static_cast<float*>(CachingAllocator::cpu().allocate(bytes));
+  GemmArgs f32 = args;
+  f32.c = GemmOperand::dense(scratch, DType::f32, {m, n});
+  run_gemm(f32);
+  finish(scratch);
+  CachingAllocator::cpu().release(scratch, bytes);
+}
+
 // A bf16 operand of one matrix as our kernels' view.
 StridedBf16Matrix bf16_view(const GemmOperand& op) {
   return StridedBf16Matrix{static_cast<const bf16*>(op.data), op.strides[op.rank - 2],
@@ -677,17 +690,13 @@ bool try_gemm_rounded_to_bf16(const GemmArgs& args) {
     blocked_gemm_bf16_rounded(m, n, k, bf16_view(a), bf16_view(b), args.bias, args.relu, out, ldc);
     return true;
   }
-  const size_t bytes = static_cast<size_t>(m * n) * sizeof(float);
-  float* scratch = static_cast<float*>(CachingAllocator::cpu().allocate(bytes));
-  GemmArgs f32 = args;
-  f32.c = GemmOperand::dense(scratch, DType::f32, {m, n});
-  run_gemm(f32);
-  if (ldc == n) {
-    f32_to_bf16(scratch, out, m * n);
-  } else {
-    for (int64_t i = 0; i < m; ++i) f32_to_bf16(scratch + i * n, out + i * ldc, n);
-  }
-  CachingAllocator::cpu().release(scratch, bytes);
+  via_f32_scratch(args, [&](const float* scratch) {
+    if (ldc == n) {
+      f32_to_bf16(scratch, out, m * n);
+    } else {
+      for (int64_t i = 0; i < m; ++i) f32_to_bf16(scratch + i * n, out + i * ldc, n);
+    }
+  });
   return true;
 }
 
@@ -710,14 +719,10 @@ void relu_backward_product_bf16(const GemmArgs& args, const bf16* relu_mask, flo
                                     static_cast<bf16*>(c.data), n, db, accumulate_db);
   } else {
     // The product into an f32 scratch, then the masking pass: the same bits.
-    const size_t bytes = static_cast<size_t>(m * n) * sizeof(float);
-    float* scratch = static_cast<float*>(CachingAllocator::cpu().allocate(bytes));
-    GemmArgs f32 = args;
-    f32.c = GemmOperand::dense(scratch, DType::f32, {m, n});
-    run_gemm(f32);
-    relu_backward_bias_from_bf16(relu_mask, scratch, m, n, static_cast<bf16*>(c.data), db,
-                                 accumulate_db);
-    CachingAllocator::cpu().release(scratch, bytes);
+    via_f32_scratch(args, [&](const float* scratch) {
+      relu_backward_bias_from_bf16(relu_mask, scratch, m, n, static_cast<bf16*>(c.data), db,
+                                   accumulate_db);
+    });
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
