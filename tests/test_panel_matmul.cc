@@ -111,6 +111,41 @@ TEST(PanelMatmul, EveryElementWithinTheRoundingBoundOfTheExactSum) {
   }
 }
 
+// Each element is the sequential f32 sum from the bias, one fused multiply-add per depth in order,
+// however the depths fall into slices (the tiles keep their sums in registers within a slice and
+// in memory, exactly, between slices): one slice, several, and a partial last one, on every row
+// of a tile, with 64-deep slices (4 rows, one tile; 13 rows, tiles of 6, 6 and 1) and 256-deep
+// ones (32 rows, 5 tiles of 6 and one of 2).
+TEST(PanelMatmul, EveryElementIsTheSequentialFusedSum) {
+  if (!cpu::panel_kernel_available()) GTEST_SKIP() << "this build has no AVX-512 (no panel kernel)";
+  std::mt19937 rng(13);
+  const int64_t n = 130;
+  for (int64_t m : {4, 13, 32})
+    for (int64_t k : {1, 63, 65, 255, 256, 257, 600, 2048}) {
+      SCOPED_TRACE(fmt::format("m {} k {}", m, k));
+      const auto x = random_floats(m * k, rng);
+      const auto w = random_floats(n * k, rng);
+      const auto bias = random_floats(n, rng);
+      const cpu::PackedWeight packed(w.data(), n, k, DType::f32);
+      ASSERT_TRUE(packed.panels());
+      for (bool relu : {false, true}) {
+        const auto y = panel_product(x, m, packed, bias.data(), relu);
+        int64_t clamped = 0;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            float sum = bias[static_cast<size_t>(j)];
+            for (int64_t t = 0; t < k; ++t)
+              sum = std::fma(x[static_cast<size_t>(i * k + t)], w[static_cast<size_t>(j * k + t)],
+                             sum);
+            if (relu && sum < 0.0f) sum = 0.0f, ++clamped;
+            ASSERT_EQ(y[static_cast<size_t>(i * n + j)], sum)
+                << "row " << i << " column " << j << (relu ? " (ReLU)" : "");
+          }
+        EXPECT_EQ(clamped > m * n / 4, relu);  // about half of the sums are negative
+      }
+    }
+}
+
 // The sums run over k in one order whatever the split: the same bits from one thread, several, or
 // the calling thread alone inside a parallel region (the output layer's blocks).
 TEST(PanelMatmul, TheSameBitsWhateverTheThreads) {

@@ -24,16 +24,27 @@ inline namespace TFM_CPU_ISA {
 namespace {
 
 constexpr int kVectors = kPanelColumns / 16;  // a panel's row: 4 registers of 16 lanes
-// The slice of a panel that stays in L1 while every row of x passes over it: 64 x 64 x 4 B = 16
-// KiB.
-constexpr int64_t kDepth = 64;
+// The depths of a panel that every tile of rows passes over before the next (a slice), and how
+// far ahead the tiles prefetch the weights (panel_rows):
+// - Products of at least kDeepSlicesTiles tiles: 256-deep slices (64 KiB, read from L2 by each
+//   tile), prefetched one slice ahead. A tile keeps its sums in registers for the whole slice and
+//   moves them through memory only between slices (24 loads and 24 stores); with 64-deep slices,
+//   which stay in L1, it did so four times as often, and a greedy f32 decode of 32 sentences ran
+//   1.05-1.08x slower, beam 4 1.06-1.08x, on a Zen 5
+//   (docs/journal/2026-12-06-panel-slices-from-l2.md).
+// - Fewer tiles (up to 18 rows: one sentence's decoding steps, greedy or beam 4, or a few): 64-deep
+//   slices in L1, prefetched two ahead (32 KiB). A tile of few rows does few multiply-adds per
+//   weight it loads, and from L2 it waits on L2's rate: 8 rows (a tile of 6 and one of 2) ran
+//   0.86x as fast with 256-deep slices, 16 rows the same within the noise.
+struct Slices {
+  int64_t depth, ahead;
+};
+constexpr Slices kDeepSlices{256, 1}, kL1Slices{64, 2};
+constexpr int64_t kDeepSlicesTiles = 4;
+
 // Rows of x per tile: 6 x 4 accumulators, 4 weight registers and a broadcast fit the 32 registers.
 constexpr int kTileRows = 6;
 constexpr int64_t kLineFloats = 16;  // a cache line: 64 bytes
-// How far ahead the tiles prefetch the weights, in slices (panel_rows): 2 slices are 32 KiB, about
-// 3 microseconds of a tile over 32 rows, well beyond the memory's latency. 1 was as fast at 32
-// rows.
-constexpr int64_t kPrefetchSlices = 2;
 
 struct Panel {
   const float* weights;  // [kp][64]: this panel of W^T
@@ -105,13 +116,13 @@ float* aligned_64(float* p) {
 }
 
 // Asks for the slice of `rows` rows of x (ldx apart) that their tile multiplies next, columns
-// [k0, k0 + kDepth) (k0 0: the next panel's first), into L2. In a decoding step x is the previous
+// [k0, k0 + depth) (k0 0: the next panel's first), into L2. In a decoding step x is the previous
 // op's output, part of it written by the other cores, and a tile reads it with the stride of a
 // whole row, which the hardware's prefetchers do not follow: without this, a thread's first panel
 // waits on a miss for each line of x that another core wrote (x that does not stay in L2: each
 // panel's).
-void prefetch_x_slice(const float* x, int64_t ldx, int64_t rows, int64_t k0) {
-  const int64_t end = std::min(ldx, k0 + kDepth);
+void prefetch_x_slice(const float* x, int64_t ldx, int64_t rows, int64_t k0, int64_t depth) {
+  const int64_t end = std::min(ldx, k0 + depth);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = k0; c < end; c += kLineFloats)
       _mm_prefetch(reinterpret_cast<const char*>(x + r * ldx + c), _MM_HINT_T1);
@@ -125,15 +136,15 @@ void prefetch_x_slice(const float* x, int64_t ldx, int64_t rows, int64_t k0) {
 constexpr int64_t kXStaysInL2Bytes = 512 << 10;
 
 // Rows [r0, r1) of y over one panel (r0 a multiple of kTileRows): slice by slice, every tile of
-// rows over the slice while it is in L1.
+// rows over the slice while it is in L2.
 //
 // The weights stream in from memory when they do not fit in the caches: a decoding step reads
 // all of a model's (153 MB for `base` in f32), and each is used once per step. The hardware's
 // prefetchers alone do not keep up, since a slice is read from memory by its first tile only and
-// then again from L1: the memory is busy for a sixth of the slice's time and idle for the rest. So
-// the slice's tiles share out the prefetching of the slice kPrefetchSlices ahead (into the next
-// panel after the last), a few lines per k, into L2: the requests are spread evenly over the
-// slice's time, faster than the first tile prefetching the next slice into L1 (gemm_bench
+// then again from the caches: the memory is busy for a sixth of the slice's time and idle for the
+// rest. So the slice's tiles share out the prefetching of the slice Slices::ahead ahead (into
+// the next panel after the last), a few lines per k, into L2: the requests are spread evenly over
+// the slice's time, faster than the first tile prefetching the next slice into L1 (gemm_bench
 // decoder_step_f32 measures it: docs/journal/2026-11-27-decode-weights-streamed.md). A single row
 // reads each slice once, at the memory's pace, and the hardware's prefetchers keep up: software
 // prefetching only slowed it. A prefetch past the weight's end is a hint and never faults.
@@ -144,18 +155,19 @@ void panel_rows(const float* x, int64_t k, const Panel& panel, int64_t r0, int64
   float* partial_sums =
       aligned_64(scratch(buffer, static_cast<size_t>((r1 - r0) * kPanelColumns + 16)));
   const int64_t tiles = (r1 - r0 + kTileRows - 1) / kTileRows;
-  for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-    const int64_t k1 = std::min(k, k0 + kDepth);
+  const Slices slices = tiles >= kDeepSlicesTiles ? kDeepSlices : kL1Slices;
+  for (int64_t k0 = 0; k0 < k; k0 += slices.depth) {
+    const int64_t k1 = std::min(k, k0 + slices.depth);
     const bool first = k0 == 0, last = k1 == k;
     // The lines of a slice as deep as this one, shared out among the tiles, `per_k` lines per k.
     const int64_t depth = k1 - k0, lines = depth * kPanelColumns / kLineFloats;
     const int per_k = static_cast<int>((lines + tiles * depth - 1) / (tiles * depth));
-    const float* ahead = panel.weights + (k0 + kPrefetchSlices * kDepth) * kPanelColumns;
+    const float* ahead = panel.weights + (k0 + slices.ahead * slices.depth) * kPanelColumns;
     int64_t given = 0;  // lines given out so far
     for (int64_t r = r0; r < r1; r += kTileRows, given += depth * per_k) {
       const int64_t rows = std::min<int64_t>(kTileRows, r1 - r);
       const bool prefetching = r1 - r0 > 1 && given < lines;
-      if (prefetch_x) prefetch_x_slice(x + r * k, k, rows, last ? 0 : k1);
+      if (prefetch_x) prefetch_x_slice(x + r * k, k, rows, last ? 0 : k1, slices.depth);
       kTiles[rows](x + r * k, k, panel, k0, k1, partial_sums + (r - r0) * kPanelColumns,
                    y + r * ldy, ldy, first, last, relu,
                    prefetching ? ahead + given * kLineFloats : nullptr, per_k);
