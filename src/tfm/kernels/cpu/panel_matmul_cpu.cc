@@ -142,9 +142,9 @@ constexpr int64_t kXStaysInL2Bytes = 512 << 10;
 // all of a model's (153 MB for `base` in f32), and each is used once per step. The hardware's
 // prefetchers alone do not keep up, since a slice is read from memory by its first tile only and
 // then again from the caches: the memory is busy for a sixth of the slice's time and idle for the
-// rest. So the slice's tiles share out the prefetching of the slice Slices::ahead ahead (into
-// the next panel after the last), a few lines per k, into L2: the requests are spread evenly over
-// the slice's time, faster than the first tile prefetching the next slice into L1 (gemm_bench
+// rest. So the slice's tiles share out the prefetching of the slice `Slices::ahead` slices on
+// (into the next panel after the last), a few lines per k, into L2: the requests are spread evenly
+// over the slice's time, faster than the first tile prefetching the next slice into L1 (gemm_bench
 // decoder_step_f32 measures it: docs/journal/2026-11-27-decode-weights-streamed.md). A single row
 // reads each slice once, at the memory's pace, and the hardware's prefetchers keep up: software
 // prefetching only slowed it. A prefetch past the weight's end is a hint and never faults.
