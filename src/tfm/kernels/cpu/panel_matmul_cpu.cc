@@ -136,7 +136,7 @@ void prefetch_x_slice(const float* x, int64_t ldx, int64_t rows, int64_t k0, int
 constexpr int64_t kXStaysInL2Bytes = 512 << 10;
 
 // Rows [r0, r1) of y over one panel (r0 a multiple of kTileRows): slice by slice, every tile of
-// rows over the slice while it is in L2.
+// rows over the slice while it is in the caches (L2 or L1: Slices).
 //
 // The weights stream in from memory when they do not fit in the caches: a decoding step reads
 // all of a model's (153 MB for `base` in f32), and each is used once per step. The hardware's
