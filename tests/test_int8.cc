@@ -63,12 +63,32 @@ TEST(Int8Quantize, SevenBitActivationsHandChecked) {
       {"int8: activation zero point 100 (must be 128 or 64)"});
 }
 
+TEST(Int8Quantize, TheScaleIsTheRowsLargestMagnitudeWhereverItIs) {
+  // row_scale takes the maximum in four registers 64 columns at a time, then 16 at a time, then a
+  // masked tail: the largest magnitude (either sign) is found in each part of rows of every kind.
+  for (int64_t cols : {5, 16, 40, 64, 100, 150, 512}) {
+    for (int64_t at = 0; at < cols; ++at) {
+      for (const float peak : {3.5f, -3.5f}) {
+        std::vector<float> x(static_cast<size_t>(cols));
+        for (int64_t j = 0; j < cols; ++j)
+          x[static_cast<size_t>(j)] = 0.001f * static_cast<float>(j % 97) - 0.05f;
+        x[static_cast<size_t>(at)] = peak;
+        std::vector<int8_t> q(x.size());
+        float scale = 0.0f;
+        cpu::quantize_rows_s8(x.data(), 1, cols, q.data(), &scale);
+        ASSERT_EQ(scale, 3.5f / 127.0f) << cols << " columns, largest at " << at;
+        ASSERT_EQ(q[static_cast<size_t>(at)], peak > 0 ? 127 : -127);
+      }
+    }
+  }
+}
+
 TEST(Int8Quantize, ANaNAnywhereInARowMakesItsScaleAndProductNaN) {
   // The vector max drops a NaN or keeps it depending on its lane and on what follows it: every
   // position of rows that are shorter than, equal to and longer than a register is tried, with
   // larger values after the NaN.
   for (int32_t zero_point : {cpu::kNativeZeroPoint, cpu::kSaturatingZeroPoint}) {
-    for (int64_t cols : {5, 16, 40}) {
+    for (int64_t cols : {5, 16, 40, 64, 100, 150}) {
       for (int64_t at = 0; at < cols; ++at) {
         std::vector<float> x(static_cast<size_t>(2 * cols));
         for (int64_t j = 0; j < 2 * cols; ++j) x[static_cast<size_t>(j)] = 0.25f * (j % cols) - 1;
