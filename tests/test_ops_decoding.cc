@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 
+#include "tfm/ops/autocast.h"
 #include "tfm/ops/ops.h"
 #include "tfm/ops/packed_weight.h"
 
@@ -221,6 +222,45 @@ TEST(OpsCache, WriteAndGatherF32) {
 }
 TEST(OpsCache, WriteAndGatherBf16) {
   check_cache_ops(DType::bf16);
+}
+
+// A decoding step's write into caches of `base`'s width, large enough for the CPU to share the rows
+// among its threads (from 128 KB): 100 of 128 rows at one position in f32, 64 rows at two
+// positions in bf16. Every element of the buffer is checked: the new positions hold the values,
+// the rest (other positions, the rows past the values') is unchanged.
+TEST(OpsCache, AStepsWriteOfManyRowsLandsInEachRowsPosition) {
+  struct Case {
+    DType dtype;
+    int64_t cache_rows, rows, n, position;
+  };
+  const int64_t capacity = 5, width = 512;
+  for (const Case& c : {Case{DType::f32, 128, 100, 1, 2}, Case{DType::bf16, 64, 64, 2, 3}}) {
+    SCOPED_TRACE(dtype_name(c.dtype));
+    auto typed = [&](const Tensor& f32) { return c.dtype == DType::f32 ? f32 : ops::to_bf16(f32); };
+    Tensor cache = typed(Tensor::from_floats({c.cache_rows, capacity, width},
+                                             random_floats(c.cache_rows * capacity * width, 7)));
+    const std::vector<float> before = cache.to_floats();
+    const Tensor values =
+        typed(Tensor::from_floats({c.rows, c.n, width}, random_floats(c.rows * c.n * width, 8)));
+    const std::vector<float> fresh = values.to_floats();
+    ops::cache_write(cache, values, c.position);
+    const std::vector<float> after = cache.to_floats();
+    int64_t mismatches = 0, written = 0;
+    for (int64_t r = 0; r < c.cache_rows; ++r)
+      for (int64_t j = 0; j < capacity; ++j)
+        for (int64_t e = 0; e < width; ++e) {
+          const auto at = static_cast<size_t>((r * capacity + j) * width + e);
+          const bool is_new = r < c.rows && j >= c.position && j < c.position + c.n;
+          const float want =
+              is_new ? fresh[static_cast<size_t>((r * c.n + j - c.position) * width + e)]
+                     : before[at];
+          mismatches += after[at] != want;
+          written += is_new && after[at] != before[at];
+        }
+    EXPECT_EQ(mismatches, 0);
+    // The random values differ from the buffer's almost everywhere: the writes happened.
+    EXPECT_GT(written, c.rows * c.n * width * 9 / 10);
+  }
 }
 
 TEST(OpsCache, RefusesValuesThatDoNotFit) {
