@@ -11,10 +11,11 @@ machine whose speed drifts (the 2-core VMs move by 10-50% within minutes: docs/B
 binary's of the same round, and the table gives, for every binary after the first, the median of the
 rounds' ratios, their range and each round's ratio: a change shows as a ratio that holds in most rounds,
 not as a difference of two means taken minutes apart. Ratios are "times faster than the first binary"
-(above 1: faster): GFLOP/s over GFLOP/s for gemm_bench's rows (a row without FLOP/s: its items or
-elements a second), seconds of the first over seconds of the other for bench_decode (`best_seconds`, the
-fastest decode of a run, and `seconds`, the mean) and bench_train_step (`min_seconds_per_step` and
-`seconds_per_step`; its `outside_gemm_fraction` is listed as it is). Keep the machine quiet while it runs.
+(above 1: faster): GFLOP/s over GFLOP/s for gemm_bench's rows (a row without FLOP/s: its OP/s, items,
+elements or bytes a second), seconds of the first over seconds of the other for bench_decode
+(`best_seconds`, the fastest decode of a run, and `seconds`, the mean) and bench_train_step
+(`min_seconds_per_step` and `seconds_per_step`; its `outside_gemm_fraction` is listed as it is). Keep
+the machine quiet while it runs.
 """
 
 import argparse
@@ -28,7 +29,7 @@ DECODE_FIGURES = [("best_seconds", "fastest decode, s", False), ("seconds", "mea
 TRAIN_FIGURES = [("min_seconds_per_step", "fastest step, s", False),
                  ("seconds_per_step", "mean step, s", False),
                  ("outside_gemm_fraction", "outside the products", None)]
-GEMM_RATES = ["FLOP/s", "items_per_second", "elements/s"]
+GEMM_RATES = ["FLOP/s", "OP/s", "items_per_second", "elements/s", "B/s"]
 
 
 def order_of(round_index, binaries):

@@ -63,6 +63,16 @@ def test_a_row_that_one_build_lacks_is_left_out():
     assert alternate.ratios(rounds, "A", "B", "x, GFLOP/s") == [2.0]
 
 
+def test_rows_without_flops_compare_their_operations_or_bytes_a_second():
+    def rows(op_rate, byte_rate):
+        return json.dumps({"benchmarks": [{"name": "step", "OP/s": op_rate * 1e9},
+                                          {"name": "quantise", "B/s": byte_rate * 1e9}]})
+    runs = FakeRuns({"A": [rows(1000, 20)], "B": [rows(1100, 30)]})
+    rounds = alternate.main(["gemm", "--rounds", "1", "--filter", ".", "A", "B"], run=runs)
+    assert alternate.ratios(rounds, "A", "B", "step, GOP/s") == pytest.approx([1.1])
+    assert alternate.ratios(rounds, "A", "B", "quantise, GB/s") == pytest.approx([1.5])
+
+
 def test_decode_ratios_are_seconds_of_the_first_over_the_others(capsys):
     line = lambda best, mean: "a log line\n" + json.dumps({"best_seconds": best, "seconds": mean})
     runs = FakeRuns({"A": [line(0.4, 0.5), line(0.8, 1.0)], "B": [line(0.2, 0.25), line(0.5, 0.5)]})
