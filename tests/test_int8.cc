@@ -5,7 +5,9 @@
 // (quantize_cpu.h); the products are checked with this CPU's code, and with 7 bits on every CPU.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "gradcheck.h"
@@ -86,13 +88,15 @@ TEST(Int8Quantize, TheScaleIsTheRowsLargestMagnitudeWhereverItIs) {
 TEST(Int8Quantize, ANaNAnywhereInARowMakesItsScaleAndProductNaN) {
   // The vector max drops a NaN or keeps it depending on its lane and on what follows it: every
   // position of rows that are shorter than, equal to and longer than a register is tried, with
-  // larger values after the NaN.
+  // larger values after the NaN. The NaNs: the quiet one, the same with its sign bit set, and the
+  // NaN nearest to infinity (fraction 1), whose bits as an integer are one above +inf's.
+  const float nans[] = {std::nanf(""), -std::nanf(""), std::bit_cast<float>(0x7f800001u)};
   for (int32_t zero_point : {cpu::kNativeZeroPoint, cpu::kSaturatingZeroPoint}) {
     for (int64_t cols : {5, 16, 40, 64, 100, 150}) {
       for (int64_t at = 0; at < cols; ++at) {
         std::vector<float> x(static_cast<size_t>(2 * cols));
         for (int64_t j = 0; j < 2 * cols; ++j) x[static_cast<size_t>(j)] = 0.25f * (j % cols) - 1;
-        x[static_cast<size_t>(at)] = std::nanf("");
+        x[static_cast<size_t>(at)] = nans[(cols + at) % 3];
         std::vector<uint8_t> u(x.size());
         std::vector<float> scales(2);
         cpu::quantize_rows_u8(x.data(), 2, cols, u.data(), scales.data(), zero_point);
@@ -115,6 +119,19 @@ TEST(Int8Quantize, ANaNAnywhereInARowMakesItsScaleAndProductNaN) {
       }
     }
   }
+}
+
+TEST(Int8Quantize, AnInfinityOfEitherSignMakesTheScaleInfinite) {
+  for (int64_t cols : {5, 64, 150})
+    for (float infinity :
+         {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
+      std::vector<float> x(static_cast<size_t>(cols), 0.5f);
+      x[static_cast<size_t>(cols / 2)] = infinity;
+      std::vector<uint8_t> u(x.size());
+      float scale = 0;
+      cpu::quantize_rows_u8(x.data(), 1, cols, u.data(), &scale, cpu::kNativeZeroPoint);
+      EXPECT_EQ(scale, std::numeric_limits<float>::infinity()) << cols << " columns";
+    }
 }
 
 // The exact value of the int8 product: sum_j qx_j qw_j sx sw + bias, in double, with x quantised

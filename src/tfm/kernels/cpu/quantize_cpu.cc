@@ -28,44 +28,52 @@ bool worth_threads(int64_t elements) {
 // when either is NaN, so a NaN would be kept or dropped depending on where it sits in the row, and
 // the row's product would come out finite and wrong. A NaN scale makes the row's outputs NaN (as
 // the f32 product's): its q are written as 0, and dequantize_product multiplies by the scale.
+//
+// With AVX-512 the maximum is taken over the magnitudes' bit patterns as signed integers (the sign
+// bit cleared): for floats that are not NaN their order is the order of the magnitudes, and every
+// NaN's pattern (exponent all ones, fraction not 0) lies above +inf's (0x7f800000). One integer
+// maximum a vector thus finds the largest magnitude, which is one of the row's values, and any
+// NaN, where a float maximum would need a compare for the NaNs beside it.
 float row_scale(const float* x, int64_t cols, int32_t levels) {
-  float max_abs = 0.0f;
-  bool has_nan = false;
   int64_t j = 0;
 #ifdef __AVX512F__
-  __m512 max16 = _mm512_setzero_ps();
-  __mmask16 nan_lanes = 0;
-  // Four maxima 64 columns at a time, so that the chain of vmaxps does not bound the loop; the
+  // (The zero-masked forms: GCC 12 warns that the unmasked ones read an uninitialised register.)
+  const __m512i magnitude_bits = _mm512_set1_epi32(0x7fffffff);
+  auto bits_of = [&](const float* at) {
+    return _mm512_maskz_and_epi32(kAllLanes, _mm512_loadu_si512(at), magnitude_bits);
+  };
+  auto max_of = [](__m512i a, __m512i b) { return _mm512_maskz_max_epi32(kAllLanes, a, b); };
+  // Four maxima 64 columns at a time, so that the chain of maxima does not bound the loop; the
   // maximum does not depend on the order.
-  __m512 max4[4] = {max16, max16, max16, max16};
-  for (; j + 64 <= cols; j += 64) {
-    for (int c = 0; c < 4; ++c) {
-      const __m512 v = _mm512_loadu_ps(x + j + 16 * c);
-      nan_lanes |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-      max4[c] = _mm512_maskz_max_ps(kAllLanes, max4[c], _mm512_abs_ps(v));
-    }
-  }
-  max16 = _mm512_maskz_max_ps(kAllLanes, _mm512_maskz_max_ps(kAllLanes, max4[0], max4[1]),
-                              _mm512_maskz_max_ps(kAllLanes, max4[2], max4[3]));
-  for (; j + 16 <= cols; j += 16) {
-    const __m512 v = _mm512_loadu_ps(x + j);
-    nan_lanes |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    max16 = _mm512_maskz_max_ps(kAllLanes, max16, _mm512_abs_ps(v));
-  }
+  __m512i max4[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                     _mm512_setzero_si512()};
+  for (; j + 64 <= cols; j += 64)
+    for (int c = 0; c < 4; ++c) max4[c] = max_of(max4[c], bits_of(x + j + 16 * c));
+  __m512i max16 = max_of(max_of(max4[0], max4[1]), max_of(max4[2], max4[3]));
+  for (; j + 16 <= cols; j += 16) max16 = max_of(max16, bits_of(x + j));
   if (j < cols) {
-    const __m512 v = _mm512_maskz_loadu_ps(first_lanes(cols - j), x + j);
-    nan_lanes |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    max16 = _mm512_maskz_max_ps(kAllLanes, max16, _mm512_abs_ps(v));
-    j = cols;
+    const __m512i tail = _mm512_maskz_and_epi32(
+        kAllLanes, _mm512_maskz_loadu_epi32(first_lanes(cols - j), x + j), magnitude_bits);
+    max16 = max_of(max16, tail);  // the missing lanes read as +0
   }
-  max_abs = horizontal_max(max16);
-  has_nan = nan_lanes != 0;
-#endif
+  // The 16 lanes' maximum, by halves.
+  const __m256i half = _mm256_max_epi32(_mm512_maskz_extracti64x4_epi64(0xf, max16, 0),
+                                        _mm512_maskz_extracti64x4_epi64(0xf, max16, 1));
+  __m128i quarter = _mm_max_epi32(_mm256_castsi256_si128(half), _mm256_extracti128_si256(half, 1));
+  quarter = _mm_max_epi32(quarter, _mm_shuffle_epi32(quarter, 0x4e));
+  quarter = _mm_max_epi32(quarter, _mm_shuffle_epi32(quarter, 0xb1));
+  const auto largest = static_cast<uint32_t>(_mm_cvtsi128_si32(quarter));
+  if (largest > 0x7f800000u) return std::numeric_limits<float>::quiet_NaN();
+  return std::bit_cast<float>(largest) / static_cast<float>(levels);
+#else
+  float max_abs = 0.0f;
+  bool has_nan = false;
   for (; j < cols; ++j) {
     has_nan = has_nan || std::isnan(x[j]);
     max_abs = std::max(max_abs, std::fabs(x[j]));
   }
   return has_nan ? std::numeric_limits<float>::quiet_NaN() : max_abs / static_cast<float>(levels);
+#endif
 }
 
 // round(x / scale) clamped to [-levels, levels] (+ shift), ties to even: the CPU's rounding mode
