@@ -5,6 +5,7 @@
 // (quantize_cpu.h); the products are checked with this CPU's code, and with 7 bits on every CPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -46,6 +47,45 @@ TEST(Int8Quantize, RowsHandChecked) {
   cpu::quantize_rows_u8(x.data(), 3, 4, u.data(), scales.data(), cpu::kNativeZeroPoint);
   EXPECT_EQ(std::vector<int>(u.begin(), u.end()),
             (std::vector<int>{192, 1, 160, 128, 128, 128, 128, 128, 192, 255, 96, 128}));
+}
+
+// Every column of rows of 1 to 200 columns (the vector loops of 64 and 16 columns and the scalar
+// tail, each alone and together) against the scalar formula q = nearbyint(clamp(x / scale,
+// -levels, levels)) + zero point, for weights (s8) and for activations of 8 and 7 bits (u8). The
+// rows hold values that land on ties of the rounding (k + 0.5 after scaling) and the row's
+// largest magnitude of either sign.
+TEST(Int8Quantize, EveryColumnIsTheScalarRounding) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  auto expected = [](float x, float scale, int32_t levels, int32_t zero_point) {
+    const float inverse = scale > 0.0f ? 1.0f / scale : 0.0f;
+    const float bound = static_cast<float>(levels);
+    const float v = std::min(bound, std::max(-bound, x * inverse));
+    return static_cast<int32_t>(std::nearbyint(v)) + zero_point;
+  };
+  int64_t checked = 0;
+  for (int64_t cols = 1; cols <= 200; ++cols) {
+    std::vector<float> x(static_cast<size_t>(cols));
+    for (float& v : x) v = uniform(rng);
+    // Ties: with the largest magnitude 127 (s8 scale 1), the values k + 0.5.
+    x[static_cast<size_t>(cols - 1)] = cols % 2 ? 127.0f : -127.0f;
+    for (int64_t j = 0; j + 1 < cols; j += 3) x[static_cast<size_t>(j)] = -40.5f + j % 81;
+    std::vector<int8_t> q(x.size());
+    float scale = 0;
+    cpu::quantize_rows_s8(x.data(), 1, cols, q.data(), &scale);
+    for (int64_t j = 0; j < cols; ++j, ++checked)
+      ASSERT_EQ(q[static_cast<size_t>(j)], expected(x[static_cast<size_t>(j)], scale, 127, 0))
+          << cols << " columns, column " << j;
+    for (int32_t zero_point : {cpu::kNativeZeroPoint, cpu::kSaturatingZeroPoint}) {
+      std::vector<uint8_t> u(x.size());
+      cpu::quantize_rows_u8(x.data(), 1, cols, u.data(), &scale, zero_point);
+      for (int64_t j = 0; j < cols; ++j, ++checked)
+        ASSERT_EQ(u[static_cast<size_t>(j)],
+                  expected(x[static_cast<size_t>(j)], scale, zero_point - 1, zero_point))
+            << cols << " columns, column " << j << ", zero point " << zero_point;
+    }
+  }
+  EXPECT_EQ(checked, 3 * 200 * 201 / 2);
 }
 
 TEST(Int8Quantize, SevenBitActivationsHandChecked) {
