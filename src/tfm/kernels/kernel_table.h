@@ -202,6 +202,11 @@ struct KernelTable {
   // product type (f32 for an i8 weight).
   void (*packed_linear)(const void* x, int64_t rows, const PackedForm& weight, const float* bias,
                         float* y, bool relu) = nullptr;
+  // packed_linear for 1 to 4 weights of the same in_features on the same x, without ReLU: y[j] =
+  // x weights[j]^T (+ biases[j]), the same bits as packed_linear a weight. Null: the op runs
+  // packed_linear a weight.
+  void (*packed_linears)(const void* x, int64_t rows, const PackedForm* const* weights,
+                         const float* const* biases, float* const* y, int count) = nullptr;
   // The output layer of a decoding step in one pass (null: the op multiplies, then log_softmax
   // and top_k_rows). values/tokens [rows, m], counts [rows].
   void (*log_softmax_top)(const LogSoftmaxTopArgs& args, float* values, int32_t* tokens,

@@ -54,6 +54,26 @@ void MultiHeadAttention::append(const Tensor& input, KeyValueCache& cache, DType
   cache.append(k_proj.forward(input, precision), v_proj.forward(input, precision));
 }
 
+Tensor MultiHeadAttention::append_and_attend(const Tensor& input, KeyValueCache& cache,
+                                             const ops::AttentionMask& mask, DType precision,
+                                             Tensor* probs_out) const {
+  // Packed modules serve inference only (Linear::pack): the op refuses a gradient to record.
+  bool together = true;
+  for (const Linear* p : {&q_proj, &k_proj, &v_proj})
+    together = together && p->packed && p->packed->dtype() == q_proj.packed->dtype();
+  if (!together) {
+    append(input, cache, precision);
+    return attend(input, cache, mask, precision, probs_out);
+  }
+  const std::vector<Tensor> qkv =
+      ops::packed_linears(input, {q_proj.packed.get(), k_proj.packed.get(), v_proj.packed.get()},
+                          {q_proj.bias, k_proj.bias, v_proj.bias});
+  cache.append(qkv[1], qkv[2]);
+  Tensor heads_out = ops::attention_cached(qkv[0], cache.keys, cache.values, cache.length, heads,
+                                           mask, probs_out, cache.slots);
+  return out_proj.forward(heads_out, precision);
+}
+
 Tensor MultiHeadAttention::attend(const Tensor& query_input, const KeyValueCache& cache,
                                   const ops::AttentionMask& mask, DType precision,
                                   Tensor* probs_out) const {

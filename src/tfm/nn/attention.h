@@ -63,6 +63,13 @@ struct MultiHeadAttention {
   KeyValueCache empty_cache(int64_t rows, int64_t capacity, DType precision) const;
   // Projects input [rows, n, d_model] and appends its keys and values to the cache.
   void append(const Tensor& input, KeyValueCache& cache, DType precision) const;
+  // Self-attention's decoding step: append(input, cache), then attend(input, cache, ...), the same
+  // bits. With the three projections packed alike (inference only: a gradient to record is
+  // refused), they run as one ops::packed_linears call: on the CPU with int8 weights, one
+  // quantisation of the input and one parallel region.
+  Tensor append_and_attend(const Tensor& input, KeyValueCache& cache,
+                           const ops::AttentionMask& mask, DType precision,
+                           Tensor* probs_out = nullptr) const;
   // out_proj(heads) for queries from query_input [rows, Tq, d_model] over the cache's `length`
   // positions. The mask as in forward (causal needs query_offset = position of the first query).
   // probs_out: the weights [rows, h, Tq, length].

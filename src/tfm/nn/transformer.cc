@@ -129,8 +129,7 @@ Residual DecoderLayer::forward_step(const Residual& y, KeyValueCache& self_cache
     ops::AttentionMask causal;
     causal.causal = true;
     causal.query_offset = self_cache.length;
-    self_attn.append(in, self_cache, precision);
-    return self_attn.attend(in, self_cache, causal, precision, self_probs);
+    return self_attn.append_and_attend(in, self_cache, causal, precision, self_probs);
   });
   h = cross_attn_block.apply(h, ctx, [&](const Tensor& in) {
     // The beam rows of a source are consecutive, so [sources * beam, steps, d] read as

@@ -412,6 +412,53 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
   return linear_product(x, weight, bias, product, false);
 }
 
+std::vector<Tensor> packed_linears(const Tensor& x, const std::vector<const PackedWeight*>& weights,
+                                   const std::vector<Tensor>& biases) {
+  constexpr const char* kOp = "packed_linears";
+  const auto count = static_cast<int>(weights.size());
+  TFM_CHECK(count >= 1 && count <= 4 && biases.size() == weights.size(),
+            "{}: {} weights and {} biases (1 to 4 of each)", kOp, weights.size(), biases.size());
+  TFM_CHECK(x.defined() && x.dtype() == DType::f32 && x.rank() >= 1, "{}: x {} must be f32", kOp,
+            x.defined() ? x.describe() : std::string("undefined"));
+  const int64_t in = x.dim(-1), rows = x.numel() / std::max<int64_t>(in, 1);
+  const Device device = x.device();
+  std::vector<Tensor> out;
+  std::vector<const kernels::PackedForm*> forms;
+  std::vector<const float*> bias_data;
+  std::vector<float*> out_data;
+  for (int j = 0; j < count; ++j) {
+    const PackedWeight* w = weights[static_cast<size_t>(j)];
+    const Tensor& b = biases[static_cast<size_t>(j)];
+    TFM_CHECK(w != nullptr && w->in_features() == in && w->device() == device &&
+                  w->dtype() == weights[0]->dtype(),
+              "{}: weight {} does not take x {} (in {}, on {}, all packed alike)", kOp, j,
+              x.describe(), w ? w->in_features() : -1, device_name(device));
+    TFM_CHECK(!b.defined() || (b.dtype() == DType::f32 && b.rank() == 1 &&
+                               b.dim(0) == w->out_features() && b.device() == device),
+              "{}: bias {} must be f32[{}]", kOp, b.describe(), w->out_features());
+    TFM_CHECK(!needs_grad({&x, &b}), "{}: inference only (a tensor needs a gradient)", kOp);
+    Shape shape = x.shape();
+    shape[-1] = w->out_features();
+    out.push_back(Tensor::empty(shape, DType::f32, device));
+    forms.push_back(&w->form());
+    bias_data.push_back(b.defined() ? b.device_data<float>() : nullptr);
+    out_data.push_back(out.back().device_data<float>());
+  }
+  // x as each weight's product type takes it (f32 for an i8 weight).
+  const Tensor x_op = weights[0]->dtype() == DType::bf16 ? to_bf16(x) : x;
+  const KernelTable& backend = detail::kernels_for(kOp, device);
+  if (backend.packed_linears != nullptr && count > 1) {
+    backend.packed_linears(x_op.device_raw(), rows, forms.data(), bias_data.data(), out_data.data(),
+                           count);
+    return out;
+  }
+  for (int j = 0; j < count; ++j)
+    detail::kernel(kOp, device, &KernelTable::packed_linear)(
+        x_op.device_raw(), rows, *forms[static_cast<size_t>(j)], bias_data[static_cast<size_t>(j)],
+        out_data[static_cast<size_t>(j)], false);
+  return out;
+}
+
 Tensor relu_feed_forward(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2,
                          const Tensor& b2, DType precision) {
   if (precision == DType::bf16) {

@@ -44,6 +44,13 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
               const ProductOptions& product = {});
 
+// Inference: linear(x, w, b, {dtype, packed}) for 1 to 4 weights packed in the same product type,
+// all of x's width, each with its bias (or undefined): the same bits, in one call, which on the
+// CPU quantises x once and shares one parallel region where the weights are int8 (a decoding
+// step's queries, keys and values). Tensors that need a gradient are refused.
+std::vector<Tensor> packed_linears(const Tensor& x, const std::vector<const PackedWeight*>& weights,
+                                   const std::vector<Tensor>& biases);
+
 // relu(linear(x, weight, bias)) as one product (oneDNN's relu post-op), with the same product
 // options as linear. Keeps only the output for the backward (the pre-activation is never stored):
 // the gradient is masked where the output is 0, then goes through linear's backward.

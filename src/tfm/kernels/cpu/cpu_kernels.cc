@@ -114,6 +114,13 @@ void fill_losses_and_products(KernelTable& t) {
                        const float* bias, float* y, bool relu) {
     packed_linear(x, rows, static_cast<const PackedWeight&>(weight), bias, y, relu);
   };
+  t.packed_linears = [](const void* x, int64_t rows, const kernels::PackedForm* const* weights,
+                        const float* const* biases, float* const* y, int count) {
+    const PackedWeight* packed[4] = {};
+    for (int j = 0; j < count && j < 4; ++j)
+      packed[j] = static_cast<const PackedWeight*>(weights[j]);
+    packed_linears(x, rows, packed, biases, y, count);
+  };
   t.log_softmax_top = [](const LogSoftmaxTopArgs& args, float* values, int32_t* tokens,
                          int32_t* counts) { log_softmax_top(args, values, tokens, counts); };
 }

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -382,6 +383,43 @@ void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float*
   run_product(x, m, w, bias, y);
   // The packed product has no post-op: ReLU is a second pass over the output.
   if (relu) cpu::relu(y, y, m * w.out_features());
+}
+
+void packed_linears(const void* x, int64_t m, const PackedWeight* const* weights,
+                    const float* const* biases, float* const* y, int count) {
+  TFM_CHECK(count >= 1 && count <= 4, "packed_linears: {} weights (1 to 4)", count);
+  const int32_t zero_point = activation_zero_point();
+  const int64_t k = weights[0]->in_features();
+  bool together = count > 1 && m > 0;
+  for (int j = 0; j < count && together; ++j)
+    together = weights[j]->dtype() == DType::i8 && weights[j]->in_features() == k &&
+               weights[j]->int8_panel_groups() == weights[0]->int8_panel_groups() &&
+               int8_kernel_takes(m, *weights[j], zero_point);
+  if (!together) {
+    for (int j = 0; j < count; ++j) packed_linear(x, m, *weights[j], biases[j], y[j]);
+    return;
+  }
+  // As packed_linear's int8 path, the activations quantised once into this thread's buffers.
+  thread_local std::vector<uint8_t> u_buffer;
+  thread_local std::vector<float> scales_buffer;
+  uint8_t* u = scratch(u_buffer, static_cast<size_t>(m * k));
+  float* scales = scratch(scales_buffer, static_cast<size_t>(m));
+  Int8PanelLinear products[4];
+  for (int j = 0; j < count; ++j)
+    products[j] = {weights[j]->int8_panels(), weights[j]->out_features(),
+                   int8_epilogue(*weights[j], nullptr, biases[j], false, zero_point), y[j]};
+  const auto start = std::chrono::steady_clock::now();
+  panel_linears_quantising(static_cast<const float*>(x), m, k, weights[0]->int8_panel_groups(),
+                           products, count, u, scales);
+  // Timed as one product (gemm_shapes): "packed i8 128x512+512+512x512 panel".
+  double flops = 0;
+  std::string columns;
+  for (int j = 0; j < count; ++j) {
+    flops += product_flops(m, *weights[j]);
+    columns += fmt::format("{}{}", j ? "+" : "", weights[j]->out_features());
+  }
+  record_gemm(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+              flops, [&] { return fmt::format("packed i8 {}x{}x{} panel", m, columns, k); });
 }
 
 void packed_linear_onednn(const void* x, int64_t m, const PackedWeight& w, const float* bias,

@@ -82,6 +82,14 @@ std::string describe_int8_products();
 void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float* bias, float* y,
                    bool relu = false);
 
+// packed_linear for 1 to 4 weights of the same in_features on the same x (no ReLU): y[j] = x
+// weights[j]^T + biases[j] (a bias may be null). Where every weight is i8 and our panel kernel
+// takes each, x is quantised once and the products share one parallel region
+// (panel_linears_quantising: a decoding step's queries, keys and values); else each runs as
+// packed_linear. The same bits as packed_linear a weight.
+void packed_linears(const void* x, int64_t m, const PackedWeight* const* weights,
+                    const float* const* biases, float* const* y, int count);
+
 // oneDNN's product alone (f32 or bf16 weight, no ReLU), where packed_linear may choose the panel
 // kernel: for benchmarks and tests that compare the two.
 void packed_linear_onednn(const void* x, int64_t m, const PackedWeight& w, const float* bias,

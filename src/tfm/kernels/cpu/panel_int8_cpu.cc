@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "tfm/core/error.h"
 #include "tfm/kernels/cpu/quantize_cpu.h"
@@ -149,37 +150,56 @@ void with_tile_rows(int64_t rows, F f) {
   f(std::integral_constant<int, MR>{});
 }
 
-// Every tile of rows [0, m) over each of the panels. store(row, column, mask, sums): the sums of a
-// row's 16 columns from `column` on, `mask` the ones that exist. Outside a parallel region the
-// threads share (panel, rows) items: the panels, each whole where there are at least two panels a
-// thread, else cut into ranges of tiles so that every thread has two items or more.
-// prologue(thread, threads), unless nullptr: each thread's part of making u, run by every thread
-// of the same parallel region before any reads u (one region a product instead of two).
+// One weight of run_panels: its panels, its n columns and where their sums go.
+template <typename Store>
+struct PanelJob {
+  const int8_t* panels;
+  int64_t n;
+  Store store;
+};
+
+// Every tile of rows [0, m) over each panel of each job (weights of the same depth k on the same
+// u). job.store(row, column, mask, sums): the sums of a row's 16 columns from `column` on, `mask`
+// the ones that exist. Outside a parallel region the threads share (panel, rows) items, the jobs'
+// panels one after the other: the panels, each whole where there are at least two panels a thread,
+// else cut into ranges of tiles so that every thread has two items or more. prologue(thread,
+// threads), unless nullptr: each thread's part of making u, run by every thread of the same
+// parallel region before any reads u (one region for the products instead of two).
 template <typename Store, typename Prologue = std::nullptr_t>
-void run_panels(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t* panels,
-                int64_t panel_groups, Store store, Prologue prologue = nullptr) {
+void run_panels(const uint8_t* u, int64_t m, int64_t k, int64_t panel_groups,
+                const PanelJob<Store>* jobs, int count, Prologue prologue = nullptr) {
   constexpr bool kPrologue = !std::is_same_v<Prologue, std::nullptr_t>;
-  if (m == 0) return;
-  const int64_t panel_count = (n + kInt8PanelColumns - 1) / kInt8PanelColumns;
+  if (m == 0 || count == 0) return;
+  // first_panel[j]: the first panel of job j in the panels of all the jobs.
+  constexpr int kMaxJobs = 4;
+  TFM_CHECK(count <= kMaxJobs, "run_panels: {} weights (at most {})", count, kMaxJobs);
+  int64_t first_panel[kMaxJobs + 1] = {0};
+  for (int j = 0; j < count; ++j)
+    first_panel[j + 1] = first_panel[j] + (jobs[j].n + kInt8PanelColumns - 1) / kInt8PanelColumns;
+  const int64_t panel_count = first_panel[count];
   const int64_t panel_bytes = panel_groups * kGroupBytes;
   const int64_t tiles = (m + kTileRows - 1) / kTileRows;
-  // Rows [begin, end) of panel p: its tiles read the panel again, from L2. With prefetch_u, each
-  // tile first asks for the next tile's rows of u, which the other threads may have written.
-  auto run = [&](int64_t p, int64_t begin, int64_t end, bool prefetch_u) {
-    const int64_t first = p * kInt8PanelColumns;
+  // Rows [begin, end) of panel `all` (of all the jobs'): its tiles read the panel again, from L2.
+  // With prefetch_u, each tile first asks for the next tile's rows of u, which the other threads
+  // may have written.
+  auto run = [&](int64_t all, int64_t begin, int64_t end, bool prefetch_u) {
+    int j = 0;
+    while (all >= first_panel[j + 1]) ++j;
+    const PanelJob<Store>& job = jobs[j];
+    const int64_t p = all - first_panel[j], first = p * kInt8PanelColumns;
     __mmask16 masks[kVectors];
     for (int v = 0; v < kVectors; ++v) {
-      const int64_t columns = std::clamp<int64_t>(n - first - 16 * v, 0, 16);
+      const int64_t columns = std::clamp<int64_t>(job.n - first - 16 * v, 0, 16);
       masks[v] = static_cast<__mmask16>((1u << columns) - 1u);
     }
-    const int8_t* panel = panels + p * panel_bytes;
+    const int8_t* panel = job.panels + p * panel_bytes;
     for (int64_t r = begin; r < end; r += kTileRows) {
       if (prefetch_u)
         for (const uint8_t* line = u + std::min(end, r + kTileRows) * k;
              line < u + std::min(end, r + 2 * kTileRows) * k; line += 64)
           _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
       auto tile_store = [&](int row, int v, __m512i sum) {
-        if (masks[v]) store(r + row, first + 16 * v, masks[v], sum);
+        if (masks[v]) job.store(r + row, first + 16 * v, masks[v], sum);
       };
       with_tile_rows(end - r, [&](auto tile_rows) {
         tile<decltype(tile_rows)::value>(u + r * k, k, panel, tile_store);
@@ -208,6 +228,14 @@ void run_panels(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t*
       first = false;
     }
   }
+}
+
+// run_panels for one weight.
+template <typename Store, typename Prologue = std::nullptr_t>
+void run_panels(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t* panels,
+                int64_t panel_groups, Store store, Prologue prologue = nullptr) {
+  const PanelJob<Store> job{panels, n, store};
+  run_panels(u, m, k, panel_groups, &job, 1, prologue);
 }
 
 }  // namespace
@@ -248,12 +276,30 @@ void panel_linear_u8s8(const uint8_t* u, int64_t m, int64_t n, int64_t k, const 
 void panel_linear_quantising(const float* x, int64_t m, int64_t n, int64_t k, const int8_t* panels,
                              int64_t panel_groups, Int8Epilogue e, uint8_t* u, float* x_scales,
                              float* y) {
-  e.x_scales = x_scales;
-  run_panels(u, m, n, k, panels, panel_groups, dequantising_store(n, e, y),
-             [&](int thread, int threads) {
-               for (int64_t i = m * thread / threads; i < m * (thread + 1) / threads; ++i)
-                 x_scales[i] = quantize_row_u8(x + i * k, k, u + i * k, e.zero_point);
-             });
+  const Int8PanelLinear product{panels, n, e, y};
+  panel_linears_quantising(x, m, k, panel_groups, &product, 1, u, x_scales);
+}
+
+void panel_linears_quantising(const float* x, int64_t m, int64_t k, int64_t panel_groups,
+                              const Int8PanelLinear* products, int count, uint8_t* u,
+                              float* x_scales) {
+  TFM_CHECK(count >= 1 && count <= 4, "panel_linears_quantising: {} weights (1 to 4)", count);
+  const int32_t zero_point = products[0].e.zero_point;
+  Int8Epilogue epilogues[4];
+  using Store = decltype(dequantising_store(0, epilogues[0], nullptr));
+  std::vector<PanelJob<Store>> jobs;
+  for (int j = 0; j < count; ++j) {
+    TFM_CHECK(products[j].e.zero_point == zero_point,
+              "panel_linears_quantising: the weights' activations differ in zero point");
+    epilogues[j] = products[j].e;
+    epilogues[j].x_scales = x_scales;
+    jobs.push_back({products[j].panels, products[j].n,
+                    dequantising_store(products[j].n, epilogues[j], products[j].y)});
+  }
+  run_panels(u, m, k, panel_groups, jobs.data(), count, [&](int thread, int threads) {
+    for (int64_t i = m * thread / threads; i < m * (thread + 1) / threads; ++i)
+      x_scales[i] = quantize_row_u8(x + i * k, k, u + i * k, zero_point);
+  });
 }
 
 #else  // no AVX512BW: oneDNN's products
@@ -276,6 +322,13 @@ void panel_linear_quantising(const float*, int64_t, int64_t, int64_t, const int8
                              Int8Epilogue, uint8_t*, float*, float*) {
   fail(
       "panel_linear_quantising: this build has no AVX512BW (int8_panel_kernel_available() is "
+      "false)");
+}
+
+void panel_linears_quantising(const float*, int64_t, int64_t, int64_t, const Int8PanelLinear*, int,
+                              uint8_t*, float*) {
+  fail(
+      "panel_linears_quantising: this build has no AVX512BW (int8_panel_kernel_available() is "
       "false)");
 }
 

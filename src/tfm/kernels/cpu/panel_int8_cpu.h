@@ -84,5 +84,21 @@ void panel_linear_quantising(const float* x, int64_t m, int64_t n, int64_t k, co
                              int64_t panel_groups, Int8Epilogue e, uint8_t* u, float* x_scales,
                              float* y);
 
+// One weight of panel_linears_quantising: its panels (n columns), its epilogue (e.x_scales is not
+// read) and y [m, n].
+struct Int8PanelLinear {
+  const int8_t* panels = nullptr;
+  int64_t n = 0;
+  Int8Epilogue e;
+  float* y = nullptr;
+};
+
+// panel_linear_quantising for 1 to 4 weights of the same depth k (and panel_groups) on the same x,
+// with one zero point: x quantised once, and the weights' panels shared among the threads of one
+// parallel region. The same bits as one panel_linear_quantising a weight.
+void panel_linears_quantising(const float* x, int64_t m, int64_t k, int64_t panel_groups,
+                              const Int8PanelLinear* products, int count, uint8_t* u,
+                              float* x_scales);
+
 }  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu
