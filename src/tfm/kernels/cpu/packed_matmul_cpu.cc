@@ -7,6 +7,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "tfm/core/allocator.h"
@@ -318,6 +319,15 @@ bool int8_kernel_takes(int64_t m, const PackedWeight& w, int32_t zero_point) {
   return w.int8_panels() && m <= max_rows && int8_panel_kernel_exact_for(zero_point);
 }
 
+// This thread's buffers for m rows of k quantised activations and their scales (one product at a
+// time).
+std::pair<uint8_t*, float*> activation_buffers(int64_t m, int64_t k) {
+  thread_local std::vector<uint8_t> u_buffer;
+  thread_local std::vector<float> scales_buffer;
+  return {scratch(u_buffer, static_cast<size_t>(m * k)),
+          scratch(scales_buffer, static_cast<size_t>(m))};
+}
+
 Int8Epilogue int8_epilogue(const PackedWeight& w, const float* x_scales, const float* bias,
                            bool relu, int32_t zero_point) {
   Int8Epilogue e;
@@ -355,12 +365,9 @@ void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float*
                    bool relu) {
   if (m == 0) return;
   if (w.dtype() == DType::i8) {
-    // The activations quantised per row into this thread's buffers (one product at a time): by
-    // our kernel's threads in its own parallel region where it takes the product.
-    thread_local std::vector<uint8_t> u_buffer;
-    thread_local std::vector<float> scales_buffer;
-    uint8_t* u = scratch(u_buffer, static_cast<size_t>(m * w.in_features()));
-    float* scales = scratch(scales_buffer, static_cast<size_t>(m));
+    // The activations quantised per row: by our kernel's threads in its own parallel region where
+    // it takes the product.
+    const auto [u, scales] = activation_buffers(m, w.in_features());
     const int32_t zero_point = activation_zero_point();
     if (int8_kernel_takes(m, w, zero_point)) {
       const GemmTimer timer(m, w, "panel");
@@ -399,11 +406,8 @@ void packed_linears(const void* x, int64_t m, const PackedWeight* const* weights
     for (int j = 0; j < count; ++j) packed_linear(x, m, *weights[j], biases[j], y[j]);
     return;
   }
-  // As packed_linear's int8 path, the activations quantised once into this thread's buffers.
-  thread_local std::vector<uint8_t> u_buffer;
-  thread_local std::vector<float> scales_buffer;
-  uint8_t* u = scratch(u_buffer, static_cast<size_t>(m * k));
-  float* scales = scratch(scales_buffer, static_cast<size_t>(m));
+  // As packed_linear's int8 path, the activations quantised once.
+  const auto [u, scales] = activation_buffers(m, k);
   Int8PanelLinear products[4];
   for (int j = 0; j < count; ++j)
     products[j] = {weights[j]->int8_panels(), weights[j]->out_features(),

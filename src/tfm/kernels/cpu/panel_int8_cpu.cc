@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
-#include <vector>
 
 #include "tfm/core/error.h"
 #include "tfm/kernels/cpu/quantize_cpu.h"
@@ -153,8 +152,8 @@ void with_tile_rows(int64_t rows, F f) {
 // One weight of run_panels: its panels, its n columns and where their sums go.
 template <typename Store>
 struct PanelJob {
-  const int8_t* panels;
-  int64_t n;
+  const int8_t* panels = nullptr;
+  int64_t n = 0;
   Store store;
 };
 
@@ -254,23 +253,35 @@ void panel_product_u8s8(const uint8_t* u, int64_t m, int64_t n, int64_t k, const
 
 namespace {
 
-// dequantize_product's arithmetic (quantize_cpu.h, dequantize16) on the sums in registers.
-auto dequantising_store(int64_t n, const Int8Epilogue& e, float* y) {
-  const __m512i zero_point_shift =
-      _mm512_set1_epi32(std::countr_zero(static_cast<uint32_t>(e.zero_point)));
-  return [n, &e, y, zero_point_shift](int64_t row, int64_t column, __mmask16 mask, __m512i sum) {
-    _mm512_mask_storeu_ps(y + row * n + column, mask,
-                          dequantize16(sum, mask, e.w_row_sums + column, e.w_scales + column,
-                                       e.bias ? e.bias + column : nullptr,
-                                       _mm512_set1_ps(e.x_scales[row]), zero_point_shift, e.relu));
-  };
-}
+// dequantize_product's arithmetic (quantize_cpu.h, dequantize16) on the sums in registers, into
+// y [m, n]. A type of its own (not a lambda) so that run_panels' jobs fit in an array.
+struct DequantisingStore {
+  DequantisingStore() = default;
+  DequantisingStore(int64_t n_, const Int8Epilogue& e_, float* y_)
+      : n(n_),
+        e(&e_),
+        y(y_),
+        zero_point_shift(
+            _mm512_set1_epi32(std::countr_zero(static_cast<uint32_t>(e_.zero_point)))) {}
+  void operator()(int64_t row, int64_t column, __mmask16 mask, __m512i sum) const {
+    _mm512_mask_storeu_ps(
+        y + row * n + column, mask,
+        dequantize16(sum, mask, e->w_row_sums + column, e->w_scales + column,
+                     e->bias ? e->bias + column : nullptr, _mm512_set1_ps(e->x_scales[row]),
+                     zero_point_shift, e->relu));
+  }
+
+  int64_t n = 0;
+  const Int8Epilogue* e = nullptr;
+  float* y = nullptr;
+  __m512i zero_point_shift = _mm512_setzero_si512();
+};
 
 }  // namespace
 
 void panel_linear_u8s8(const uint8_t* u, int64_t m, int64_t n, int64_t k, const int8_t* panels,
                        int64_t panel_groups, const Int8Epilogue& e, float* y) {
-  run_panels(u, m, n, k, panels, panel_groups, dequantising_store(n, e, y));
+  run_panels(u, m, n, k, panels, panel_groups, DequantisingStore(n, e, y));
 }
 
 void panel_linear_quantising(const float* x, int64_t m, int64_t n, int64_t k, const int8_t* panels,
@@ -286,17 +297,16 @@ void panel_linears_quantising(const float* x, int64_t m, int64_t k, int64_t pane
   TFM_CHECK(count >= 1 && count <= 4, "panel_linears_quantising: {} weights (1 to 4)", count);
   const int32_t zero_point = products[0].e.zero_point;
   Int8Epilogue epilogues[4];
-  using Store = decltype(dequantising_store(0, epilogues[0], nullptr));
-  std::vector<PanelJob<Store>> jobs;
+  PanelJob<DequantisingStore> jobs[4];
   for (int j = 0; j < count; ++j) {
     TFM_CHECK(products[j].e.zero_point == zero_point,
               "panel_linears_quantising: the weights' activations differ in zero point");
     epilogues[j] = products[j].e;
     epilogues[j].x_scales = x_scales;
-    jobs.push_back({products[j].panels, products[j].n,
-                    dequantising_store(products[j].n, epilogues[j], products[j].y)});
+    jobs[j] = {products[j].panels, products[j].n,
+               DequantisingStore(products[j].n, epilogues[j], products[j].y)};
   }
-  run_panels(u, m, k, panel_groups, jobs.data(), count, [&](int thread, int threads) {
+  run_panels(u, m, k, panel_groups, jobs, count, [&](int thread, int threads) {
     for (int64_t i = m * thread / threads; i < m * (thread + 1) / threads; ++i)
       x_scales[i] = quantize_row_u8(x + i * k, k, u + i * k, zero_point);
   });
