@@ -308,7 +308,7 @@ TEST(AttentionCached, HeadsOf64EqualTheDenseAttention) {
   std::mt19937_64 rng(49);
   for (DType dtype : {DType::f32, DType::bf16}) {
     for (int64_t keys : {1, 7, 13}) {
-      for (int64_t tq : {1, 3}) {
+      for (int64_t tq : {1, 3, 6}) {
         SCOPED_TRACE(std::string(dtype_name(dtype)) + ", keys " + std::to_string(keys) +
                      ", queries " + std::to_string(tq));
         // Buffer rows 0..4; batch b reads position j from slot (b + j) % 5.
@@ -363,6 +363,58 @@ TEST(AttentionCached, HeadsOf64EqualTheDenseAttention) {
           for (size_t e = 0; e < p.size(); ++e) ASSERT_NEAR(pc[e], p[e], 1e-6) << "mask " << i;
         }
       }
+    }
+  }
+}
+
+// Several queries of a batch entry that see the same keys (the cross-attention's beam hypotheses)
+// are taken up to four at a time, each key and value loaded once for them: every output and
+// probability must be the same bits as each query's attention alone, for 2 to 9 queries (blocks of
+// 4 and what remains), with a slot table and padding.
+TEST(AttentionCached, QueriesTogetherAreTheBitsOfEachAlone) {
+  const int64_t batch = 3, heads = 2, d = 64, capacity = 11, keys = 9;
+  std::mt19937_64 rng(53);
+  Tensor k_cache = Tensor::from_floats(
+      {batch + 1, capacity, heads * d},
+      normal_values(static_cast<size_t>((batch + 1) * capacity * heads * d), rng, 1.0f));
+  Tensor v_cache = Tensor::from_floats(
+      k_cache.shape(), normal_values(static_cast<size_t>(k_cache.numel()), rng, 1.0f));
+  std::vector<int32_t> table(static_cast<size_t>(batch * capacity));
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>((i * 7) % (batch + 1));
+  const Tensor slots = Tensor::from_ints({batch, capacity}, table);
+  ops::AttentionMask mask;
+  mask.key_lengths = {9, 4, 1};
+  for (int64_t tq = 2; tq <= 9; ++tq) {
+    SCOPED_TRACE("queries " + std::to_string(tq));
+    std::vector<float> qv = normal_values(static_cast<size_t>(batch * tq * heads * d), rng, 0.5f);
+    Tensor probs;
+    const std::vector<float> together =
+        ops::attention_cached(Tensor::from_floats({batch, tq, heads * d}, qv), k_cache, v_cache,
+                              keys, heads, mask, &probs, slots)
+            .to_floats();
+    const std::vector<float> p = probs.to_floats();
+    for (int64_t t = 0; t < tq; ++t) {
+      std::vector<float> one;
+      for (int64_t b = 0; b < batch; ++b)
+        one.insert(one.end(), qv.begin() + (b * tq + t) * heads * d,
+                   qv.begin() + (b * tq + t + 1) * heads * d);
+      Tensor probs_alone;
+      const std::vector<float> alone =
+          ops::attention_cached(Tensor::from_floats({batch, 1, heads * d}, one), k_cache, v_cache,
+                                keys, heads, mask, &probs_alone, slots)
+              .to_floats();
+      const std::vector<float> pa = probs_alone.to_floats();
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t i = 0; i < heads * d; ++i)
+          ASSERT_EQ(together[static_cast<size_t>((b * tq + t) * heads * d + i)],
+                    alone[static_cast<size_t>(b * heads * d + i)])
+              << "batch " << b << ", query " << t << ", element " << i;
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t head = 0; head < heads; ++head)
+          for (int64_t j = 0; j < keys; ++j)
+            ASSERT_EQ(p[static_cast<size_t>(((b * heads + head) * tq + t) * keys + j)],
+                      pa[static_cast<size_t>((b * heads + head) * keys + j)])
+                << "batch " << b << ", head " << head << ", query " << t << ", key " << j;
     }
   }
 }
