@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <random>
 
+#include "tfm/kernels/cpu/top_k_cpu.h"
+#include "tfm/kernels/cpu/vector_math.h"
 #include "tfm/ops/autocast.h"
 #include "tfm/ops/ops.h"
 #include "tfm/ops/packed_weight.h"
@@ -105,6 +108,37 @@ TEST(OpsTopK, LongRowsWithManyTiesMatchTheSortedReference) {
       ASSERT_EQ(counts[static_cast<size_t>(r)], static_cast<int32_t>(want.size()));
       for (size_t i = 0; i < want.size(); ++i)
         EXPECT_EQ(tokens[static_cast<size_t>(r * k) + i], want[i]) << "k " << k << " row " << r;
+    }
+  }
+}
+
+// log_softmax_top takes each block's maximum in its top-k scan's pass: the scan's maximum must be
+// max_of's bits for every length (whole chunks of 16 and a tail), rows with NaN (either sign, any
+// position, one or two), infinities and rows of -inf only.
+TEST(OpsTopK, TheScansMaximumIsMaxOfsBits) {
+  namespace cpu = tfm::internal::cpu;
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
+  std::mt19937 rng(17);
+  for (int64_t n = 0; n <= 70; ++n) {
+    for (int pattern = 0; pattern < 6; ++pattern) {
+      std::vector<float> row = random_floats(n, static_cast<unsigned>(100 * n + pattern));
+      std::uniform_int_distribution<int64_t> at(0, std::max<int64_t>(n - 1, 0));
+      if (n > 0 && pattern == 1) row[static_cast<size_t>(at(rng))] = nan;
+      if (n > 0 && pattern == 2) {
+        row[static_cast<size_t>(at(rng))] = -nan;
+        row[static_cast<size_t>(at(rng))] = std::bit_cast<float>(0x7f800001u);
+      }
+      if (n > 0 && pattern == 3) row[static_cast<size_t>(at(rng))] = inf;
+      if (pattern == 4) std::fill(row.begin(), row.end(), -inf);
+      if (n > 0 && pattern == 5) row[static_cast<size_t>(n - 1)] = nan;
+      std::vector<float> values(3);
+      std::vector<int32_t> indices(3);
+      cpu::TopK top{values.data(), indices.data(), 3, 0};
+      const float got = top.scan(row.data(), n, 0, -1);
+      const float want = cpu::max_of(row.data(), n);
+      ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+          << "n " << n << ", pattern " << pattern;
     }
   }
 }

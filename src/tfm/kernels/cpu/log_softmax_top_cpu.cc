@@ -55,9 +55,8 @@ struct Partials {
 // the sum of exp(z_j - maximum) (0 when every logit is -inf), and its best tokens into `top`.
 void fold_row(const float* z, int64_t n, int64_t offset, int64_t excluded, float& max, float& sum,
               TopK& top) {
-  max = max_of(z, n);
+  max = top.scan(z, n, offset, excluded);
   sum = max == kNegInf ? 0.0f : sum_exp(z, n, max);
-  top.scan(z, n, offset, excluded);
 }
 
 }  // namespace

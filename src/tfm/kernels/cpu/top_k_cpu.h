@@ -14,6 +14,7 @@
 #endif
 
 #include "tfm/kernels/cpu/isa.h"
+#include "tfm/kernels/cpu/vector_math.h"
 
 namespace tfm::internal::cpu {
 inline namespace TFM_CPU_ISA {
@@ -51,11 +52,15 @@ struct TopK {
   }
 
   // Every entry of row[0, n) (index offset + j), skipping `excluded`. Chunks of 16 whose maximum
-  // cannot enter are skipped without looking at their elements one by one.
-  void scan(const float* row, int64_t n, int64_t offset, int64_t excluded) {
+  // cannot enter are skipped without looking at their elements one by one. Returns the maximum of
+  // the whole row (`excluded` included), max_of's bits, found in the same pass.
+  float scan(const float* row, int64_t n, int64_t offset, int64_t excluded) {
     constexpr int64_t kChunk = 16;
     int64_t j = 0;
 #ifdef __AVX512F__
+    // The row's maximum as max_of takes it: the same vmaxps over the same chunks in the same order
+    // (vmaxps returns its second operand where either is NaN).
+    __m512 max16 = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
     // One compare a chunk: only the lanes at or above the threshold as it stands (and above -inf)
     // can enter (it only rises while they are inserted), in index order, as the loop below. Once
     // the list is full, a value equal to its last enters only with a lower index than the last
@@ -73,6 +78,7 @@ struct TopK {
     int64_t strict_from = first_strict();
     for (; j + kChunk <= n; j += kChunk) {
       const __m512 chunk = _mm512_loadu_ps(row + j);
+      max16 = _mm512_maskz_max_ps(kAllLanes, max16, chunk);
       const __mmask16 finite = _mm512_cmp_ps_mask(chunk, lowest, _CMP_GT_OQ);
       uint32_t above = j >= strict_from
                            ? _mm512_mask_cmp_ps_mask(finite, chunk, threshold16, _CMP_GT_OQ)
@@ -85,19 +91,32 @@ struct TopK {
       threshold16 = _mm512_set1_ps(threshold());
       strict_from = first_strict();
     }
+    if (j < n)
+      max16 = _mm512_maskz_max_ps(kAllLanes, max16,
+                                  _mm512_mask_loadu_ps(lowest, first_lanes(n - j), row + j));
+    float max = horizontal_max(max16);
+#else
+    // Without AVX-512 max_of's loop, where a NaN never enters.
+    float max = -std::numeric_limits<float>::infinity();
 #endif
     for (; j + kChunk <= n; j += kChunk) {
       float chunk_max = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : chunk_max)
       for (int64_t i = 0; i < kChunk; ++i)
         chunk_max = row[j + i] > chunk_max ? row[j + i] : chunk_max;
+      max = chunk_max > max ? chunk_max : max;
       if (!(chunk_max >= threshold() && chunk_max > -std::numeric_limits<float>::infinity()))
         continue;
       for (int64_t i = j; i < j + kChunk; ++i)
         if (offset + i != excluded) insert(row[i], static_cast<int32_t>(offset + i));
     }
-    for (; j < n; ++j)
+    for (; j < n; ++j) {
+#ifndef __AVX512F__
+      max = row[j] > max ? row[j] : max;
+#endif
       if (offset + j != excluded) insert(row[j], static_cast<int32_t>(offset + j));
+    }
+    return max;
   }
 };
 
