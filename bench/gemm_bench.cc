@@ -519,7 +519,7 @@ void decoder_step_f32_written(benchmark::State& state) {
 }
 BENCHMARK(decoder_step_f32_written)
     ->ArgNames({"M", "kernel", "layers"})
-    ->ArgsProduct({{32, 128}, {0, 1}, {12}})
+    ->ArgsProduct({{32, 64, 96, 128}, {0, 1}, {12}})
     ->UseRealTime();
 
 // A training step's products through cpu::gemm with oneDNN's matmul (kernel 0) against our blocked

@@ -171,6 +171,28 @@ TEST(PanelInt8, ThreadsShareAPanelsRowsWhenPanelsAreFew) {
   EXPECT_EQ(acc, exact_product(u, q, m, n, k));
 }
 
+// From kRowsPerThreadToSplitRows rows a thread (parallel.h) each thread takes its own rows of every
+// panel: 96 rows on 2 threads (48 each), 100 and 301 on 2 and 3 (chunks that are not whole tiles).
+TEST(PanelInt8, ManyRowsEachThreadItsOwnRows) {
+  if (!cpu::int8_panel_kernel_available())
+    GTEST_SKIP() << "this build has no AVX512BW: int8 products stay oneDNN's";
+  std::mt19937 rng(97);
+  const int64_t n = 130, k = 100;
+  const int threads = omp_get_max_threads();
+  for (int64_t m : {96, 100, 301})
+    for (int team : {2, 3}) {
+      SCOPED_TRACE(testing::Message() << "m " << m << " threads " << team);
+      const auto [u, q] = random_operands(rng, m, n, k);
+      const std::vector<int8_t> panels = packed(q, n, k);
+      std::vector<int32_t> acc(static_cast<size_t>(m * n), -1);
+      omp_set_num_threads(team);
+      cpu::panel_product_u8s8(u.data(), m, n, k, panels.data(), cpu::int8_panel_groups(k),
+                              acc.data());
+      omp_set_num_threads(threads);
+      ASSERT_EQ(acc, exact_product(u, q, m, n, k));
+    }
+}
+
 // panel_linear_u8s8 dequantises from the sums in registers: the same bits as the s32 product
 // followed by dequantize_product, for both zero points where the kernel is exact, with and without
 // bias and ReLU, at column counts off the panels' 16-lane vectors, and for rows whose scale is 0 or
@@ -247,7 +269,7 @@ TEST(PanelInt8, QuantisingInTheProductsRegionGivesTheTwoPassesBits) {
     if (!cpu::int8_panel_kernel_exact_for(zero_point)) continue;
     ++zero_points_run;
     for (int threads : {1, 2, 7})
-      for (int64_t m : {1, 5, 13, 128})
+      for (int64_t m : {1, 5, 13, 128, 400})
         for (int64_t n : {19, 130})
           for (int64_t k : {5, 70, 512}) {
             SCOPED_TRACE(testing::Message() << "Z " << zero_point << " threads " << threads << " m "

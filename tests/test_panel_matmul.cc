@@ -120,7 +120,7 @@ TEST(PanelMatmul, EveryElementIsTheSequentialFusedSum) {
   if (!cpu::panel_kernel_available()) GTEST_SKIP() << "this build has no AVX-512 (no panel kernel)";
   std::mt19937 rng(13);
   const int64_t n = 130;
-  for (int64_t m : {4, 13, 32})
+  for (int64_t m : {4, 13, 32, 100})
     for (int64_t k : {1, 63, 65, 255, 256, 257, 600, 2048}) {
       SCOPED_TRACE(fmt::format("m {} k {}", m, k));
       const auto x = random_floats(m * k, rng);
@@ -147,30 +147,34 @@ TEST(PanelMatmul, EveryElementIsTheSequentialFusedSum) {
 }
 
 // The sums run over k in one order whatever the split: the same bits from one thread, several, or
-// the calling thread alone inside a parallel region (the output layer's blocks).
+// the calling thread alone inside a parallel region (the output layer's blocks). 29 rows: the
+// threads share the panels (7 threads, more than the 5 panels: ranges of rows too); 200 rows: 2 and
+// 3 threads each take their own rows of every panel (parallel.h, kRowsPerThreadToSplitRows).
 TEST(PanelMatmul, TheSameBitsWhateverTheThreads) {
   if (!cpu::panel_kernel_available()) GTEST_SKIP() << "this build has no AVX-512 (no panel kernel)";
   std::mt19937 rng(17);
-  const int64_t m = 29, n = 300, k = 200;
-  const auto x = random_floats(m * k, rng);
-  const auto w = random_floats(n * k, rng);
-  const auto bias = random_floats(n, rng);
-  const cpu::PackedWeight packed(w.data(), n, k, DType::f32);
-  auto product = [&] { return panel_product(x, m, packed, bias.data(), false); };
-  const int threads = omp_get_max_threads();
-  const auto all = product();
-  omp_set_num_threads(1);
-  const auto one = product();
-  omp_set_num_threads(7);  // more threads than the 5 panels: rows are split too
-  const auto seven = product();
-  omp_set_num_threads(threads);
-  std::vector<std::vector<float>> inside(2);
+  for (int64_t m : {29, 200}) {
+    SCOPED_TRACE(fmt::format("m {}", m));
+    const int64_t n = 300, k = 200;
+    const auto x = random_floats(m * k, rng);
+    const auto w = random_floats(n * k, rng);
+    const auto bias = random_floats(n, rng);
+    const cpu::PackedWeight packed(w.data(), n, k, DType::f32);
+    auto product = [&] { return panel_product(x, m, packed, bias.data(), false); };
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const auto one = product();
+    for (int team : {2, 3, 7}) {
+      omp_set_num_threads(team);
+      EXPECT_EQ(product(), one) << team << " threads";
+    }
+    omp_set_num_threads(threads);
+    std::vector<std::vector<float>> inside(2);
 #pragma omp parallel num_threads(2)
-  inside[static_cast<size_t>(omp_get_thread_num())] = product();
-  EXPECT_EQ(all, one);
-  EXPECT_EQ(all, seven);
-  EXPECT_EQ(all, inside[0]);
-  EXPECT_EQ(all, inside[1]);
+    inside[static_cast<size_t>(omp_get_thread_num())] = product();
+    EXPECT_EQ(inside[0], one);
+    EXPECT_EQ(inside[1], one);
+  }
 }
 
 // A NaN or infinity in a row of x reaches that row's outputs only, as in any product.

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "tfm/core/error.h"
+#include "tfm/kernels/cpu/parallel.h"
 #include "tfm/kernels/cpu/quantize_cpu.h"
 
 #ifdef __AVX512BW__
@@ -159,11 +160,13 @@ struct PanelJob {
 
 // Every tile of rows [0, m) over each panel of each job (weights of the same depth k on the same
 // u). job.store(row, column, mask, sums): the sums of a row's 16 columns from `column` on, `mask`
-// the ones that exist. Outside a parallel region the threads share (panel, rows) items, the jobs'
-// panels one after the other: the panels, each whole where there are at least two panels a thread,
-// else cut into ranges of tiles so that every thread has two items or more. prologue(thread,
-// threads), unless nullptr: each thread's part of making u, run by every thread of the same
-// parallel region before any reads u (one region for the products instead of two).
+// the ones that exist. Outside a parallel region, with kRowsPerThreadToSplitRows rows a thread or
+// more, each thread takes its static_rows (parallel.h) of every panel; with fewer the threads share
+// (panel, rows) items, the jobs' panels one after the other: the panels, each whole where there are
+// at least two panels a thread, else cut into ranges of tiles so that every thread has two items or
+// more. prologue(thread, threads), unless nullptr: each thread's part of making u, its static_rows,
+// run by every thread of the same parallel region before any reads u (one region for the products
+// instead of two; a barrier where the threads read each other's rows).
 template <typename Store, typename Prologue = std::nullptr_t>
 void run_panels(const uint8_t* u, int64_t m, int64_t k, int64_t panel_groups,
                 const PanelJob<Store>* jobs, int count, Prologue prologue = nullptr) {
@@ -209,6 +212,19 @@ void run_panels(const uint8_t* u, int64_t m, int64_t k, int64_t panel_groups,
   if (threads == 1) {
     if constexpr (kPrologue) prologue(0, 1);
     for (int64_t p = 0; p < panel_count; ++p) run(p, 0, m, false);
+    return;
+  }
+  // Many rows: each thread its own rows (parallel.h, kRowsPerThreadToSplitRows), the ones its
+  // prologue made, so without a barrier.
+  if (m >= kRowsPerThreadToSplitRows * threads) {
+#pragma omp parallel num_threads(threads)
+    {
+      const int thread = omp_get_thread_num(), team = omp_get_num_threads();
+      if constexpr (kPrologue) prologue(thread, team);
+      const auto [begin, end] = static_rows(m, thread, team);
+      if (begin < end)
+        for (int64_t p = 0; p < panel_count; ++p) run(p, begin, end, false);
+    }
     return;
   }
   const int64_t chunks = std::min<int64_t>(tiles, (2 * threads + panel_count - 1) / panel_count);
@@ -307,7 +323,8 @@ void panel_linears_quantising(const float* x, int64_t m, int64_t k, int64_t pane
                DequantisingStore(products[j].n, epilogues[j], products[j].y)};
   }
   run_panels(u, m, k, panel_groups, jobs, count, [&](int thread, int threads) {
-    for (int64_t i = m * thread / threads; i < m * (thread + 1) / threads; ++i)
+    const auto [begin, end] = static_rows(m, thread, threads);
+    for (int64_t i = begin; i < end; ++i)
       x_scales[i] = quantize_row_u8(x + i * k, k, u + i * k, zero_point);
   });
 }

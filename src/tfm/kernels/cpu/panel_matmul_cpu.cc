@@ -8,6 +8,7 @@
 
 #include "tfm/core/error.h"
 #include "tfm/core/integer_math.h"
+#include "tfm/kernels/cpu/parallel.h"
 #include "tfm/kernels/cpu/scratch.h"
 #include "tfm/kernels/cpu/stealing_ranges.h"
 #include "tfm/kernels/cpu/thread_shares.h"
@@ -202,11 +203,16 @@ void panel_linear_f32(const float* x, int64_t m, int64_t n, int64_t k, const flo
     const int64_t tiles = ceil_div(m, kTileRows);
     row_chunks = std::min<int64_t>(tiles, ceil_div(threads, panel_count));
   }
-  const int64_t chunk_rows = round_up(ceil_div(m, row_chunks), kTileRows);
+  // Many rows: each thread's static_rows of every panel (parallel.h), its items one chunk of rows.
+  const bool by_rows = threads > 1 && m >= kRowsPerThreadToSplitRows * threads;
+  if (by_rows) row_chunks = threads;
+  const int64_t chunk_rows =
+      by_rows ? ceil_div(m, row_chunks) : round_up(ceil_div(m, row_chunks), kTileRows);
   row_chunks = ceil_div(m, chunk_rows);
   const int64_t items = panel_count * row_chunks;
   auto run = [&](int64_t item, bool prefetch_x) {
-    const int64_t p = item / row_chunks, chunk = item % row_chunks;
+    const int64_t p = by_rows ? item % panel_count : item / row_chunks;
+    const int64_t chunk = by_rows ? item / panel_count : item % row_chunks;
     const int64_t r0 = chunk * chunk_rows, r1 = std::min(m, r0 + chunk_rows);
     panel_rows(x, k, panel_at(p), r0, r1, y + p * kPanelColumns, n, relu, prefetch_x);
   };
