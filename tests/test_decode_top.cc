@@ -367,10 +367,9 @@ TEST(AttentionCached, HeadsOf64EqualTheDenseAttention) {
   }
 }
 
-// Several queries of a batch entry that see the same keys (the cross-attention's beam hypotheses)
-// are taken up to four at a time, each key and value loaded once for them: every output and
-// probability must be the same bits as each query's attention alone, for 2 to 9 queries (blocks of
-// 4 and what remains), with a slot table and padding.
+// Several queries of a batch entry that see the same keys (the cross-attention's beam hypotheses):
+// every output and probability must be the same bits as each query's attention alone, whatever
+// the kernel does with them together, for 2 to 9 queries, with a slot table and padding.
 TEST(AttentionCached, QueriesTogetherAreTheBitsOfEachAlone) {
   const int64_t batch = 3, heads = 2, d = 64, capacity = 11, keys = 9;
   std::mt19937_64 rng(53);

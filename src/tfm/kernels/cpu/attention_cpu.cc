@@ -1,6 +1,5 @@
 #include "tfm/kernels/cpu/attention_cpu.h"
 
-#include <algorithm>
 #include <bit>
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -9,7 +8,6 @@
 #include <limits>
 #include <type_traits>
 
-#include "tfm/core/integer_math.h"
 #include "tfm/kernels/cpu/parallel.h"
 #include "tfm/kernels/cpu/softmax_cpu.h"
 #include "tfm/kernels/cpu/vector_math.h"
@@ -105,46 +103,6 @@ void attention_row64(const float* q_row, Key key, Value value, int64_t n, int64_
   for (int c = 0; c < 4; ++c) _mm512_storeu_ps(o_row + 16 * c, o[c]);
 }
 
-// Q query rows (Q <= 4) of one batch entry and head that see the same n keys, such as a source's
-// beam hypotheses in the cross-attention: attention_row64's arithmetic for each row, in the same
-// order (the same bits), with each key and value loaded once for the Q rows, and the output's
-// 4 x Q accumulators as independent chains (one row's 4 chains wait on the FMA's latency at every
-// key). sum4 reduces each of its four registers by the same tree, so a query's score is the same
-// whichever lane it takes.
-template <int Q, typename Key, typename Value>
-void attention_rows64(const float* const q_rows[], Key key, Value value, int64_t n, int64_t tk,
-                      float alpha, float* const p_rows[], float* const o_rows[]) {
-  static_assert(Q >= 1 && Q <= 4);
-  __m512 q[Q][4];
-  for (int i = 0; i < Q; ++i)
-    for (int c = 0; c < 4; ++c) q[i][c] = _mm512_loadu_ps(q_rows[i] + 16 * c);
-  const __m128 scale = _mm_set1_ps(alpha);
-  alignas(16) float scores[4];
-  for (int64_t j = 0; j < n; ++j) {
-    const float* k = key(j);
-    __m512 dots[4];
-    for (int i = 0; i < 4; ++i) dots[i] = dot64_partial<float>(q[i < Q ? i : 0], k);
-    _mm_store_ps(scores, _mm_mul_ps(sum4(dots[0], dots[1], dots[2], dots[3]), scale));
-    for (int i = 0; i < Q; ++i) p_rows[i][j] = scores[i];
-  }
-  for (int i = 0; i < Q; ++i) softmax_visible(p_rows[i], n, tk);
-
-  __m512 o[Q][4];
-  for (int i = 0; i < Q; ++i)
-    for (int c = 0; c < 4; ++c) o[i][c] = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n; ++j) {
-    const float* v = value(j);
-    const __m512 v16[4] = {_mm512_loadu_ps(v), _mm512_loadu_ps(v + 16), _mm512_loadu_ps(v + 32),
-                           _mm512_loadu_ps(v + 48)};
-    for (int i = 0; i < Q; ++i) {
-      const __m512 p = _mm512_set1_ps(p_rows[i][j]);
-      for (int c = 0; c < 4; ++c) o[i][c] = _mm512_fmadd_ps(p, v16[c], o[i][c]);
-    }
-  }
-  for (int i = 0; i < Q; ++i)
-    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(o_rows[i] + 16 * c, o[i][c]);
-}
-
 // The same row for a bf16 cache, without widening each bf16 element on its own: 32 bf16 (one
 // register) give their 16 even elements as f32 by a shift (bits << 16) and their 16 odd ones by a
 // mask (bits & 0xffff0000), two instructions for 32 values instead of four. The query is split into
@@ -231,65 +189,12 @@ void attention_cached_rows(const AttentionDims& dims, const AttentionMaskSpec& m
   const T* k = static_cast<const T*>(kv.k);
   const T* v = static_cast<const T*>(kv.v);
   // Row r of P is (batch b, head, query t) as in attention_forward: r = (b * h + head) * Tq + t.
-  auto q_row_at = [&](int64_t b, int64_t head, int64_t t) {
-    return q + (b * tq + t) * h * dk + head * dk;
-  };
-  auto o_row_at = [&](int64_t b, int64_t head, int64_t t) {
-    return out + (b * tq + t) * h * dv + head * dv;
-  };
-  const bool parallel = rows * tk * (dk + dv) >= kParallelMinElements;
-#ifdef __AVX512F__
-  if constexpr (std::is_same_v<T, float>) {
-    if (dk == 64 && dv == 64 && tq > 1) {
-      // Up to 4 queries of one batch entry and head at a time (attention_rows64) where they see
-      // the same keys; each alone otherwise (a causal mask's rows).
-      constexpr int64_t kQueries = 4;
-      const int64_t blocks = ceil_div(tq, kQueries);
-#pragma omp parallel for schedule(static) if (parallel)
-      for (int64_t g = 0; g < dims.batch * h * blocks; ++g) {
-        const int64_t b = g / (h * blocks), head = (g / blocks) % h, t0 = (g % blocks) * kQueries;
-        const int64_t count = std::min(kQueries, tq - t0);
-        // Key and value j: their slot's row (the same for every query of b), then position j.
-        const int32_t* slots = kv.slots ? kv.slots + b * kv.slots_stride : nullptr;
-        auto key = [&](int64_t j) {
-          const int64_t slot = slots ? slots[j] : b;
-          return k + slot * kv.k_batch_stride + j * stride_k + head * dk;
-        };
-        auto value = [&](int64_t j) {
-          const int64_t slot = slots ? slots[j] : b;
-          return v + slot * kv.v_batch_stride + j * stride_v + head * dv;
-        };
-        const float* q_rows[kQueries];
-        float *p_rows[kQueries], *o_rows[kQueries];
-        int64_t n[kQueries];
-        bool same_keys = true;
-        for (int64_t i = 0; i < count; ++i) {
-          q_rows[i] = q_row_at(b, head, t0 + i);
-          p_rows[i] = probs + ((b * h + head) * tq + t0 + i) * tk;
-          o_rows[i] = o_row_at(b, head, t0 + i);
-          n[i] = mask.visible_keys(b, t0 + i, tk);
-          same_keys = same_keys && n[i] == n[0];
-        }
-        if (!same_keys || count == 1) {
-          for (int64_t i = 0; i < count; ++i)
-            attention_row64<float>(q_rows[i], key, value, n[i], tk, alpha, p_rows[i], o_rows[i]);
-        } else if (count == 2) {
-          attention_rows64<2>(q_rows, key, value, n[0], tk, alpha, p_rows, o_rows);
-        } else if (count == 3) {
-          attention_rows64<3>(q_rows, key, value, n[0], tk, alpha, p_rows, o_rows);
-        } else {
-          attention_rows64<4>(q_rows, key, value, n[0], tk, alpha, p_rows, o_rows);
-        }
-      }
-      return;
-    }
-  }
-#endif
-#pragma omp parallel for schedule(static) if (parallel)
+#pragma omp parallel for schedule(static) if (rows * tk * (dk + dv) >= kParallelMinElements)
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t b = r / (h * tq), head = (r / tq) % h, t = r % tq;
-    const float* q_row = q_row_at(b, head, t);
+    const float* q_row = q + (b * tq + t) * h * dk + head * dk;
     const int32_t* slots = kv.slots ? kv.slots + b * kv.slots_stride : nullptr;
+    // Key j of this row and head: its slot's row, then position j.
     auto key = [&](int64_t j) {
       const int64_t slot = slots ? slots[j] : b;
       return k + slot * kv.k_batch_stride + j * stride_k + head * dk;
@@ -299,7 +204,7 @@ void attention_cached_rows(const AttentionDims& dims, const AttentionMaskSpec& m
       return v + slot * kv.v_batch_stride + j * stride_v + head * dv;
     };
     float* p_row = probs + r * tk;
-    float* o_row = o_row_at(b, head, t);
+    float* o_row = out + (b * tq + t) * h * dv + head * dv;
     const int64_t n = mask.visible_keys(b, t, tk);
 #ifdef __AVX512F__
     if (dk == 64 && dv == 64) {
