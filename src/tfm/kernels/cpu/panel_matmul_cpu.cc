@@ -196,19 +196,19 @@ void panel_linear_f32(const float* x, int64_t m, int64_t n, int64_t k, const flo
     return panel;
   };
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  // Work items: panels, and when there are fewer panels than threads, row ranges of each (whole
+  // Work items. Many rows: each thread's static_rows (parallel.h) of every panel, a chunk of rows
+  // a thread. Else panels, and when there are fewer panels than threads, row ranges of each (whole
   // tiles), so that every thread streams its own part of the weight.
-  int64_t row_chunks = 1;
-  if (panel_count < threads) {
-    const int64_t tiles = ceil_div(m, kTileRows);
-    row_chunks = std::min<int64_t>(tiles, ceil_div(threads, panel_count));
-  }
-  // Many rows: each thread's static_rows of every panel (parallel.h), its items one chunk of rows.
   const bool by_rows = threads > 1 && m >= kRowsPerThreadToSplitRows * threads;
-  if (by_rows) row_chunks = threads;
-  const int64_t chunk_rows =
-      by_rows ? ceil_div(m, row_chunks) : round_up(ceil_div(m, row_chunks), kTileRows);
-  row_chunks = ceil_div(m, chunk_rows);
+  int64_t chunk_rows = ceil_div(m, threads);
+  if (!by_rows) {
+    const int64_t row_chunks =
+        panel_count < threads
+            ? std::min<int64_t>(ceil_div(m, kTileRows), ceil_div(threads, panel_count))
+            : 1;
+    chunk_rows = round_up(ceil_div(m, row_chunks), kTileRows);
+  }
+  const int64_t row_chunks = ceil_div(m, chunk_rows);
   const int64_t items = panel_count * row_chunks;
   auto run = [&](int64_t item, bool prefetch_x) {
     const int64_t p = by_rows ? item % panel_count : item / row_chunks;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "tfm/core/integer_math.h"
 #include "tfm/kernels/cpu/isa.h"
 
 namespace tfm::internal::cpu {
@@ -18,7 +19,7 @@ inline constexpr int64_t kParallelMinElements = int64_t{1} << 15;
 // threads)), as the ops that share rows among the threads take them (layer norm, attention,
 // quantisation).
 inline std::pair<int64_t, int64_t> static_rows(int64_t m, int t, int threads) {
-  const int64_t chunk = (m + threads - 1) / threads;
+  const int64_t chunk = ceil_div(m, threads);
   return {std::min(m, t * chunk), std::min(m, (t + 1) * chunk)};
 }
 
