@@ -391,9 +391,9 @@ void packed_linear_f32(benchmark::State& state) {
   const tfm::internal::cpu::PackedWeight packed(w.data<float>(), n, k, DType::f32);
   auto product = [&] {
     if (panels)
-      tfm::internal::cpu::panel_linear_f32(x.data<float>(), m, n, k,
-                                           static_cast<const float*>(packed.data()),
-                                           bias.data<float>(), false, y.data<float>());
+      tfm::internal::cpu::panel_linear_f32(
+          x.data<float>(), m, n, k, static_cast<const float*>(packed.data()), bias.data<float>(),
+          tfm::internal::kernels::PostOp::none, y.data<float>());
     else
       tfm::internal::cpu::packed_linear_onednn(x.data<float>(), m, packed, bias.data<float>(),
                                                y.data<float>());
@@ -468,7 +468,8 @@ void decoder_step(benchmark::State& state, bool written) {
     if (panels)
       tfm::internal::cpu::panel_linear_f32(x.data<float>(), m, w.out_features(), w.in_features(),
                                            static_cast<const float*>(w.data()),
-                                           p.bias.data<float>(), false, y.data<float>());
+                                           p.bias.data<float>(),
+                                           tfm::internal::kernels::PostOp::none, y.data<float>());
     else
       tfm::internal::cpu::packed_linear_onednn(x.data<float>(), m, w, p.bias.data<float>(),
                                                y.data<float>());
@@ -870,8 +871,8 @@ void output_blocks_f32(benchmark::State& state) {
         const tfm::internal::cpu::PackedWeight& p = *packed[static_cast<size_t>(b)];
         if (panels)
           tfm::internal::cpu::panel_linear_f32(x.data<float>(), m, p.out_features(), k,
-                                               static_cast<const float*>(p.data()), nullptr, false,
-                                               z);
+                                               static_cast<const float*>(p.data()), nullptr,
+                                               tfm::internal::kernels::PostOp::none, z);
         else
           tfm::internal::cpu::packed_linear_onednn(x.data<float>(), m, p, nullptr, z);
       }

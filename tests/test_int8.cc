@@ -232,13 +232,15 @@ TEST(Int8PackedLinear, EqualsTheQuantisedArithmetic) {
     EXPECT_EQ(packed.dtype(), DType::i8);
     // This CPU's activations (packed_linear quantises them), then 7-bit ones on every CPU.
     std::vector<float> y(static_cast<size_t>(c.m * c.n)), y7(y.size());
-    cpu::packed_linear(x.data(), c.m, packed, bias_data, y.data(), c.relu);
+    cpu::packed_linear(x.data(), c.m, packed, bias_data, y.data(),
+                       c.relu ? kernels::PostOp::relu : kernels::PostOp::none);
     EXPECT_LT(relative_difference(y, quantised_product(x, w, bias, c.m, c.n, c.k, c.relu)), 1e-6);
     std::vector<uint8_t> u(static_cast<size_t>(c.m * c.k));
     std::vector<float> x_scales(static_cast<size_t>(c.m));
     cpu::quantize_rows_u8(x.data(), c.m, c.k, u.data(), x_scales.data(), cpu::kSaturatingZeroPoint);
     cpu::packed_linear_quantized(u.data(), x_scales.data(), c.m, packed, bias_data, y7.data(),
-                                 c.relu, cpu::kSaturatingZeroPoint);
+                                 c.relu ? kernels::PostOp::relu : kernels::PostOp::none,
+                                 cpu::kSaturatingZeroPoint);
     EXPECT_LT(relative_difference(y7, quantised_product(x, w, bias, c.m, c.n, c.k, c.relu,
                                                         cpu::kSaturatingZeroPoint)),
               1e-6);

@@ -238,7 +238,7 @@ TEST(PanelInt8, FusedDequantisationGivesDequantizeProductsBits) {
             epilogue.w_scales = w_scales.data();
             epilogue.w_row_sums = sums.data();
             epilogue.bias = with_bias ? bias.data() : nullptr;
-            epilogue.relu = relu;
+            epilogue.post = relu ? kernels::PostOp::relu : kernels::PostOp::none;
             epilogue.zero_point = zero_point;
             cpu::panel_linear_u8s8(u.data(), m, n, k, panels.data(), cpu::int8_panel_groups(k),
                                    epilogue, got.data());
@@ -372,9 +372,9 @@ TEST(PanelInt8, PackedLinearGivesOneDnnsNumbersForFewRows) {
               cpu::int8_panel_kernel_exact_for(cpu::kNativeZeroPoint));
   }
   std::vector<float> all(static_cast<size_t>(rows * n)), one(static_cast<size_t>(n));
-  cpu::packed_linear(x.data(), rows, weight, bias.data(), all.data(), true);
+  cpu::packed_linear(x.data(), rows, weight, bias.data(), all.data(), kernels::PostOp::relu);
   for (int64_t r = 0; r < rows; ++r) {
-    cpu::packed_linear(x.data() + r * k, 1, weight, bias.data(), one.data(), true);
+    cpu::packed_linear(x.data() + r * k, 1, weight, bias.data(), one.data(), kernels::PostOp::relu);
     EXPECT_EQ(one, std::vector<float>(all.begin() + r * n, all.begin() + (r + 1) * n))
         << "row " << r;
   }

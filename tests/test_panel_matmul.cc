@@ -33,7 +33,8 @@ std::vector<float> panel_product(const std::vector<float>& x, int64_t m, const c
   std::vector<float> y(static_cast<size_t>(m * w.out_features()),
                        std::numeric_limits<float>::quiet_NaN());
   cpu::panel_linear_f32(x.data(), m, w.out_features(), w.in_features(),
-                        static_cast<const float*>(w.data()), bias, relu, y.data());
+                        static_cast<const float*>(w.data()), bias,
+                        relu ? kernels::PostOp::relu : kernels::PostOp::none, y.data());
   return y;
 }
 
@@ -204,7 +205,7 @@ TEST(PanelMatmul, PackedLinearTakesItForUpTo128Rows) {
     SCOPED_TRACE(fmt::format("{} rows", m));
     const auto x = random_floats(m * k, rng);
     std::vector<float> y(static_cast<size_t>(m * n)), onednn(y.size());
-    cpu::packed_linear(x.data(), m, packed, bias.data(), y.data(), /*relu=*/true);
+    cpu::packed_linear(x.data(), m, packed, bias.data(), y.data(), kernels::PostOp::relu);
     cpu::packed_linear_onednn(x.data(), m, packed, bias.data(), onednn.data());
     for (float& v : onednn) v = v > 0.0f ? v : 0.0f;
     if (m <= 128) {
@@ -243,9 +244,9 @@ TEST(PackedBf16, AWidenedWeightGivesTheF32ProductsOfTheBf16Values) {
     std::vector<bf16> x16;
     for (float& v : x) x16.push_back(float_to_bf16(v)), v = bf16_to_float(x16.back());
     std::vector<float> y(static_cast<size_t>(m * n)), expected(y.size()), by_onednn(y.size());
-    cpu::packed_linear(x16.data(), m, widened, bias.data(), y.data(), /*relu=*/true);
-    cpu::packed_linear(x16.data(), m, onednn, bias.data(), by_onednn.data(), /*relu=*/true);
-    cpu::packed_linear(x.data(), m, f32, bias.data(), expected.data(), /*relu=*/true);
+    cpu::packed_linear(x16.data(), m, widened, bias.data(), y.data(), kernels::PostOp::relu);
+    cpu::packed_linear(x16.data(), m, onednn, bias.data(), by_onednn.data(), kernels::PostOp::relu);
+    cpu::packed_linear(x.data(), m, f32, bias.data(), expected.data(), kernels::PostOp::relu);
     if (widens) {
       EXPECT_EQ(y, expected);
     }

@@ -106,6 +106,10 @@ struct GemmOperand {
   int64_t cols() const { return dims[rank - 1]; }
 };
 
+// What a packed product applies to its outputs in its own stores: nothing, max(0, y), or swish
+// y sigmoid(y) (the same bits as the swish kernel after the product).
+enum class PostOp : uint8_t { none, relu, swish };
+
 // c = alpha * (a @ b + bias), or c += alpha * (a @ b + bias) when `accumulate` (the bias before
 // the output scale, the sum last but for the ReLU); with `relu`, c = max(c, 0) last.
 //   a: [batch..., M, K], b: [batch..., K, N], c: [batch..., M, N], all of one rank; a batch dim of

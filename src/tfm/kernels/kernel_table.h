@@ -198,10 +198,10 @@ struct KernelTable {
                                      bool accumulate_db) = nullptr;
   // weight: f32 [out, in] on the backend's device; product: the product type.
   std::unique_ptr<const PackedForm> (*pack_weight)(const Tensor& weight, DType product) = nullptr;
-  // y [rows, out] (f32) = x W^T (+ bias), then max(0, y) when relu; x [rows, in] in the weight's
+  // y [rows, out] (f32) = x W^T (+ bias), then `post` (relu or swish); x [rows, in] in the weight's
   // product type (f32 for an i8 weight).
   void (*packed_linear)(const void* x, int64_t rows, const PackedForm& weight, const float* bias,
-                        float* y, bool relu) = nullptr;
+                        float* y, PostOp post) = nullptr;
   // packed_linear for 1 to 4 weights of the same in_features on the same x, without ReLU: y[j] =
   // x weights[j]^T (+ biases[j]), the same bits as packed_linear a weight. Null: the op runs
   // packed_linear a weight.

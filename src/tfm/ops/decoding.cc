@@ -37,7 +37,8 @@ TopK output_top_unfused(const Tensor& hidden, const Tensor& embedding, int64_t k
               "{}: the output weight {} does not fit hidden {}", kOp, weight.describe(),
               hidden.describe());
     detail::kernel(kOp, device, &KernelTable::packed_linear)(
-        hidden.device_raw(), rows, weight.form(), bias, logits.device_data<float>(), false);
+        hidden.device_raw(), rows, weight.form(), bias, logits.device_data<float>(),
+        kernels::PostOp::none);
   } else {
     kernels::GemmArgs args;
     args.a = kernels::GemmOperand::dense(hidden.device_raw(), hidden.dtype(), {rows, d});

@@ -206,10 +206,11 @@ void check_linear(const char* op, const Tensor& x, const Tensor& weight, const T
   }
 }
 
-// linear and linear_relu: y = x W^T + b, and y = max(0, x W^T + b) when `relu`.
+// linear and linear_relu: y = x W^T + b, and y = max(0, x W^T + b) when `relu`; and with a packed
+// weight in inference, y = swish(x W^T + b) when `swish` (linear_swish).
 Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                      const ProductOptions& product, bool relu) {
-  const char* op = relu ? "linear_relu" : "linear";
+                      const ProductOptions& product, bool relu, bool swish = false) {
+  const char* op = relu ? "linear_relu" : swish ? "linear_swish" : "linear";
   check_linear(op, x, weight, bias);
   int64_t in = weight.dim(1), out_features = weight.dim(0);
   TFM_CHECK(product.dtype == DType::f32 || product.dtype == DType::bf16,
@@ -235,11 +236,15 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
     TFM_CHECK(product.packed->device() == device, "{}: the packed weight is on {}, x on {}", op,
               device_name(product.packed->device()), device_name(device));
     Tensor x_op = product.packed->dtype() == DType::bf16 ? bf16_operand(x, product) : x;
+    const kernels::PostOp post = relu    ? kernels::PostOp::relu
+                                 : swish ? kernels::PostOp::swish
+                                         : kernels::PostOp::none;
     detail::kernel(op, device, &KernelTable::packed_linear)(
         x_op.device_raw(), rows, product.packed->form(), detail::data_or_null<float>(bias),
-        out.device_data<float>(), relu);
+        out.device_data<float>(), post);
     return out;
   }
+  TFM_CHECK(!swish, "{}: only a packed weight in inference applies swish in its product", op);
 
   // y = x W^T + b: W^T is a view of W with swapped strides. For bf16 products both operands are
   // rounded to bf16 (the weight once per call: its copy is what the backward multiplies with) and
@@ -455,7 +460,7 @@ std::vector<Tensor> packed_linears(const Tensor& x, const std::vector<const Pack
   for (int j = 0; j < count; ++j)
     detail::kernel(kOp, device, &KernelTable::packed_linear)(
         x_op.device_raw(), rows, *forms[static_cast<size_t>(j)], bias_data[static_cast<size_t>(j)],
-        out_data[static_cast<size_t>(j)], false);
+        out_data[static_cast<size_t>(j)], kernels::PostOp::none);
   return out;
 }
 
@@ -483,6 +488,13 @@ Tensor relu_feed_forward(const Tensor& x, const Tensor& w1, const Tensor& b1, co
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
                    const ProductOptions& product) {
   return linear_product(x, weight, bias, product, true);
+}
+
+Tensor linear_swish(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                    const ProductOptions& product) {
+  if (product.packed && !needs_grad({&x, &weight, &bias}))
+    return linear_product(x, weight, bias, product, false, true);
+  return swish(linear(x, weight, bias, product));
 }
 
 }  // namespace tfm::internal::ops

@@ -111,8 +111,8 @@ void fill_losses_and_products(KernelTable& t) {
                                                 product);
   };
   t.packed_linear = [](const void* x, int64_t rows, const kernels::PackedForm& weight,
-                       const float* bias, float* y, bool relu) {
-    packed_linear(x, rows, static_cast<const PackedWeight&>(weight), bias, y, relu);
+                       const float* bias, float* y, kernels::PostOp post) {
+    packed_linear(x, rows, static_cast<const PackedWeight&>(weight), bias, y, post);
   };
   t.packed_linears = [](const void* x, int64_t rows, const kernels::PackedForm* const* weights,
                         const float* const* biases, float* const* y, int count) {

@@ -32,6 +32,7 @@ struct PackedWeight::Layout {
 namespace {
 
 using dnnl::memory;
+using kernels::PostOp;
 
 // The weight's type in oneDNN.
 memory::data_type dnnl_type(DType dtype) {
@@ -329,13 +330,13 @@ std::pair<uint8_t*, float*> activation_buffers(int64_t m, int64_t k) {
 }
 
 Int8Epilogue int8_epilogue(const PackedWeight& w, const float* x_scales, const float* bias,
-                           bool relu, int32_t zero_point) {
+                           PostOp post, int32_t zero_point) {
   Int8Epilogue e;
   e.x_scales = x_scales;
   e.w_scales = w.scales();
   e.w_row_sums = w.row_sums();
   e.bias = bias;
-  e.relu = relu;
+  e.post = post;
   e.zero_point = zero_point;
   return e;
 }
@@ -361,8 +362,18 @@ std::string describe_int8_products() {
       kVnniPanelMaxRows);
 }
 
+namespace {
+
+// `post` as a second pass over y [m, n], for the products that cannot apply it in their stores.
+void post_pass(PostOp post, float* y, int64_t m, int64_t n) {
+  if (post == PostOp::relu) cpu::relu(y, y, m * n);
+  if (post == PostOp::swish) cpu::swish(y, y, m * n);
+}
+
+}  // namespace
+
 void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float* bias, float* y,
-                   bool relu) {
+                   PostOp post) {
   if (m == 0) return;
   if (w.dtype() == DType::i8) {
     // The activations quantised per row: by our kernel's threads in its own parallel region where
@@ -373,23 +384,23 @@ void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float*
       const GemmTimer timer(m, w, "panel");
       panel_linear_quantising(static_cast<const float*>(x), m, w.out_features(), w.in_features(),
                               w.int8_panels(), w.int8_panel_groups(),
-                              int8_epilogue(w, nullptr, bias, relu, zero_point), u, scales, y);
+                              int8_epilogue(w, nullptr, bias, post, zero_point), u, scales, y);
       return;
     }
     quantize_rows_u8(static_cast<const float*>(x), m, w.in_features(), u, scales, zero_point);
-    packed_linear_quantized(u, scales, m, w, bias, y, relu, zero_point);
+    packed_linear_quantized(u, scales, m, w, bias, y, post, zero_point);
     return;
   }
   x = widened_if_needed(x, m, w);
   if (w.panels() && m <= kPanelMaxRows) {
     const GemmTimer timer(m, w, "panel");
     panel_linear_f32(static_cast<const float*>(x), m, w.out_features(), w.in_features(),
-                     static_cast<const float*>(w.data()), bias, relu, y);
+                     static_cast<const float*>(w.data()), bias, post, y);
     return;
   }
   run_product(x, m, w, bias, y);
-  // The packed product has no post-op: ReLU is a second pass over the output.
-  if (relu) cpu::relu(y, y, m * w.out_features());
+  // The packed product has no post-op: it is a second pass over the output.
+  post_pass(post, y, m, w.out_features());
 }
 
 void packed_linears(const void* x, int64_t m, const PackedWeight* const* weights,
@@ -411,7 +422,7 @@ void packed_linears(const void* x, int64_t m, const PackedWeight* const* weights
   Int8PanelLinear products[4];
   for (int j = 0; j < count; ++j)
     products[j] = {weights[j]->int8_panels(), weights[j]->out_features(),
-                   int8_epilogue(*weights[j], nullptr, biases[j], false, zero_point), y[j]};
+                   int8_epilogue(*weights[j], nullptr, biases[j], PostOp::none, zero_point), y[j]};
   const auto start = std::chrono::steady_clock::now();
   panel_linears_quantising(static_cast<const float*>(x), m, k, weights[0]->int8_panel_groups(),
                            products, count, u, scales);
@@ -439,7 +450,7 @@ void packed_product_u8s8_onednn(const uint8_t* u, int64_t m, const PackedWeight&
 }
 
 void packed_linear_quantized(const uint8_t* u, const float* x_scales, int64_t m,
-                             const PackedWeight& w, const float* bias, float* y, bool relu,
+                             const PackedWeight& w, const float* bias, float* y, PostOp post,
                              int32_t zero_point) {
   TFM_CHECK(w.dtype() == DType::i8, "packed_linear_quantized: the weight is {}, not i8",
             dtype_name(w.dtype()));
@@ -451,12 +462,13 @@ void packed_linear_quantized(const uint8_t* u, const float* x_scales, int64_t m,
   if (int8_kernel_takes(m, w, zero_point)) {
     const GemmTimer timer(m, w, "panel");
     panel_linear_u8s8(u, m, w.out_features(), w.in_features(), w.int8_panels(),
-                      w.int8_panel_groups(), int8_epilogue(w, x_scales, bias, relu, zero_point), y);
+                      w.int8_panel_groups(), int8_epilogue(w, x_scales, bias, post, zero_point), y);
     return;
   }
   run_product(u, m, w, nullptr, acc);
-  dequantize_product(acc, m, w.out_features(), x_scales, w.scales(), w.row_sums(), bias, relu, y,
-                     zero_point);
+  dequantize_product(acc, m, w.out_features(), x_scales, w.scales(), w.row_sums(), bias,
+                     post == PostOp::relu, y, zero_point);
+  if (post == PostOp::swish) cpu::swish(y, y, m * w.out_features());
 }
 
 }  // namespace TFM_CPU_ISA

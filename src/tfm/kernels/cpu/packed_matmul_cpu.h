@@ -76,11 +76,12 @@ class PackedWeight final : public kernels::PackedForm {
 // bits and which products run in our panel kernel (panel_int8_cpu.h) and which in oneDNN's.
 std::string describe_int8_products();
 
-// y [m, n] (f32, row-major) = x [m, k] W^T (+ bias [n], f32), then max(0, y) when relu; x
-// row-major in w.dtype(), or f32 for an i8 weight (quantised per row here). Runs on the calling
-// thread alone inside an OpenMP parallel region (oneDNN's rule), else on all threads.
+// y [m, n] (f32, row-major) = x [m, k] W^T (+ bias [n], f32), then `post` (relu or swish: in our
+// panel kernels' stores, after oneDNN's products as a second pass, the same bits); x row-major in
+// w.dtype(), or f32 for an i8 weight (quantised per row here). Runs on the calling thread alone
+// inside an OpenMP parallel region (oneDNN's rule), else on all threads.
 void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float* bias, float* y,
-                   bool relu = false);
+                   kernels::PostOp post = kernels::PostOp::none);
 
 // packed_linear for 1 to 4 weights of the same in_features on the same x (no ReLU): y[j] = x
 // weights[j]^T + biases[j] (a bias may be null). Where every weight is i8 and our panel kernel
@@ -102,7 +103,8 @@ void packed_product_u8s8_onednn(const uint8_t* u, int64_t m, const PackedWeight&
 // The same for an i8 weight with x already quantised (quantize_rows_u8 with zero_point: u [m, k]
 // and its row scales), for several products with one x (the output projection's blocks).
 void packed_linear_quantized(const uint8_t* u, const float* x_scales, int64_t m,
-                             const PackedWeight& w, const float* bias, float* y, bool relu = false,
+                             const PackedWeight& w, const float* bias, float* y,
+                             kernels::PostOp post = kernels::PostOp::none,
                              int32_t zero_point = activation_zero_point());
 
 }  // namespace TFM_CPU_ISA

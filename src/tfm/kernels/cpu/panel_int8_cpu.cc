@@ -11,6 +11,7 @@
 #include "tfm/core/error.h"
 #include "tfm/kernels/cpu/parallel.h"
 #include "tfm/kernels/cpu/quantize_cpu.h"
+#include "tfm/kernels/cpu/vector_math.h"
 
 #ifdef __AVX512BW__
 #include <immintrin.h>
@@ -280,11 +281,11 @@ struct DequantisingStore {
         zero_point_shift(
             _mm512_set1_epi32(std::countr_zero(static_cast<uint32_t>(e_.zero_point)))) {}
   void operator()(int64_t row, int64_t column, __mmask16 mask, __m512i sum) const {
-    _mm512_mask_storeu_ps(
-        y + row * n + column, mask,
-        dequantize16(sum, mask, e->w_row_sums + column, e->w_scales + column,
-                     e->bias ? e->bias + column : nullptr, _mm512_set1_ps(e->x_scales[row]),
-                     zero_point_shift, e->relu));
+    __m512 v = dequantize16(sum, mask, e->w_row_sums + column, e->w_scales + column,
+                            e->bias ? e->bias + column : nullptr, _mm512_set1_ps(e->x_scales[row]),
+                            zero_point_shift, e->post == kernels::PostOp::relu);
+    if (e->post == kernels::PostOp::swish) v = swish16(v);
+    _mm512_mask_storeu_ps(y + row * n + column, mask, v);
   }
 
   int64_t n = 0;

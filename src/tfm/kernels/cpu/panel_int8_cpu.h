@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "tfm/kernels/cpu/isa.h"
+#include "tfm/kernels/kernel_args.h"
 
 namespace tfm::internal::cpu {
 inline namespace TFM_CPU_ISA {
@@ -67,7 +68,7 @@ struct Int8Epilogue {
   const float* w_scales = nullptr;      // [n]
   const int32_t* w_row_sums = nullptr;  // [n]
   const float* bias = nullptr;          // [n] or null
-  bool relu = false;
+  kernels::PostOp post = kernels::PostOp::none;
   int32_t zero_point = 0;  // u's: kNativeZeroPoint or kSaturatingZeroPoint
 };
 

@@ -12,6 +12,7 @@
 #include "tfm/kernels/cpu/scratch.h"
 #include "tfm/kernels/cpu/stealing_ranges.h"
 #include "tfm/kernels/cpu/thread_shares.h"
+#include "tfm/kernels/cpu/vector_math.h"
 
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -56,13 +57,13 @@ struct Panel {
 
 // sum[r][c] (+)= sum over k in [k0, k1) of x[r][k] w[k][c] for MR rows of x (ldx apart) and the
 // panel's 64 columns. The first slice starts from the bias (or 0), the others from `partial`
-// ([MR][64], contiguous); the last writes y and applies ReLU, the others write `partial`. (Partial
-// sums kept in y itself, whose rows lie 2 or 8 KiB apart, would share a few sets of L1 and evict
-// the weights' slice.) With `prefetch`, each k also asks for the next `prefetch_lines` cache lines
-// from there into L2 (panel_rows gives each tile its share of a later slice).
+// ([MR][64], contiguous); the last writes y and applies `post`, the others write `partial`.
+// (Partial sums kept in y itself, whose rows lie 2 or 8 KiB apart, would share a few sets of L1 and
+// evict the weights' slice.) With `prefetch`, each k also asks for the next `prefetch_lines` cache
+// lines from there into L2 (panel_rows gives each tile its share of a later slice).
 template <int MR>
 inline void tile(const float* x, int64_t ldx, const Panel& panel, int64_t k0, int64_t k1,
-                 float* partial, float* y, int64_t ldy, bool first, bool last, bool relu,
+                 float* partial, float* y, int64_t ldy, bool first, bool last, kernels::PostOp post,
                  const float* prefetch, int prefetch_lines) {
   __m512 acc[MR][kVectors];
 #pragma GCC unroll 8
@@ -102,13 +103,16 @@ inline void tile(const float* x, int64_t ldx, const Panel& panel, int64_t k0, in
       __m512 out = acc[r][v];
       // max(0, out) in this order: vmaxps returns its second operand when either is NaN. (The
       // zero-masked form: GCC 12 warns of _mm512_max_ps's undefined pass-through register.)
-      if (relu) out = _mm512_maskz_max_ps(0xffff, _mm512_setzero_ps(), out);
+      if (post == kernels::PostOp::relu)
+        out = _mm512_maskz_max_ps(0xffff, _mm512_setzero_ps(), out);
+      else if (post == kernels::PostOp::swish)
+        out = swish16(out);
       _mm512_mask_storeu_ps(y + r * ldy + 16 * v, panel.masks[v], out);
     }
 }
 
 using TileFunction = void (*)(const float*, int64_t, const Panel&, int64_t, int64_t, float*, float*,
-                              int64_t, bool, bool, bool, const float*, int);
+                              int64_t, bool, bool, kernels::PostOp, const float*, int);
 constexpr TileFunction kTiles[kTileRows + 1] = {nullptr,  &tile<1>, &tile<2>, &tile<3>,
                                                 &tile<4>, &tile<5>, &tile<6>};
 
@@ -150,7 +154,7 @@ constexpr int64_t kXStaysInL2Bytes = 512 << 10;
 // reads each slice once, at the memory's pace, and the hardware's prefetchers keep up: software
 // prefetching only slowed it. A prefetch past the weight's end is a hint and never faults.
 void panel_rows(const float* x, int64_t k, const Panel& panel, int64_t r0, int64_t r1, float* y,
-                int64_t ldy, bool relu, bool prefetch_x) {
+                int64_t ldy, kernels::PostOp post, bool prefetch_x) {
   // The partial sums of these rows, [r1 - r0][64].
   thread_local std::vector<float> buffer;
   float* partial_sums =
@@ -170,7 +174,7 @@ void panel_rows(const float* x, int64_t k, const Panel& panel, int64_t r0, int64
       const bool prefetching = r1 - r0 > 1 && given < lines;
       if (prefetch_x) prefetch_x_slice(x + r * k, k, rows, last ? 0 : k1, slices.depth);
       kTiles[rows](x + r * k, k, panel, k0, k1, partial_sums + (r - r0) * kPanelColumns,
-                   y + r * ldy, ldy, first, last, relu,
+                   y + r * ldy, ldy, first, last, post,
                    prefetching ? ahead + given * kLineFloats : nullptr, per_k);
     }
   }
@@ -183,7 +187,7 @@ bool panel_kernel_available() {
 }
 
 void panel_linear_f32(const float* x, int64_t m, int64_t n, int64_t k, const float* panels,
-                      const float* bias, bool relu, float* y) {
+                      const float* bias, kernels::PostOp post, float* y) {
   if (m == 0) return;
   const int64_t panel_count = (n + kPanelColumns - 1) / kPanelColumns;
   const int64_t kp = (k + kPanelDepthBlock - 1) / kPanelDepthBlock * kPanelDepthBlock;
@@ -214,7 +218,7 @@ void panel_linear_f32(const float* x, int64_t m, int64_t n, int64_t k, const flo
     const int64_t p = by_rows ? item % panel_count : item / row_chunks;
     const int64_t chunk = by_rows ? item / panel_count : item % row_chunks;
     const int64_t r0 = chunk * chunk_rows, r1 = std::min(m, r0 + chunk_rows);
-    panel_rows(x, k, panel_at(p), r0, r1, y + p * kPanelColumns, n, relu, prefetch_x);
+    panel_rows(x, k, panel_at(p), r0, r1, y + p * kPanelColumns, n, post, prefetch_x);
   };
   // One thread (log_softmax_top's blocks, each thread its own): x stays in its caches.
   if (threads == 1) {
@@ -243,8 +247,8 @@ bool panel_kernel_available() {
   return false;
 }
 
-void panel_linear_f32(const float*, int64_t, int64_t, int64_t, const float*, const float*, bool,
-                      float*) {
+void panel_linear_f32(const float*, int64_t, int64_t, int64_t, const float*, const float*,
+                      kernels::PostOp, float*) {
   fail("panel_linear_f32: this build has no AVX-512 (panel_kernel_available() is false)");
 }
 

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "tfm/kernels/cpu/isa.h"
+#include "tfm/kernels/kernel_args.h"
 
 namespace tfm::internal::cpu {
 inline namespace TFM_CPU_ISA {
@@ -31,11 +32,11 @@ constexpr int64_t kPanelDepthBlock = 16;
 // Whether this build has the kernel (AVX-512; the portable build has not).
 bool panel_kernel_available();
 
-// y [m, n] (row-major, f32) = x [m, k] (row-major, f32) W^T (+ bias [n]), then max(0, y) when
-// relu; `panels` is W^T in the layout above. Runs on the calling thread alone inside an OpenMP
-// parallel region, else on all threads. Needs panel_kernel_available().
+// y [m, n] (row-major, f32) = x [m, k] (row-major, f32) W^T (+ bias [n]), then `post` (max(0, y)
+// or swish16) in the stores; `panels` is W^T in the layout above. Runs on the calling thread alone
+// inside an OpenMP parallel region, else on all threads. Needs panel_kernel_available().
 void panel_linear_f32(const float* x, int64_t m, int64_t n, int64_t k, const float* panels,
-                      const float* bias, bool relu, float* y);
+                      const float* bias, kernels::PostOp post, float* y);
 
 }  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu

@@ -54,9 +54,10 @@ std::unique_ptr<const kernels::PackedForm> pack_weight(const Tensor& weight, DTy
   return std::make_unique<const DeviceWeight>(std::move(converted));
 }
 
-// y = x W^T with bias and ReLU as the product's epilogue; x in the weight's type.
+// y = x W^T with bias and ReLU as the product's epilogue, swish as a second pass; x in the
+// weight's type.
 void packed_linear(const void* x, int64_t rows, const kernels::PackedForm& form, const float* bias,
-                   float* y, bool relu) {
+                   float* y, kernels::PostOp post) {
   const Tensor& weight = static_cast<const DeviceWeight&>(form).weight();
   const int64_t out = weight.dim(0), in = weight.dim(1);
   kernels::GemmArgs args;
@@ -64,8 +65,9 @@ void packed_linear(const void* x, int64_t rows, const kernels::PackedForm& form,
   args.b = kernels::GemmOperand::dense(weight.device_raw(), weight.dtype(), {out, in}).transposed();
   args.c = kernels::GemmOperand::dense(y, DType::f32, {rows, out});
   args.bias = bias;
-  args.relu = relu;
+  args.relu = post == kernels::PostOp::relu;
   gemm(args);
+  if (post == kernels::PostOp::swish) swish(y, y, rows * out);
 }
 
 // The sums of cuda::cross_entropy, on the host: the one copy of the op, which waits for the
