@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
@@ -26,6 +27,16 @@ inline Values random_f32_values(int64_t n, std::mt19937& rng, double lo = -1.0, 
 
 inline std::vector<float> to_float_vector(const Values& v) {
   return {v.begin(), v.end()};
+}
+
+// The number of elements of two tensors of one shape whose bits differ.
+inline int64_t differing_bits(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  const std::vector<float> x = a.to_floats(), y = b.to_floats();
+  int64_t differ = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i)
+    differ += std::memcmp(&x[i], &y[i], sizeof(float)) != 0;
+  return differ;
 }
 
 // max |a - b| / max |b| (max |a - b| where b is all zeros).

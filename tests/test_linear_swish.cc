@@ -11,6 +11,7 @@
 #include <random>
 
 #include "gradcheck.h"
+#include "op_test_values.h"
 #include "tfm/autograd/tape.h"
 #include "tfm/ops/ops.h"
 #include "tfm/ops/packed_weight.h"
@@ -18,6 +19,7 @@
 namespace tfm::internal {
 namespace {
 
+using testing::differing_bits;
 using testing::random_values;
 
 Tensor random_tensor(const Shape& shape, std::mt19937& rng, float scale = 1.0f) {
@@ -27,16 +29,6 @@ Tensor random_tensor(const Shape& shape, std::mt19937& rng, float scale = 1.0f) 
   std::vector<float> values(v.begin(), v.end());
   for (float& value : values) value *= scale;
   return Tensor::from_floats(shape, values);
-}
-
-// The number of elements whose bits differ.
-int64_t differing_bits(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  const std::vector<float> x = a.to_floats(), y = b.to_floats();
-  int64_t differ = 0;
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i)
-    differ += std::memcmp(&x[i], &y[i], sizeof(float)) != 0;
-  return differ;
 }
 
 TEST(OpsLinearSwish, PackedTheSameBitsAsSwishAfterTheProduct) {

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "gradcheck.h"
+#include "op_test_values.h"
 #include "tfm/autograd/tape.h"
 #include "tfm/core/error.h"
 #include "tfm/nn/attention.h"
@@ -20,6 +21,7 @@
 namespace tfm::internal {
 namespace {
 
+using testing::differing_bits;
 using testing::random_values;
 
 Tensor random_tensor(const Shape& shape, std::mt19937& rng) {
@@ -48,16 +50,6 @@ int64_t differing_cached_bits(const Tensor& a, const Tensor& b, int64_t length) 
       const auto at = static_cast<size_t>(r * capacity * width + j);
       differ += std::memcmp(&x[at], &y[at], sizeof(float)) != 0;
     }
-  return differ;
-}
-
-// The number of elements whose bits differ.
-int64_t differing_bits(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  const std::vector<float> x = a.to_floats(), y = b.to_floats();
-  int64_t differ = 0;
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i)
-    differ += std::memcmp(&x[i], &y[i], sizeof(float)) != 0;
   return differ;
 }
 
