@@ -106,9 +106,9 @@ struct GemmOperand {
   int64_t cols() const { return dims[rank - 1]; }
 };
 
-// What a packed product applies to its outputs in its own stores: nothing, max(0, y), or swish
-// y sigmoid(y) (the same bits as the swish kernel after the product).
-enum class PostOp : uint8_t { none, relu, swish };
+// What a packed product applies to its outputs in its own stores: nothing, max(0, y), swish
+// y sigmoid(y) or GELU y Phi(y) (the same bits as the swish or gelu kernel after the product).
+enum class PostOp : uint8_t { none, relu, swish, gelu };
 
 // c = alpha * (a @ b + bias), or c += alpha * (a @ b + bias) when `accumulate` (the bias before
 // the output scale, the sum last but for the ReLU); with `relu`, c = max(c, 0) last.

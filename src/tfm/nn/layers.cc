@@ -106,12 +106,13 @@ Tensor FeedForward::forward(const Tensor& x, DType precision) const {
     return fc2.forward(ops::linear_relu(x, fc1.weight, fc1.bias, {precision, fc1.packed.get()}),
                        precision);
   }
-  // swish(fc1(x)) as one product where fc1 is packed (ops::linear_swish); gelu after the product
-  // (packed, int8 or bf16 as fc1 is), in f32.
-  if (activation == Activation::swish)
-    return fc2.forward(ops::linear_swish(x, fc1.weight, fc1.bias, {precision, fc1.packed.get()}),
-                       precision);
-  return fc2.forward(ops::gelu(fc1.forward(x, precision)), precision);
+  // swish(fc1(x)) or gelu(fc1(x)) as one product where fc1 is packed (ops::linear_swish,
+  // ops::linear_gelu), else the activation after the product.
+  const ops::ProductOptions product{precision, fc1.packed.get()};
+  return fc2.forward(activation == Activation::swish
+                         ? ops::linear_swish(x, fc1.weight, fc1.bias, product)
+                         : ops::linear_gelu(x, fc1.weight, fc1.bias, product),
+                     precision);
 }
 
 void FeedForward::pack(DType precision) {

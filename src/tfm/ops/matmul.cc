@@ -207,10 +207,14 @@ void check_linear(const char* op, const Tensor& x, const Tensor& weight, const T
 }
 
 // linear and linear_relu: y = x W^T + b, and y = max(0, x W^T + b) when `relu`; and with a packed
-// weight in inference, y = swish(x W^T + b) when `swish` (linear_swish).
+// weight in inference, y = swish or GELU of x W^T + b (`activation`: linear_swish, linear_gelu).
 Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                      const ProductOptions& product, bool relu, bool swish = false) {
-  const char* op = relu ? "linear_relu" : swish ? "linear_swish" : "linear";
+                      const ProductOptions& product, bool relu,
+                      kernels::PostOp activation = kernels::PostOp::none) {
+  const char* op = relu                                   ? "linear_relu"
+                   : activation == kernels::PostOp::swish ? "linear_swish"
+                   : activation == kernels::PostOp::gelu  ? "linear_gelu"
+                                                          : "linear";
   check_linear(op, x, weight, bias);
   int64_t in = weight.dim(1), out_features = weight.dim(0);
   TFM_CHECK(product.dtype == DType::f32 || product.dtype == DType::bf16,
@@ -236,15 +240,14 @@ Tensor linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias,
     TFM_CHECK(product.packed->device() == device, "{}: the packed weight is on {}, x on {}", op,
               device_name(product.packed->device()), device_name(device));
     Tensor x_op = product.packed->dtype() == DType::bf16 ? bf16_operand(x, product) : x;
-    const kernels::PostOp post = relu    ? kernels::PostOp::relu
-                                 : swish ? kernels::PostOp::swish
-                                         : kernels::PostOp::none;
+    const kernels::PostOp post = relu ? kernels::PostOp::relu : activation;
     detail::kernel(op, device, &KernelTable::packed_linear)(
         x_op.device_raw(), rows, product.packed->form(), detail::data_or_null<float>(bias),
         out.device_data<float>(), post);
     return out;
   }
-  TFM_CHECK(!swish, "{}: only a packed weight in inference applies swish in its product", op);
+  TFM_CHECK(activation == kernels::PostOp::none,
+            "{}: only a packed weight in inference applies its activation in its product", op);
 
   // y = x W^T + b: W^T is a view of W with swapped strides. For bf16 products both operands are
   // rounded to bf16 (the weight once per call: its copy is what the backward multiplies with) and
@@ -493,8 +496,15 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
 Tensor linear_swish(const Tensor& x, const Tensor& weight, const Tensor& bias,
                     const ProductOptions& product) {
   if (product.packed && !needs_grad({&x, &weight, &bias}))
-    return linear_product(x, weight, bias, product, false, true);
+    return linear_product(x, weight, bias, product, false, kernels::PostOp::swish);
   return swish(linear(x, weight, bias, product));
+}
+
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                   const ProductOptions& product) {
+  if (product.packed && !needs_grad({&x, &weight, &bias}))
+    return linear_product(x, weight, bias, product, false, kernels::PostOp::gelu);
+  return gelu(linear(x, weight, bias, product));
 }
 
 }  // namespace tfm::internal::ops

@@ -57,10 +57,13 @@ std::vector<Tensor> packed_linears(const Tensor& x, const std::vector<const Pack
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
                    const ProductOptions& product = {});
 
-// swish(linear(x, weight, bias, product)); with a packed weight in inference, one product that
-// applies swish in its stores (on the CPU's panel kernels; the same bits either way).
+// swish(linear(x, weight, bias, product)) and gelu(linear(...)); with a packed weight in inference,
+// one product that applies the activation in its stores (on the CPU's panel kernels; the same bits
+// either way).
 Tensor linear_swish(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
                     const ProductOptions& product = {});
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+                   const ProductOptions& product = {});
 
 // The feed-forward network linear(linear_relu(x, w1, b1), w2, b2) with products in `precision`.
 // Under bf16 products, on a backend with relu_backward_product_bf16 (the CPU), its hidden layer

@@ -142,16 +142,15 @@ void relu_backward_bias_from_bf16(const bf16* y_bf16, const float* g, int64_t ro
 namespace {
 
 // The derivatives, in float as the forwards (PyTorch's CPU kernels compute these in float too).
-constexpr float kInvSqrt2 = 0.70710678118654752f;
+using gelu_constants::kErfcP;
+using gelu_constants::kInvSqrt2;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 
 // GELU(x) = x Phi(x), Phi(x) = erfc(-x / sqrt 2) / 2. std::erf is a scalar libm call that GCC does
 // not vectorise, so erfc comes from Numerical Recipes' Chebyshev fit (2nd ed., section 6.2,
 // erfcc): for z >= 0, erfc(z) = t exp(-z^2 + P(t)) with t = 1 / (1 + z/2), within 1.2e-7 of erfc
 // relative to it at every z >= 0 (in double; 1.04e-7 measured). erfc(-z) = 2 - erfc(z). Its
-// exponent takes -z^2 as -x^2/2 (one rounding), and exp_f32 vectorises.
-constexpr float kErfcP[10] = {-1.26551223f, 1.00002368f,  0.37409196f, 0.09678418f,  -0.18628806f,
-                              0.27886807f,  -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f};
+// exponent takes -z^2 as -x^2/2 (one rounding), and exp_f32 vectorises (kErfcP: vector_math.h).
 
 // t and P(t) of erfc(|x| / sqrt 2) = t e^(P(t) - x^2/2).
 inline float erfc_t(float x) {
@@ -205,8 +204,18 @@ void activation_backward(const float* x, const float* g, float* dx, int64_t n, b
 }  // namespace
 
 void gelu(const float* x, float* y, int64_t n) {
+#ifdef __AVX512F__
+  // gelu16, as the products that apply GELU in their stores (PostOp::gelu): the same bits.
+  const int64_t vectors = (n + 15) / 16;
+#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+  for (int64_t v = 0; v < vectors; ++v) {
+    const __mmask16 lanes = first_lanes(std::min<int64_t>(16, n - 16 * v));
+    _mm512_mask_storeu_ps(y + 16 * v, lanes, gelu16(_mm512_maskz_loadu_ps(lanes, x + 16 * v)));
+  }
+#else
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
   for (int64_t i = 0; i < n; ++i) y[i] = gelu_value(x[i]);
+#endif
 }
 
 void gelu_backward(const float* x, const float* g, float* dx, int64_t n, bool accumulate) {

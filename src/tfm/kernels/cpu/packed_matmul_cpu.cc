@@ -368,6 +368,7 @@ namespace {
 void post_pass(PostOp post, float* y, int64_t m, int64_t n) {
   if (post == PostOp::relu) cpu::relu(y, y, m * n);
   if (post == PostOp::swish) cpu::swish(y, y, m * n);
+  if (post == PostOp::gelu) cpu::gelu(y, y, m * n);
 }
 
 }  // namespace
@@ -468,7 +469,7 @@ void packed_linear_quantized(const uint8_t* u, const float* x_scales, int64_t m,
   run_product(u, m, w, nullptr, acc);
   dequantize_product(acc, m, w.out_features(), x_scales, w.scales(), w.row_sums(), bias,
                      post == PostOp::relu, y, zero_point);
-  if (post == PostOp::swish) cpu::swish(y, y, m * w.out_features());
+  if (post == PostOp::swish || post == PostOp::gelu) post_pass(post, y, m, w.out_features());
 }
 
 }  // namespace TFM_CPU_ISA

@@ -53,6 +53,14 @@ inline float exp_f32(float x) {
   return x != x ? x : y;
 }
 
+// GELU's constants: 1 / sqrt 2, and the coefficients P of Numerical Recipes' fit of erfc,
+// erfc(z) = t exp(-z^2 + P(t)) with t = 1 / (1 + z/2) for z >= 0 (elementwise_cpu.cc's gelu_value).
+namespace gelu_constants {
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kErfcP[10] = {-1.26551223f, 1.00002368f,  0.37409196f, 0.09678418f,  -0.18628806f,
+                              0.27886807f,  -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f};
+}  // namespace gelu_constants
+
 #ifdef __AVX512F__
 constexpr __mmask16 kAllLanes = 0xffff;
 
@@ -105,6 +113,25 @@ inline __m512 swish16(__m512 x) {
   const __m512 minus_x = _mm512_castsi512_ps(
       _mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
   return _mm512_mul_ps(x, _mm512_div_ps(one, _mm512_add_ps(one, exp16(minus_x))));
+}
+
+// GELU x Phi(x) on 16 lanes, gelu_value's formula (elementwise_cpu.cc) with exp16: 2 Phi(x) =
+// erfc(|x| / sqrt 2) for x < 0 and 2 - that for x >= 0, erfc(z) = t e^(P(t) - x^2/2). The gelu
+// kernel and the products that apply GELU in their stores both use it, so their bits are the same.
+inline __m512 gelu16(__m512 x) {
+  using namespace gelu_constants;
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 t =
+      _mm512_div_ps(one, _mm512_fmadd_ps(_mm512_set1_ps(0.5f * kInvSqrt2), _mm512_abs_ps(x), one));
+  __m512 p = _mm512_set1_ps(kErfcP[9]);
+  for (int i = 8; i >= 0; --i) p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(kErfcP[i]));
+  const __m512 half_x = _mm512_mul_ps(_mm512_set1_ps(0.5f), x);
+  // P(t) - x^2/2 in one rounding.
+  const __m512 erfc_abs = _mm512_mul_ps(t, exp16(_mm512_fnmadd_ps(half_x, x, p)));
+  const __mmask16 non_negative = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);
+  const __m512 twice_phi =
+      _mm512_mask_sub_ps(erfc_abs, non_negative, _mm512_set1_ps(2.0f), erfc_abs);
+  return _mm512_mul_ps(half_x, twice_phi);
 }
 
 // The lanes [0, count) of 16, count in [0, 16].

@@ -54,8 +54,8 @@ std::unique_ptr<const kernels::PackedForm> pack_weight(const Tensor& weight, DTy
   return std::make_unique<const DeviceWeight>(std::move(converted));
 }
 
-// y = x W^T with bias and ReLU as the product's epilogue, swish as a second pass; x in the
-// weight's type.
+// y = x W^T with bias and ReLU as the product's epilogue, swish or GELU as a second pass; x in
+// the weight's type.
 void packed_linear(const void* x, int64_t rows, const kernels::PackedForm& form, const float* bias,
                    float* y, kernels::PostOp post) {
   const Tensor& weight = static_cast<const DeviceWeight&>(form).weight();
@@ -68,6 +68,7 @@ void packed_linear(const void* x, int64_t rows, const kernels::PackedForm& form,
   args.relu = post == kernels::PostOp::relu;
   gemm(args);
   if (post == kernels::PostOp::swish) swish(y, y, rows * out);
+  if (post == kernels::PostOp::gelu) gelu(y, y, rows * out);
 }
 
 // The sums of cuda::cross_entropy, on the host: the one copy of the op, which waits for the
