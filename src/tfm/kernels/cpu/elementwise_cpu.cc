@@ -201,17 +201,25 @@ void activation_backward(const float* x, const float* g, float* dx, int64_t n, b
   }
 }
 
+#ifdef __AVX512F__
+// y = f(x) 16 lanes at a time (the last vector masked), shared among the threads.
+template <typename F>
+void by_vectors(const float* x, float* y, int64_t n, F f) {
+  const int64_t vectors = (n + 15) / 16;
+#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+  for (int64_t v = 0; v < vectors; ++v) {
+    const __mmask16 lanes = first_lanes(std::min<int64_t>(16, n - 16 * v));
+    _mm512_mask_storeu_ps(y + 16 * v, lanes, f(_mm512_maskz_loadu_ps(lanes, x + 16 * v)));
+  }
+}
+#endif
+
 }  // namespace
 
 void gelu(const float* x, float* y, int64_t n) {
 #ifdef __AVX512F__
   // gelu16, as the products that apply GELU in their stores (PostOp::gelu): the same bits.
-  const int64_t vectors = (n + 15) / 16;
-#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
-  for (int64_t v = 0; v < vectors; ++v) {
-    const __mmask16 lanes = first_lanes(std::min<int64_t>(16, n - 16 * v));
-    _mm512_mask_storeu_ps(y + 16 * v, lanes, gelu16(_mm512_maskz_loadu_ps(lanes, x + 16 * v)));
-  }
+  by_vectors(x, y, n, [](__m512 v) { return gelu16(v); });
 #else
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
   for (int64_t i = 0; i < n; ++i) y[i] = gelu_value(x[i]);
@@ -225,12 +233,7 @@ void gelu_backward(const float* x, const float* g, float* dx, int64_t n, bool ac
 void swish(const float* x, float* y, int64_t n) {
 #ifdef __AVX512F__
   // swish16, as the products that apply swish in their stores (PostOp::swish): the same bits.
-  const int64_t vectors = (n + 15) / 16;
-#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
-  for (int64_t v = 0; v < vectors; ++v) {
-    const __mmask16 lanes = first_lanes(std::min<int64_t>(16, n - 16 * v));
-    _mm512_mask_storeu_ps(y + 16 * v, lanes, swish16(_mm512_maskz_loadu_ps(lanes, x + 16 * v)));
-  }
+  by_vectors(x, y, n, [](__m512 v) { return swish16(v); });
 #else
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMinElements)
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * sigmoid(x[i]);
