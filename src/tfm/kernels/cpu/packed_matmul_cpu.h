@@ -76,9 +76,9 @@ class PackedWeight final : public kernels::PackedForm {
 // bits and which products run in our panel kernel (panel_int8_cpu.h) and which in oneDNN's.
 std::string describe_int8_products();
 
-// y [m, n] (f32, row-major) = x [m, k] W^T (+ bias [n], f32), then `post` (relu or swish: in our
-// panel kernels' stores, after oneDNN's products as a second pass, the same bits); x row-major in
-// w.dtype(), or f32 for an i8 weight (quantised per row here). Runs on the calling thread alone
+// y [m, n] (f32, row-major) = x [m, k] W^T (+ bias [n], f32), then `post` (ReLU, swish or GELU: in
+// our panel kernels' stores, after oneDNN's products as a second pass, the same bits); x row-major
+// in w.dtype(), or f32 for an i8 weight (quantised per row here). Runs on the calling thread alone
 // inside an OpenMP parallel region (oneDNN's rule), else on all threads.
 void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float* bias, float* y,
                    kernels::PostOp post = kernels::PostOp::none);

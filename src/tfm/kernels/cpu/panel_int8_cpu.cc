@@ -284,8 +284,7 @@ struct DequantisingStore {
     __m512 v = dequantize16(sum, mask, e->w_row_sums + column, e->w_scales + column,
                             e->bias ? e->bias + column : nullptr, _mm512_set1_ps(e->x_scales[row]),
                             zero_point_shift, e->post == kernels::PostOp::relu);
-    if (e->post == kernels::PostOp::swish) v = swish16(v);
-    if (e->post == kernels::PostOp::gelu) v = gelu16(v);
+    v = smooth_activation16(e->post, v);
     _mm512_mask_storeu_ps(y + row * n + column, mask, v);
   }
 

@@ -105,10 +105,8 @@ inline void tile(const float* x, int64_t ldx, const Panel& panel, int64_t k0, in
       // zero-masked form: GCC 12 warns of _mm512_max_ps's undefined pass-through register.)
       if (post == kernels::PostOp::relu)
         out = _mm512_maskz_max_ps(0xffff, _mm512_setzero_ps(), out);
-      else if (post == kernels::PostOp::swish)
-        out = swish16(out);
-      else if (post == kernels::PostOp::gelu)
-        out = gelu16(out);
+      else
+        out = smooth_activation16(post, out);
       _mm512_mask_storeu_ps(y + r * ldy + 16 * v, panel.masks[v], out);
     }
 }

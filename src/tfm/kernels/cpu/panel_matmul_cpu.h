@@ -32,9 +32,9 @@ constexpr int64_t kPanelDepthBlock = 16;
 // Whether this build has the kernel (AVX-512; the portable build has not).
 bool panel_kernel_available();
 
-// y [m, n] (row-major, f32) = x [m, k] (row-major, f32) W^T (+ bias [n]), then `post` (max(0, y)
-// or swish16) in the stores; `panels` is W^T in the layout above. Runs on the calling thread alone
-// inside an OpenMP parallel region, else on all threads. Needs panel_kernel_available().
+// y [m, n] (row-major, f32) = x [m, k] (row-major, f32) W^T (+ bias [n]), then `post` (max(0, y),
+// swish16 or gelu16) in the stores; `panels` is W^T in the layout above. Runs on the calling thread
+// alone inside an OpenMP parallel region, else on all threads. Needs panel_kernel_available().
 void panel_linear_f32(const float* x, int64_t m, int64_t n, int64_t k, const float* panels,
                       const float* bias, kernels::PostOp post, float* y);
 

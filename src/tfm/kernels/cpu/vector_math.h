@@ -11,6 +11,7 @@
 #endif
 
 #include "tfm/kernels/cpu/isa.h"
+#include "tfm/kernels/kernel_args.h"
 
 namespace tfm::internal::cpu {
 inline namespace TFM_CPU_ISA {
@@ -132,6 +133,14 @@ inline __m512 gelu16(__m512 x) {
   const __m512 twice_phi =
       _mm512_mask_sub_ps(erfc_abs, non_negative, _mm512_set1_ps(2.0f), erfc_abs);
   return _mm512_mul_ps(half_x, twice_phi);
+}
+
+// What a product's stores apply for `post` besides ReLU (swish16, gelu16); v as it is for none and
+// ReLU, which each kernel applies itself (their NaN rules differ).
+inline __m512 smooth_activation16(kernels::PostOp post, __m512 v) {
+  if (post == kernels::PostOp::swish) return swish16(v);
+  if (post == kernels::PostOp::gelu) return gelu16(v);
+  return v;
 }
 
 // The lanes [0, count) of 16, count in [0, 16].
