@@ -5,7 +5,8 @@
 # warm-up), and prints per decode (step) each region's function, its regions, its milliseconds and
 # its share, and the time outside every region, where one thread runs alone (the search, the ops'
 # bookkeeping). perf (bench/profile_step.sh) gives samples by function; this gives the wall time of
-# each parallel part, its waits included.
+# each parallel part, its waits included, and the part of it its threads spend idle (outside the
+# function: the fork, the join and the waits for the slowest thread, averaged over the threads).
 #
 # Usage: bench/region_times.sh decode [bench_decode options]   (one beam size)
 #          default: --preset base --vocab 32000 --batch 32 --src-len 25 --out-len 25 --beams 1
@@ -73,8 +74,8 @@ def read(path):
         _, span, _, inside = f.readline().split()
         regions = {}
         for line in f:
-            calls, seconds, obj, offset = line.split()
-            regions[(obj, offset)] = (int(calls), float(seconds))
+            calls, seconds, idle, obj, offset = line.split()
+            regions[(obj, offset)] = (int(calls), float(seconds), float(idle))
     return float(span), float(inside), regions
 
 
@@ -98,16 +99,18 @@ def name_of(obj, offset):
 span, inside, regions = read(path)
 span, serial = span / runs, (span - inside) / runs
 rows = {}
-for key, (calls, seconds) in regions.items():
+for key, (calls, seconds, idle) in regions.items():
     name = name_of(*key)
-    c, s = rows.get(name, (0.0, 0.0))
-    rows[name] = (c + calls / runs, s + seconds / runs)
-rows["outside every parallel region (one thread)"] = (0.0, serial)
-print(f"| part of a {unit} | regions a {unit} | ms a {unit} | share |")
-print("|---|---:|---:|---:|")
-for name, (calls, seconds) in sorted(rows.items(), key=lambda item: -item[1][1]):
+    c, s, i = rows.get(name, (0.0, 0.0, 0.0))
+    rows[name] = (c + calls / runs, s + seconds / runs, i + idle / runs)
+rows["outside every parallel region (one thread)"] = (0.0, serial, None)
+print(f"| part of a {unit} | regions a {unit} | ms a {unit} | share | of which idle, ms |")
+print("|---|---:|---:|---:|---:|")
+for name, (calls, seconds, idle) in sorted(rows.items(), key=lambda item: -item[1][1]):
     if seconds * 1000 < 0.05:
         continue
-    print(f"| {name} | {calls:.0f} | {seconds * 1000:.1f} | {100 * seconds / span:.1f}% |")
-print(f"| all | | {span * 1000:.1f} | 100% |")
+    idle_cell = "" if idle is None else f"{idle * 1000:.1f}"
+    print(f"| {name} | {calls:.0f} | {seconds * 1000:.1f} | {100 * seconds / span:.1f}% | {idle_cell} |")
+total_idle = sum(i for _, _, i in rows.values() if i is not None)
+print(f"| all | | {span * 1000:.1f} | 100% | {total_idle * 1000:.1f} |")
 EOF_PY
