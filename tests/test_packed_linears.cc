@@ -1,8 +1,9 @@
 // ops::packed_linears (several packed weights on one x, inference) against ops::linear a weight:
-// the same bits for f32, bf16 and int8 weights, for row counts on each side of the int8 panel
-// kernel's limit and depths with a partial group of 4; the refusals; and self-attention's decoding
-// step (MultiHeadAttention::append_and_attend, which runs its three projections through it) against
-// append then attend.
+// the same bits for f32, bf16 and int8 weights, for row counts on each side of the panel kernels'
+// limit (f32 weights in panels share one region up to 128 rows, as int8 ones do), output widths
+// that end inside a panel and depths with a partial group of 4; the refusals; and self-attention's
+// decoding step (MultiHeadAttention::append_and_attend, which runs its three projections through
+// it) against append then attend.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -46,8 +46,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
 
 // Inference: linear(x, w, b, {dtype, packed}) for 1 to 4 weights packed in the same product type,
 // all of x's width, each with its bias (or undefined): the same bits, in one call, which on the
-// CPU quantises x once and shares one parallel region where the weights are int8 (a decoding
-// step's queries, keys and values). Tensors that need a gradient are refused.
+// CPU shares one parallel region where the weights are int8 (x quantised once) or f32 in panels (a
+// decoding step's queries, keys and values). Tensors that need a gradient are refused.
 std::vector<Tensor> packed_linears(const Tensor& x, const std::vector<const PackedWeight*>& weights,
                                    const std::vector<Tensor>& biases);
 

@@ -404,11 +404,46 @@ void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float*
   post_pass(post, y, m, w.out_features());
 }
 
+namespace {
+
+// The products of packed_linears' one region, timed as one product (gemm_shapes): "packed i8
+// 128x512+512+512x512 panel".
+void record_together(std::chrono::steady_clock::time_point start, int64_t m,
+                     const PackedWeight* const* weights, int count, const char* type) {
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double flops = 0;
+  for (int j = 0; j < count; ++j) flops += product_flops(m, *weights[j]);
+  record_gemm(seconds, flops, [&] {
+    std::string columns;
+    for (int j = 0; j < count; ++j)
+      columns += fmt::format("{}{}", j ? "+" : "", weights[j]->out_features());
+    return fmt::format("packed {} {}x{}x{} panel", type, m, columns, weights[0]->in_features());
+  });
+}
+
+}  // namespace
+
 void packed_linears(const void* x, int64_t m, const PackedWeight* const* weights,
                     const float* const* biases, float* const* y, int count) {
   TFM_CHECK(count >= 1 && count <= 4, "packed_linears: {} weights (1 to 4)", count);
-  const int32_t zero_point = activation_zero_point();
   const int64_t k = weights[0]->in_features();
+  // f32 weights in panels, few rows: one region of the panel kernel for all of them.
+  bool f32_panels = count > 1 && m > 0 && m <= kPanelMaxRows;
+  for (int j = 0; j < count && f32_panels; ++j)
+    f32_panels = weights[j]->dtype() == DType::f32 && weights[j]->panels() &&
+                 !weights[j]->widened() && weights[j]->in_features() == k;
+  if (f32_panels) {
+    PanelLinearF32 products[4];
+    for (int j = 0; j < count; ++j)
+      products[j] = {static_cast<const float*>(weights[j]->data()), weights[j]->out_features(),
+                     biases[j], y[j]};
+    const auto start = std::chrono::steady_clock::now();
+    panel_linears_f32(static_cast<const float*>(x), m, k, products, count);
+    record_together(start, m, weights, count, "f32");
+    return;
+  }
+  const int32_t zero_point = activation_zero_point();
   bool together = count > 1 && m > 0;
   for (int j = 0; j < count && together; ++j)
     together = weights[j]->dtype() == DType::i8 && weights[j]->in_features() == k &&
@@ -427,15 +462,7 @@ void packed_linears(const void* x, int64_t m, const PackedWeight* const* weights
   const auto start = std::chrono::steady_clock::now();
   panel_linears_quantising(static_cast<const float*>(x), m, k, weights[0]->int8_panel_groups(),
                            products, count, u, scales);
-  // Timed as one product (gemm_shapes): "packed i8 128x512+512+512x512 panel".
-  double flops = 0;
-  std::string columns;
-  for (int j = 0; j < count; ++j) {
-    flops += product_flops(m, *weights[j]);
-    columns += fmt::format("{}{}", j ? "+" : "", weights[j]->out_features());
-  }
-  record_gemm(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-              flops, [&] { return fmt::format("packed i8 {}x{}x{} panel", m, columns, k); });
+  record_together(start, m, weights, count, "i8");
 }
 
 void packed_linear_onednn(const void* x, int64_t m, const PackedWeight& w, const float* bias,

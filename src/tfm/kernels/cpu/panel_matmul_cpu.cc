@@ -180,24 +180,39 @@ void panel_rows(const float* x, int64_t k, const Panel& panel, int64_t r0, int64
   }
 }
 
-}  // namespace
-
-bool panel_kernel_available() {
-  return true;
-}
-
-void panel_linear_f32(const float* x, int64_t m, int64_t n, int64_t k, const float* panels,
-                      const float* bias, kernels::PostOp post, float* y) {
+// The products' panels, one weight's after the other's, as one product's work items (see
+// panel_linear_f32 and panel_linears_f32).
+void run_panel_products(const float* x, int64_t m, int64_t k, const PanelLinearF32* products,
+                        int count, kernels::PostOp post) {
   if (m == 0) return;
-  const int64_t panel_count = (n + kPanelColumns - 1) / kPanelColumns;
+  // first_panel[j]: the first panel of product j among all the products' panels (at most 4).
+  int64_t first_panel[4 + 1] = {0};
+  for (int j = 0; j < count; ++j)
+    first_panel[j + 1] = first_panel[j] + (products[j].n + kPanelColumns - 1) / kPanelColumns;
+  const int64_t panel_count = first_panel[count];
   const int64_t kp = (k + kPanelDepthBlock - 1) / kPanelDepthBlock * kPanelDepthBlock;
-  auto panel_at = [&](int64_t p) {
-    Panel panel{panels + p * kp * kPanelColumns, {}, bias ? bias + p * kPanelColumns : nullptr};
+  // Panel `all` of all the products': its weight, its columns' masks and bias, and where its
+  // columns of y start.
+  struct At {
+    Panel panel;
+    float* y;
+    int64_t ldy;
+  };
+  auto panel_at = [&](int64_t all) {
+    int j = 0;
+    while (all >= first_panel[j + 1]) ++j;
+    const PanelLinearF32& product = products[j];
+    const int64_t p = all - first_panel[j];
+    At at{{product.panels + p * kp * kPanelColumns,
+           {},
+           product.bias ? product.bias + p * kPanelColumns : nullptr},
+          product.y + p * kPanelColumns,
+          product.n};
     for (int v = 0; v < kVectors; ++v) {
-      const int64_t columns = std::clamp<int64_t>(n - p * kPanelColumns - 16 * v, 0, 16);
-      panel.masks[v] = static_cast<__mmask16>((1u << columns) - 1u);
+      const int64_t columns = std::clamp<int64_t>(product.n - p * kPanelColumns - 16 * v, 0, 16);
+      at.panel.masks[v] = static_cast<__mmask16>((1u << columns) - 1u);
     }
-    return panel;
+    return at;
   };
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   // Work items. Many rows: each thread's static_rows (parallel.h) of every panel, a chunk of rows
@@ -218,7 +233,8 @@ void panel_linear_f32(const float* x, int64_t m, int64_t n, int64_t k, const flo
     const int64_t p = by_rows ? item % panel_count : item / row_chunks;
     const int64_t chunk = by_rows ? item / panel_count : item % row_chunks;
     const int64_t r0 = chunk * chunk_rows, r1 = std::min(m, r0 + chunk_rows);
-    panel_rows(x, k, panel_at(p), r0, r1, y + p * kPanelColumns, n, post, prefetch_x);
+    const At at = panel_at(p);
+    panel_rows(x, k, at.panel, r0, r1, at.y, at.ldy, post, prefetch_x);
   };
   // One thread (log_softmax_top's blocks, each thread its own): x stays in its caches.
   if (threads == 1) {
@@ -241,6 +257,24 @@ void panel_linear_f32(const float* x, int64_t m, int64_t n, int64_t k, const flo
   }
 }
 
+}  // namespace
+
+bool panel_kernel_available() {
+  return true;
+}
+
+void panel_linear_f32(const float* x, int64_t m, int64_t n, int64_t k, const float* panels,
+                      const float* bias, kernels::PostOp post, float* y) {
+  const PanelLinearF32 product{panels, n, bias, y};
+  run_panel_products(x, m, k, &product, 1, post);
+}
+
+void panel_linears_f32(const float* x, int64_t m, int64_t k, const PanelLinearF32* products,
+                       int count) {
+  TFM_CHECK(count >= 1 && count <= 4, "panel_linears_f32: {} weights (1 to 4)", count);
+  run_panel_products(x, m, k, products, count, kernels::PostOp::none);
+}
+
 #else  // no AVX-512: PackedWeight keeps oneDNN's products
 
 bool panel_kernel_available() {
@@ -250,6 +284,10 @@ bool panel_kernel_available() {
 void panel_linear_f32(const float*, int64_t, int64_t, int64_t, const float*, const float*,
                       kernels::PostOp, float*) {
   fail("panel_linear_f32: this build has no AVX-512 (panel_kernel_available() is false)");
+}
+
+void panel_linears_f32(const float*, int64_t, int64_t, const PanelLinearF32*, int) {
+  fail("panel_linears_f32: this build has no AVX-512 (panel_kernel_available() is false)");
 }
 
 #endif

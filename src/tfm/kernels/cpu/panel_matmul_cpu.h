@@ -38,5 +38,19 @@ bool panel_kernel_available();
 void panel_linear_f32(const float* x, int64_t m, int64_t n, int64_t k, const float* panels,
                       const float* bias, kernels::PostOp post, float* y);
 
+// One weight of panel_linears_f32: y [m, n] = x W^T (+ bias) from `panels` (the layout above).
+struct PanelLinearF32 {
+  const float* panels = nullptr;
+  int64_t n = 0;
+  const float* bias = nullptr;  // or null
+  float* y = nullptr;
+};
+
+// panel_linear_f32 for up to 4 weights of the same depth k on the same x, in one parallel region:
+// their panels one after the other, shared out among the threads as one product's (a decoding
+// step's self-attention projections: one fork and join instead of three). No post-op.
+void panel_linears_f32(const float* x, int64_t m, int64_t k, const PanelLinearF32* products,
+                       int count);
+
 }  // namespace TFM_CPU_ISA
 }  // namespace tfm::internal::cpu
