@@ -303,6 +303,11 @@ const void* widened_if_needed(const void* x, int64_t m, const PackedWeight& w) {
 // docs/journal/2026-11-27-decode-weights-streamed.md).
 constexpr int64_t kPanelMaxRows = 128;
 
+// Whether the f32 panel kernel takes the product of m rows by w (f32, or bf16 widened to f32).
+bool panel_kernel_takes(int64_t m, const PackedWeight& w) {
+  return w.panels() && m <= kPanelMaxRows;
+}
+
 // The same for the int8 panel kernel (a CPU without VNNI, where oneDNN packs the weight again in
 // every call): faster than oneDNN up to 64 rows in gemm_bench's packed_product_i8
 // (docs/journal/2026-11-26-panel-kernel-int8-without-vnni.md, "int8 without VNNI").
@@ -393,7 +398,7 @@ void packed_linear(const void* x, int64_t m, const PackedWeight& w, const float*
     return;
   }
   x = widened_if_needed(x, m, w);
-  if (w.panels() && m <= kPanelMaxRows) {
+  if (panel_kernel_takes(m, w)) {
     const GemmTimer timer(m, w, "panel");
     panel_linear_f32(static_cast<const float*>(x), m, w.out_features(), w.in_features(),
                      static_cast<const float*>(w.data()), bias, post, y);
@@ -428,11 +433,12 @@ void packed_linears(const void* x, int64_t m, const PackedWeight* const* weights
                     const float* const* biases, float* const* y, int count) {
   TFM_CHECK(count >= 1 && count <= 4, "packed_linears: {} weights (1 to 4)", count);
   const int64_t k = weights[0]->in_features();
-  // f32 weights in panels, few rows: one region of the panel kernel for all of them.
-  bool f32_panels = count > 1 && m > 0 && m <= kPanelMaxRows;
+  // f32 weights (not widened bf16: x is f32 here) in panels, few rows: one region of the panel
+  // kernel for all of them.
+  bool f32_panels = count > 1 && m > 0;
   for (int j = 0; j < count && f32_panels; ++j)
-    f32_panels = weights[j]->dtype() == DType::f32 && weights[j]->panels() &&
-                 !weights[j]->widened() && weights[j]->in_features() == k;
+    f32_panels = weights[j]->dtype() == DType::f32 && panel_kernel_takes(m, *weights[j]) &&
+                 weights[j]->in_features() == k;
   if (f32_panels) {
     PanelLinearF32 products[4];
     for (int j = 0; j < count; ++j)
