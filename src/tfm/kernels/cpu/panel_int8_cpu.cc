@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "tfm/core/error.h"
+#include "tfm/core/integer_math.h"
 #include "tfm/kernels/cpu/parallel.h"
 #include "tfm/kernels/cpu/quantize_cpu.h"
 #include "tfm/kernels/cpu/vector_math.h"
@@ -110,14 +111,23 @@ template <int MR, typename Word>
   }
 }
 
+// A tile's share of the prefetching of the panel its thread multiplies next (run_panels): from
+// `lines` on, `per_group` cache lines at each of the tile's first `groups` groups, into L2.
+struct PanelAhead {
+  const int8_t* lines = nullptr;  // null: none
+  int64_t groups = 0;
+  int per_group = 0;
+};
+
 // The sums of rows [0, MR) of one panel's 64 columns, from u's rows (k apart), handed to
 // store(r, v, sum) for row r's columns 16v .. 16v+15. The whole groups of 4 k first, in a loop with
-// nothing else in it, then the last, partial group. GCC 12's partial redundancy elimination moves
+// nothing else in it but the tile's share of the prefetching (PanelAhead), then the last, partial
+// group. GCC 12's partial redundancy elimination moves
 // the 24 sums of a 6-row tile through the stack at every group (a load and a store per vpdpbusd,
 // half the speed): without it they stay in registers.
 template <int MR, typename Store>
 [[gnu::optimize("no-tree-pre")]] void tile(const uint8_t* u, int64_t k, const int8_t* panel,
-                                           Store store) {
+                                           PanelAhead ahead, Store store) {
   const int64_t full = k / kInt8PanelGroup;
   __m512i sum[MR][kVectors];
 #pragma GCC unroll 8
@@ -126,6 +136,9 @@ template <int MR, typename Store>
     for (int v = 0; v < kVectors; ++v) sum[r][v] = _mm512_setzero_si512();
   const int8_t* w = panel;
   for (int64_t g = 0; g < full; ++g, w += kGroupBytes) {
+    if (g < ahead.groups)
+      for (int line = 0; line < ahead.per_group; ++line, ahead.lines += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead.lines), _MM_HINT_T1);
     const uint8_t* at = u + g * kInt8PanelGroup;
     multiply_group<MR>(sum, w, [&](int r) {
       int32_t word;
@@ -182,14 +195,31 @@ void run_panels(const uint8_t* u, int64_t m, int64_t k, int64_t panel_groups,
   const int64_t panel_count = first_panel[count];
   const int64_t panel_bytes = panel_groups * kGroupBytes;
   const int64_t tiles = (m + kTileRows - 1) / kTileRows;
-  // Rows [begin, end) of panel `all` (of all the jobs'): its tiles read the panel again, from L2.
-  // With prefetch_u, each tile first asks for the next tile's rows of u, which the other threads
-  // may have written.
-  auto run = [&](int64_t all, int64_t begin, int64_t end, bool prefetch_u) {
+  auto job_of = [&](int64_t all) {
     int j = 0;
     while (all >= first_panel[j + 1]) ++j;
+    return j;
+  };
+  // Rows [begin, end) of panel `all` (of all the jobs'): its tiles read the panel again, from L2.
+  // With prefetch_u, each tile first asks for the next tile's rows of u, which the other threads
+  // may have written. With prefetch_next, the tiles share out the prefetching of the next panel
+  // (the weights stream from memory in a decoding step, and only a panel's first tile reads it
+  // from there: alone, it waited on the memory for each line while the memory idled during the
+  // other tiles). So the f32 panel kernel streams its weights too (panel_matmul_cpu.cc); a
+  // thread's single tile reads each panel once and leaves it to the hardware's prefetchers.
+  auto run = [&](int64_t all, int64_t begin, int64_t end, bool prefetch_u, bool prefetch_next) {
+    const int j = job_of(all);
     const PanelJob<Store>& job = jobs[j];
     const int64_t p = all - first_panel[j], first = p * kInt8PanelColumns;
+    const int64_t my_tiles = (end - begin + kTileRows - 1) / kTileRows;
+    const int8_t* next = nullptr;
+    if (prefetch_next && my_tiles > 1 && all + 1 < panel_count) {
+      const int n = job_of(all + 1);
+      next = jobs[n].panels + (all + 1 - first_panel[n]) * panel_bytes;
+    }
+    const int64_t panel_lines = panel_bytes / 64, tile_lines = ceil_div(panel_lines, my_tiles);
+    const int per_group =
+        static_cast<int>(ceil_div(tile_lines, std::max<int64_t>(1, k / kInt8PanelGroup)));
     __mmask16 masks[kVectors];
     for (int v = 0; v < kVectors; ++v) {
       const int64_t columns = std::clamp<int64_t>(job.n - first - 16 * v, 0, 16);
@@ -204,15 +234,21 @@ void run_panels(const uint8_t* u, int64_t m, int64_t k, int64_t panel_groups,
       auto tile_store = [&](int row, int v, __m512i sum) {
         if (masks[v]) job.store(r + row, first + 16 * v, masks[v], sum);
       };
+      PanelAhead ahead;
+      if (next != nullptr) {
+        const int64_t from = std::min(panel_lines, (r - begin) / kTileRows * tile_lines);
+        ahead = {next + 64 * from, ceil_div(std::min(tile_lines, panel_lines - from), per_group),
+                 per_group};
+      }
       with_tile_rows(end - r, [&](auto tile_rows) {
-        tile<decltype(tile_rows)::value>(u + r * k, k, panel, tile_store);
+        tile<decltype(tile_rows)::value>(u + r * k, k, panel, ahead, tile_store);
       });
     }
   };
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (threads == 1) {
     if constexpr (kPrologue) prologue(0, 1);
-    for (int64_t p = 0; p < panel_count; ++p) run(p, 0, m, false);
+    for (int64_t p = 0; p < panel_count; ++p) run(p, 0, m, false, true);
     return;
   }
   // Many rows: each thread its own rows (parallel.h, kRowsPerThreadToSplitRows), the ones its
@@ -224,7 +260,7 @@ void run_panels(const uint8_t* u, int64_t m, int64_t k, int64_t panel_groups,
       if constexpr (kPrologue) prologue(thread, team);
       const auto [begin, end] = static_rows(m, thread, team);
       if (begin < end)
-        for (int64_t p = 0; p < panel_count; ++p) run(p, begin, end, false);
+        for (int64_t p = 0; p < panel_count; ++p) run(p, begin, end, false, true);
     }
     return;
   }
@@ -240,7 +276,7 @@ void run_panels(const uint8_t* u, int64_t m, int64_t k, int64_t panel_groups,
 #pragma omp for schedule(static) nowait
     for (int64_t item = 0; item < panel_count * chunks; ++item) {
       const int64_t begin = item % chunks * chunk_rows;
-      if (begin < m) run(item / chunks, begin, std::min(m, begin + chunk_rows), first);
+      if (begin < m) run(item / chunks, begin, std::min(m, begin + chunk_rows), first, false);
       first = false;
     }
   }
