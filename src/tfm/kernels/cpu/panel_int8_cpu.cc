@@ -122,9 +122,9 @@ struct PanelAhead {
 // The sums of rows [0, MR) of one panel's 64 columns, from u's rows (k apart), handed to
 // store(r, v, sum) for row r's columns 16v .. 16v+15. The whole groups of 4 k first, in a loop with
 // nothing else in it but the tile's share of the prefetching (PanelAhead), then the last, partial
-// group. GCC 12's partial redundancy elimination moves
-// the 24 sums of a 6-row tile through the stack at every group (a load and a store per vpdpbusd,
-// half the speed): without it they stay in registers.
+// group. GCC 12's partial redundancy elimination moves the 24 sums of a 6-row tile through the
+// stack at every group (a load and a store per vpdpbusd, half the speed): without it they stay in
+// registers.
 template <int MR, typename Store>
 [[gnu::optimize("no-tree-pre")]] void tile(const uint8_t* u, int64_t k, const int8_t* panel,
                                            PanelAhead ahead, Store store) {
@@ -203,10 +203,11 @@ void run_panels(const uint8_t* u, int64_t m, int64_t k, int64_t panel_groups,
   // Rows [begin, end) of panel `all` (of all the jobs'): its tiles read the panel again, from L2.
   // With prefetch_u, each tile first asks for the next tile's rows of u, which the other threads
   // may have written. With prefetch_next, the tiles share out the prefetching of the next panel
-  // (the weights stream from memory in a decoding step, and only a panel's first tile reads it
-  // from there: alone, it waited on the memory for each line while the memory idled during the
-  // other tiles). So the f32 panel kernel streams its weights too (panel_matmul_cpu.cc); a
-  // thread's single tile reads each panel once and leaves it to the hardware's prefetchers.
+  // into L2. In a decoding step the weights stream from memory, and only a panel's first tile
+  // reads it from there: alone, that tile waited on the memory for each line while the memory
+  // idled under the other tiles (docs/journal/2026-12-06-int8-panels-streamed.md). The f32 panel
+  // kernel streams its weights the same way (panel_matmul_cpu.cc). A thread with a single tile
+  // reads each panel once, and there the hardware's prefetchers keep up.
   auto run = [&](int64_t all, int64_t begin, int64_t end, bool prefetch_u, bool prefetch_next) {
     const int j = job_of(all);
     const PanelJob<Store>& job = jobs[j];
@@ -214,8 +215,8 @@ void run_panels(const uint8_t* u, int64_t m, int64_t k, int64_t panel_groups,
     const int64_t my_tiles = (end - begin + kTileRows - 1) / kTileRows;
     const int8_t* next = nullptr;
     if (prefetch_next && my_tiles > 1 && all + 1 < panel_count) {
-      const int n = job_of(all + 1);
-      next = jobs[n].panels + (all + 1 - first_panel[n]) * panel_bytes;
+      const int next_job = job_of(all + 1);
+      next = jobs[next_job].panels + (all + 1 - first_panel[next_job]) * panel_bytes;
     }
     const int64_t panel_lines = panel_bytes / 64, tile_lines = ceil_div(panel_lines, my_tiles);
     const int per_group =
