@@ -119,6 +119,18 @@ struct PanelAhead {
   int per_group = 0;
 };
 
+// Tile `tile`'s share (of `tiles`, each over `groups` whole groups) of the lines of the panel at
+// `next` (panel_bytes long; null: none): the lines in equal runs, tile by tile.
+PanelAhead share_of_next(const int8_t* next, int64_t panel_bytes, int64_t tiles, int64_t tile,
+                         int64_t groups) {
+  if (next == nullptr) return {};
+  const int64_t panel_lines = panel_bytes / 64, tile_lines = ceil_div(panel_lines, tiles);
+  const int per_group = static_cast<int>(ceil_div(tile_lines, std::max<int64_t>(1, groups)));
+  const int64_t from = std::min(panel_lines, tile * tile_lines);
+  return {next + 64 * from, ceil_div(std::min(tile_lines, panel_lines - from), per_group),
+          per_group};
+}
+
 // The sums of rows [0, MR) of one panel's 64 columns, from u's rows (k apart), handed to
 // store(r, v, sum) for row r's columns 16v .. 16v+15. The whole groups of 4 k first, in a loop with
 // nothing else in it but the tile's share of the prefetching (PanelAhead), then the last, partial
@@ -218,9 +230,6 @@ void run_panels(const uint8_t* u, int64_t m, int64_t k, int64_t panel_groups,
       const int next_job = job_of(all + 1);
       next = jobs[next_job].panels + (all + 1 - first_panel[next_job]) * panel_bytes;
     }
-    const int64_t panel_lines = panel_bytes / 64, tile_lines = ceil_div(panel_lines, my_tiles);
-    const int per_group =
-        static_cast<int>(ceil_div(tile_lines, std::max<int64_t>(1, k / kInt8PanelGroup)));
     __mmask16 masks[kVectors];
     for (int v = 0; v < kVectors; ++v) {
       const int64_t columns = std::clamp<int64_t>(job.n - first - 16 * v, 0, 16);
@@ -235,12 +244,8 @@ void run_panels(const uint8_t* u, int64_t m, int64_t k, int64_t panel_groups,
       auto tile_store = [&](int row, int v, __m512i sum) {
         if (masks[v]) job.store(r + row, first + 16 * v, masks[v], sum);
       };
-      PanelAhead ahead;
-      if (next != nullptr) {
-        const int64_t from = std::min(panel_lines, (r - begin) / kTileRows * tile_lines);
-        ahead = {next + 64 * from, ceil_div(std::min(tile_lines, panel_lines - from), per_group),
-                 per_group};
-      }
+      const PanelAhead ahead =
+          share_of_next(next, panel_bytes, my_tiles, (r - begin) / kTileRows, k / kInt8PanelGroup);
       with_tile_rows(end - r, [&](auto tile_rows) {
         tile<decltype(tile_rows)::value>(u + r * k, k, panel, ahead, tile_store);
       });
